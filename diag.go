@@ -1,0 +1,206 @@
+package lockword
+
+import (
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockword/lockword/internal/wait"
+)
+
+// DefaultStuckThreshold is how long a waiter waits before it logs a stuck
+// report, unless the lock's SetStuckThreshold says otherwise.
+const DefaultStuckThreshold = 2 * time.Second
+
+// Stats are a lock's contention statistics, collected only after
+// EnableStats. Times are wall durations on the monotonic clock.
+type Stats struct {
+	// Acquisitions counts successful Lock, LockContext and TryLock calls.
+	Acquisitions uint64
+	// SlowPath counts acquisitions that found the lock held, so that the
+	// one-CAS fast path failed and the caller spun, yielded or slept.
+	SlowPath uint64
+	// Parks counts the times a waiter went to sleep (parked its goroutine).
+	Parks uint64
+	// WaitTotal is the time spent in the slow path by all acquisitions;
+	// WaitMax the longest single such wait.
+	WaitTotal, WaitMax time.Duration
+}
+
+// SlowPathFraction is SlowPath/Acquisitions, or 0 with no acquisitions.
+func (s Stats) SlowPathFraction() float64 {
+	if s.Acquisitions == 0 {
+		return 0
+	}
+	return float64(s.SlowPath) / float64(s.Acquisitions)
+}
+
+// diag carries a lock's optional diagnostics: a name, a stuck threshold and
+// contention statistics. Its zero value (no info) costs the fast path one
+// load of a pointer that lives next to the lock word. Once allocated, info
+// never changes, so readers need no further synchronization.
+type diag struct {
+	info atomic.Pointer[lockInfo]
+}
+
+type lockInfo struct {
+	name     atomic.Pointer[string]
+	stuckNs  atomic.Int64 // 0: DefaultStuckThreshold; <0: never report
+	statsOn  atomic.Bool
+	acquired atomic.Uint64
+	slow     atomic.Uint64
+	parks    atomic.Uint64
+	waitNs   atomic.Int64
+	waitMax  atomic.Int64
+}
+
+func (d *diag) getInfo() *lockInfo {
+	if p := d.info.Load(); p != nil {
+		return p
+	}
+	d.info.CompareAndSwap(nil, new(lockInfo))
+	return d.info.Load()
+}
+
+// SetName names the lock in stuck reports and in Stats users' output.
+// It may be called at any time, concurrently with use of the lock.
+func (d *diag) SetName(name string) { d.getInfo().name.Store(&name) }
+
+// Name returns the name given by SetName, or "".
+func (d *diag) Name() string {
+	if p := d.info.Load(); p != nil {
+		if n := p.name.Load(); n != nil {
+			return *n
+		}
+	}
+	return ""
+}
+
+// SetStuckThreshold sets how long a waiter waits before it logs one stuck
+// report (a log/slog warning) and keeps waiting. Zero restores
+// DefaultStuckThreshold; a negative duration disables reports for this lock.
+func (d *diag) SetStuckThreshold(threshold time.Duration) {
+	d.getInfo().stuckNs.Store(int64(threshold))
+}
+
+// EnableStats starts collecting contention statistics (see Stats). While
+// enabled, every acquisition pays a few atomic adds on a shared counter.
+func (d *diag) EnableStats() { d.getInfo().statsOn.Store(true) }
+
+// Stats returns a snapshot of the statistics collected since EnableStats;
+// all zero if it was never called.
+func (d *diag) Stats() Stats {
+	p := d.info.Load()
+	if p == nil {
+		return Stats{}
+	}
+	return Stats{
+		Acquisitions: p.acquired.Load(),
+		SlowPath:     p.slow.Load(),
+		Parks:        p.parks.Load(),
+		WaitTotal:    time.Duration(p.waitNs.Load()),
+		WaitMax:      time.Duration(p.waitMax.Load()),
+	}
+}
+
+// fastAcquired records an acquisition that took the fast path although the
+// lock has diagnostics (so its fast path deferred to the slow function).
+func (p *lockInfo) fastAcquired() {
+	if p.statsOn.Load() {
+		p.acquired.Add(1)
+	}
+}
+
+// waitTrack follows one acquisition through the slow path: it times the
+// wait for Stats and arms the stuck report when the waiter first sleeps.
+type waitTrack struct {
+	info  *lockInfo
+	kind  string
+	addr  any
+	start time.Time
+	timer *time.Timer
+}
+
+func (d *diag) track(kind string, addr any) waitTrack {
+	t := waitTrack{info: d.info.Load(), kind: kind, addr: addr}
+	if t.info != nil && t.info.statsOn.Load() {
+		t.start = time.Now()
+	}
+	return t
+}
+
+// parking is called before each sleep. The first one arms the stuck report:
+// timing only sleeps keeps the spinning fast path free of clock reads and
+// timers, and a waiter stuck for seconds is asleep anyway.
+func (t *waitTrack) parking(word *atomic.Uint32) {
+	if t.info != nil && t.info.statsOn.Load() {
+		t.info.parks.Add(1)
+	}
+	if t.timer != nil {
+		return
+	}
+	threshold := DefaultStuckThreshold
+	name := ""
+	if t.info != nil {
+		if ns := t.info.stuckNs.Load(); ns < 0 {
+			return
+		} else if ns > 0 {
+			threshold = time.Duration(ns)
+		}
+		if n := t.info.name.Load(); n != nil {
+			name = *n
+		}
+	}
+	if t.start.IsZero() {
+		t.start = time.Now()
+	}
+	start, kind, addr := t.start, t.kind, t.addr
+	t.timer = time.AfterFunc(threshold, func() {
+		logStuck(kind, name, addr, start, threshold, wait.Parked(word))
+	})
+}
+
+func logStuck(kind, name string, addr any, start time.Time, threshold time.Duration, waiters int) {
+	if name == "" {
+		name = "(unnamed: call SetName to name it)"
+	}
+	slog.Warn("lockword: goroutine still waiting for a lock past the stuck threshold; the holder may be blocked, deadlocked, or may never call Unlock",
+		"lock", name,
+		"kind", kind,
+		"addr", fmt.Sprintf("%p", addr),
+		"waited", time.Since(start).Round(time.Millisecond),
+		"threshold", threshold,
+		"sleeping_waiters", waiters,
+		"hint", "send SIGQUIT (or set GOTRACEBACK=all and panic) to dump every goroutine and find the holder")
+}
+
+// acquired ends a slow-path acquisition.
+func (t *waitTrack) acquired() {
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	if t.info == nil || !t.info.statsOn.Load() {
+		return
+	}
+	t.info.acquired.Add(1)
+	t.info.slow.Add(1)
+	if t.start.IsZero() {
+		return
+	}
+	ns := int64(time.Since(t.start))
+	t.info.waitNs.Add(ns)
+	for {
+		old := t.info.waitMax.Load()
+		if ns <= old || t.info.waitMax.CompareAndSwap(old, ns) {
+			return
+		}
+	}
+}
+
+// abandoned ends a slow-path attempt that gave up (context done).
+func (t *waitTrack) abandoned() {
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+}

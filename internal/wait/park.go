@@ -1,0 +1,192 @@
+package wait
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// The parking lot: a fixed table of buckets, each a FIFO queue of parked
+// goroutines whose words hash to it. A bucket's mutex is held only for queue
+// surgery and the value check, never while a goroutine sleeps.
+
+const (
+	bucketBits  = 8
+	bucketCount = 1 << bucketBits
+	cacheLine   = 64
+)
+
+type waiter struct {
+	addr       *atomic.Uint32
+	prev, next *waiter
+	// wakeNext chains waiters that Wake has dequeued, so that it can
+	// signal them after releasing the bucket lock.
+	wakeNext *waiter
+	queued   bool          // guarded by the bucket's mu
+	ready    chan struct{} // capacity 1: the wake-up token
+}
+
+type bucket struct {
+	mu         sync.Mutex
+	head, tail *waiter
+	// parked counts queued waiters so that Wake on an empty bucket costs
+	// one load. Incremented before the value check in Wait (see there).
+	parked atomic.Int32
+	_      [cacheLine - 8 - 16 - 4]byte // one bucket per cache line: no false sharing between buckets
+}
+
+var table [bucketCount]bucket
+
+var waiterPool = sync.Pool{New: func() any {
+	return &waiter{ready: make(chan struct{}, 1)}
+}}
+
+func bucketOf(addr *atomic.Uint32) *bucket {
+	// Fibonacci hashing of the address; the low two bits are always zero.
+	h := uint64(uintptr(unsafe.Pointer(addr))>>2) * 0x9E3779B97F4A7C15
+	return &table[h>>(64-bucketBits)]
+}
+
+// Wait parks the calling goroutine while *addr == val, until Wake wakes it
+// or ctx is done. The comparison happens under the bucket lock that Wake
+// also takes, so a Wake that follows a change of *addr cannot fall between
+// the comparison and the enqueue and be lost.
+//
+// Wait returns nil when it was woken or when *addr no longer held val
+// (callers re-check the word either way), and ctx.Err() only when ctx ended
+// before any Wake chose this waiter: a cancelled Wait never swallows a
+// wake-up meant for someone else. A nil ctx, or one that is never done,
+// waits without a context.
+func Wait(ctx context.Context, addr *atomic.Uint32, val uint32) error {
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
+	}
+	b := bucketOf(addr)
+	w := waiterPool.Get().(*waiter)
+	w.addr = addr
+
+	b.mu.Lock()
+	// Count ourselves before loading the word: Wake stores the word before
+	// loading parked, so (all atomics being sequentially consistent) either
+	// we see its store or it sees our count.
+	b.parked.Add(1)
+	if addr.Load() != val {
+		b.parked.Add(-1)
+		b.mu.Unlock()
+		w.addr = nil
+		waiterPool.Put(w)
+		return nil
+	}
+	b.enqueue(w)
+	b.mu.Unlock()
+
+	if done == nil {
+		<-w.ready
+		w.addr = nil
+		waiterPool.Put(w)
+		return nil
+	}
+	var err error
+	select {
+	case <-w.ready:
+	case <-done:
+		b.mu.Lock()
+		if w.queued {
+			b.remove(w)
+			b.parked.Add(-1)
+			err = ctx.Err()
+			b.mu.Unlock()
+		} else {
+			// A Wake dequeued us before we could leave: its token is on
+			// the way. Take it and report the wake-up, so the caller acts
+			// on it instead of dropping it.
+			b.mu.Unlock()
+			<-w.ready
+		}
+	}
+	w.addr = nil
+	waiterPool.Put(w)
+	return err
+}
+
+// Wake wakes up to n goroutines parked on addr, oldest first, and returns
+// how many it woke. Callers change the word before calling Wake.
+func Wake(addr *atomic.Uint32, n int) int {
+	b := bucketOf(addr)
+	if n <= 0 || b.parked.Load() == 0 {
+		return 0
+	}
+	var list *waiter
+	woken := 0
+	b.mu.Lock()
+	for w := b.head; w != nil && woken < n; {
+		next := w.next
+		if w.addr == addr {
+			b.remove(w)
+			w.wakeNext = list
+			list = w
+			woken++
+		}
+		w = next
+	}
+	if woken > 0 {
+		b.parked.Add(int32(-woken))
+	}
+	b.mu.Unlock()
+	// Signal outside the lock: the woken goroutines do not collide with us
+	// on the bucket mutex when they run.
+	for list != nil {
+		w := list
+		list = w.wakeNext
+		w.wakeNext = nil
+		w.ready <- struct{}{}
+	}
+	return woken
+}
+
+// Parked reports how many goroutines are parked on addr. It is a snapshot,
+// for diagnostics and tests only.
+func Parked(addr *atomic.Uint32) int {
+	b := bucketOf(addr)
+	if b.parked.Load() == 0 {
+		return 0
+	}
+	n := 0
+	b.mu.Lock()
+	for w := b.head; w != nil; w = w.next {
+		if w.addr == addr {
+			n++
+		}
+	}
+	b.mu.Unlock()
+	return n
+}
+
+func (b *bucket) enqueue(w *waiter) {
+	w.queued = true
+	w.prev = b.tail
+	w.next = nil
+	if b.tail != nil {
+		b.tail.next = w
+	} else {
+		b.head = w
+	}
+	b.tail = w
+}
+
+func (b *bucket) remove(w *waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		b.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		b.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	w.queued = false
+}
