@@ -36,9 +36,15 @@ func (s Stats) SlowPathFraction() float64 {
 	return float64(s.SlowPath) / float64(s.Acquisitions)
 }
 
+// statsFlag is a bit that a lock with statistics enabled keeps set in its
+// lock word. The fast paths compare the whole word against the plain
+// states (CAS 0→1 to lock, 1→0 to unlock), so the flag makes them fail and
+// every acquisition reaches the slow path, where it is counted. Locks
+// without statistics pay nothing, not even a load.
+const statsFlag = 1 << 31
+
 // diag carries a lock's optional diagnostics: a name, a stuck threshold and
-// contention statistics. Its zero value (no info) costs the fast path one
-// load of a pointer that lives next to the lock word. Once allocated, info
+// contention statistics. Only slow paths read it. Once allocated, info
 // never changes, so readers need no further synchronization.
 type diag struct {
 	info atomic.Pointer[lockInfo]
@@ -84,9 +90,8 @@ func (d *diag) SetStuckThreshold(threshold time.Duration) {
 	d.getInfo().stuckNs.Store(int64(threshold))
 }
 
-// EnableStats starts collecting contention statistics (see Stats). While
-// enabled, every acquisition pays a few atomic adds on a shared counter.
-func (d *diag) EnableStats() { d.getInfo().statsOn.Store(true) }
+// enableStats turns counting on; the lock then sets statsFlag in its word.
+func (d *diag) enableStats() { d.getInfo().statsOn.Store(true) }
 
 // Stats returns a snapshot of the statistics collected since EnableStats;
 // all zero if it was never called.
@@ -104,10 +109,10 @@ func (d *diag) Stats() Stats {
 	}
 }
 
-// fastAcquired records an acquisition that took the fast path although the
-// lock has diagnostics (so its fast path deferred to the slow function).
-func (p *lockInfo) fastAcquired() {
-	if p.statsOn.Load() {
+// uncontended records an acquisition that found the lock free but came
+// through the slow path because statistics are on.
+func (d *diag) uncontended() {
+	if p := d.info.Load(); p != nil && p.statsOn.Load() {
 		p.acquired.Add(1)
 	}
 }

@@ -8,11 +8,12 @@ import (
 	"github.com/lockword/lockword/internal/wait"
 )
 
-// Lock-word states of Mutex.
+// Lock-word states of Mutex (bits 0-1; bit 31 is statsFlag).
 const (
 	mutexUnlocked  = 0
 	mutexLocked    = 1
 	mutexContended = 2
+	mutexStateMask = 3
 )
 
 // Spin tuning for Mutex, chosen by BenchmarkContended on a 2-core AMD EPYC
@@ -36,13 +37,15 @@ var errNilContext = errors.New("lockword: nil context.Context")
 //	0      unlocked
 //	1      locked, no waiters
 //	2      locked, waiters may be sleeping: Unlock must wake one
+//	+2^31  statistics enabled (EnableStats): fast paths fail, slow paths count
 //
 // Lock moves 0→1 with one CAS (the fast path). A waiter that finds the lock
 // held spins on the word for a moment, then swaps in 2 and sleeps while the
 // word is 2; when woken it swaps in 2 again, so the word stays 2 while anyone
-// may be asleep. Unlock swaps in 0 and wakes one sleeper if the old value was
-// 2. A woken waiter competes with newcomers: the Mutex is not fair (use
-// TicketMutex for FIFO order), which keeps throughput high under contention.
+// may be asleep. Unlock moves 1→0 with one CAS, or, from 2, stores 0 and
+// wakes one sleeper. A woken waiter competes with newcomers: the Mutex is
+// not fair (use TicketMutex for FIFO order), which keeps throughput high
+// under contention.
 //
 // Waiters sleep by parking their goroutine (see internal/wait), never by
 // blocking an OS thread, so any number of goroutines may wait.
@@ -70,17 +73,17 @@ var _ interface {
 
 // Lock locks m, waiting until it is available.
 func (m *Mutex) Lock() {
-	// Fast path: no diagnostics and a free lock (0→1).
-	if m.info.Load() == nil && m.state.CompareAndSwap(mutexUnlocked, mutexLocked) {
+	// Fast path: a free lock, 0→1.
+	if m.state.CompareAndSwap(mutexUnlocked, mutexLocked) {
 		return
 	}
-	m.lockSlow(nil)
+	m.lockSlow()
 }
 
 // TryLock tries to lock m without waiting and reports whether it did.
 func (m *Mutex) TryLock() bool {
-	if m.info.Load() == nil {
-		return m.state.CompareAndSwap(mutexUnlocked, mutexLocked)
+	if m.state.CompareAndSwap(mutexUnlocked, mutexLocked) {
+		return true
 	}
 	return m.tryLockSlow()
 }
@@ -91,13 +94,10 @@ func (m *Mutex) TryLock() bool {
 // context.DeadlineExceeded holds) and the caller does not hold the lock.
 // A cancelled waiter never swallows the wake-up of another.
 func (m *Mutex) LockContext(ctx context.Context) error {
-	if m.info.Load() == nil && m.state.CompareAndSwap(mutexUnlocked, mutexLocked) {
+	if m.state.CompareAndSwap(mutexUnlocked, mutexLocked) {
 		return nil
 	}
-	if ctx == nil {
-		return errNilContext
-	}
-	return m.lockSlow(ctx)
+	return m.lockSlowContext(ctx)
 }
 
 // Unlock unlocks m. Unlocking an unlocked Mutex panics with the message
@@ -105,32 +105,76 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 // error; a panic lets tests observe it, and must not be recovered from in
 // production: the lock's state is then unknown).
 func (m *Mutex) Unlock() {
-	// Release (swap in 0) and learn whether anyone may sleep.
-	if old := m.state.Swap(mutexUnlocked); old != mutexLocked {
-		m.unlockSlow(old)
+	// Fast path: locked with nobody waiting, 1→0.
+	if m.state.CompareAndSwap(mutexLocked, mutexUnlocked) {
+		return
+	}
+	m.unlockSlow()
+}
+
+// EnableStats starts collecting contention statistics (see Stats). It may
+// be called at any time. From then on every acquisition takes the slow
+// path and pays a few atomic adds on counters shared by all its users.
+func (m *Mutex) EnableStats() {
+	m.enableStats()
+	m.state.Or(statsFlag)
+}
+
+// unlockSlow handles Unlock from state 2, or with statistics on.
+//
+//go:noinline
+func (m *Mutex) unlockSlow() {
+	for {
+		old := m.state.Load()
+		if old&mutexStateMask == mutexUnlocked {
+			panic("lockword: Unlock of unlocked Mutex")
+		}
+		// Release, keeping the statistics flag.
+		if m.state.CompareAndSwap(old, old&statsFlag) {
+			if old&mutexStateMask == mutexContended {
+				wait.Wake(&m.state, 1)
+			}
+			return
+		}
 	}
 }
 
-func (m *Mutex) unlockSlow(old uint32) {
-	if old == mutexUnlocked {
-		panic("lockword: Unlock of unlocked Mutex")
-	}
-	// old was mutexContended: a waiter may sleep on the word.
-	wait.Wake(&m.state, 1)
-}
-
+//go:noinline
 func (m *Mutex) tryLockSlow() bool {
-	if m.state.CompareAndSwap(mutexUnlocked, mutexLocked) {
-		m.info.Load().fastAcquired()
+	flag := m.state.Load() & statsFlag
+	if flag != 0 && m.state.CompareAndSwap(flag|mutexUnlocked, flag|mutexLocked) {
+		m.uncontended()
 		return true
 	}
 	return false
 }
 
-func (m *Mutex) lockSlow(ctx context.Context) error {
-	if info := m.info.Load(); info != nil && m.state.CompareAndSwap(mutexUnlocked, mutexLocked) {
-		// The fast path deferred to us only to count this acquisition.
-		info.fastAcquired()
+// swap sets the state bits of the word to s and returns the old state
+// bits: Drepper's atomic exchange, keeping the statistics flag.
+func (m *Mutex) swap(s uint32) uint32 {
+	old := m.state.Swap(s)
+	if old&statsFlag != 0 {
+		// Put the flag back. A fast path that slips through the
+		// moment it is missing goes uncounted; the lock is unaffected.
+		m.state.Or(statsFlag)
+	}
+	return old & mutexStateMask
+}
+
+// lockSlow is Lock's slow path; a separate function without a context
+// argument keeps Lock within the inliner's budget.
+//
+//go:noinline
+func (m *Mutex) lockSlow() { m.lockSlowContext(context.Background()) }
+
+func (m *Mutex) lockSlowContext(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	flag := m.state.Load() & statsFlag
+	if flag != 0 && m.state.CompareAndSwap(flag|mutexUnlocked, flag|mutexLocked) {
+		// Free: we came here only to be counted.
+		m.uncontended()
 		return nil
 	}
 	t := m.track("Mutex", m)
@@ -139,7 +183,8 @@ func (m *Mutex) lockSlow(ctx context.Context) error {
 	// release; sleeping now would cost a wake-up of microseconds.
 	backoff := uint32(1)
 	for i := 0; i < mutexSpinIterations; i++ {
-		if m.state.Load() == mutexUnlocked && m.state.CompareAndSwap(mutexUnlocked, mutexLocked) {
+		s := m.state.Load()
+		if s&mutexStateMask == mutexUnlocked && m.state.CompareAndSwap(s, s|mutexLocked) {
 			t.acquired()
 			return nil
 		}
@@ -150,9 +195,9 @@ func (m *Mutex) lockSlow(ctx context.Context) error {
 	// Sleep. Swap in 2, not 1: we are about to wait, so Unlock must wake.
 	// If the swap returns 0 we took the lock (conservatively marked
 	// contended: one extra Wake on an empty queue costs a single load).
-	for c := m.state.Swap(mutexContended); c != mutexUnlocked; c = m.state.Swap(mutexContended) {
+	for c := m.swap(mutexContended); c != mutexUnlocked; c = m.swap(mutexContended) {
 		t.parking(&m.state)
-		if err := wait.Wait(ctx, &m.state, mutexContended); err != nil {
+		if err := wait.Wait(ctx, &m.state, m.state.Load()&statsFlag|mutexContended); err != nil {
 			// Not woken (wait.Wait returns an error only then), so no
 			// wake-up is lost. The word may stay 2 with nobody asleep:
 			// that costs the next Unlock one empty Wake, nothing more.

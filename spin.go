@@ -8,10 +8,12 @@ import (
 	"github.com/lockword/lockword/internal/wait"
 )
 
-// Lock-word states of SpinMutex.
+// Lock-word layout of SpinMutex: bit 0 held, bits 1-30 sleeper count,
+// bit 31 statsFlag.
 const (
-	spinFree = 0
-	spinHeld = 1
+	spinHeld    = 1
+	spinSleeper = 2 // one parked (or about to park) waiter
+	spinCount   = statsFlag - spinSleeper
 )
 
 // Spin tuning for SpinMutex (see BENCHMARKS.md): spin on loads with the CPU
@@ -29,33 +31,32 @@ const (
 // backoff (Anderson, 1990; Herlihy & Shavit, "The Art of Multiprocessor
 // Programming", ch. 7) that degrades gracefully: a waiter spins on plain
 // atomic loads with the CPU's pause hint (PAUSE on amd64, YIELD on arm64)
-// until the lock looks free, then tries to claim it with an exchange; after
-// a bounded number of rounds it yields the processor (runtime.Gosched), and
+// until the lock looks free, then tries to set the held bit; after a
+// bounded number of rounds it yields the processor (runtime.Gosched), and
 // after that it parks. The lock word:
 //
-//	state  meaning
-//	0      free
-//	1      held
+//	bits   meaning
+//	0      held
+//	1-30   number of parked waiters (Unlock wakes one if nonzero)
+//	31     statistics enabled (EnableStats): fast paths fail, slow paths count
 //
-// and a separate sleeper count says whether Unlock must wake a parked
-// waiter (so the word itself stays a pure TTAS word: exchange 1 to claim,
-// exchange 0 to release). Spinning on loads keeps the cache line shared while
-// the lock is held; only the exchange takes it exclusive.
+// so 0 is free, 1 is held with nobody asleep. Lock's fast path is one CAS
+// 0→1 and Unlock's one CAS 1→0. Spinning on loads keeps the cache line
+// shared while the lock is held; only the set takes it exclusive.
 //
-// Prefer it to Mutex for very short critical sections when goroutines rarely
-// outnumber cores; it is not fair.
+// Prefer it to Mutex for very short critical sections when goroutines
+// rarely outnumber cores; it is not fair.
 //
-// Ordering: the claiming exchange is an acquire and the releasing exchange
-// in Unlock a release (Go's atomics are sequentially consistent, which is
+// Ordering: the set that claims the lock is an acquire and the store that
+// releases it a release (Go's atomics are sequentially consistent, which is
 // stronger): the n'th call to Unlock synchronizes before the m'th call to
 // Lock for any n < m.
 //
 // The zero value is a free SpinMutex. It must not be copied after first use.
 // It is 16 bytes.
 type SpinMutex struct {
-	_        noCopy
-	state    atomic.Uint32
-	sleepers atomic.Uint32 // goroutines parked (or about to park) on state
+	_     noCopy
+	state atomic.Uint32
 	diag
 }
 
@@ -66,19 +67,17 @@ var _ interface {
 
 // Lock locks s, spinning, then yielding, then sleeping until it is free.
 func (s *SpinMutex) Lock() {
-	// Fast path: exchange to claim (test-and-set).
-	if s.info.Load() == nil && s.state.Swap(spinHeld) == spinFree {
+	// Fast path: free, nobody asleep, no statistics: set the held bit.
+	if s.state.CompareAndSwap(0, spinHeld) {
 		return
 	}
-	s.lockSlow(nil)
+	s.lockSlow()
 }
 
 // TryLock tries to lock s without waiting and reports whether it did.
 func (s *SpinMutex) TryLock() bool {
-	if s.info.Load() == nil {
-		// Test before the set: a failed exchange would still take the
-		// cache line exclusive from the holder.
-		return s.state.Load() == spinFree && s.state.Swap(spinHeld) == spinFree
+	if s.state.CompareAndSwap(0, spinHeld) {
+		return true
 	}
 	return s.tryLockSlow()
 }
@@ -87,44 +86,70 @@ func (s *SpinMutex) TryLock() bool {
 // is free it is taken even when ctx is already done. On failure it returns
 // ctx.Err() and the caller does not hold the lock.
 func (s *SpinMutex) LockContext(ctx context.Context) error {
-	if s.info.Load() == nil && s.state.Swap(spinHeld) == spinFree {
+	if s.state.CompareAndSwap(0, spinHeld) {
 		return nil
 	}
-	if ctx == nil {
-		return errNilContext
-	}
-	return s.lockSlow(ctx)
+	return s.lockSlowContext(ctx)
 }
 
 // Unlock unlocks s. Unlocking a free SpinMutex panics with the message
 // "lockword: Unlock of unlocked SpinMutex".
 func (s *SpinMutex) Unlock() {
-	// Release, then check for sleepers. Both are sequentially consistent,
-	// so a waiter that counted itself before re-checking the word either
-	// sees this store or is seen here.
-	if old := s.state.Swap(spinFree); old != spinHeld || s.sleepers.Load() != 0 {
-		s.unlockSlow(old)
+	// Fast path: held with nobody asleep, 1→0.
+	if s.state.CompareAndSwap(spinHeld, 0) {
+		return
+	}
+	s.unlockSlow()
+}
+
+// EnableStats starts collecting contention statistics (see Stats). It may
+// be called at any time. From then on every acquisition takes the slow
+// path and pays a few atomic adds on counters shared by all its users.
+func (s *SpinMutex) EnableStats() {
+	s.enableStats()
+	s.state.Or(statsFlag)
+}
+
+//go:noinline
+func (s *SpinMutex) unlockSlow() {
+	for {
+		old := s.state.Load()
+		if old&spinHeld == 0 {
+			panic("lockword: Unlock of unlocked SpinMutex")
+		}
+		if s.state.CompareAndSwap(old, old&^spinHeld) {
+			if old&spinCount != 0 {
+				wait.Wake(&s.state, 1)
+			}
+			return
+		}
 	}
 }
 
-func (s *SpinMutex) unlockSlow(old uint32) {
-	if old != spinHeld {
-		panic("lockword: Unlock of unlocked SpinMutex")
-	}
-	wait.Wake(&s.state, 1)
+// tryAcquire sets the held bit if it is clear, keeping the other bits.
+func (s *SpinMutex) tryAcquire(old uint32) bool {
+	return old&spinHeld == 0 && s.state.CompareAndSwap(old, old|spinHeld)
 }
 
+//go:noinline
 func (s *SpinMutex) tryLockSlow() bool {
-	if s.state.Load() == spinFree && s.state.Swap(spinHeld) == spinFree {
-		s.info.Load().fastAcquired()
+	if s.tryAcquire(s.state.Load()) {
+		s.uncontended()
 		return true
 	}
 	return false
 }
 
-func (s *SpinMutex) lockSlow(ctx context.Context) error {
-	if info := s.info.Load(); info != nil && s.state.Swap(spinHeld) == spinFree {
-		info.fastAcquired()
+//go:noinline
+func (s *SpinMutex) lockSlow() { s.lockSlowContext(context.Background()) }
+
+func (s *SpinMutex) lockSlowContext(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	if s.tryAcquire(s.state.Load()) {
+		// Free: we came here only to be counted (or to pass sleepers).
+		s.uncontended()
 		return nil
 	}
 	t := s.track("SpinMutex", s)
@@ -135,7 +160,7 @@ func (s *SpinMutex) lockSlow(ctx context.Context) error {
 	// holder can re-lock without its cache line being stolen.
 	backoff := uint32(1)
 	for i := 0; i < spinRounds; i++ {
-		if s.state.Load() == spinFree && s.state.Swap(spinHeld) == spinFree {
+		if s.tryAcquire(s.state.Load()) {
 			t.acquired()
 			return nil
 		}
@@ -146,24 +171,32 @@ func (s *SpinMutex) lockSlow(ctx context.Context) error {
 	// for a processor that we are burning.
 	for round := 0; round < spinYieldRounds; round++ {
 		runtime.Gosched()
-		if s.state.Load() == spinFree && s.state.Swap(spinHeld) == spinFree {
+		if s.tryAcquire(s.state.Load()) {
 			t.acquired()
 			return nil
 		}
 	}
-	// Park. Count ourselves before the exchange, so that an Unlock after
-	// our failed exchange sees a sleeper and wakes.
-	s.sleepers.Add(1)
-	for s.state.Swap(spinHeld) != spinFree {
+	// Park. Count ourselves as a sleeper first, so that an Unlock after
+	// our failed attempt sees us and wakes.
+	s.state.Add(spinSleeper)
+	for {
+		old := s.state.Load()
+		if old&spinHeld == 0 {
+			// Free: take it and stop counting ourselves, in one CAS.
+			if s.state.CompareAndSwap(old, old|spinHeld-spinSleeper) {
+				t.acquired()
+				return nil
+			}
+			continue
+		}
 		t.parking(&s.state)
-		if err := wait.Wait(ctx, &s.state, spinHeld); err != nil {
+		// Sleep while the word is unchanged. Any change (a release,
+		// another sleeper arriving) returns early and we look again.
+		if err := wait.Wait(ctx, &s.state, old); err != nil {
 			// Not woken, so no wake-up is lost.
-			s.sleepers.Add(^uint32(0))
+			s.state.Add(^uint32(spinSleeper - 1)) // subtract one sleeper
 			t.abandoned()
 			return err
 		}
 	}
-	s.sleepers.Add(^uint32(0))
-	t.acquired()
-	return nil
 }

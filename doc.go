@@ -1,0 +1,45 @@
+// Package lockword provides synchronization primitives built from atomics
+// and futexes: locks that are a word of memory plus a protocol.
+//
+// A lock is claimed with one compare-and-swap on the fast path; on the slow
+// path a waiter spins briefly and then sleeps on the word (futex wait); the
+// releaser wakes a sleeper. Because the state is just a word, the same
+// protocols can live in the Go heap or, in later releases, in a file mapped
+// by several processes.
+//
+// # Primitives
+//
+//	Mutex      three-state futex mutex (Drepper), spin then sleep; not fair
+//	SpinMutex  test-and-test-and-set spin lock with backoff, yield, then sleep
+//
+// Every lock implements sync.Locker, has a zero value that is unlocked,
+// offers TryLock and a LockContext that gives up when its context ends, and
+// can carry a name, a stuck threshold (a waiter past it logs one log/slog
+// warning) and opt-in contention statistics (EnableStats, Stats). Each
+// type's documentation gives the states of its lock word as a table.
+//
+// # Waiting: private and shared
+//
+// How a waiter sleeps is decided in one place, the internal/wait package:
+//
+//   - Locks in the Go heap (everything in this package today) wait
+//     privately: the waiting goroutine is parked in a parking lot keyed by
+//     the word's address, so it holds no OS thread, and any number of
+//     goroutines may wait. This works on every platform.
+//   - Words in memory shared between processes must be woken by whichever
+//     process releases them, so they wait on the kernel futex without
+//     FUTEX_PRIVATE_FLAG. That is Linux-only.
+//
+// # Platforms
+//
+// Everything in-process works on every platform Go supports; the CPU pause
+// hint used while spinning exists on amd64 (PAUSE) and arm64 (YIELD) and is
+// a no-op elsewhere. Kernel futex waiting, and with it memory shared between
+// processes, is Linux-only.
+//
+// # Memory model
+//
+// For every lock here, the n'th call to Unlock synchronizes before the m'th
+// call to Lock (or successful TryLock or LockContext) for any n < m, as for
+// sync.Mutex.
+package lockword

@@ -1,0 +1,90 @@
+package lockword_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lockword/lockword"
+)
+
+func ExampleMutex() {
+	var mu lockword.Mutex // the zero value is unlocked
+	total := 0
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				mu.Lock()
+				total++ // plain read-modify-write, protected by mu
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println(total)
+	// Output: 8000
+}
+
+func ExampleMutex_LockContext() {
+	var mu lockword.Mutex
+	mu.Lock() // held elsewhere for a long time
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := mu.LockContext(ctx); errors.Is(err, context.DeadlineExceeded) {
+		fmt.Println("gave up; the lock is not ours")
+	}
+	mu.Unlock()
+	// Output: gave up; the lock is not ours
+}
+
+func ExampleMutex_TryLock() {
+	var mu lockword.Mutex
+	fmt.Println(mu.TryLock())
+	fmt.Println(mu.TryLock())
+	mu.Unlock()
+	// Output:
+	// true
+	// false
+}
+
+func ExampleMutex_EnableStats() {
+	var mu lockword.Mutex
+	mu.SetName("orders")
+	mu.EnableStats()
+	for range 3 {
+		mu.Lock()
+		mu.Unlock()
+	}
+	s := mu.Stats()
+	fmt.Printf("%s: %d acquisitions, %.0f%% slow path\n", mu.Name(), s.Acquisitions, 100*s.SlowPathFraction())
+	// Output: orders: 3 acquisitions, 0% slow path
+}
+
+func ExampleSpinMutex() {
+	var mu lockword.SpinMutex
+	hits := map[string]int{}
+	var wg sync.WaitGroup
+	for _, page := range []string{"/", "/about", "/"} {
+		wg.Go(func() {
+			mu.Lock()
+			hits[page]++ // a short critical section: what SpinMutex is for
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	fmt.Println(hits["/"], hits["/about"])
+	// Output: 2 1
+}
+
+// Every lock is a sync.Locker, so it fits sync.Cond and other helpers.
+func ExampleSpinMutex_asLocker() {
+	var l sync.Locker = new(lockword.SpinMutex)
+	l.Lock()
+	l.Unlock()
+	fmt.Println("ok")
+	// Output: ok
+}

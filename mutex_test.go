@@ -1,0 +1,511 @@
+package lockword
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockword/lockword/internal/wait"
+)
+
+// ctxLocker is what Mutex and SpinMutex share beyond sync.Locker.
+type ctxLocker interface {
+	sync.Locker
+	TryLock() bool
+	LockContext(context.Context) error
+	EnableStats()
+	Stats() Stats
+	SetName(string)
+	SetStuckThreshold(time.Duration)
+}
+
+var ctxLockKinds = []struct {
+	name string
+	new  func() ctxLocker
+	word func(ctxLocker) *atomic.Uint32
+}{
+	{"Mutex", func() ctxLocker { return new(Mutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*Mutex).state }},
+	{"SpinMutex", func() ctxLocker { return new(SpinMutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*SpinMutex).state }},
+}
+
+func TestMutexStateTable(t *testing.T) {
+	var m Mutex
+	if s := m.state.Load(); s != mutexUnlocked {
+		t.Fatalf("zero Mutex state %d, want unlocked", s)
+	}
+	m.Lock()
+	if s := m.state.Load(); s != mutexLocked {
+		t.Fatalf("after Lock state %d, want locked (1)", s)
+	}
+	m.Unlock()
+	if s := m.state.Load(); s != mutexUnlocked {
+		t.Fatalf("after Unlock state %d, want unlocked (0)", s)
+	}
+	// A sleeping waiter marks the word contended.
+	m.Lock()
+	done := make(chan struct{})
+	go func() { m.Lock(); m.Unlock(); close(done) }()
+	for wait.Parked(&m.state) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if s := m.state.Load(); s != mutexContended {
+		t.Fatalf("with a sleeper state %d, want contended (2)", s)
+	}
+	m.Unlock()
+	<-done
+}
+
+func TestTryLock(t *testing.T) {
+	for _, k := range ctxLockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			for _, stats := range []bool{false, true} {
+				l := k.new()
+				if stats {
+					l.EnableStats()
+				}
+				if !l.TryLock() {
+					t.Fatal("TryLock on a free lock failed")
+				}
+				if l.TryLock() {
+					t.Fatal("TryLock on a held lock succeeded")
+				}
+				l.Unlock()
+				if !l.TryLock() {
+					t.Fatal("TryLock after Unlock failed")
+				}
+				l.Unlock()
+				if stats {
+					if got := l.Stats().Acquisitions; got != 2 {
+						t.Fatalf("Acquisitions = %d, want 2", got)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestLockContext(t *testing.T) {
+	for _, k := range ctxLockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			l := k.new()
+			// A free lock is taken even with a done context.
+			done, cancel := context.WithCancel(context.Background())
+			cancel()
+			if err := l.LockContext(done); err != nil {
+				t.Fatalf("LockContext(done ctx) on a free lock = %v, want nil", err)
+			}
+			// Held: a done context fails at once.
+			if err := l.LockContext(done); !errors.Is(err, context.Canceled) {
+				t.Fatalf("LockContext(done ctx) on a held lock = %v, want Canceled", err)
+			}
+			// Held: a deadline expires.
+			ctx, cancel2 := context.WithTimeout(context.Background(), 30*time.Millisecond)
+			defer cancel2()
+			start := time.Now()
+			err := l.LockContext(ctx)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("LockContext with deadline = %v, want DeadlineExceeded", err)
+			}
+			if d := time.Since(start); d < 30*time.Millisecond {
+				t.Fatalf("gave up after %v, before its deadline", d)
+			}
+			if err := l.LockContext(nil); err == nil {
+				t.Fatal("LockContext(nil) = nil, want an error")
+			}
+			// The failed attempts left the lock usable: a sleeper is woken.
+			got := make(chan struct{})
+			go func() { l.Lock(); close(got) }()
+			time.Sleep(5 * time.Millisecond)
+			l.Unlock()
+			select {
+			case <-got:
+			case <-time.After(10 * time.Second):
+				t.Fatal("waiter not woken after cancelled waiters left")
+			}
+			l.Unlock()
+			// Success after waiting.
+			l.Lock()
+			res := make(chan error)
+			go func() { res <- l.LockContext(context.Background()) }()
+			time.Sleep(5 * time.Millisecond)
+			l.Unlock()
+			if err := <-res; err != nil {
+				t.Fatalf("LockContext = %v after Unlock", err)
+			}
+			l.Unlock()
+		})
+	}
+}
+
+// TestCancelledWaitersNeverStrandOthers mixes plain waiters with waiters
+// whose contexts end at random moments, including the instant of Unlock.
+// Every plain waiter must get the lock (the watchdog catches a stranded
+// one), no cancelled caller may hold it, and the word must end free.
+func TestCancelledWaitersNeverStrandOthers(t *testing.T) {
+	for _, k := range ctxLockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			defer watchdog("cancellation stress", 2*time.Minute)()
+			l := k.new()
+			var g guarded
+			var violations atomic.Int64
+			var acquired, cancelled atomic.Int64
+			rounds := scaled(1_000_000) / 100
+			var wg sync.WaitGroup
+			for w := 1; w <= 12; w++ {
+				wg.Go(func() {
+					for i := range rounds {
+						rnd := rand.Uint32()
+						if w%3 == 0 {
+							ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rnd%400)*time.Microsecond)
+							err := l.LockContext(ctx)
+							cancel()
+							if err != nil {
+								if !errors.Is(err, context.DeadlineExceeded) {
+									t.Errorf("LockContext: %v", err)
+								}
+								cancelled.Add(1)
+								continue
+							}
+						} else {
+							l.Lock()
+						}
+						violations.Add(int64(g.critical(w*1000+i, rnd)))
+						if rnd%997 == 0 {
+							time.Sleep(50 * time.Microsecond) // a long hold: waiters park
+						}
+						acquired.Add(1)
+						l.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			if int64(g.counter) != acquired.Load() || violations.Load() != 0 {
+				t.Fatalf("counter %d, acquisitions %d, violations %d", g.counter, acquired.Load(), violations.Load())
+			}
+			t.Logf("%d acquisitions, %d cancelled attempts", acquired.Load(), cancelled.Load())
+			if cancelled.Load() == 0 {
+				t.Error("no waiter was cancelled: the test did not exercise cancellation")
+			}
+			if s := k.word(l).Load(); s != 0 && s != mutexContended {
+				t.Fatalf("lock word %d at rest", s)
+			}
+			if !l.TryLock() {
+				t.Fatal("lock not free at the end")
+			}
+			if n := wait.Parked(k.word(l)); n != 0 {
+				t.Fatalf("%d goroutines still parked", n)
+			}
+		})
+	}
+}
+
+// TestCancelAtUnlockDoesNotStrandWaiter races one waiter's cancellation
+// against the Unlock that wakes it, with a second, plain waiter queued
+// behind it and no other traffic. If the cancelled waiter swallowed the
+// wake-up, the plain waiter would sleep on a free lock forever.
+func TestCancelAtUnlockDoesNotStrandWaiter(t *testing.T) {
+	rounds := scaled(3000)
+	for _, k := range ctxLockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			l := k.new()
+			for i := range rounds {
+				l.Lock()
+				ctx, cancel := context.WithCancel(context.Background())
+				first := make(chan error, 1)
+				go func() {
+					err := l.LockContext(ctx)
+					if err == nil {
+						l.Unlock()
+					}
+					first <- err
+				}()
+				for wait.Parked(k.word(l)) < 1 {
+					runtime.Gosched()
+				}
+				second := make(chan struct{})
+				go func() { l.Lock(); l.Unlock(); close(second) }()
+				for wait.Parked(k.word(l)) < 2 {
+					runtime.Gosched()
+				}
+				// Cancel just before, or concurrently with, the Unlock that
+				// wakes the cancelled waiter.
+				if i%2 == 0 {
+					cancel()
+				} else {
+					go cancel()
+				}
+				l.Unlock()
+				select {
+				case <-second:
+				case <-time.After(10 * time.Second):
+					t.Fatal("plain waiter stranded after a cancellation raced with Unlock")
+				}
+				<-first
+			}
+		})
+	}
+}
+
+// threadCount reads Threads: from /proc/self/status.
+func threadCount(t *testing.T) int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip("no /proc/self/status:", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Skip("no Threads: line")
+	return 0
+}
+
+// TestWaitersParkGoroutinesNotThreads: 10,000 goroutines blocked in Lock
+// must not each hold an OS thread (Go aborts at 10,000 threads).
+func TestWaitersParkGoroutinesNotThreads(t *testing.T) {
+	n := 10_000
+	if raceEnabled {
+		n = 7_000 // the race detector allows 8128 live goroutines
+	}
+	for _, k := range ctxLockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			defer watchdog("10,000 waiters", 2*time.Minute)()
+			l := k.new()
+			l.Lock()
+			var wg sync.WaitGroup
+			for range n {
+				wg.Go(func() { l.Lock(); l.Unlock() })
+			}
+			deadline := time.Now().Add(time.Minute)
+			for wait.Parked(k.word(l)) < n {
+				if time.Now().After(deadline) {
+					t.Fatalf("only %d of %d waiters parked", wait.Parked(k.word(l)), n)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			threads, limit := threadCount(t), runtime.GOMAXPROCS(0)+64
+			t.Logf("%d goroutines blocked in Lock; %d OS threads (limit %d)", n, threads, limit)
+			if threads > limit {
+				t.Fatalf("%d OS threads with %d blocked waiters, want at most %d", threads, n, limit)
+			}
+			l.Unlock()
+			wg.Wait()
+			if !l.TryLock() {
+				t.Fatal("lock not free after all waiters finished")
+			}
+		})
+	}
+}
+
+func TestStats(t *testing.T) {
+	for _, k := range ctxLockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			l := k.new()
+			if s := l.Stats(); s != (Stats{}) {
+				t.Fatalf("Stats before EnableStats = %+v", s)
+			}
+			l.EnableStats()
+			r := hammerLocker(l, 8, scaled(100_000))
+			s := l.Stats()
+			t.Logf("%v; %+v; slow path %.1f%%", r, s, 100*s.SlowPathFraction())
+			if s.Acquisitions != uint64(r.want) {
+				t.Fatalf("Acquisitions = %d, want %d", s.Acquisitions, r.want)
+			}
+			if s.SlowPath == 0 || s.SlowPath > s.Acquisitions {
+				t.Fatalf("SlowPath = %d of %d", s.SlowPath, s.Acquisitions)
+			}
+			if s.WaitTotal <= 0 || s.WaitMax <= 0 || s.WaitMax > s.WaitTotal {
+				t.Fatalf("wait times total %v max %v", s.WaitTotal, s.WaitMax)
+			}
+			if f := s.SlowPathFraction(); f <= 0 || f > 1 {
+				t.Fatalf("SlowPathFraction = %v", f)
+			}
+			// A sleeper is counted.
+			l.Lock()
+			done := make(chan struct{})
+			go func() { l.Lock(); l.Unlock(); close(done) }()
+			for wait.Parked(k.word(l)) == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			parks := l.Stats().Parks
+			l.Unlock()
+			<-done
+			if parks == 0 {
+				t.Fatal("Parks = 0 with a goroutine asleep")
+			}
+		})
+	}
+	if (Stats{}).SlowPathFraction() != 0 {
+		t.Fatal("SlowPathFraction of no acquisitions")
+	}
+}
+
+func TestName(t *testing.T) {
+	var m Mutex
+	if m.Name() != "" {
+		t.Fatal("zero Mutex has a name")
+	}
+	m.SetName("orders")
+	if m.Name() != "orders" {
+		t.Fatalf("Name = %q", m.Name())
+	}
+	// Naming must not change locking.
+	m.Lock()
+	if m.TryLock() {
+		t.Fatal("TryLock succeeded on a held, named Mutex")
+	}
+	m.Unlock()
+}
+
+// syncBuffer is a log sink safe for the timer goroutine that logs.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func captureSlog(t *testing.T) *syncBuffer {
+	var buf syncBuffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	return &buf
+}
+
+func TestStuckReport(t *testing.T) {
+	for _, k := range ctxLockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			logs := captureSlog(t)
+			l := k.new()
+			l.SetName("orders-table")
+			l.SetStuckThreshold(40 * time.Millisecond)
+			l.Lock()
+			done := make(chan struct{})
+			go func() { l.Lock(); l.Unlock(); close(done) }()
+			time.Sleep(250 * time.Millisecond)
+			l.Unlock()
+			<-done
+			out := logs.String()
+			t.Log(out)
+			if n := strings.Count(out, "level=WARN"); n != 1 {
+				t.Fatalf("%d warnings, want exactly 1", n)
+			}
+			for _, want := range []string{"lock=orders-table", "kind=" + k.name, "waited=", "threshold=40ms", "stuck threshold"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("stuck report lacks %q", want)
+				}
+			}
+		})
+	}
+}
+
+func TestStuckReportDefaultsAndDisable(t *testing.T) {
+	logs := captureSlog(t)
+	var quiet Mutex
+	quiet.SetStuckThreshold(-1)
+	quiet.Lock()
+	done := make(chan struct{})
+	go func() { quiet.Lock(); quiet.Unlock(); close(done) }()
+	// A short wait under the default (2 s) threshold is not reported
+	// either.
+	var fast Mutex
+	fast.Lock()
+	done2 := make(chan struct{})
+	go func() { fast.Lock(); fast.Unlock(); close(done2) }()
+	time.Sleep(100 * time.Millisecond)
+	fast.Unlock()
+	<-done2
+	quiet.Unlock()
+	<-done
+	if out := logs.String(); out != "" {
+		t.Fatalf("unexpected report: %s", out)
+	}
+	// A cancelled waiter past the threshold is reported once and still
+	// fails with its context's error.
+	var m Mutex
+	m.SetStuckThreshold(20 * time.Millisecond)
+	m.Lock()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := m.LockContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("LockContext = %v", err)
+	}
+	m.Unlock()
+	if out := logs.String(); strings.Count(out, "level=WARN") != 1 || !strings.Contains(out, "(unnamed") {
+		t.Fatalf("want one report for an unnamed lock, got: %s", out)
+	}
+}
+
+// TestMisuse re-executes the test binary so that the panic of an Unlock of
+// an unlocked lock can be observed from outside, as Go's TestMutexMisuse.
+func TestMisuse(t *testing.T) {
+	if testing.Short() && raceEnabled {
+		t.Skip("re-exec is slow under -race -short")
+	}
+	for _, c := range []struct{ name, msg string }{
+		{"Mutex.Unlock", "lockword: Unlock of unlocked Mutex"},
+		{"Mutex.Unlock-twice", "lockword: Unlock of unlocked Mutex"},
+		{"SpinMutex.Unlock", "lockword: Unlock of unlocked SpinMutex"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestMisuseChild$")
+			cmd.Env = append(os.Environ(), "LOCKWORD_MISUSE="+c.name)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("misuse did not fail; output:\n%s", out)
+			}
+			if !strings.Contains(string(out), c.msg) {
+				t.Fatalf("output lacks %q:\n%s", c.msg, out)
+			}
+		})
+	}
+}
+
+// TestMisuseChild commits the misuse named by LOCKWORD_MISUSE.
+func TestMisuseChild(t *testing.T) {
+	switch os.Getenv("LOCKWORD_MISUSE") {
+	case "":
+		t.Skip("run by TestMisuse")
+	case "Mutex.Unlock":
+		var m Mutex
+		m.Unlock()
+	case "Mutex.Unlock-twice":
+		var m Mutex
+		m.Lock()
+		m.Unlock()
+		m.Unlock()
+	case "SpinMutex.Unlock":
+		var s SpinMutex
+		s.Unlock()
+	}
+	fmt.Println("misuse went unnoticed")
+	os.Exit(0)
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package lockword
+
+const raceEnabled = false
