@@ -442,11 +442,11 @@ func (m streamMode) String() string {
 
 // streamResult is what the consumer saw of a stream of n sequence numbers.
 type streamResult struct {
-	received   int    // items popped
-	outOfOrder int    // items that were not the next expected number
-	duplicates int    // items at or below one already seen
-	lost       int    // numbers never seen
-	err        error  // a side gave up: timeout (lost wake-up?) or other
+	received   int   // items popped
+	outOfOrder int   // items that were not the next expected number
+	duplicates int   // items at or below one already seen
+	lost       int   // numbers never seen
+	err        error // a side gave up: timeout (lost wake-up?) or other
 	stats      RingStats
 }
 
