@@ -138,7 +138,7 @@ func TestUpdateMaxMin(t *testing.T) {
 	for w := range 4 {
 		wg.Go(func() {
 			for i := range 10_000 {
-				v := int64((i*7919 + w*104729) % 20_011) - 10_000
+				v := int64((i*7919+w*104729)%20_011) - 10_000
 				UpdateMax(&hi, v)
 				UpdateMin(&lo, v)
 			}
