@@ -12,6 +12,15 @@
 //	Mutex      three-state futex mutex (Drepper), spin then sleep; not fair
 //	SpinMutex  test-and-test-and-set spin lock with backoff, yield, then sleep
 //
+// and, where a lock is the wrong tool (see docs/when-to-lock.md):
+//
+//	Ring       wait-free single-producer single-consumer ring (Rigtorp) whose
+//	           blocking calls sleep only when the ring stays full or empty
+//	SeqLock    sequence-counter snapshot of plain data: one writer, readers
+//	           that never block it and never see a torn value
+//	Update     CAS loops for the sync/atomic types (also UpdateIf, UpdateMax,
+//	           UpdateMin)
+//
 // Every lock implements sync.Locker, has a zero value that is unlocked,
 // offers TryLock and a LockContext that gives up when its context ends, and
 // can carry a name, a stuck threshold (a waiter past it logs one log/slog
