@@ -8,8 +8,9 @@ import (
 	"unsafe"
 )
 
-// MaxRingCapacity is the largest capacity NewRing accepts: 2^40 slots.
-const MaxRingCapacity = 1 << 40
+// MaxRingCapacity is the largest capacity NewRing accepts: 2^62 slots on
+// 64-bit platforms, 2^30 on 32-bit ones (memory runs out long before).
+const MaxRingCapacity = 1 << (bits.UintSize - 2)
 
 // A Ring is a bounded, wait-free, single-producer single-consumer (SPSC)
 // queue of T: a ring buffer of a power-of-two number of slots and two
@@ -78,8 +79,8 @@ type RingStats struct {
 // error. The ring allocates capacity slots of T up front.
 func NewRing[T any](capacity int) (*Ring[T], error) {
 	if capacity < 1 || capacity > MaxRingCapacity || capacity&(capacity-1) != 0 {
-		return nil, fmt.Errorf("lockword: NewRing capacity %d: must be a power of two from 1 to 2^40 (try %d)",
-			capacity, ringRoundUp(capacity))
+		return nil, fmt.Errorf("lockword: NewRing capacity %d: must be a power of two from 1 to %d (try %d)",
+			capacity, MaxRingCapacity, ringRoundUp(capacity))
 	}
 	r := &Ring[T]{sl: parkSleeper{}}
 	r.init(uint64(capacity))
