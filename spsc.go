@@ -33,14 +33,20 @@ const (
 // Spin tuning for the blocking ring calls, chosen by the ring benchmarks on
 // the 2-core benchmark machine (one PAUSE about 19 ns; see BENCHMARKS.md).
 // A side that finds the ring full (empty) looks at the other side's index
-// with a pause that doubles between looks up to a cap (about 3.7 µs in
-// all), so that items accumulate and are taken in bursts instead of one
-// cache-line transfer per item; then it yields the processor a few times,
-// for a peer on the same P; only then does it sleep.
+// again after ringSpinFirst pauses, then after doubling pauses up to a cap
+// (about 10 µs in all), so that items accumulate and are taken in bursts
+// instead of one cache-line transfer per item; then it yields the processor
+// a few times, for a peer on the same P; only then does it sleep.
 const (
+	ringSpinFirst = 16 // PAUSE/YIELD hints before the second look
+	ringSpinPause = 64 // cap on PAUSE/YIELD hints between looks
+)
+
+// The spin and yield budgets are variables only so that a test can turn
+// them off and show that the sleep-rate check catches a ring that sleeps
+// as soon as it finds the ring full or empty.
+var (
 	ringSpinIterations = 10 // looks at the other index before yielding
-	ringSpinFirst      = 8  // PAUSE/YIELD hints before the second look
-	ringSpinPause      = 64 // cap on PAUSE/YIELD hints between looks
 	ringYieldRounds    = 4  // runtime.Gosched calls before sleeping
 )
 
@@ -214,6 +220,13 @@ func (x *spscIndex) await(ctx context.Context, word *atomic.Uint32, sleeps *atom
 		}
 		if closed {
 			return ErrRingClosed
+		}
+		if i == 1 && runtime.GOMAXPROCS(0) == 1 {
+			// One processor: the other side cannot run while we
+			// spin, so go straight to yielding. (Asked only now,
+			// since it takes the scheduler's lock, and most waits of
+			// a busy ring end at the first or second look.)
+			i = ringSpinIterations
 		}
 		if i < ringSpinIterations {
 			// The other side is probably running: watch its index
