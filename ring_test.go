@@ -798,3 +798,34 @@ func TestRingStreamCatchesBrokenRings(t *testing.T) {
 		t.Logf("caught: %v", res)
 	})
 }
+
+// BenchmarkRingUncontended is the cost of the operations themselves: one
+// goroutine pushes an item and pops it again, so nothing crosses cores.
+// The peer is a buffered channel's send and receive in one goroutine.
+//
+//	go test -run '^$' -bench RingUncontended -cpu 2 .
+func BenchmarkRingUncontended(b *testing.B) {
+	b.Run("kind=ring", func(b *testing.B) {
+		r := mustRing[uint64](b, 1024)
+		for b.Loop() {
+			r.TryPush(1)
+			r.TryPop()
+		}
+	})
+	b.Run("kind=ring-batch64", func(b *testing.B) {
+		r := mustRing[uint64](b, 1024)
+		batch := make([]uint64, 64)
+		for b.Loop() {
+			r.TryPushSlice(batch)
+			r.TryPopSlice(batch)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(64*b.N), "ns/item")
+	})
+	b.Run("kind=chan", func(b *testing.B) {
+		ch := make(chan uint64, 1024)
+		for b.Loop() {
+			ch <- 1
+			<-ch
+		}
+	})
+}

@@ -438,3 +438,20 @@ func BenchmarkSnapshot(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSeqLockUncontended is the cost of one Load and one Store of a
+// three-word value with nobody else around.
+func BenchmarkSeqLockUncontended(b *testing.B) {
+	s := newTornSeqLock(b)
+	b.Run("op=load", func(b *testing.B) {
+		for b.Loop() {
+			s.Load()
+		}
+	})
+	b.Run("op=store", func(b *testing.B) {
+		p := tornPayload{1, 1001, 1002}
+		for b.Loop() {
+			s.Store(p)
+		}
+	})
+}

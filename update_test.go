@@ -254,3 +254,16 @@ func BenchmarkCounterSlowUpdate(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUncontendedUpdate is the cost of one increment with nobody else
+// around, for each kind of counter.
+func BenchmarkUncontendedUpdate(b *testing.B) {
+	for _, k := range counterKinds {
+		b.Run("kind="+k.name, func(b *testing.B) {
+			inc := k.make()
+			for b.Loop() {
+				inc(0)
+			}
+		})
+	}
+}
