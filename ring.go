@@ -30,8 +30,10 @@ const MaxRingCapacity = 1 << (bits.UintSize - 2)
 //	consumer   head, tailCache, notFull        pop
 //	shared     capacity, mask, slots header    never (read-only)
 //
-// TryPush and TryPop never wait (wait-free: a bounded number of steps).
-// TryPushSlice and TryPopSlice move many items and publish the index once.
+// TryPush and TryPop never wait: a bounded number of steps (wait-free),
+// except that one which finds the other side asleep wakes it, which takes
+// the parking lot's short internal lock. TryPushSlice and TryPopSlice move
+// many items and publish the index once.
 // Push, Pop, PushSlice and PopSlice block when the ring is full (empty):
 // they watch the other index for a few microseconds (spinning with the CPU's
 // pause hint and backoff), yield the processor a few times, and only then
@@ -360,7 +362,11 @@ func (r *Ring[T]) PopSlice(ctx context.Context, dst []T) (int, error) {
 // Push returns ErrRingClosed), blocked calls on both sides return, and the
 // consumer pops the items that remain and then gets ErrRingClosed. Items
 // pushed before Close are never lost. Close may be called by either side or
-// any other goroutine, more than once.
+// any other goroutine, more than once; but a push that overlaps a Close
+// called by another goroutine may succeed and still not be popped (the
+// consumer may already have seen the ring closed and empty), so for an exact
+// end of stream the producer calls Close after its last push. A consumer
+// that calls Close tells the producer to stop.
 func (r *Ring[T]) Close() { r.closeRing(r.sleeper()) }
 
 // Closed reports whether Close has been called: after TryPush returns
