@@ -310,9 +310,10 @@ func TestSeqLockLargePayload(t *testing.T) {
 				v[j] = i
 			}
 			s.Store(v)
-			procyield(50) // read-mostly: a writer that never pauses starves 64-word readers
+			procyield(500) // read-mostly (~10 µs between Stores): a writer that never pauses starves 64-word readers
 		}
 	})
+	changes, last := 0, uint64(0)
 	for range scaled(100_000) {
 		v := s.Load()
 		for j := range v {
@@ -321,9 +322,15 @@ func TestSeqLockLargePayload(t *testing.T) {
 				t.Fatalf("torn snapshot: word %d is %d, word 0 is %d", j, v[j], v[0])
 			}
 		}
+		if v[0] != last {
+			changes, last = changes+1, v[0]
+		}
 	}
 	stop.Store(true)
 	wg.Wait()
+	if changes < 2 {
+		t.Fatalf("the reader saw %d values: the writer never overlapped it", changes)
+	}
 }
 
 // ---- Benchmarks: reading a small snapshot while one writer updates it ----
