@@ -14,8 +14,8 @@ package bench
 //	ring        lockword Ring Push / Pop (blocking: spin, then sleep)
 //	ring-try    lockword Ring TryPush / TryPop, runtime.Gosched when full/empty
 //	xsync       xsync SPSCQueue TryEnqueue / TryDequeue, runtime.Gosched when full/empty
-//	ring-batch  lockword Ring PushSlice / PopSlice, batches of 64 (one index
-//	            store per batch)
+//	ring-batchN lockword Ring PushSlice / PopSlice, batches of N = 16, 64,
+//	            256 (one index store per batch on each side)
 //
 // The xsync queue has no blocking calls; yielding on failure is what its
 // own benchmark does.
@@ -31,10 +31,7 @@ import (
 	"github.com/puzpuzpuz/xsync/v4"
 )
 
-const (
-	ringCapacity = 1024
-	ringBatch    = 64
-)
+const ringCapacity = 1024
 
 // spscKind is one queue under test: produce pushes 1..n, consume pops n
 // items and returns how many arrived out of order.
@@ -117,13 +114,21 @@ var spscKinds = []spscKind{
 				return bad
 			}
 	}},
-	{"ring-batch", func(capacity int) (func(int), func(int) int) {
+	batchKind(16),
+	batchKind(64),
+	batchKind(256),
+}
+
+// batchKind moves items with PushSlice and PopSlice in batches of size:
+// one index store per batch on each side.
+func batchKind(size int) spscKind {
+	return spscKind{fmt.Sprintf("ring-batch%d", size), func(capacity int) (func(int), func(int) int) {
 		r := mustRing(capacity)
 		ctx := context.Background()
 		return func(n int) {
-				var batch [ringBatch]uint64
+				batch := make([]uint64, size)
 				for i := 1; i <= n; {
-					k := min(ringBatch, n-i+1)
+					k := min(size, n-i+1)
 					for j := range k {
 						batch[j] = uint64(i + j)
 					}
@@ -131,9 +136,9 @@ var spscKinds = []spscKind{
 					i += k
 				}
 			}, func(n int) (bad int) {
-				var batch [ringBatch]uint64
+				batch := make([]uint64, size)
 				for i := 1; i <= n; {
-					k, _ := r.PopSlice(ctx, batch[:min(ringBatch, n-i+1)])
+					k, _ := r.PopSlice(ctx, batch[:min(size, n-i+1)])
 					for _, v := range batch[:k] {
 						if v != uint64(i) {
 							bad++
@@ -143,7 +148,7 @@ var spscKinds = []spscKind{
 				}
 				return bad
 			}
-	}},
+	}}
 }
 
 func mustRing(capacity int) *lockword.Ring[uint64] {
