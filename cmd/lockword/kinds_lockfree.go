@@ -506,14 +506,21 @@ func tortureSeqLock(cfg *config, name string, s snapshotter) *report {
 	var done atomic.Int64 // reads so far, published every publishEvery
 	var torn, backwards atomic.Int64
 	var writer sync.WaitGroup
+	writing := make(chan struct{}) // closed after the first Store
 	writer.Go(func() {
 		a := uint64(0)
 		for !stopWriter.Load() {
 			a++
 			s.Store(consistentPayload(a))
+			if a == 1 {
+				close(writing)
+			}
 		}
 		r.stores = int64(a)
 	})
+	// Readers start once the writer is running, so that they overlap it:
+	// readers that finish before the first Store would prove nothing.
+	<-writing
 
 	start := time.Now()
 	var wg sync.WaitGroup

@@ -133,7 +133,8 @@ func TestTortureLockfreeDuration(t *testing.T) {
 }
 
 func TestTortureLockfreeJSON(t *testing.T) {
-	stdout, stderr, status := runCLI(t, "torture", "-json", "-lock", "ring,seqlock-broken", "-workers", "2", "-items", "20000")
+	n := lockfreeScale()
+	stdout, stderr, status := runCLI(t, "torture", "-json", "-lock", "ring,seqlock-broken", "-workers", "2", "-items", fmt.Sprint(n))
 	if status != exitFail {
 		t.Fatalf("exit status %d, want 1 (seqlock-broken fails)\n%s", status, stderr)
 	}
@@ -151,7 +152,7 @@ func TestTortureLockfreeJSON(t *testing.T) {
 			t.Errorf("ring JSON lacks %q: %s", f, lines[0])
 		}
 	}
-	if ring["result"] != "PASS" || ring["received"] != 20000.0 {
+	if ring["result"] != "PASS" || ring["received"] != float64(n) {
 		t.Errorf("ring JSON: %s", lines[0])
 	}
 	var seq map[string]any
