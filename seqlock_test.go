@@ -148,17 +148,21 @@ func checkTornReads(s *SeqLock[tornPayload], load func() tornPayload, readers, w
 	var stop atomic.Bool
 	var next atomic.Uint64 // values handed to writers; Stores of several writers are serialized
 	var wwg, rwg sync.WaitGroup
+	writing := make(chan struct{}) // closed after the first Store: readers overlap the writers
+	var once sync.Once
 	for range writers {
 		wwg.Go(func() {
 			for i := 0; !stop.Load(); i++ {
 				a := next.Add(1)
 				s.Store(tornPayload{a, a + 1000, 2*a + 1000})
+				once.Do(func() { close(writing) })
 				if i%128 == 0 {
 					runtime.Gosched() // let readers in when GOMAXPROCS=1
 				}
 			}
 		})
 	}
+	<-writing
 	var violations, backwards atomic.Int64
 	per := reads / readers
 	for r := range readers {
@@ -303,6 +307,7 @@ func TestSeqLockLargePayload(t *testing.T) {
 	}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
+	writing := make(chan struct{}) // closed after the first Store
 	wg.Go(func() {
 		for i := uint64(1); !stop.Load(); i++ {
 			var v big
@@ -310,11 +315,19 @@ func TestSeqLockLargePayload(t *testing.T) {
 				v[j] = i
 			}
 			s.Store(v)
+			if i == 1 {
+				close(writing)
+			}
 			procyield(500) // read-mostly (~10 µs between Stores): a writer that never pauses starves 64-word readers
 		}
 	})
+	<-writing
+	// Read at least scaled(100,000) snapshots and until the writer has
+	// changed the value a few times: on a loaded machine the OS may run
+	// the two goroutines by turns, so a fixed count could miss the writer.
 	changes, last := 0, uint64(0)
-	for range scaled(100_000) {
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; i < scaled(100_000) || (changes < 10 && time.Now().Before(deadline)); i++ {
 		v := s.Load()
 		for j := range v {
 			if v[j] != v[0] {

@@ -2,6 +2,7 @@ package lockword
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,8 +56,10 @@ func hammerUpdate(update func(*atomic.Uint64, func(uint64) uint64), workers, ite
 	defer watchdog("update", 2*time.Minute)()
 	var x atomic.Uint64
 	var wg sync.WaitGroup
+	start := make(chan struct{}) // all workers begin together, so that they overlap
 	for range workers {
 		wg.Go(func() {
+			<-start
 			for i := range iters {
 				update(&x, pairUpdate)
 				if i%256 == 0 {
@@ -65,6 +68,7 @@ func hammerUpdate(update func(*atomic.Uint64, func(uint64) uint64), workers, ite
 			}
 		})
 	}
+	close(start)
 	wg.Wait()
 	return x.Load()
 }
@@ -89,7 +93,17 @@ func TestUpdateHammer(t *testing.T) {
 // for a read-modify-write without compare-and-swap.
 func TestUpdateHammerCatchesBrokenUpdate(t *testing.T) {
 	withGOMAXPROCS(t, 2)
-	broken := func(x *atomic.Uint64, f func(uint64) uint64) { x.Store(f(x.Load())) }
+	// Load, then store without CAS; yielding in between, as a goroutine
+	// preempted there would, makes the lost updates show even when the
+	// OS lets the workers run only one at a time.
+	var n atomic.Int64
+	broken := func(x *atomic.Uint64, f func(uint64) uint64) {
+		v := x.Load()
+		if n.Add(1)%16 == 0 {
+			runtime.Gosched()
+		}
+		x.Store(f(v))
+	}
 	for round := 0; ; round++ {
 		got := hammerUpdate(broken, 4, 50_000)
 		if got>>32 != 200_000 {
