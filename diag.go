@@ -16,7 +16,9 @@ const DefaultStuckThreshold = 2 * time.Second
 // Stats are a lock's contention statistics, collected only after
 // EnableStats. Times are wall durations on the monotonic clock.
 type Stats struct {
-	// Acquisitions counts successful Lock, LockContext and TryLock calls.
+	// Acquisitions counts successful Lock, LockContext and TryLock calls
+	// made after EnableStats returned (calls racing with EnableStats
+	// itself may be missed).
 	Acquisitions uint64
 	// SlowPath counts acquisitions that found the lock held, so that the
 	// one-CAS fast path failed and the caller spun, yielded or slept.

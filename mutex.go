@@ -152,13 +152,25 @@ func (m *Mutex) tryLockSlow() bool {
 // swap sets the state bits of the word to s and returns the old state
 // bits: Drepper's atomic exchange, keeping the statistics flag.
 func (m *Mutex) swap(s uint32) uint32 {
-	old := m.state.Swap(s)
-	if old&statsFlag != 0 {
-		// Put the flag back. A fast path that slips through the
-		// moment it is missing goes uncounted; the lock is unaffected.
-		m.state.Or(statsFlag)
+	for {
+		old := m.state.Load()
+		if old&statsFlag == 0 {
+			// No statistics: one exchange, as in Drepper's mutex.
+			old = m.state.Swap(s)
+			if old&statsFlag != 0 {
+				// EnableStats ran between the load and the exchange:
+				// put its flag back (a fast path in that instant
+				// goes uncounted; the lock is unaffected).
+				m.state.Or(statsFlag)
+			}
+			return old & mutexStateMask
+		}
+		// Statistics on: keep the flag set throughout, so that no fast
+		// path slips through uncounted.
+		if m.state.CompareAndSwap(old, statsFlag|s) {
+			return old & mutexStateMask
+		}
 	}
-	return old & mutexStateMask
 }
 
 // lockSlow is Lock's slow path; a separate function without a context

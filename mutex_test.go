@@ -111,9 +111,9 @@ func TestLockContext(t *testing.T) {
 				t.Fatalf("LockContext(done ctx) on a held lock = %v, want Canceled", err)
 			}
 			// Held: a deadline expires.
+			start := time.Now()
 			ctx, cancel2 := context.WithTimeout(context.Background(), 30*time.Millisecond)
 			defer cancel2()
-			start := time.Now()
 			err := l.LockContext(ctx)
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("LockContext with deadline = %v, want DeadlineExceeded", err)
@@ -354,6 +354,32 @@ func TestStats(t *testing.T) {
 	}
 	if (Stats{}).SlowPathFraction() != 0 {
 		t.Fatal("SlowPathFraction of no acquisitions")
+	}
+}
+
+// TestStatsExactUnderContention: with statistics on from the start, every
+// acquisition is counted, however hard the lock is contended.
+func TestStatsExactUnderContention(t *testing.T) {
+	for _, k := range ctxLockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			l := k.new()
+			l.EnableStats()
+			const workers = 4
+			iters := scaled(1_000_000)
+			var wg sync.WaitGroup
+			for range workers {
+				wg.Go(func() {
+					for range iters {
+						l.Lock()
+						l.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			if got, want := l.Stats().Acquisitions, uint64(workers*iters); got != want {
+				t.Fatalf("Acquisitions = %d, want %d", got, want)
+			}
+		})
 	}
 }
 

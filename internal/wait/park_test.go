@@ -89,9 +89,9 @@ func TestWakeAllAndOnlyThisWord(t *testing.T) {
 
 func TestWaitContextCancel(t *testing.T) {
 	var w atomic.Uint32
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	err := Wait(ctx, &w, 0)
 	if err != context.DeadlineExceeded {
 		t.Fatalf("Wait = %v, want DeadlineExceeded", err)

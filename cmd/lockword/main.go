@@ -1,0 +1,156 @@
+// Command lockword exercises the locks of github.com/lockword/lockword from
+// the outside, as a client of the library: it reaches nothing the package
+// does not export.
+//
+// Usage:
+//
+//	lockword <command> [flags]
+//
+// The commands are:
+//
+//	torture   hammer locks from many goroutines and check that they exclude
+//	help      show help for lockword or for one command
+//
+// Run "lockword help torture" for the torture flags. Exit status is 0 on
+// success, 1 when a check failed and 2 on a usage error.
+//
+// Each command lives in its own file and is listed in commands below; main
+// only dispatches, so that tests can call run with their own arguments and
+// writers and read the exit status without starting a process.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Exit statuses shared by every command. Scripts rely on them, so they are
+// part of the tool's contract and are listed in the help.
+const (
+	exitOK    = 0 // success: for torture, every lock passed
+	exitFail  = 1 // a check failed: for torture, some lock failed
+	exitUsage = 2 // usage error: unknown command, bad flag or flag value
+)
+
+// A command is one subcommand of lockword.
+type command struct {
+	name    string
+	summary string // one line for the command list
+	// run executes the command with the arguments after its name and
+	// returns the exit status. Help requested with -h or -help goes to
+	// stdout with status 0; usage errors go to stderr with exitUsage.
+	run func(args []string, stdout, stderr io.Writer) int
+	// help writes the command's full help.
+	help func(w io.Writer)
+}
+
+// commands lists the subcommands in the order the help shows them. A new
+// subcommand (inspect, say) goes in its own file and gets one line here.
+var commands = []command{
+	{name: "torture", summary: tortureSummary, run: runTorture, help: tortureHelp},
+}
+
+// main runs the command line and exits with run's status.
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the whole program apart from the process: it dispatches args (the
+// command line without the program name) and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "lockword: no command given")
+		usage(stderr)
+		return exitUsage
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help":
+		return runHelp(rest, stdout, stderr)
+	case "-h", "-help", "--help":
+		usage(stdout)
+		return exitOK
+	}
+	if strings.HasPrefix(name, "-") {
+		fmt.Fprintf(stderr, "lockword: flag %s given before the command: flags belong to a command, as in 'lockword torture %s'\n", name, name)
+		fmt.Fprintln(stderr, "Run 'lockword -help' for usage.")
+		return exitUsage
+	}
+	cmd := lookupCommand(name)
+	if cmd == nil {
+		fmt.Fprintf(stderr, "lockword: unknown command %q (commands: %s)\n", name, commandNames())
+		fmt.Fprintln(stderr, "Run 'lockword -help' for usage.")
+		return exitUsage
+	}
+	return cmd.run(rest, stdout, stderr)
+}
+
+// runHelp implements "lockword help [command]".
+func runHelp(args []string, stdout, stderr io.Writer) int {
+	switch len(args) {
+	case 0:
+		usage(stdout)
+		return exitOK
+	case 1:
+		if cmd := lookupCommand(args[0]); cmd != nil {
+			cmd.help(stdout)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "lockword help: unknown command %q (commands: %s)\n", args[0], commandNames())
+		return exitUsage
+	default:
+		fmt.Fprintln(stderr, "lockword help: expected at most one command name")
+		return exitUsage
+	}
+}
+
+// lookupCommand returns the command called name, or nil.
+func lookupCommand(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// commandNames lists the commands for error messages.
+func commandNames() string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// usage writes the top-level help.
+func usage(w io.Writer) {
+	fmt.Fprint(w, `lockword exercises the locks of github.com/lockword/lockword.
+
+Usage:
+  lockword <command> [flags]
+  lockword help [command]
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "  %-9s %s\n", "help", "show this help, or a command's help")
+	fmt.Fprint(w, `
+Run 'lockword help <command>' or 'lockword <command> -help' for a
+command's flags, output and examples.
+
+Exit status:
+  0  success (torture: every lock passed)
+  1  a check failed (torture: some lock lost updates or let two holders in)
+  2  usage error: unknown command, unknown flag or bad flag value
+
+Examples:
+  lockword torture                  # 16 workers x 100000 additions on every lock
+  lockword torture -lock none       # an unprotected counter: must FAIL, exit 1
+  lockword help torture
+`)
+}
