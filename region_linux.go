@@ -118,8 +118,11 @@ func newRegion(path string, f *os.File, data []byte) *Region {
 func openExisting(path string, deadline time.Time, mode openMode) (r *Region, err error) {
 	// O_NONBLOCK: opening a FIFO must not block; regular files ignore it.
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	if err == unix.ELOOP {
+	switch err {
+	case unix.ELOOP:
 		return nil, fmt.Errorf("lockword: open region %s: %w (a symbolic link; links are not followed)", path, ErrNotRegularFile)
+	case unix.EISDIR, unix.ENXIO:
+		return nil, fmt.Errorf("lockword: open region %s: %w (%v)", path, ErrNotRegularFile, err)
 	}
 	if err != nil {
 		return nil, &fs.PathError{Op: "open region", Path: path, Err: err}
@@ -322,8 +325,12 @@ func (r *Region) tokenAlive(token uint32) (alive bool, pid uint32) {
 		// (never while holding) or was reclaimed after it died.
 		return false, id.pid
 	}
-	return processAlive(id), id.pid
+	return processAliveFunc(id), id.pid
 }
+
+// processAliveFunc is processAlive; tests replace it with deliberately
+// broken checks to show that the owner-identity tests catch them.
+var processAliveFunc = processAlive
 
 func (r *Region) pid() int { return os.Getpid() }
 
