@@ -249,7 +249,11 @@ func TestRegionOpenChecksInOrder(t *testing.T) {
 		{"entry changed", func(b []byte) []byte { b[regionTableOffset+entryOffset] ^= 64; return b }, ErrBadChecksum},
 		{"count", func(b []byte) []byte { ne.PutUint32(b[hdrObjectCount:], 3); return b }, ErrBadChecksum},
 		{"count over capacity", func(b []byte) []byte { ne.PutUint32(b[hdrObjectCount:], 500); reseal(b); return b }, ErrObjectBounds},
-		{"empty name", func(b []byte) []byte { clear(b[regionTableOffset : regionTableOffset+entryNameMax]); reseal(b); return b }, ErrObjectName},
+		{"empty name", func(b []byte) []byte {
+			clear(b[regionTableOffset : regionTableOffset+entryNameMax])
+			reseal(b)
+			return b
+		}, ErrObjectName},
 		{"name not NUL-padded", func(b []byte) []byte { b[regionTableOffset+10] = 'x'; reseal(b); return b }, ErrObjectName},
 		{"duplicate name", func(b []byte) []byte {
 			copy(b[regionTableOffset+tableEntrySize:][:entryNameMax], b[regionTableOffset:][:entryNameMax])
