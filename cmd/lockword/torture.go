@@ -46,6 +46,7 @@ const (
 	maxWorkers = 100000    // each worker is a goroutine with its own counters
 	maxValue   = 1000000   // keeps even very long -duration runs far from int64 overflow
 	maxWork    = 100000000 // steps of about a nanosecond each, per acquisition
+	maxProcs   = 512       // worker processes; the region's process table has 1024 slots
 )
 
 // config is one torture run's parameters, validated by parseTorture. Every
@@ -57,6 +58,12 @@ type config struct {
 	value    int64         // added to the counter by each addition
 	work     int           // busy work inside the critical section: 0..work steps, drawn per acquisition
 	duration time.Duration // > 0: workers run until it elapses instead of counting
+	// procs > 0 runs the workers in that many processes sharing a region
+	// (torture_procs.go); kill makes a supervisor SIGKILL them at random,
+	// kills times.
+	procs int
+	kill  bool
+	kills int
 	// progress is where progress bars go: stderr when it is a terminal,
 	// nil when bars must not be drawn (piped output, tests).
 	progress io.Writer
@@ -119,6 +126,9 @@ type tortureFlagValues struct {
 	work     *int
 	duration *time.Duration
 	json     *bool
+	procs    *int
+	kill     *bool
+	kills    *int
 }
 
 // defineTortureFlags defines the torture flags on fs, so that the parser
@@ -146,6 +156,19 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 				"Cannot be combined with -iters."),
 		json: fs.Bool("json", false,
 			"print one JSON object per kind, one per line, instead of text."),
+		procs: fs.Int("procs", 0,
+			"run the workers in `N` processes (this binary re-executed) that\n"+
+				"share one region file, with the counter and owner slot in it; the\n"+
+				"workers are spread evenly over them. Only the shared kinds run\n"+
+				"across processes; with -procs, all means shared. 0: in-process."),
+		kill: fs.Bool("kill", false,
+			"with -procs: a supervisor SIGKILLs a random worker process at random\n"+
+				"moments (often the lock's holder) and starts a replacement, until\n"+
+				"-kills kills (or -duration). Every update is guarded by an intent\n"+
+				"record, so a recovery rolls a half-done update back; the counter\n"+
+				"must equal the sum of every worker's committed additions."),
+		kills: fs.Int("kills", defaultKills,
+			"with -kill: stop after `K` kills (unless -duration ends the run first)."),
 	}
 }
 
@@ -182,6 +205,22 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 
 	workers, iters, value, work, duration := *f.workers, *f.iters, *f.value, *f.work, *f.duration
+	procs, kill, kills := *f.procs, *f.kill, *f.kills
+	if procs > workers && !set["workers"] {
+		workers = procs // at least one worker per process
+	}
+	switch {
+	case procs < 0 || procs > maxProcs:
+		return usageErr("-procs must be between 0 and %d, got %d", maxProcs, procs)
+	case procs > workers:
+		return usageErr("-procs %d needs at least as many -workers, got %d", procs, workers)
+	case kill && procs < 1:
+		return usageErr("-kill needs -procs N: it kills worker processes")
+	case kill && set["iters"]:
+		return usageErr("-kill runs until -kills kills (or -duration), not a count of -iters")
+	case kills < 1 || (set["kills"] && !kill):
+		return usageErr("-kills must be at least 1 and needs -kill, got %d", kills)
+	}
 	switch {
 	case workers < 1 || workers > maxWorkers:
 		return usageErr("-workers must be between 1 and %d, got %d", maxWorkers, workers)
@@ -198,9 +237,21 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 	case duration == 0 && !fitsCounter(int64(workers), iters, value):
 		return usageErr("-workers × -iters × -value = %d × %d × %d does not fit the 64-bit counter", workers, iters, value)
 	}
-	chosen, err := parseKinds(*f.lock)
+	spec := *f.lock
+	if procs > 0 && spec == "all" {
+		spec = "all-procs"
+	}
+	chosen, err := parseKinds(spec)
 	if err != nil {
 		return usageErr("%v", err)
+	}
+	for _, k := range chosen {
+		switch {
+		case procs > 0 && !k.procs:
+			return usageErr("kind %s runs in one process; with -procs choose among: %s", k.name, procKindNames())
+		case procs == 0 && k.procs:
+			return usageErr("kind %s runs across processes: give -procs N", k.name)
+		}
 	}
 
 	opts = tortureOptions{
@@ -210,6 +261,9 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 			value:    value,
 			work:     work,
 			duration: duration,
+			procs:    procs,
+			kill:     kill,
+			kills:    kills,
 		},
 		kinds: chosen,
 		json:  *f.json,
@@ -331,6 +385,10 @@ type kind struct {
 	name  string // the -lock name: lower case, no commas
 	desc  string // one line for the help
 	inAll bool   // whether -lock all, the default, includes it
+	// procs marks a kind that runs across processes (-procs N); -lock all
+	// with -procs means the procs kinds marked inAll, and without it the
+	// others.
+	procs bool
 	// run tortures one fresh lock of this kind under cfg and reports what
 	// it found. An error means the run could not be set up (a shared
 	// mapping that failed, say), not that the lock failed: a lock that
@@ -383,9 +441,9 @@ func parseKinds(spec string) ([]*kind, error) {
 	for name := range strings.SplitSeq(spec, ",") {
 		name = strings.TrimSpace(name)
 		switch k := lookupKind(name); {
-		case name == "all":
+		case name == "all", name == "all-procs":
 			for _, k := range kinds {
-				if k.inAll {
+				if k.inAll && k.procs == (name == "all-procs") {
 					add(k)
 				}
 			}
@@ -690,6 +748,11 @@ type report struct {
 	// without statistics. Statistics are enabled before the run starts,
 	// so it must equal the workers' total: a mismatch fails the run.
 	statsAcquisitions *uint64
+
+	// procs is the number of worker processes (0: in-process); killed is
+	// what a -kill run's supervisor saw (torture_procs.go).
+	procs  int
+	killed *killReport
 }
 
 // newReport fills in what hammer measured; the runner adds what it found.
@@ -746,6 +809,9 @@ func (r *report) failures() []string {
 	if r.statsAcquisitions != nil && int64(*r.statsAcquisitions) != r.total() {
 		why = append(why, fmt.Sprintf("the lock's statistics count %d acquisitions, the workers made %d", *r.statsAcquisitions, r.total()))
 	}
+	if r.killed != nil {
+		why = append(why, r.killed.failures()...)
+	}
 	return why
 }
 
@@ -764,6 +830,9 @@ func (r *report) result() string {
 func (r *report) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Lock: %s\n", r.lock)
 	fmt.Fprintf(w, "Workers: %d\n", r.workers)
+	if r.procs > 0 {
+		fmt.Fprintf(w, "Processes: %d\n", r.procs)
+	}
 	if r.duration > 0 {
 		fmt.Fprintf(w, "Duration: %v\n", r.duration)
 		lo, hi := r.perWorker[0], r.perWorker[0]
@@ -786,6 +855,9 @@ func (r *report) writeText(w io.Writer) {
 		fmt.Fprintf(w, "Slow path: %.1f%% of acquisitions\n", 100**r.slowPath)
 	} else {
 		fmt.Fprintf(w, "Slow path: n/a (%s)\n", r.noStats)
+	}
+	if r.killed != nil {
+		r.killed.writeText(w)
 	}
 	if why := r.failures(); len(why) > 0 {
 		fmt.Fprintf(w, "Result: FAIL (%s)\n", strings.Join(why, "; "))
@@ -812,6 +884,9 @@ type reportJSON struct {
 	DurationS         float64  `json:"duration_s"`
 	Result            string   `json:"result"`
 	Failures          []string `json:"failures,omitempty"`
+	// Multi-process runs only.
+	Processes *int        `json:"processes,omitempty"`
+	Kill      *killReport `json:"kill,omitempty"`
 }
 
 // writeJSON prints the report as one line of JSON.
@@ -835,6 +910,10 @@ func (r *report) writeJSON(w io.Writer) error {
 	if r.duration == 0 {
 		j.Iters = &r.iters
 	}
+	if r.procs > 0 {
+		j.Processes = &r.procs
+	}
+	j.Kill = r.killed
 	b, err := json.Marshal(j)
 	if err != nil {
 		return err
