@@ -530,11 +530,13 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 		if w&sharedStats != 0 {
 			word64(m.obj, mutexObjParks).Add(1)
 		}
-		wait.FutexWait(m.word, w, timeout, wait.Shared)
 		if !slept {
+			// The first liveness check comes one interval from now: a
+			// holder that we merely outwaited by spinning is alive.
 			slept = true
-			checked = time.Now() // first liveness check one interval from now
+			checked = time.Now()
 		}
+		wait.FutexWait(m.word, w, timeout, wait.Shared)
 		if !reported {
 			reported = m.reportIfStuck(*start, owner, holderPID)
 		}

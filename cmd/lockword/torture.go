@@ -210,18 +210,6 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 		workers = procs // at least one worker per process
 	}
 	switch {
-	case procs < 0 || procs > maxProcs:
-		return usageErr("-procs must be between 0 and %d, got %d", maxProcs, procs)
-	case procs > workers:
-		return usageErr("-procs %d needs at least as many -workers, got %d", procs, workers)
-	case kill && procs < 1:
-		return usageErr("-kill needs -procs N: it kills worker processes")
-	case kill && set["iters"]:
-		return usageErr("-kill runs until -kills kills (or -duration), not a count of -iters")
-	case kills < 1 || (set["kills"] && !kill):
-		return usageErr("-kills must be at least 1 and needs -kill, got %d", kills)
-	}
-	switch {
 	case workers < 1 || workers > maxWorkers:
 		return usageErr("-workers must be between 1 and %d, got %d", maxWorkers, workers)
 	case iters < 1:
@@ -236,6 +224,18 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 		return usageErr("-iters and -duration cannot be combined: a run is bounded either by a count of additions per worker (-iters) or by time (-duration)")
 	case duration == 0 && !fitsCounter(int64(workers), iters, value):
 		return usageErr("-workers × -iters × -value = %d × %d × %d does not fit the 64-bit counter", workers, iters, value)
+	}
+	switch {
+	case procs < 0 || procs > maxProcs:
+		return usageErr("-procs must be between 0 and %d, got %d", maxProcs, procs)
+	case procs > 0 && procs > workers:
+		return usageErr("-procs %d needs at least as many -workers, got %d", procs, workers)
+	case kill && procs < 1:
+		return usageErr("-kill needs -procs N: it kills worker processes")
+	case kill && set["iters"]:
+		return usageErr("-kill runs until -kills kills (or -duration), not a count of -iters")
+	case kills < 1 || (set["kills"] && !kill):
+		return usageErr("-kills must be at least 1 and needs -kill, got %d", kills)
 	}
 	spec := *f.lock
 	if procs > 0 && spec == "all" {
@@ -302,17 +302,27 @@ experiment: %d workers × %d additions × value %d.
 
 Lock kinds (-lock), where all means every kind marked *:
 `, defaultWorkers, defaultIters, defaultValue)
-	width := 0
-	for _, k := range kinds {
-		width = max(width, len(k.name))
-	}
-	for _, k := range kinds {
-		mark := " "
-		if k.inAll {
-			mark = "*"
+	listKinds := func(procs bool) {
+		width := 0
+		for _, k := range kinds {
+			if k.procs == procs {
+				width = max(width, len(k.name))
+			}
 		}
-		fmt.Fprintf(w, "  %-*s %s  %s\n", width, k.name, mark, k.desc)
+		for _, k := range kinds {
+			if k.procs != procs {
+				continue
+			}
+			mark := " "
+			if k.inAll {
+				mark = "*"
+			}
+			fmt.Fprintf(w, "  %-*s %s  %s\n", width, k.name, mark, k.desc)
+		}
 	}
+	listKinds(false)
+	fmt.Fprint(w, "\nLock kinds across processes (need -procs N; there, all means those marked *):\n")
+	listKinds(true)
 	fmt.Fprint(w, "\nFlags:\n")
 	fs := flag.NewFlagSet("lockword torture", flag.ContinueOnError)
 	defineTortureFlags(fs)
@@ -355,6 +365,25 @@ Output (-json), one object per kind and line, with the fields
   (measured wall time), result ("PASS" or "FAIL"), and failures (the
   reasons, only when it failed).
 
+Across processes (-procs N):
+  The shared kinds run the same experiment with the workers spread over N
+  processes (this binary, re-executed) that map one region file under
+  /dev/shm, where the counter, the owner slot and each worker's committed
+  total live. The report adds "Processes: N" after Workers. Every update
+  first writes an intent record (whose update, the counter and the
+  worker's total before it) and clears it after.
+  With -kill, a supervisor SIGKILLs a worker process every few
+  milliseconds, half the time the one holding the lock, and starts a
+  replacement that carries on with the same worker ids. The next acquirer
+  gets the lock with ErrOwnerDead, rolls a half-done update back from the
+  intent record, and marks the lock consistent. The report then adds
+  Kills (and how many hit the holder), Recoveries (each kill of a holder
+  must be recovered exactly once; more would mean a live holder was
+  robbed), Max recovery latency (kill to recovery), and Hangs (no progress
+  for 10 s, or a recovery that never came: must be 0). Expected is the
+  sum of every worker's committed additions; the counter must match it
+  exactly. -json adds processes and a kill object with the same fields.
+
 Progress:
   A kind that runs longer than about a second shows a progress bar on
   stderr, when stderr is a terminal; the bar is erased before the kind's
@@ -375,6 +404,8 @@ Examples:
   lockword torture -lock spin -workers 64 -iters 1000000
   lockword torture -lock mutex,sync -work 200 -duration 5s
   lockword torture -lock none                  # FAIL, exit status 1
+  lockword torture -procs 4                    # the shared kind, 4 processes
+  lockword torture -procs 4 -kill -kills 1000  # owner death, 1000 times
   lockword torture -json | jq -c '{lock, throughput_macq_s}'
 `)
 }
