@@ -82,6 +82,21 @@ var (
 	ErrNotRecoverable = errors.New("lockword: shared lock is not recoverable: a holder unlocked it after an owner death without marking it consistent")
 )
 
+// OwnerDeadError is the error LockContext returns, with the lock held,
+// when the previous holder died holding it. errors.Is(err, ErrOwnerDead)
+// holds for it; errors.As gives the dead holder's PID.
+type OwnerDeadError struct {
+	Lock, Region string // the lock's name and its region's path
+	PID          int    // the dead holder's process ID
+}
+
+func (e *OwnerDeadError) Error() string {
+	return fmt.Sprintf("%v (lock %q in %s; previous holder PID %d)", ErrOwnerDead, e.Lock, e.Region, e.PID)
+}
+
+// Is reports whether target is ErrOwnerDead.
+func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
+
 // A SharedMutex is a mutual exclusion lock in a Region, shared by every
 // process that maps the region, and robust: when a holder process dies
 // while holding it, the next acquirer is told (ErrOwnerDead) and may repair
@@ -219,8 +234,9 @@ func (m *SharedMutex) TryLock() bool {
 // LockContext(doneCtx) a TryLock that reports owner death. It returns:
 //
 //   - nil: the caller holds the lock;
-//   - an error wrapping ErrOwnerDead: the caller holds the lock, whose
-//     previous holder died; repair the data, call MarkConsistent, Unlock;
+//   - an *OwnerDeadError (errors.Is(err, ErrOwnerDead)): the caller holds
+//     the lock, whose previous holder died; repair the data, call
+//     MarkConsistent, Unlock;
 //   - an error wrapping ErrNotRecoverable: the caller does not hold it;
 //   - ctx.Err() (errors.Is with context.Canceled or DeadlineExceeded): the
 //     caller does not hold it.
@@ -503,7 +519,7 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 				// inconsistent until the caller repairs it.
 				if m.word.CompareAndSwap(w, w&(sharedStats|sharedWaiters)|sharedInconsistent|m.token) {
 					m.stamp()
-					return fmt.Errorf("%w (lock %q in %s; previous holder PID %d)", ErrOwnerDead, m.name, m.r.path, pid)
+					return &OwnerDeadError{Lock: m.name, Region: m.r.path, PID: int(pid)}
 				}
 				continue
 			}

@@ -79,12 +79,19 @@ const (
 	stLastRecovery    = 72 // Unix ns of the last recovery
 	stGo              = 80 // supervisor: 1 releases the workers
 	stStop            = 88 // supervisor: 1 stops them
+	stRecovering      = 96 // PID of the dead holder being recovered from (latest)
 	stReady           = 128
 	// then ready[procs] (set by each first-generation process), then
-	// committed[1..workers], each a uint64.
+	// committed[1..workers], then recoveredPID[recoveryLog] (the dead
+	// holder of each recovery, a ring), each a uint64.
+	recoveryLog = 4096
 )
 
-func stateSize(procs, workers int) int { return stReady + 8*procs + 8*(workers+1) }
+func stateSize(procs, workers int) int { return stReady + 8*procs + 8*(workers+1) + 8*recoveryLog }
+
+func recoveredOff(procs, workers int, i uint64) int {
+	return stReady + 8*procs + 8*(workers+1) + 8*int(i%recoveryLog)
+}
 
 func committedOff(procs, id int) int { return stReady + 8*procs + 8*id }
 
@@ -172,8 +179,9 @@ func procWorker(spec *workerSpec, m *lockword.SharedMutex, st []byte, id int) er
 				if !errors.Is(err, lockword.ErrOwnerDead) {
 					return err
 				}
-				repairState(st, spec, spec.BreakRepair)
-				if err := m.MarkConsistent(); err != nil {
+				var od *lockword.OwnerDeadError
+				errors.As(err, &od)
+				if err := recoverState(st, spec, m, od.PID); err != nil {
 					return err
 				}
 			}
@@ -226,10 +234,26 @@ func procSection(st []byte, spec *workerSpec, id int, steps int, sink *uint64) (
 	return false
 }
 
-// repairState is what an acquirer told ErrOwnerDead does before marking
-// the lock consistent: undo a half-done update, clear the dead holder's
-// owner mark, count the recovery. broken skips the undo (tests show that
-// the accounting then fails).
+// recoverState is what an acquirer told ErrOwnerDead does, holding the lock:
+// say whom it recovers from, undo a half-done update, clear the dead
+// holder's owner mark, mark the lock consistent, and only then count the
+// recovery, so that the supervisor, which reads the lock's state before the
+// count, cannot miss a recovery in progress.
+func recoverState(st []byte, spec *workerSpec, m *lockword.SharedMutex, deadPID int) error {
+	put(st, stRecovering, uint64(deadPID))
+	repairState(st, spec, spec.BreakRepair)
+	if err := m.MarkConsistent(); err != nil {
+		return err
+	}
+	n := get(st, stRecoveries)
+	put(st, recoveredOff(spec.Procs, spec.Workers, n), uint64(deadPID))
+	put(st, stLastRecovery, uint64(time.Now().UnixNano()))
+	put(st, stRecoveries, n+1)
+	return nil
+}
+
+// repairState undoes a half-done update and clears the dead holder's owner
+// mark. broken skips the undo (tests show that the accounting then fails).
 func repairState(st []byte, spec *workerSpec, broken bool) {
 	if !broken && get(st, stIntentActive) == 1 {
 		if w := int(get(st, stIntentWorker)); w >= 1 && w <= spec.Workers {
@@ -240,8 +264,6 @@ func repairState(st []byte, spec *workerSpec, broken bool) {
 		put(st, stRolledBack, get(st, stRolledBack)+1)
 	}
 	put(st, stOwner, 0)
-	put(st, stRecoveries, get(st, stRecoveries)+1)
-	put(st, stLastRecovery, uint64(time.Now().UnixNano()))
 }
 
 // killReport is what a -kill run's supervisor saw. Its JSON form is part
@@ -258,6 +280,11 @@ type killReport struct {
 	Hangs         int     `json:"hangs"`
 	// WorkerErrors lists worker processes that failed by themselves.
 	WorkerErrors []string `json:"worker_errors,omitempty"`
+	// Robbed lists recoveries from a PID the supervisor never killed: a
+	// live holder declared dead. Must be empty.
+	Robbed []int `json:"robbed,omitempty"`
+
+	killed map[int]bool // PIDs the supervisor killed
 }
 
 func (k *killReport) writeText(w io.Writer) {
@@ -271,6 +298,9 @@ func (k *killReport) failures() []string {
 	var why []string
 	if k.Hangs > 0 {
 		why = append(why, fmt.Sprintf("%d hangs", k.Hangs))
+	}
+	if len(k.Robbed) > 0 {
+		why = append(why, fmt.Sprintf("recovered from PIDs %v, which were never killed: live holders robbed", k.Robbed))
 	}
 	if k.Recoveries != int64(k.HolderKills) {
 		why = append(why, fmt.Sprintf("%d recoveries for %d kills of a holder", k.Recoveries, k.HolderKills))
@@ -427,9 +457,11 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
 		err := m.LockContext(ctx)
 		cancel()
-		if errors.Is(err, lockword.ErrOwnerDead) {
-			repairState(st, &spec, spec.BreakRepair)
-			m.MarkConsistent()
+		var od *lockword.OwnerDeadError
+		if errors.As(err, &od) {
+			if err := recoverState(st, &spec, m, od.PID); err != nil {
+				return nil, err
+			}
 			kr.HolderKills++ // it died holding; its recovery is this one
 		} else if err != nil {
 			return nil, err
@@ -455,6 +487,11 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		rep.iters, rep.duration = 0, max(elapsed.Round(time.Millisecond), time.Millisecond)
 		kr.Recoveries = int64(get(st, stRecoveries))
 		kr.RolledBack = int64(get(st, stRolledBack))
+		for i := max(kr.Recoveries-recoveryLog, 0); i < kr.Recoveries; i++ {
+			if pid := int(get(st, recoveredOff(cfg.procs, cfg.workers, uint64(i)))); !kr.killed[pid] {
+				kr.Robbed = append(kr.Robbed, pid)
+			}
+		}
 		if hung {
 			kr.Hangs++
 		}
@@ -487,14 +524,14 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 // the lock's holder), start a replacement with the same worker ids, and,
 // when the victim held the lock, wait for its recovery and time it.
 func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn func(int, []int) (*workerProc, error)) *killReport {
-	kr := &killReport{}
+	kr := &killReport{killed: map[int]bool{}}
 	start := time.Now()
 	lastTotal, lastProgress := get(st, stCounter), time.Now()
 	for kr.Kills < cfg.kills && (!cfg.timed() || time.Since(start) < cfg.duration) {
 		time.Sleep(rand.N(killMaxGap))
 		victim := rand.IntN(len(procs))
 		if rand.IntN(2) == 0 {
-			if pid := holderPID(path); pid != 0 {
+			if pid, _ := holder(path); pid != 0 {
 				for i, w := range procs {
 					if w.cmd.Process.Pid == pid {
 						victim = i
@@ -515,7 +552,15 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 		w.cmd.Process.Kill()
 		<-w.done
 		kr.Kills++
-		held := holderPID(path) == w.cmd.Process.Pid || get(st, stRecoveries) != recoveredBefore
+		kr.killed[w.cmd.Process.Pid] = true
+		// Did it die holding the lock? Then the lock still names it, or
+		// a recovery has taken it over (inconsistent until marked; and
+		// the recoverer names the dead PID before it marks), or ended.
+		// Recoveries are counted after the mark, so the inconsistent bit
+		// is never left over from the previous kill's recovery.
+		pid, inconsistent := holder(path)
+		held := pid == w.cmd.Process.Pid || inconsistent || int(get(st, stRecovering)) == w.cmd.Process.Pid ||
+			get(st, stRecoveries) != recoveredBefore
 		next, err := spawn(-1, w.ids)
 		if err != nil {
 			kr.WorkerErrors = append(kr.WorkerErrors, err.Error())
@@ -531,6 +576,9 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 				}
 				time.Sleep(100 * time.Microsecond)
 			}
+			if got := int(get(st, recoveredOff(cfg.procs, cfg.workers, recoveredBefore))); got != w.cmd.Process.Pid {
+				kr.WorkerErrors = append(kr.WorkerErrors, fmt.Sprintf("kill %d of PID %d, a holder, was followed by a recovery from PID %d", kr.Kills, w.cmd.Process.Pid, got))
+			}
 			lat := time.Duration(int64(get(st, stLastRecovery)) - killedAt.UnixNano())
 			kr.MaxRecoveryMs = max(kr.MaxRecoveryMs, float64(lat)/1e6)
 		}
@@ -544,18 +592,20 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 	return kr
 }
 
-// holderPID returns the PID of the torture lock's holder, 0 if none.
-func holderPID(path string) int {
+// holder returns the PID of the torture lock's holder (0 if none) and
+// whether the lock is inconsistent: taken from a dead owner by an acquirer
+// that has not yet marked it consistent.
+func holder(path string) (pid int, inconsistent bool) {
 	info, err := lockword.InspectRegion(path)
 	if err != nil {
-		return 0
+		return 0, false
 	}
 	for _, o := range info.Objects {
 		if o.Name == lockName {
-			return o.HolderPID
+			return o.HolderPID, o.Inconsistent
 		}
 	}
-	return 0
+	return 0, false
 }
 
 func btoi(b bool) int {
