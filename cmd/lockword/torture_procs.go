@@ -79,7 +79,8 @@ const (
 	stLastRecovery    = 72 // Unix ns of the last recovery
 	stGo              = 80 // supervisor: 1 releases the workers
 	stStop            = 88 // supervisor: 1 stops them
-	stRecovering      = 96 // PID of the dead holder being recovered from (latest)
+	stRecovering      = 96  // PID of the dead holder being recovered from (latest)
+	stDetected        = 104 // Unix ns when that recovery's LockContext returned
 	stReady           = 128
 	// then ready[procs] (set by each first-generation process), then
 	// committed[1..workers], then recoveredPID[recoveryLog] (the dead
@@ -240,6 +241,7 @@ func procSection(st []byte, spec *workerSpec, id int, steps int, sink *uint64) (
 // recovery, so that the supervisor, which reads the lock's state before the
 // count, cannot miss a recovery in progress.
 func recoverState(st []byte, spec *workerSpec, m *lockword.SharedMutex, deadPID int) error {
+	put(st, stDetected, uint64(time.Now().UnixNano()))
 	put(st, stRecovering, uint64(deadPID))
 	repairState(st, spec, spec.BreakRepair)
 	if err := m.MarkConsistent(); err != nil {
@@ -273,10 +275,14 @@ type killReport struct {
 	// HolderKills counts kills of the lock's holder; each must be
 	// recovered exactly once: Recoveries == HolderKills (a recovery
 	// without a dead holder would be a live holder robbed).
-	HolderKills   int     `json:"holder_kills"`
-	Recoveries    int64   `json:"recoveries"`
-	RolledBack    int64   `json:"rolled_back"`
-	MaxRecoveryMs float64 `json:"max_recovery_latency_ms"`
+	HolderKills int   `json:"holder_kills"`
+	Recoveries  int64 `json:"recoveries"`
+	RolledBack  int64 `json:"rolled_back"`
+	// MaxDetectionMs is the longest time from a kill of the holder to a
+	// waiter getting the lock with ErrOwnerDead; MaxRecoveryMs to the
+	// repaired lock being marked consistent.
+	MaxDetectionMs float64 `json:"max_detection_latency_ms"`
+	MaxRecoveryMs  float64 `json:"max_recovery_latency_ms"`
 	Hangs         int     `json:"hangs"`
 	// WorkerErrors lists worker processes that failed by themselves.
 	WorkerErrors []string `json:"worker_errors,omitempty"`
@@ -290,7 +296,7 @@ type killReport struct {
 func (k *killReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Kills: %d (%d of the lock's holder)\n", k.Kills, k.HolderKills)
 	fmt.Fprintf(w, "Recoveries: %d (%d half-done updates rolled back)\n", k.Recoveries, k.RolledBack)
-	fmt.Fprintf(w, "Max recovery latency: %.1f ms\n", k.MaxRecoveryMs)
+	fmt.Fprintf(w, "Max recovery latency: %.1f ms (kill to repaired; %.1f ms to detection)\n", k.MaxRecoveryMs, k.MaxDetectionMs)
 	fmt.Fprintf(w, "Hangs: %d\n", k.Hangs)
 }
 
@@ -313,11 +319,11 @@ func (k *killReport) failures() []string {
 
 // workerProc is one running worker process.
 type workerProc struct {
-	cmd    *exec.Cmd
-	ids    []int
-	out    *bytes.Buffer
-	done   chan error
-	killed bool
+	cmd  *exec.Cmd
+	ids  []int
+	out  *bytes.Buffer
+	done chan struct{} // closed when it has exited and been reaped
+	err  error         // cmd.Wait's result, once done is closed
 }
 
 // regionDir is where torture puts its region: /dev/shm when it exists.
@@ -330,9 +336,13 @@ func regionDir() string {
 
 // tortureProcs runs one multi-process torture: the supervisor.
 func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
+	// Re-execute this very binary: /proc/self/exe names its inode even if
+	// the file at our path is replaced (rebuilt) while we run.
+	exe := "/proc/self/exe"
+	if _, err := os.Stat(exe); err != nil {
+		if exe, err = os.Executable(); err != nil {
+			return nil, err
+		}
 	}
 	path := filepath.Join(regionDir(), fmt.Sprintf("lockword-torture-%d-%08x", os.Getpid(), rand.Uint32()))
 	size := int64(1<<20 + stateSize(cfg.procs, cfg.workers))
@@ -364,13 +374,13 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		s := spec
 		s.Proc, s.IDs = proc, ids
 		js, _ := json.Marshal(s)
-		w := &workerProc{cmd: exec.Command(exe), ids: ids, out: new(bytes.Buffer), done: make(chan error, 1)}
+		w := &workerProc{cmd: exec.Command(exe), ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
 		w.cmd.Env = append(os.Environ(), workerEnv+"="+string(js))
 		w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
 		if err := w.cmd.Start(); err != nil {
 			return nil, err
 		}
-		go func() { w.done <- w.cmd.Wait() }()
+		go func() { w.err = w.cmd.Wait(); close(w.done) }()
 		return w, nil
 	}
 	procs := make([]*workerProc, cfg.procs)
@@ -404,8 +414,8 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		}
 		for _, w := range procs {
 			select {
-			case err := <-w.done:
-				return nil, fmt.Errorf("worker process %d ended before starting: %v\n%s", w.cmd.Process.Pid, err, w.out)
+			case <-w.done:
+				return nil, fmt.Errorf("worker process %d ended before starting: %v\n%s", w.cmd.Process.Pid, w.err, w.out)
 			default:
 			}
 		}
@@ -438,9 +448,9 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 			wait = 24 * time.Hour // a counted run ends when its workers do
 		}
 		select {
-		case err := <-w.done:
-			if err != nil {
-				failed = append(failed, fmt.Sprintf("PID %d: %v: %s", w.cmd.Process.Pid, err, strings.TrimSpace(w.out.String())))
+		case <-w.done:
+			if w.err != nil {
+				failed = append(failed, fmt.Sprintf("PID %d: %v: %s", w.cmd.Process.Pid, w.err, strings.TrimSpace(w.out.String())))
 			}
 		case <-time.After(wait):
 			hung = true
@@ -542,8 +552,8 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 		w := procs[victim]
 		// A worker that exited by itself has failed.
 		select {
-		case err := <-w.done:
-			kr.WorkerErrors = append(kr.WorkerErrors, fmt.Sprintf("PID %d exited: %v: %s", w.cmd.Process.Pid, err, strings.TrimSpace(w.out.String())))
+		case <-w.done:
+			kr.WorkerErrors = append(kr.WorkerErrors, fmt.Sprintf("PID %d exited: %v: %s", w.cmd.Process.Pid, w.err, strings.TrimSpace(w.out.String())))
 			return kr
 		default:
 		}
@@ -581,6 +591,8 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 			}
 			lat := time.Duration(int64(get(st, stLastRecovery)) - killedAt.UnixNano())
 			kr.MaxRecoveryMs = max(kr.MaxRecoveryMs, float64(lat)/1e6)
+			det := time.Duration(int64(get(st, stDetected)) - killedAt.UnixNano())
+			kr.MaxDetectionMs = max(kr.MaxDetectionMs, float64(det)/1e6)
 		}
 		if total := get(st, stCounter); total != lastTotal {
 			lastTotal, lastProgress = total, time.Now()
