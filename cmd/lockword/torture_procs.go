@@ -67,18 +67,18 @@ func init() {
 // read and written only under the lock (the flags excepted), in the
 // region's (native) byte order.
 const (
-	stCounter         = 0  // sum of committed additions
-	stOwner           = 8  // worker id inside the critical section, 0: none
-	stIntentActive    = 16 // 1 while an update is half done
-	stIntentWorker    = 24 // whose update
-	stIntentCounter   = 32 // counter before it
-	stIntentCommitted = 40 // that worker's committed total before it
-	stViolations      = 48 // owner-slot violations
-	stRecoveries      = 56 // ErrOwnerDead acquisitions that repaired
-	stRolledBack      = 64 // half-done updates undone
-	stLastRecovery    = 72 // Unix ns of the last recovery
-	stGo              = 80 // supervisor: 1 releases the workers
-	stStop            = 88 // supervisor: 1 stops them
+	stCounter         = 0   // sum of committed additions
+	stOwner           = 8   // worker id inside the critical section, 0: none
+	stIntentActive    = 16  // 1 while an update is half done
+	stIntentWorker    = 24  // whose update
+	stIntentCounter   = 32  // counter before it
+	stIntentCommitted = 40  // that worker's committed total before it
+	stViolations      = 48  // owner-slot violations
+	stRecoveries      = 56  // ErrOwnerDead acquisitions that repaired
+	stRolledBack      = 64  // half-done updates undone
+	stLastRecovery    = 72  // Unix ns of the last recovery
+	stGo              = 80  // supervisor: 1 releases the workers
+	stStop            = 88  // supervisor: 1 stops them
 	stRecovering      = 96  // PID of the dead holder being recovered from (latest)
 	stDetected        = 104 // Unix ns when that recovery's LockContext returned
 	stReady           = 128
@@ -283,7 +283,7 @@ type killReport struct {
 	// repaired lock being marked consistent.
 	MaxDetectionMs float64 `json:"max_detection_latency_ms"`
 	MaxRecoveryMs  float64 `json:"max_recovery_latency_ms"`
-	Hangs         int     `json:"hangs"`
+	Hangs          int     `json:"hangs"`
 	// WorkerErrors lists worker processes that failed by themselves.
 	WorkerErrors []string `json:"worker_errors,omitempty"`
 	// Robbed lists recoveries from a PID the supervisor never killed: a
