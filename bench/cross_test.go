@@ -83,15 +83,15 @@ const (
 
 var ne = binary.NativeEndian
 
-func setup(b *testing.B) (dir string, r *lockword.Region, data []byte) {
-	dir = b.TempDir()
+func setup(tb testing.TB) (dir string, r *lockword.Region, data []byte) {
+	dir = tb.TempDir()
 	r, err := lockword.CreateRegion(filepath.Join(dir, "region"), 0, nil)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { r.Close() })
+	tb.Cleanup(func() { r.Close() })
 	if data, err = r.Bytes("data", dataSize); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return dir, r, data
 }
@@ -131,53 +131,68 @@ func benchUncontended(b *testing.B, k kind) {
 
 // benchContended runs procs child processes that share b.N acquisitions.
 func benchContended(b *testing.B, k kind, procs int) {
-	dir, _, data := setup(b)
-	children := make([]*exec.Cmd, procs)
 	per := b.N / procs
+	elapsed := contend(b, k, procs, per, b.ResetTimer)
+	b.StopTimer()
+	if per > 0 && elapsed > 0 {
+		// ns/op as testing reports it includes process start-up and exit;
+		// these two metrics are the acquisitions proper.
+		b.ReportMetric(float64(elapsed.Nanoseconds())/float64(per*procs), "ns/acq")
+		b.ReportMetric(float64(per*procs)/elapsed.Seconds()/1e6, "Macq/s")
+	}
+}
+
+// contend runs procs child processes of per acquisitions each, released
+// together (after calling released), checks that the shared counter is
+// exact, and returns the time from the release to the last one's finish
+// as each records it (process exit not timed).
+func contend(tb testing.TB, k kind, procs, per int, released func()) time.Duration {
+	dir, _, data := setup(tb)
+	children := make([]*exec.Cmd, procs)
 	outs := make([]strings.Builder, procs)
 	for i := range children {
 		c := exec.Command(os.Args[0], "-test.run=^$")
 		c.Env = append(os.Environ(), "LOCKWORD_BENCH_CHILD="+strings.Join([]string{k.name, dir, strconv.Itoa(i), strconv.Itoa(per)}, ","))
 		c.Stdout, c.Stderr = &outs[i], &outs[i]
 		if err := c.Start(); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		children[i] = c
 	}
-	// Release them together once all are ready; time from the release to
-	// the last one's finish, as each records it (process exit not timed).
 	for ready := 0; ready < procs; time.Sleep(100 * time.Microsecond) {
 		ready = 0
 		for i := range procs {
 			ready += int(ne.Uint64(data[offReady+8*i:]))
 		}
 	}
-	b.ResetTimer()
+	released()
 	start := time.Now().UnixNano()
 	ne.PutUint64(data[offGo:], uint64(start))
 	var wg sync.WaitGroup
 	for i, c := range children {
 		wg.Go(func() {
 			if err := c.Wait(); err != nil {
-				b.Errorf("child %d: %v\n%s", i, err, outs[i].String())
+				tb.Errorf("child %d: %v\n%s", i, err, outs[i].String())
 			}
 		})
 	}
 	wg.Wait()
-	b.StopTimer()
 	end := int64(0)
 	for i := range procs {
 		end = max(end, int64(ne.Uint64(data[offDone+8*i:])))
 	}
-	elapsed := time.Duration(end - start)
 	if got, want := ne.Uint64(data), uint64(per*procs); got != want {
-		b.Fatalf("counter %d, want %d: the lock did not exclude", got, want)
+		tb.Fatalf("%s: counter %d, want %d: the lock did not exclude", k.name, got, want)
 	}
-	if per > 0 && elapsed > 0 {
-		// ns/op as testing reports it includes process start-up and exit;
-		// these two metrics are the acquisitions proper.
-		b.ReportMetric(float64(elapsed.Nanoseconds())/float64(per*procs), "ns/acq")
-		b.ReportMetric(float64(per*procs)/elapsed.Seconds()/1e6, "Macq/s")
+	return time.Duration(end - start)
+}
+
+// TestKindsExclude runs every kind's contended harness briefly: the
+// benchmarks' figures mean something only if each lock excludes (the
+// counter check would fail otherwise).
+func TestKindsExclude(t *testing.T) {
+	for _, k := range kinds {
+		contend(t, k, 3, 2000, func() {})
 	}
 }
 
