@@ -61,7 +61,7 @@ const (
 // the kernel in slices of ownerCheckInterval, checking between slices
 // whether the holder process still lives, so a holder killed while holding
 // is noticed one slice after its death plus the time the waiter needs to
-// get a CPU (the bound is 100 ms). A check reads /proc/PID/stat,
+// get a CPU (the documented bound is 100 ms). A check reads /proc/PID/stat,
 // some 10 µs: a hundred a second cost a waiting process 0.1% of a core.
 const (
 	sharedSpinIterations = 8
@@ -91,6 +91,7 @@ type OwnerDeadError struct {
 	PID          int    // the dead holder's process ID
 }
 
+// Error names the lock, its region and the dead holder.
 func (e *OwnerDeadError) Error() string {
 	return fmt.Sprintf("%v (lock %q in %s; previous holder PID %d)", ErrOwnerDead, e.Lock, e.Region, e.PID)
 }
@@ -146,7 +147,8 @@ func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
 // migrate between threads, and it records thread IDs, which the kernel
 // clears from the word when it marks a dead owner. Instead a sleeping waiter
 // wakes every ownerCheckInterval (10 ms) to check the holder: a death is
-// noticed within 100 ms.
+// noticed within 100 ms (TestSharedMutexOwnerDeath), unless the waiter
+// cannot get a CPU for longer than that.
 //
 // # Owner death and sync.Locker
 //

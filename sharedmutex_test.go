@@ -696,7 +696,9 @@ func TestSharedMutexLockContext(t *testing.T) {
 	if err := <-res; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled LockContext = %v", err)
 	}
-	if d := time.Since(start); d > 20*time.Millisecond {
+	// Promptly: the cancellation wakes the kernel sleeper itself (a
+	// loaded shared machine can delay any wake-up by tens of ms).
+	if d := time.Since(start); d > 100*time.Millisecond {
 		t.Errorf("cancellation took %v", d)
 	}
 	// A waiter, then Unlock: it gets the lock.
