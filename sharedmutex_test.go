@@ -34,10 +34,11 @@ func init() {
 
 // A child is a re-executed test binary running one TestSharedChild mode.
 type child struct {
-	cmd   *exec.Cmd
-	lines chan string
-	out   strings.Builder // everything it printed, for failure messages
-	mu    sync.Mutex
+	cmd     *exec.Cmd
+	lines   chan string
+	scanned chan struct{}   // closed when its output has been read to the end
+	out     strings.Builder // everything it printed, for failure messages
+	mu      sync.Mutex
 }
 
 func startChild(t *testing.T, mode string, args ...string) *child {
@@ -52,8 +53,9 @@ func startChild(t *testing.T, mode string, args ...string) *child {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &child{cmd: cmd, lines: make(chan string, 100)}
+	c := &child{cmd: cmd, lines: make(chan string, 100), scanned: make(chan struct{})}
 	go func() {
+		defer close(c.scanned)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			c.mu.Lock()
@@ -70,7 +72,7 @@ func startChild(t *testing.T, mode string, args ...string) *child {
 		if c.cmd.ProcessState == nil {
 			c.cmd.Process.Signal(syscall.SIGCONT)
 			c.cmd.Process.Kill()
-			c.cmd.Wait()
+			c.exit()
 		}
 	})
 	return c
@@ -101,9 +103,16 @@ func (c *child) expect(t *testing.T, prefix string) string {
 	}
 }
 
+// exit waits for the child to exit, after reading all it printed (Wait
+// closes the pipe: reading must be finished first, or output is lost).
+func (c *child) exit() error {
+	<-c.scanned
+	return c.cmd.Wait()
+}
+
 func (c *child) wait(t *testing.T) {
 	t.Helper()
-	if err := c.cmd.Wait(); err != nil {
+	if err := c.exit(); err != nil {
 		t.Fatalf("child: %v\n%s", err, c.output())
 	}
 }
@@ -386,7 +395,7 @@ func TestSharedMutexOwnerDeath(t *testing.T) {
 		c.cmd.Process.Kill()
 		err := <-got
 		latency := time.Since(killed)
-		c.cmd.Wait()
+		c.exit()
 		worst = max(worst, latency)
 		if !errors.Is(err, ErrOwnerDead) {
 			t.Fatalf("waiter got %v, want ErrOwnerDead", err)
@@ -420,7 +429,7 @@ func TestSharedMutexOwnerDeathTryPaths(t *testing.T) {
 	m, _ := r.Mutex("m")
 	c := startHolder(t, path, "m")
 	c.cmd.Process.Kill()
-	c.cmd.Wait()
+	c.exit()
 	if m.TryLock() {
 		t.Fatal("TryLock took a lock whose holder died without telling")
 	}
@@ -526,7 +535,7 @@ func TestSharedMutexLockerOwnerDead(t *testing.T) {
 	m.SetRepair(nil)
 	deadOwner()
 	c := startChild(t, "lock-owner-dead", path)
-	err := c.cmd.Wait()
+	err := c.exit()
 	if err == nil || !strings.Contains(c.output(), "previous holder of the shared lock died") || !strings.Contains(c.output(), "SetRepair") {
 		t.Fatalf("Lock without repair did not panic with ErrOwnerDead: %v\n%s", err, c.output())
 	}
@@ -542,7 +551,7 @@ func TestSharedMutexMisuse(t *testing.T) {
 		{"unlock-unlocked", "lockword: Unlock of unlocked SharedMutex \"fresh\""},
 	} {
 		ch := startChild(t, c.mode, path)
-		err := ch.cmd.Wait()
+		err := ch.exit()
 		if err == nil || !strings.Contains(ch.output(), c.msg) {
 			t.Fatalf("%s: %v, output lacks %q:\n%s", c.mode, err, c.msg, ch.output())
 		}
