@@ -205,7 +205,7 @@ func TestTortureUsageErrors(t *testing.T) {
 		{[]string{"-duration", "-1s"}, "-duration must not be negative, got -1s"},
 		{[]string{"-duration", "soon"}, `invalid value "soon" for flag -duration`},
 		{[]string{"-iters", "10", "-duration", "1s"}, "-iters and -duration cannot be combined"},
-		{[]string{"-lock", "bogus"}, `unknown lock kind "bogus" in -lock (valid kinds: mutex, spin, sync, none, all)`},
+		{[]string{"-lock", "bogus"}, `unknown lock kind "bogus" in -lock (valid kinds: mutex, spin, sync, none, shared, shared-none, all)`},
 		{[]string{"-lock", "mutex,bogus"}, `unknown lock kind "bogus"`},
 		{[]string{"-lock", "mutex,"}, "names an empty lock kind"},
 		{[]string{"-lock", ""}, "names an empty lock kind"},
@@ -355,7 +355,7 @@ func TestMainUsage(t *testing.T) {
 		out, errOut string
 	}{
 		{nil, exitUsage, "", "no command given"},
-		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus" (commands: torture)`},
+		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus" (commands: torture, inspect)`},
 		{[]string{"-workers", "4"}, exitUsage, "", "flags belong to a command"},
 		{[]string{"help", "bogus"}, exitUsage, "", `unknown command "bogus"`},
 		{[]string{"--help"}, exitOK, "Commands:", ""},
