@@ -499,6 +499,7 @@ func TestMisuse(t *testing.T) {
 	for _, c := range []struct{ name, msg string }{
 		{"Mutex.Unlock", "lockword: Unlock of unlocked Mutex"},
 		{"Mutex.Unlock-twice", "lockword: Unlock of unlocked Mutex"},
+		{"Mutex.Unlock-stats", "lockword: Unlock of unlocked Mutex"},
 		{"SpinMutex.Unlock", "lockword: Unlock of unlocked SpinMutex"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -525,6 +526,12 @@ func TestMisuseChild(t *testing.T) {
 		m.Unlock()
 	case "Mutex.Unlock-twice":
 		var m Mutex
+		m.Lock()
+		m.Unlock()
+		m.Unlock()
+	case "Mutex.Unlock-stats":
+		var m Mutex
+		m.EnableStats()
 		m.Lock()
 		m.Unlock()
 		m.Unlock()
