@@ -11,10 +11,13 @@ import (
 
 // This file holds the index and wake-up protocol of a single-producer,
 // single-consumer ring, apart from what the slots hold. Ring[T] puts Go
-// values in the slots; a ring in memory shared between processes can put
-// bytes there and reuse spscIndex unchanged, because every field of it is a
-// plain integer word (no pointers) and the only platform-specific step,
-// sleeping and waking, is passed in as a ringSleeper.
+// values in the slots of an spscIndex. The byte ring shared between
+// processes (sharedring.go) keeps the same words in a region instead, and
+// reuses the protocol's functions (ringAwait, wakeSide, closeRingWords): they
+// take the words as arguments, and the one platform-specific step, sleeping
+// and waking, is passed in as a ringSleeper. It does not overlay spscIndex on
+// the mapping, because capacity and mask must come from the Go handle, never
+// from memory that another process can write.
 
 // falseSharingRange is the distance in bytes that keeps two fields from
 // sharing a cache line: two 64-byte lines, because x86 cores prefetch lines
@@ -125,11 +128,13 @@ type spscIndex struct {
 
 // ringSleeper is how one side of a ring sleeps on its wake word and how the
 // other side wakes it. In-process rings park goroutines (parkSleeper); a ring
-// shared between processes will sleep on the kernel futex (wait.Shared).
+// shared between processes sleeps on the kernel futex (wait.Shared) in
+// bounded slices (sharedRingSleeper).
 type ringSleeper interface {
 	// sleep waits while *word == val; it may return early (the caller
-	// loops). It returns a non-nil error only when ctx ended before a
-	// wake-up chose this sleeper.
+	// loops). It returns a non-nil error only when the wait must end
+	// without a wake-up: ctx ended, or (shared rings) the other side's
+	// process died.
 	sleep(ctx context.Context, word *atomic.Uint32, val uint32) error
 	// wake wakes the sleeper of word, if any.
 	wake(word *atomic.Uint32)
@@ -166,9 +171,15 @@ func wakeSide(word *atomic.Uint32, wakes *atomic.Uint64, sl ringSleeper) {
 
 // closeRing sets ringClosed in both wake words and wakes whoever sleeps.
 func (x *spscIndex) closeRing(sl ringSleeper) {
-	for _, w := range [...]*atomic.Uint32{&x.notEmpty, &x.notFull} {
+	closeRingWords(&x.notEmpty, &x.notFull, &x.producerWords.wakes, sl)
+}
+
+// closeRingWords sets ringClosed in a ring's two wake words and wakes
+// whoever sleeps on them, counting the wake-ups in wakes.
+func closeRingWords(notEmpty, notFull *atomic.Uint32, wakes *atomic.Uint64, sl ringSleeper) {
+	for _, w := range [...]*atomic.Uint32{notEmpty, notFull} {
 		if w.Or(ringClosed)&ringSleeping != 0 {
-			wakeSide(w, &x.producerWords.wakes, sl)
+			wakeSide(w, wakes, sl)
 		}
 	}
 }
@@ -181,7 +192,7 @@ func (x *spscIndex) closed() bool { return x.notEmpty.Load()&ringClosed != 0 }
 // ctx's error.
 func (x *spscIndex) waitRoom(ctx context.Context, sl ringSleeper) error {
 	t := x.tail.Load()
-	return x.await(ctx, &x.notFull, &x.producerWords.sleeps, sl, true, func() bool {
+	return ringAwait(ctx, &x.notFull, &x.producerWords.sleeps, sl, true, func() bool {
 		x.headCache = x.head.Load()
 		return t-x.headCache < x.capacity
 	})
@@ -192,19 +203,22 @@ func (x *spscIndex) waitRoom(ctx context.Context, sl ringSleeper) error {
 // ctx's error.
 func (x *spscIndex) waitItems(ctx context.Context, sl ringSleeper) error {
 	h := x.head.Load()
-	return x.await(ctx, &x.notEmpty, &x.consumerWords.sleeps, sl, false, func() bool {
+	return ringAwait(ctx, &x.notEmpty, &x.consumerWords.sleeps, sl, false, func() bool {
 		x.tailCache = x.tail.Load()
 		return x.tailCache != h
 	})
 }
 
-// await waits until ready reports true: it spins with backoff, then yields,
-// then sleeps on word. ready looks at the other side's index. A closed ring
-// ends the wait with ErrRingClosed: at once if closedFirst (the producer),
-// else only when ready fails (the consumer, which drains first). The closed
-// bit is always read before ready is called, so a consumer that sees the
-// ring closed also sees every item published before Close.
-func (x *spscIndex) await(ctx context.Context, word *atomic.Uint32, sleeps *atomic.Uint64, sl ringSleeper,
+// ringAwait waits until ready reports true: it spins with backoff, then
+// yields, then sleeps on word. ready looks at the other side's index. A
+// closed ring ends the wait with ErrRingClosed: at once if closedFirst (the
+// producer), else only when ready fails (the consumer, which drains first).
+// The closed bit is always read before ready is called, so a consumer that
+// sees the ring closed also sees every item published before Close. Any
+// other error comes from sl.sleep (a context, or a shared ring's dead peer),
+// and is returned with the sleep announcement withdrawn. It serves both the
+// in-process Ring and the shared byte ring (sharedring.go).
+func ringAwait(ctx context.Context, word *atomic.Uint32, sleeps *atomic.Uint64, sl ringSleeper,
 	closedFirst bool, ready func() bool) error {
 	if ctx == nil {
 		return errNilContext
@@ -257,8 +271,9 @@ func (x *spscIndex) await(ctx context.Context, word *atomic.Uint32, sleeps *atom
 		}
 		sleeps.Add(1)
 		if err := sl.sleep(ctx, word, ringSleeping); err != nil {
-			// Not woken, so no wake-up is lost; withdraw the
-			// announcement (a waker racing with us wakes nobody).
+			// Not woken (or woken and giving up anyway: there is only
+			// one sleeper per word), so no wake-up is lost; withdraw
+			// the announcement (a waker racing with us wakes nobody).
 			word.And(^uint32(ringSleeping))
 			return err
 		}
