@@ -224,10 +224,20 @@ func TestSharedChild(t *testing.T) {
 		m, _ := r.Mutex("m")
 		m.Lock()
 	default:
-		fail(fmt.Errorf("unknown child mode %q", mode))
+		run := sharedChildModes[mode]
+		if run == nil {
+			fail(fmt.Errorf("unknown child mode %q", mode))
+		}
+		if err := run(args); err != nil {
+			fail(err)
+		}
 	}
 	os.Exit(0)
 }
+
+// sharedChildModes are child modes that other primitives' tests add (from
+// init), each given the child's arguments; an error fails the child.
+var sharedChildModes = map[string]func(args []string) error{}
 
 func threadCountNow() int {
 	b, _ := os.ReadFile("/proc/self/status")

@@ -51,3 +51,18 @@ func word64(data []byte, off uint64) *atomic.Uint64 {
 func bytesOf[T any](p *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
 }
+
+// words64 returns n 64-bit words of a mapping starting at byte offset off:
+// the payload of a SeqLock placed in a region (RegionSeqLock).
+//
+// Legal for the reasons given for word32 and word64: the words lie inside
+// the mapping (checked here, through the bounds check on the last byte), off
+// is a multiple of 8 in a page-aligned mapping (callers place it so), and
+// atomic.Uint64 is a plain 8-byte word.
+func words64(data []byte, off uint64, n int) []atomic.Uint64 {
+	if n == 0 {
+		return nil
+	}
+	_ = data[off+8*uint64(n)-1]
+	return unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&data[off])), n)
+}
