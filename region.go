@@ -217,10 +217,12 @@ const (
 type objectKind uint32
 
 const (
-	kindMutex objectKind = 1 // SharedMutex
-	kindBytes objectKind = 2 // (*Region).Bytes: plain data
+	kindMutex   objectKind = 1 // SharedMutex
+	kindBytes   objectKind = 2 // (*Region).Bytes: plain data
+	kindRing    objectKind = 6 // RingProducer, RingConsumer: shared byte ring (sharedring.go)
+	kindSeqLock objectKind = 7 // RegionSeqLock (seqlock_region.go)
 	// Reserved for the shared forms of the other primitives:
-	// 3 TicketMutex, 4 RWMutex, 5 Cond, 6 Ring, 7 SeqLock.
+	// 3 TicketMutex, 4 RWMutex, 5 Cond.
 )
 
 // kindInfo describes one kind of region object: its fixed size and

@@ -1,12 +1,14 @@
 package lockword
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"reflect"
 	"runtime"
 	"sync/atomic"
+	"time"
 )
 
 // ErrHasPointers is returned (wrapped, with the offending field) by
@@ -48,32 +50,38 @@ const (
 // In the terminology of the Go memory model, a Store synchronizes before
 // every Load that returns its value or a later one's.
 //
+// # In a region
+//
+// RegionSeqLock places a SeqLock in a Region, shared by processes (Linux).
+// There, Stores of every process are serialized by a robust writer lock (a
+// SharedMutex) instead of the CAS, so that the writer is known: a reader
+// that finds a Store in progress for longer than ownerCheckInterval (10 ms)
+// checks whether the writer's process still lives. If it died in the middle
+// of a Store, leaving the sequence odd and the value torn, LoadContext
+// returns an error wrapping ErrWriterDead (and Load panics with it) instead
+// of spinning for ever; a live writer, however slow, is waited for. The next
+// Store, from any process, takes the writer lock over from the dead writer
+// and rewrites every word, which repairs the value; readers then go on.
+//
 // T must hold no pointers (NewSeqLock checks): a copy made of raw words
 // must not carry a pointer past the garbage collector. A SeqLock must be
-// created with NewSeqLock and must not be copied; methods of a zero SeqLock
-// panic.
+// created with NewSeqLock or RegionSeqLock and must not be copied; methods
+// of a zero SeqLock panic.
 type SeqLock[T any] struct {
 	_     noCopy
 	seq   *atomic.Uint64  // the sequence word
 	words []atomic.Uint64 // T's bytes, 8 per word; the last word zero-padded
+	// writer is the robust lock that serializes the Stores of every
+	// process, for a SeqLock in a region; nil in the Go heap.
+	writer *SharedMutex
 }
 
 // NewSeqLock returns a SeqLock holding initial. If T holds pointers it
 // returns an error that wraps ErrHasPointers and names the field.
 func NewSeqLock[T any](initial T) (*SeqLock[T], error) {
 	t := reflect.TypeFor[T]()
-	if where, kind, ok := pointerPath(t, ""); ok {
-		switch {
-		case where == "":
-			where = "the type itself"
-		case where[0] == '.':
-			where = "field " + where[1:]
-		default:
-			where = "element " + where
-		}
-		return nil, fmt.Errorf("lockword: NewSeqLock[%v]: %w: %s is a %v; a seqlock copies its value "+
-			"as raw memory words, which must not carry pointers (use numbers, bools and fixed-size arrays)",
-			t, ErrHasPointers, where, kind)
+	if err := checkPlainData(t, "NewSeqLock"); err != nil {
+		return nil, err
 	}
 	mem := paddedSlice[atomic.Uint64](1 + (int(t.Size())+7)/8)
 	s := &SeqLock[T]{seq: &mem[0], words: mem[1:]}
@@ -82,9 +90,29 @@ func NewSeqLock[T any](initial T) (*SeqLock[T], error) {
 	return s, nil
 }
 
+// checkPlainData returns an error wrapping ErrHasPointers, naming the
+// field, if values of t hold pointers; fn names the caller for the message.
+func checkPlainData(t reflect.Type, fn string) error {
+	where, kind, ok := pointerPath(t, "")
+	if !ok {
+		return nil
+	}
+	switch {
+	case where == "":
+		where = "the type itself"
+	case where[0] == '.':
+		where = "field " + where[1:]
+	default:
+		where = "element " + where
+	}
+	return fmt.Errorf("lockword: %s[%v]: %w: %s is a %v; a seqlock copies its value "+
+		"as raw memory words, which must not carry pointers (use numbers, bools and fixed-size arrays)",
+		fn, t, ErrHasPointers, where, kind)
+}
+
 // Store makes v the value of s. Stores are meant to come from one writer;
 // concurrent Stores are serialized (a second one waits until the first is
-// done).
+// done), across processes too for a SeqLock in a region.
 func (s *SeqLock[T]) Store(v T) {
 	seq := s.beginWrite()
 	src := bytesOf(&v)
@@ -98,12 +126,18 @@ func (s *SeqLock[T]) Store(v T) {
 		s.words[full].Store(binary.NativeEndian.Uint64(b[:]))
 	}
 	s.seq.Store(seq + 2) // even again: the new value is stable
+	if s.writer != nil {
+		s.writer.Unlock()
+	}
 }
 
 // beginWrite makes the sequence odd and returns its even value before.
 func (s *SeqLock[T]) beginWrite() uint64 {
 	if s.seq == nil {
 		panic("lockword: SeqLock used without NewSeqLock")
+	}
+	if s.writer != nil {
+		return beginSharedWrite(s.seq, s.writer)
 	}
 	for i := 0; ; i++ {
 		// Even to odd in one CAS: readers see a write in progress, and a
@@ -117,11 +151,39 @@ func (s *SeqLock[T]) beginWrite() uint64 {
 
 // Load returns the value of s: the value of the latest Store that
 // completed before Load began, or of one that overlapped it; never a mix.
-func (s *SeqLock[T]) Load() (v T) {
+// For a SeqLock in a region whose writer process died in the middle of a
+// Store, it panics with an error wrapping ErrWriterDead (use LoadContext to
+// handle that case).
+func (s *SeqLock[T]) Load() T {
+	v, err := s.load(nil)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// LoadContext is Load for readers that must not wait for ever: it returns
+// the value, or an error and the zero value when a Store has stayed in
+// progress and ctx ended (ctx.Err()), or, for a SeqLock in a region, its
+// writer process died in the middle of the Store (an error wrapping
+// ErrWriterDead; the next Store repairs the value). Either is noticed only
+// after the reader has spun through its backoff, so a done ctx does not
+// stop a Load that can complete.
+func (s *SeqLock[T]) LoadContext(ctx context.Context) (T, error) {
+	if ctx == nil {
+		var zero T
+		return zero, errNilContext
+	}
+	return s.load(ctx)
+}
+
+// load is Load and LoadContext (ctx nil: wait for ever for a live writer).
+func (s *SeqLock[T]) load(ctx context.Context) (v T, err error) {
 	if s.seq == nil {
 		panic("lockword: SeqLock used without NewSeqLock")
 	}
 	dst := bytesOf(&v)
+	var odd time.Time // when this read last saw a Store in progress past its spin
 	for i := 0; ; i++ {
 		seq := s.seq.Load()
 		if seq&1 == 0 {
@@ -130,7 +192,12 @@ func (s *SeqLock[T]) Load() (v T) {
 			// atomics are sequentially consistent), so an unchanged
 			// sequence means no Store wrote them meanwhile.
 			if s.seq.Load() == seq {
-				return v
+				return v, nil
+			}
+		} else if i >= seqSpinIterations && (ctx != nil || s.writer != nil) {
+			if err := seqStalled(ctx, s.seq, seq, s.writer, &odd); err != nil {
+				var zero T
+				return zero, err
 			}
 		}
 		seqBackoff(i)
