@@ -1,0 +1,125 @@
+//go:build linux
+
+package lockword
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// fuzzRingCapacity is the capacity of the ring FuzzSharedRingConsumer
+// overwrites: small, so that inputs cover the whole object.
+const fuzzRingCapacity = 256
+
+// FuzzSharedRingConsumer attaches a consumer to a ring whose memory (role
+// words, indices, wake words, statistics and records: the whole object) is
+// the fuzzer's input, then receives until it gets an error, with the tail
+// moved once more in the middle to values from the input (a producer that
+// scribbles while the consumer reads). No input may make the consumer
+// panic (a read outside the ring would: Go's bounds checks guard every
+// slice of it), deliver a message longer than MaxMessage or more bytes than
+// were published, or fail with anything but ErrRingCorrupt, ErrRingClosed
+// (the closed bit is part of the input) or the done context's error. CI
+// runs it briefly (go test -fuzz); the seeds run with every go test.
+func FuzzSharedRingConsumer(f *testing.F) {
+	objSize := shringData + fuzzRingCapacity
+	// Seeds: rings written by a real producer, at several fill levels and
+	// with a padding record at the wrap, and a few broken ones.
+	seedRegion, err := CreateRegion(filepath.Join(f.TempDir(), "seed"), 0, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer seedRegion.Close()
+	for i, sizes := range [][]int{{}, {0}, {5, 17, 100}, {200, 40, 100}, {248}} {
+		name := "seed" + string(rune('a'+i))
+		p, err := seedRegion.RingProducer(name, fuzzRingCapacity)
+		if err != nil {
+			f.Fatal(err)
+		}
+		c, err := seedRegion.RingConsumer(name, fuzzRingCapacity)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for j, n := range sizes {
+			msg := make([]byte, n)
+			for k := range msg {
+				msg[k] = byte(j + k)
+			}
+			if err := p.Send(context.Background(), msg); err != nil {
+				f.Fatal(err)
+			}
+			if j == 1 { // free room at the start, so a later record wraps with padding
+				if _, err := c.Receive(context.Background(), nil); err != nil {
+					f.Fatal(err)
+				}
+			}
+		}
+		obj := append([]byte(nil), ringObject(seedRegion, name)...)
+		f.Add(obj, uint64(0))
+		f.Add(obj, ne.Uint64(obj[shringTail:])+8)
+	}
+	f.Add(make([]byte, objSize), uint64(fuzzRingCapacity))
+	f.Add([]byte{}, uint64(1<<63))
+
+	r, err := CreateRegion(filepath.Join(f.TempDir(), "fuzz"), 0, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer r.Close()
+	p, err := r.RingProducer("q", fuzzRingCapacity) // creates the object
+	if err != nil {
+		f.Fatal(err)
+	}
+	p.Detach()
+	obj := ringObject(r, "q")
+
+	f.Fuzz(func(t *testing.T, mem []byte, laterTail uint64) {
+		defer watchdog("FuzzSharedRingConsumer input", 10*time.Second)()
+		clear(obj)
+		copy(obj, mem)
+		c, err := r.RingConsumer("q", fuzzRingCapacity)
+		if err != nil {
+			if !errors.Is(err, ErrRingCorrupt) && !errors.Is(err, ErrRingBusy) {
+				t.Fatalf("attach: %v", err)
+			}
+			return
+		}
+		defer c.Detach()
+		start := c.head
+		buf := make([]byte, 0, c.MaxMessage())
+		delivered := uint64(0) // record bytes of the messages received
+		for i := 0; ; i++ {
+			if i == 3 {
+				word64(obj, shringTail).Store(laterTail)
+			}
+			msg, err := c.Receive(doneCtx, buf)
+			if err != nil {
+				if !errors.Is(err, ErrRingCorrupt) && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrRingClosed) {
+					t.Fatalf("Receive: %v", err)
+				}
+				if len(msg) != 0 {
+					t.Fatalf("Receive returned %d bytes with %v", len(msg), err)
+				}
+				if i < 3 {
+					continue // on to the moved tail
+				}
+				break
+			}
+			if len(msg) > c.MaxMessage() {
+				t.Fatalf("message of %d bytes from a ring of %d", len(msg), c.Cap())
+			}
+			delivered += recordSize(uint64(len(msg)))
+			// Everything delivered was published: head moved no further
+			// than the last validated tail, and by at least the records.
+			if c.head-start < delivered || c.head-start > c.tailCache-start || c.tailCache-start > 2*fuzzRingCapacity {
+				t.Fatalf("head %d, tail %d, start %d, %d bytes delivered", c.head, c.tailCache, start, delivered)
+			}
+			if i > 4*fuzzRingCapacity {
+				t.Fatal("more messages than a ring could hold twice")
+			}
+		}
+	})
+}
