@@ -166,7 +166,8 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 			"run the workers in `N` processes (this binary re-executed) that\n"+
 				"share one region file, with the counter and owner slot in it; the\n"+
 				"workers are spread evenly over them. Only the shared kinds run\n"+
-				"across processes; with -procs, all means shared. 0: in-process."),
+				"across processes; with -procs, all means shared, and ring means\n"+
+				"shared-ring (-procs 2: a producer and a consumer). 0: in-process."),
 		kill: fs.Bool("kill", false,
 			"with -procs: a supervisor SIGKILLs a random worker process at random\n"+
 				"moments (often the lock's holder) and starts a replacement, until\n"+
@@ -255,7 +256,12 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	for _, k := range chosen {
+	for i, k := range chosen {
+		// A kind with a form across processes, named shared-KIND (ring:
+		// shared-ring), turns into it with -procs.
+		if twin := lookupKind("shared-" + k.name); procs > 0 && !k.procs && twin != nil && twin.procs {
+			chosen[i], k = twin, twin
+		}
 		switch {
 		case procs > 0 && !k.procs:
 			return usageErr("kind %s runs in one process; with -procs choose among: %s", k.name, procKindNames())
@@ -420,6 +426,7 @@ Examples:
   lockword torture -lock none                  # FAIL, exit status 1
   lockword torture -procs 4                    # the shared kind, 4 processes
   lockword torture -procs 4 -kill -kills 1000  # owner death, 1000 times
+  lockword torture -lock ring -procs 2         # the shared ring, 10,000,000 messages
   lockword torture -json | jq -c '{lock, throughput_macq_s}'
 `)
 }
