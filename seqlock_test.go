@@ -162,7 +162,9 @@ func checkTornReads(s *SeqLock[tornPayload], load func() tornPayload, readers, w
 			}
 		})
 	}
-	<-writing
+	if writers > 0 {
+		<-writing // with none here, the writer is another process's
+	}
 	var violations, backwards atomic.Int64
 	per := reads / readers
 	for r := range readers {
