@@ -92,3 +92,80 @@ func ExampleInspectRegion() {
 	mu.Unlock()
 	// Output: orders-lock mutex held true true
 }
+
+// One process sends, another receives; here both ends are in one process
+// for the example's sake. Each side usually runs in its own process, both
+// naming the ring and its capacity.
+func ExampleRegion_RingProducer() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	r, _ := lockword.CreateRegion(filepath.Join(dir, "events"), 0, nil)
+	defer r.Close()
+
+	// The producer process:
+	p, err := r.RingProducer("events", 64<<10) // 64 KiB of records
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	for _, ev := range []string{"order 1 placed", "order 1 paid", "order 2 placed"} {
+		if err := p.Send(ctx, []byte(ev)); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	p.Close() // end of stream
+
+	// The consumer process:
+	c, _ := r.RingConsumer("events", 64<<10)
+	buf := make([]byte, c.MaxMessage())
+	for {
+		msg, err := c.Receive(ctx, buf)
+		switch {
+		case errors.Is(err, lockword.ErrRingClosed):
+			fmt.Println("end of stream")
+			return
+		case errors.Is(err, lockword.ErrPeerDead):
+			fmt.Println("the producer died; everything it sent was received")
+			return
+		case err != nil:
+			fmt.Println(err) // ErrRingCorrupt, or the context's error
+			return
+		}
+		fmt.Println(string(msg))
+	}
+	// Output:
+	// order 1 placed
+	// order 1 paid
+	// order 2 placed
+	// end of stream
+}
+
+// A seqlock in a region: one process publishes a snapshot, any number of
+// processes read it without taking a lock.
+func ExampleRegionSeqLock() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	r, _ := lockword.CreateRegion(filepath.Join(dir, "quotes"), 0, nil)
+	defer r.Close()
+
+	type quote struct {
+		BidMicros, AskMicros int64
+		Seq                  uint32
+	}
+	q, err := lockword.RegionSeqLock[quote](r, "EURUSD")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	q.Store(quote{BidMicros: 1_084_210, AskMicros: 1_084_230, Seq: 1}) // the writer process
+
+	v, err := q.LoadContext(context.Background()) // a reader process
+	if errors.Is(err, lockword.ErrWriterDead) {
+		fmt.Println("the writer died mid-Store; the next Store repairs the value")
+		return
+	}
+	fmt.Println(v.BidMicros, v.AskMicros, v.Seq)
+	// Output: 1084210 1084230 1
+}
