@@ -20,6 +20,9 @@
 //	           blocking calls sleep only when the ring stays full or empty
 //	SeqLock    sequence-counter snapshot of plain data: one writer, readers
 //	           that never block it and never see a torn value
+//	RingProducer, RingConsumer  byte-message SPSC ring in a Region, between
+//	           two processes; peer death reported (Linux)
+//	RegionSeqLock  a SeqLock in a Region; a writer dead mid-Store reported (Linux)
 //	Update     CAS loops for the sync/atomic types (also UpdateIf, UpdateMax,
 //	           UpdateMin)
 //
@@ -36,7 +39,8 @@
 //   - Locks in the Go heap wait privately: the waiting goroutine is parked in a parking lot keyed by
 //     the word's address, so it holds no OS thread, and any number of
 //     goroutines may wait. This works on every platform.
-//   - Words in memory shared between processes (SharedMutex) must be woken
+//   - Words in memory shared between processes (SharedMutex, the shared
+//     ring's wake words) must be woken
 //     by whichever process releases them, so they wait on the kernel futex
 //     without FUTEX_PRIVATE_FLAG. That is Linux-only. A sleeping kernel
 //     waiter holds an OS thread, so SharedMutex lets only one goroutine per
