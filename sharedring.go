@@ -285,8 +285,11 @@ func (e *ringEnd) stats() RingStats {
 //
 // # Algorithm and layout
 //
-// The indices are Erik Rigtorp's SPSC ring ("Optimizing a ring buffer for
-// throughput", 2021), as in Ring: free-running 64-bit byte counters, tail
+// The queue is Lamport's single-producer, single-consumer buffer (L.
+// Lamport, "Specifying Concurrent Program Modules", TOPLAS 1983: each index
+// written by one side only, so neither side needs a lock), with the indices
+// of Erik Rigtorp's SPSC ring ("Optimizing a ring buffer for throughput",
+// 2021), as in Ring: free-running 64-bit byte counters, tail
 // written only by the producer and head only by the consumer, on separate
 // cache-line pairs, each side caching the other's. The space between them
 // holds length-prefixed records, each at a multiple of 8 bytes:
