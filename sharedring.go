@@ -74,10 +74,15 @@ const (
 	recPadding    = 1 // nothing: skip length bytes, to the end of the buffer
 )
 
-// ringPeerCheckInterval bounds each kernel sleep of a blocked shared-ring
-// call: between sleeps it looks at its context and, at most this often,
+// ringPeerCheckInterval is how often, at most, a blocked shared-ring call
 // checks that the other side's process still lives (/proc, ~10 µs).
 const ringPeerCheckInterval = 10 * time.Millisecond
+
+// ringSleepSlice bounds each kernel sleep of a blocked shared-ring call:
+// between sleeps it looks at its context and at the other side's process.
+// A variable only so that a test can make it long, and a lost wake-up then
+// a hang instead of a 10 ms delay.
+var ringSleepSlice = ringPeerCheckInterval
 
 func init() {
 	registerKind(kindRing, &kindInfo{
@@ -138,7 +143,7 @@ func (s sharedRingSleeper) sleep(ctx context.Context, word *atomic.Uint32, val u
 			return err
 		}
 	}
-	timeout := ringPeerCheckInterval
+	timeout := ringSleepSlice
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(min(timeout, time.Until(dl)), 0)
 	}

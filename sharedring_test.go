@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -715,7 +716,8 @@ func init() {
 	sharedChildModes["ring-consume"] = ringConsumeChild
 }
 
-// ringProduceChild: args path, name, capacity, first, count, maxLen, how.
+// ringProduceChild: args path, name, capacity, first, count, maxLen, how,
+// and optionally "sleepy" (see makeRingSleepy).
 // It sends messages first..first+count-1 and then, by how: close (end of
 // stream), broken (the same with brokenSend, then close), half (writes one
 // more record half-way, unpublished, prints "half", waits to be killed),
@@ -730,6 +732,10 @@ func ringProduceChild(args []string) error {
 	count, _ := strconv.ParseUint(args[4], 10, 64)
 	maxLen, _ := strconv.Atoi(args[5])
 	how := args[6]
+	sleepy := len(args) > 7 && args[7] == "sleepy"
+	if sleepy {
+		makeRingSleepy()
+	}
 	p, err := r.RingProducer(args[1], capacity)
 	if err != nil {
 		return err
@@ -738,10 +744,14 @@ func ringProduceChild(args []string) error {
 	buf := make([]byte, 0, maxLen)
 	for seq := first; seq < first+count || how == "forever"; seq++ {
 		msg := ringTestMsg(buf, seq, maxLen)
+		start := time.Now()
 		if how == "broken" {
 			p.brokenSend(msg)
 		} else if err := p.Send(context.Background(), msg); err != nil {
 			return err
+		}
+		if d := time.Since(start); sleepy && d > lostWakeupAfter {
+			return fmt.Errorf("Send of message %d took %v: the producer slept through a wake-up", seq, d)
 		}
 	}
 	switch how {
@@ -1058,4 +1068,111 @@ func TestSharedRingRegionCloseRefusedWhileWaiting(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// makeRingSleepy makes every wait of the shared ring sleep at once, without
+// spinning or yielding, in kernel sleeps of a minute: a wake-up that is not
+// sent then leaves a side asleep for that minute (or until its context
+// ends), instead of for one 10 ms slice, and a call that takes longer than
+// lostWakeupAfter has slept through one. It returns a function that undoes
+// it.
+const lostWakeupAfter = 10 * time.Second
+
+func makeRingSleepy() (restore func()) {
+	spin, yield, slice := ringSpinIterations, ringYieldRounds, ringSleepSlice
+	ringSpinIterations, ringYieldRounds, ringSleepSlice = 0, 0, time.Minute
+	return func() { ringSpinIterations, ringYieldRounds, ringSleepSlice = spin, yield, slice }
+}
+
+// noWakeSleeper is a broken wake-up: it sleeps as the real one does, and
+// its wake does nothing.
+type noWakeSleeper struct{ ringSleeper }
+
+func (noWakeSleeper) wake(*atomic.Uint32) {}
+
+// TestSharedRingNoLostWakeups streams messages between two processes
+// through a small ring with every wait a kernel sleep of up to a minute, so
+// that both sides sleep thousands of times and a single lost wake-up fails
+// the test (a Send or Receive that takes lostWakeupAfter, while the other
+// side streams) rather than costing one 10 ms slice. A producer that
+// forgets to wake must be caught.
+func TestSharedRingNoLostWakeups(t *testing.T) {
+	t.Run("across-processes", func(t *testing.T) {
+		t.Cleanup(makeRingSleepy())
+		n := scaled(100_000)
+		const capacity, maxLen = 256, 100
+		path := tempRegionPath(t)
+		r := mustCreate(t, path, 0)
+		c, err := r.RingConsumer("q", capacity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		child := startChild(t, "ring-produce", path, "q", itoa(capacity), "0", itoa(n), itoa(maxLen), "close", "sleepy")
+		chk := ringStreamCheck{maxLen: maxLen}
+		buf := make([]byte, maxLen)
+		for {
+			start := time.Now()
+			msg, err := c.Receive(context.Background(), buf)
+			if errors.Is(err, ErrRingClosed) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("after %v: %v\n%s", &chk, err, child.output())
+			}
+			if d := time.Since(start); d > lostWakeupAfter {
+				t.Fatalf("after %v: Receive took %v, stats %+v: the consumer slept through a wake-up", &chk, d, c.Stats())
+			}
+			chk.check(msg)
+		}
+		child.wait(t)
+		s := c.Stats()
+		if !chk.ok() || chk.received != n {
+			t.Fatalf("%v, want %d", &chk, n)
+		}
+		if s.ConsumerSleeps < 10 || s.ProducerSleeps < 10 {
+			t.Fatalf("stats %+v: the sides hardly slept, so wake-ups were not tested", s)
+		}
+		t.Logf("%d messages, %+v", n, s)
+	})
+	t.Run("catches-lost-wakeup", func(t *testing.T) {
+		t.Cleanup(makeRingSleepy())
+		_, p, c := ringPair(t, 256)
+		p.e.sl = noWakeSleeper{p.e.sl}
+		var stop atomic.Bool
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			for !stop.Load() {
+				// Send once the consumer is asleep in the kernel.
+				if c.e.notEmpty.Load()&ringSleeping == 0 {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				time.Sleep(10 * time.Millisecond)
+				if p.Send(context.Background(), []byte("hello")) != nil {
+					return
+				}
+			}
+		}()
+		defer func() { stop.Store(true); <-stopped }() // before the region is unmapped
+		for round := 0; ; round++ {
+			// The deadline ends a sleep that nobody ends (the message
+			// is then received after it): the test's minute, shortened.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			start := time.Now()
+			_, err := c.Receive(ctx, nil)
+			d := time.Since(start)
+			cancel()
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatal(err)
+			}
+			if d > 900*time.Millisecond {
+				t.Logf("caught: Receive took %v for a message sent after ~10ms", d)
+				return
+			}
+			if round == 4 {
+				t.Fatal("a producer that never wakes the consumer passed 5 rounds: the check cannot fail")
+			}
+		}
+	})
 }
