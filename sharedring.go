@@ -456,9 +456,10 @@ func (p *RingProducer) trySend(msg []byte) (sent bool, need uint64, err error) {
 		ne.PutUint32(d[o+recType:], recMessage)
 	}
 	// Publish: every byte of the records above is written before this
-	// store, and the consumer loads tail before it reads them.
+	// store, and the consumer loads tail before it reads them. A swap,
+	// not a Store (the same XCHG on amd64): see publishIndex.
 	p.tail = t + need
-	p.e.tail.Store(p.tail)
+	publishIndex(p.e.tail, p.tail)
 	// Then look for a sleeping consumer (the Dekker pair with its
 	// announce-then-look; see spscIndex).
 	if p.e.notEmpty.Load()&ringSleeping != 0 {
@@ -622,11 +623,22 @@ func (c *RingConsumer) refreshTail() bool {
 	return t != c.head
 }
 
+// publishIndex stores a side's index before that side loads the other's
+// wake word: the store-then-load half of the Dekker pair that keeps
+// wake-ups from being lost, which needs the store ordered before the load.
+// Go's atomic Store is sequentially consistent and gives that, but under
+// the race detector Store is only a release store and Load an acquire load
+// (ThreadSanitizer's Go interface), which lets the load pass the store
+// (TestSharedRingNoLostWakeups caught a consumer asleep for its whole
+// slice). A swap is a read-modify-write, ordered in both builds; on amd64
+// it is the same XCHG instruction that Store compiles to.
+func publishIndex(w *atomic.Uint64, v uint64) { w.Swap(v) }
+
 // release frees the ring up to h: our read of the records before it
 // happens before the producer reuses their bytes.
 func (c *RingConsumer) release(h uint64) {
 	c.head = h
-	c.e.head.Store(h)
+	publishIndex(c.e.head, h)
 	if c.e.notFull.Load()&ringSleeping != 0 {
 		wakeSide(c.e.notFull, c.e.wakes, c.e.sl)
 	}
