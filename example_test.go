@@ -88,3 +88,48 @@ func ExampleSpinMutex_asLocker() {
 	fmt.Println("ok")
 	// Output: ok
 }
+
+// A TicketMutex serves waiters in the order they arrived.
+func ExampleTicketMutex() {
+	var mu lockword.TicketMutex
+	var order []int
+	mu.Lock() // hold it while the waiters line up
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+		})
+		time.Sleep(20 * time.Millisecond) // waiter i takes its ticket before i+1
+	}
+	mu.Unlock()
+	wg.Wait()
+	fmt.Println(order)
+	// Output: [0 1 2]
+}
+
+// A waiter that gives up does not hold up the waiters behind it: its turn
+// is passed on.
+func ExampleTicketMutex_LockContext() {
+	var mu lockword.TicketMutex
+	mu.Lock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	next := make(chan struct{})
+	go func() {
+		time.Sleep(20 * time.Millisecond) // queues behind the waiter that gives up
+		mu.Lock()
+		close(next)
+	}()
+	if err := mu.LockContext(ctx); errors.Is(err, context.DeadlineExceeded) {
+		fmt.Println("gave up")
+	}
+	mu.Unlock()
+	<-next
+	fmt.Println("the next waiter got the lock")
+	mu.Unlock()
+	// Output:
+	// gave up
+	// the next waiter got the lock
+}

@@ -21,6 +21,7 @@ var lockKinds = []struct {
 }{
 	{"Mutex", func() sync.Locker { return new(Mutex) }},
 	{"SpinMutex", func() sync.Locker { return new(SpinMutex) }},
+	{"TicketMutex", func() sync.Locker { return new(TicketMutex) }},
 }
 
 // guarded is the data the lock protects.

@@ -1,6 +1,7 @@
 package lockword
 
 import (
+	"fmt"
 	"testing"
 	"unsafe"
 )
@@ -17,6 +18,20 @@ func TestLayout(t *testing.T) {
 	} {
 		if c.size != c.wantSize || c.offset != 0 {
 			t.Errorf("%s: size %d offset of lock word %d, want size %d offset 0", c.name, c.size, c.offset, c.wantSize)
+		}
+	}
+	var tm TicketMutex
+	for _, f := range []struct {
+		name        string
+		size        uintptr
+		offsets     []uintptr
+		wantSize    uintptr
+		wantOffsets []uintptr
+	}{
+		{"TicketMutex", unsafe.Sizeof(tm), []uintptr{unsafe.Offsetof(tm.next), unsafe.Offsetof(tm.serving), unsafe.Offsetof(tm.aux)}, 24, []uintptr{0, 4, 8}},
+	} {
+		if f.size != f.wantSize || fmt.Sprint(f.offsets) != fmt.Sprint(f.wantOffsets) {
+			t.Errorf("%s: size %d, word offsets %v; want size %d, offsets %v", f.name, f.size, f.offsets, f.wantSize, f.wantOffsets)
 		}
 	}
 	if statsFlag&(mutexStateMask|spinHeld|spinCount) != 0 {

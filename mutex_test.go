@@ -38,6 +38,9 @@ var ctxLockKinds = []struct {
 }{
 	{"Mutex", func() ctxLocker { return new(Mutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*Mutex).state }},
 	{"SpinMutex", func() ctxLocker { return new(SpinMutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*SpinMutex).state }},
+	// TicketMutex's waiters park keyed by ticket on serving (Parked
+	// counts them).
+	{"TicketMutex", func() ctxLocker { return new(TicketMutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*TicketMutex).serving }},
 }
 
 func TestMutexStateTable(t *testing.T) {
@@ -198,7 +201,11 @@ func TestCancelledWaitersNeverStrandOthers(t *testing.T) {
 			if cancelled.Load() == 0 {
 				t.Error("no waiter was cancelled: the test did not exercise cancellation")
 			}
-			if s := k.word(l).Load(); s != 0 && s != mutexContended {
+			if r, ok := l.(interface{ atRest() error }); ok {
+				if err := r.atRest(); err != nil {
+					t.Fatal(err) // a lock whose words are not a single state
+				}
+			} else if s := k.word(l).Load(); s != 0 && s != mutexContended {
 				t.Fatalf("lock word %d at rest", s)
 			}
 			if !l.TryLock() {
@@ -500,6 +507,8 @@ func TestMisuse(t *testing.T) {
 		{"Mutex.Unlock", "lockword: Unlock of unlocked Mutex"},
 		{"Mutex.Unlock-twice", "lockword: Unlock of unlocked Mutex"},
 		{"SpinMutex.Unlock", "lockword: Unlock of unlocked SpinMutex"},
+		{"TicketMutex.Unlock", "lockword: Unlock of unlocked TicketMutex"},
+		{"TicketMutex.Unlock-twice", "lockword: Unlock of unlocked TicketMutex"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestMisuseChild$")
@@ -531,6 +540,14 @@ func TestMisuseChild(t *testing.T) {
 	case "SpinMutex.Unlock":
 		var s SpinMutex
 		s.Unlock()
+	case "TicketMutex.Unlock":
+		var m TicketMutex
+		m.Unlock()
+	case "TicketMutex.Unlock-twice":
+		var m TicketMutex
+		m.Lock()
+		m.Unlock()
+		m.Unlock()
 	}
 	fmt.Println("misuse went unnoticed")
 	os.Exit(0)
