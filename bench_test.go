@@ -248,3 +248,82 @@ func timedRound(l sync.Locker, goroutines int, d time.Duration) (int64, time.Dur
 	wg.Wait() // those still queued drain: not counted, not timed
 	return made.Load(), elapsed
 }
+
+// rwBenchKinds are the reader-writer locks, beside their sync peer.
+var rwBenchKinds = []struct {
+	name string
+	new  func() rwLocker
+}{
+	{"sync", func() rwLocker { return new(sync.RWMutex) }},
+	{"rw", func() rwLocker { return new(RWMutex) }},
+}
+
+// paddedRW is paddedLocker for a reader-writer lock.
+type paddedRW struct {
+	_  [128]byte
+	rw rwLocker
+	_  [128]byte
+}
+
+// benchmarkRW runs goroutines that share b.N acquisitions of rw: every
+// writeEvery'th is a write (Lock, Unlock), the rest reads that do
+// workInside steps while holding the read lock (Go's own
+// BenchmarkRWMutexWrite100 shape).
+func benchmarkRW(b *testing.B, rw rwLocker, goroutines, writeEvery, workInside int) {
+	p := &paddedRW{rw: rw}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	per, extra := b.N/goroutines, b.N%goroutines
+	for g := range goroutines {
+		n := per
+		if g < extra {
+			n++
+		}
+		wg.Go(func() {
+			local := 0
+			<-start
+			for i := range n {
+				if (i+g)%writeEvery == 0 {
+					p.rw.Lock()
+					p.rw.Unlock()
+				} else {
+					p.rw.RLock()
+					local += spinWork(workInside)
+					p.rw.RUnlock()
+				}
+			}
+			sink += local & 0
+		})
+	}
+	b.ResetTimer()
+	t0 := time.Now()
+	close(start)
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds()/1e6, "Macq/s")
+}
+
+// BenchmarkRW99 is issue 4's reader-writer benchmark: 99% reads, at 2, 4,
+// 16 and 64 goroutines, RWMutex against sync.RWMutex in the same run.
+func BenchmarkRW99(b *testing.B) {
+	for _, g := range []int{2, 4, 16, 64} {
+		for _, k := range rwBenchKinds {
+			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.name, g), func(b *testing.B) {
+				benchmarkRW(b, k.new(), g, 100, 10)
+			})
+		}
+	}
+}
+
+// BenchmarkRWUncontended is one goroutine's RLock+RUnlock.
+func BenchmarkRWUncontended(b *testing.B) {
+	for _, k := range rwBenchKinds {
+		b.Run("kind="+k.name, func(b *testing.B) {
+			p := &paddedRW{rw: k.new()}
+			for b.Loop() {
+				p.rw.RLock()
+				p.rw.RUnlock()
+			}
+		})
+	}
+}

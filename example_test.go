@@ -133,3 +133,26 @@ func ExampleTicketMutex_LockContext() {
 	// gave up
 	// the next waiter got the lock
 }
+
+func ExampleRWMutex() {
+	var mu lockword.RWMutex
+	config := map[string]string{"mode": "fast"}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			mu.RLock() // many readers at once
+			_ = config["mode"]
+			mu.RUnlock()
+		})
+	}
+	wg.Go(func() {
+		mu.Lock() // one writer, alone
+		config["mode"] = "safe"
+		mu.Unlock()
+	})
+	wg.Wait()
+	mu.RLock()
+	fmt.Println(config["mode"])
+	mu.RUnlock()
+	// Output: safe
+}

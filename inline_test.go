@@ -41,4 +41,5 @@ var fastPaths = []string{
 	// TicketMutex.Lock needs two atomics and a ticket passed to its slow
 	// path, which does not fit the inliner's budget; Unlock does.
 	"(*TicketMutex).Unlock",
+	"(*RWMutex).RLock", "(*RWMutex).RUnlock",
 }

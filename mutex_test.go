@@ -38,9 +38,10 @@ var ctxLockKinds = []struct {
 }{
 	{"Mutex", func() ctxLocker { return new(Mutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*Mutex).state }},
 	{"SpinMutex", func() ctxLocker { return new(SpinMutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*SpinMutex).state }},
-	// TicketMutex's waiters park keyed by ticket on serving (Parked
-	// counts them).
+	// The fair locks' waiters park keyed by ticket on serving (Parked
+	// counts them); an RWMutex here is its write side.
 	{"TicketMutex", func() ctxLocker { return new(TicketMutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*TicketMutex).serving }},
+	{"RWMutex", func() ctxLocker { return new(RWMutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*RWMutex).wserving }},
 }
 
 func TestMutexStateTable(t *testing.T) {
@@ -509,6 +510,10 @@ func TestMisuse(t *testing.T) {
 		{"SpinMutex.Unlock", "lockword: Unlock of unlocked SpinMutex"},
 		{"TicketMutex.Unlock", "lockword: Unlock of unlocked TicketMutex"},
 		{"TicketMutex.Unlock-twice", "lockword: Unlock of unlocked TicketMutex"},
+		{"RWMutex.Unlock", "lockword: Unlock of unlocked RWMutex"},
+		{"RWMutex.RUnlock", "lockword: RUnlock of unlocked RWMutex"},
+		{"RWMutex.RUnlock-after-Lock", "lockword: RUnlock of unlocked RWMutex"},
+		{"RWMutex.Unlock-after-RLock", "lockword: Unlock of unlocked RWMutex"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestMisuseChild$")
@@ -548,6 +553,20 @@ func TestMisuseChild(t *testing.T) {
 		m.Lock()
 		m.Unlock()
 		m.Unlock()
+	case "RWMutex.Unlock":
+		var rw RWMutex
+		rw.Unlock()
+	case "RWMutex.RUnlock":
+		var rw RWMutex
+		rw.RUnlock()
+	case "RWMutex.RUnlock-after-Lock":
+		var rw RWMutex
+		rw.Lock()
+		rw.RUnlock()
+	case "RWMutex.Unlock-after-RLock":
+		var rw RWMutex
+		rw.RLock()
+		rw.Unlock()
 	}
 	fmt.Println("misuse went unnoticed")
 	os.Exit(0)
