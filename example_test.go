@@ -156,3 +156,36 @@ func ExampleRWMutex() {
 	mu.RUnlock()
 	// Output: safe
 }
+
+// A bounded queue of capacity 1: producers wait while it is full,
+// consumers while it is empty.
+func ExampleCond() {
+	var mu lockword.Mutex
+	notEmpty, notFull := lockword.NewCond(&mu), lockword.NewCond(&mu)
+	var slot []int
+	go func() {
+		for i := 1; i <= 3; i++ {
+			mu.Lock()
+			for len(slot) == 1 {
+				notFull.Wait()
+			}
+			slot = append(slot, i*i)
+			notEmpty.Signal()
+			mu.Unlock()
+		}
+	}()
+	for range 3 {
+		mu.Lock()
+		for len(slot) == 0 {
+			notEmpty.Wait()
+		}
+		fmt.Println(slot[0])
+		slot = slot[:0]
+		notFull.Signal()
+		mu.Unlock()
+	}
+	// Output:
+	// 1
+	// 4
+	// 9
+}
