@@ -4,13 +4,15 @@
 // A lock is claimed with one compare-and-swap on the fast path; on the slow
 // path a waiter spins briefly and then sleeps on the word (futex wait); the
 // releaser wakes a sleeper. Because the state is just a word, the same
-// protocols can live in the Go heap or, in later releases, in a file mapped
-// by several processes.
+// protocols can live in the Go heap or in a file mapped by several
+// processes (Region, SharedMutex).
 //
 // # Primitives
 //
 //	Mutex      three-state futex mutex (Drepper), spin then sleep; not fair
 //	SpinMutex  test-and-test-and-set spin lock with backoff, yield, then sleep
+//	Region       a file mapped by several processes, holding named objects (Linux)
+//	SharedMutex  robust mutex in a Region: owner death is reported (Linux)
 //
 // Every lock implements sync.Locker, has a zero value that is unlocked,
 // offers TryLock and a LockContext that gives up when its context ends, and
@@ -22,20 +24,22 @@
 //
 // How a waiter sleeps is decided in one place, the internal/wait package:
 //
-//   - Locks in the Go heap (everything in this package today) wait
-//     privately: the waiting goroutine is parked in a parking lot keyed by
+//   - Locks in the Go heap wait privately: the waiting goroutine is parked in a parking lot keyed by
 //     the word's address, so it holds no OS thread, and any number of
 //     goroutines may wait. This works on every platform.
-//   - Words in memory shared between processes must be woken by whichever
-//     process releases them, so they wait on the kernel futex without
-//     FUTEX_PRIVATE_FLAG. That is Linux-only.
+//   - Words in memory shared between processes (SharedMutex) must be woken
+//     by whichever process releases them, so they wait on the kernel futex
+//     without FUTEX_PRIVATE_FLAG. That is Linux-only. A sleeping kernel
+//     waiter holds an OS thread, so SharedMutex lets only one goroutine per
+//     process sleep there and parks the others privately.
 //
 // # Platforms
 //
 // Everything in-process works on every platform Go supports; the CPU pause
 // hint used while spinning exists on amd64 (PAUSE) and arm64 (YIELD) and is
 // a no-op elsewhere. Kernel futex waiting, and with it memory shared between
-// processes, is Linux-only.
+// processes, is Linux-only: elsewhere the Region functions return
+// ErrUnsupported.
 //
 // # Memory model
 //

@@ -42,8 +42,8 @@ var errNilContext = errors.New("lockword: nil context.Context")
 // Lock moves 0→1 with one CAS (the fast path). A waiter that finds the lock
 // held spins on the word for a moment, then swaps in 2 and sleeps while the
 // word is 2; when woken it swaps in 2 again, so the word stays 2 while anyone
-// may be asleep. Unlock moves 1→0 with one CAS, or, from 2, stores 0 and
-// wakes one sleeper. A woken waiter competes with newcomers: the Mutex is
+// may be asleep. Unlock decrements the word: 1→0 is the fast path; from 2
+// it then stores 0 and wakes one sleeper. A woken waiter competes with newcomers: the Mutex is
 // not fair (use TicketMutex for FIFO order), which keeps throughput high
 // under contention.
 //
@@ -105,11 +105,11 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 // error; a panic lets tests observe it, and must not be recovered from in
 // production: the lock's state is then unknown).
 func (m *Mutex) Unlock() {
-	// Fast path: locked with nobody waiting, 1→0.
-	if m.state.CompareAndSwap(mutexLocked, mutexUnlocked) {
-		return
+	// Fast path: decrement, as Drepper's mutex #3 does; 1→0 means nobody
+	// waits and we are done.
+	if new := m.state.Add(^uint32(0)); new != mutexUnlocked {
+		m.unlockSlow(new)
 	}
-	m.unlockSlow()
 }
 
 // EnableStats starts collecting contention statistics (see Stats). It may
@@ -120,22 +120,22 @@ func (m *Mutex) EnableStats() {
 	m.state.Or(statsFlag)
 }
 
-// unlockSlow handles Unlock from state 2, or with statistics on.
+// unlockSlow finishes an Unlock whose decrement left new in the word.
 //
 //go:noinline
-func (m *Mutex) unlockSlow() {
-	for {
-		old := m.state.Load()
-		if old&mutexStateMask == mutexUnlocked {
-			panic("lockword: Unlock of unlocked Mutex")
-		}
-		// Release, keeping the statistics flag.
-		if m.state.CompareAndSwap(old, old&statsFlag) {
-			if old&mutexStateMask == mutexContended {
-				wait.Wake(&m.state, 1)
-			}
-			return
-		}
+func (m *Mutex) unlockSlow(new uint32) {
+	switch (new + 1) & mutexStateMask { // the state before the decrement
+	case mutexUnlocked:
+		m.state.Add(1) // undo, so the panic leaves the word as it was
+		panic("lockword: Unlock of unlocked Mutex")
+	case mutexLocked:
+		// Statistics flag set: the decrement already released the lock.
+	case mutexContended:
+		// 2→1: release fully (keeping the statistics flag) and wake one
+		// sleeper. A waiter that swapped in 2 meanwhile is covered by this
+		// wake-up: the woken waiter swaps 2 back in (Drepper's argument).
+		m.state.And(statsFlag)
+		wait.Wake(&m.state, 1)
 	}
 }
 

@@ -507,6 +507,7 @@ func TestMisuse(t *testing.T) {
 	for _, c := range []struct{ name, msg string }{
 		{"Mutex.Unlock", "lockword: Unlock of unlocked Mutex"},
 		{"Mutex.Unlock-twice", "lockword: Unlock of unlocked Mutex"},
+		{"Mutex.Unlock-stats", "lockword: Unlock of unlocked Mutex"},
 		{"SpinMutex.Unlock", "lockword: Unlock of unlocked SpinMutex"},
 		{"TicketMutex.Unlock", "lockword: Unlock of unlocked TicketMutex"},
 		{"TicketMutex.Unlock-twice", "lockword: Unlock of unlocked TicketMutex"},
@@ -539,6 +540,12 @@ func TestMisuseChild(t *testing.T) {
 		m.Unlock()
 	case "Mutex.Unlock-twice":
 		var m Mutex
+		m.Lock()
+		m.Unlock()
+		m.Unlock()
+	case "Mutex.Unlock-stats":
+		var m Mutex
+		m.EnableStats()
 		m.Lock()
 		m.Unlock()
 		m.Unlock()

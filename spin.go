@@ -16,13 +16,16 @@ const (
 	spinCount   = statsFlag - spinSleeper
 )
 
-// Spin tuning for SpinMutex (see BENCHMARKS.md): spin on loads with the CPU
-// pause hint and exponential backoff (about 700 pauses, 13 µs on the 2-core
-// benchmark machine), then yield the processor a few times so that a
-// preempted holder can run, then park, so that goroutines that outnumber
-// cores do not burn every core spinning on a holder that is not running.
+// Spin tuning for SpinMutex, chosen by BenchmarkContended on the 2-core
+// benchmark machine (see BENCHMARKS.md): a few looks at the word with the
+// CPU pause hint between them, doubling (1+2+4+8 = 15 pauses, about 0.3 µs
+// there), then a few rounds of yielding the processor (runtime.Gosched) so
+// that a preempted holder can run, then park, so that goroutines that
+// outnumber cores do not burn every core spinning on a holder that is not
+// running. Longer CPU spinning (16 looks, 13 µs) halved throughput at 4-64
+// goroutines on 2 cores.
 const (
-	spinRounds      = 16 // test-and-test-and-set attempts before yielding
+	spinRounds      = 4  // test-and-test-and-set attempts before yielding
 	spinRoundPause  = 64 // cap on PAUSE/YIELD hints between attempts
 	spinYieldRounds = 8  // runtime.Gosched calls before parking
 )

@@ -9,6 +9,7 @@
 // The commands are:
 //
 //	torture   hammer locks from many goroutines and check that they exclude
+//	inspect   show the objects and lock states of a shared region file
 //	help      show help for lockword or for one command
 //
 // Run "lockword help torture" for the torture flags. Exit status is 0 on
@@ -50,6 +51,7 @@ type command struct {
 // subcommand (inspect, say) goes in its own file and gets one line here.
 var commands = []command{
 	{name: "torture", summary: tortureSummary, run: runTorture, help: tortureHelp},
+	{name: "inspect", summary: inspectSummary, run: runInspect, help: inspectHelp},
 }
 
 // main runs the command line and exits with run's status.
@@ -151,6 +153,8 @@ Exit status:
 Examples:
   lockword torture                  # 16 workers x 100000 additions on every lock
   lockword torture -lock none       # an unprotected counter: must FAIL, exit 1
+  lockword torture -procs 4 -kill   # 4 processes, SIGKILLed at random: exact accounting
+  lockword inspect /dev/shm/orders  # who holds which lock in a shared region
   lockword help torture
 `)
 }

@@ -46,6 +46,7 @@ const (
 	maxWorkers = 100000    // each worker is a goroutine with its own counters
 	maxValue   = 1000000   // keeps even very long -duration runs far from int64 overflow
 	maxWork    = 100000000 // steps of about a nanosecond each, per acquisition
+	maxProcs   = 512       // worker processes; the region's process table has 1024 slots
 )
 
 // config is one torture run's parameters, validated by parseTorture. Every
@@ -57,6 +58,12 @@ type config struct {
 	value    int64         // added to the counter by each addition
 	work     int           // busy work inside the critical section: 0..work steps, drawn per acquisition
 	duration time.Duration // > 0: workers run until it elapses instead of counting
+	// procs > 0 runs the workers in that many processes sharing a region
+	// (torture_procs.go); kill makes a supervisor SIGKILL them at random,
+	// kills times.
+	procs int
+	kill  bool
+	kills int
 	// progress is where progress bars go: stderr when it is a terminal,
 	// nil when bars must not be drawn (piped output, tests).
 	progress io.Writer
@@ -119,6 +126,9 @@ type tortureFlagValues struct {
 	work     *int
 	duration *time.Duration
 	json     *bool
+	procs    *int
+	kill     *bool
+	kills    *int
 }
 
 // defineTortureFlags defines the torture flags on fs, so that the parser
@@ -146,6 +156,19 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 				"Cannot be combined with -iters."),
 		json: fs.Bool("json", false,
 			"print one JSON object per kind, one per line, instead of text."),
+		procs: fs.Int("procs", 0,
+			"run the workers in `N` processes (this binary re-executed) that\n"+
+				"share one region file, with the counter and owner slot in it; the\n"+
+				"workers are spread evenly over them. Only the shared kinds run\n"+
+				"across processes; with -procs, all means shared. 0: in-process."),
+		kill: fs.Bool("kill", false,
+			"with -procs: a supervisor SIGKILLs a random worker process at random\n"+
+				"moments (often the lock's holder) and starts a replacement, until\n"+
+				"-kills kills (or -duration). Every update is guarded by an intent\n"+
+				"record, so a recovery rolls a half-done update back; the counter\n"+
+				"must equal the sum of every worker's committed additions."),
+		kills: fs.Int("kills", defaultKills,
+			"with -kill: stop after `K` kills (unless -duration ends the run first)."),
 	}
 }
 
@@ -182,6 +205,10 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 
 	workers, iters, value, work, duration := *f.workers, *f.iters, *f.value, *f.work, *f.duration
+	procs, kill, kills := *f.procs, *f.kill, *f.kills
+	if procs > workers && !set["workers"] {
+		workers = procs // at least one worker per process
+	}
 	switch {
 	case workers < 1 || workers > maxWorkers:
 		return usageErr("-workers must be between 1 and %d, got %d", maxWorkers, workers)
@@ -198,9 +225,33 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 	case duration == 0 && !fitsCounter(int64(workers), iters, value):
 		return usageErr("-workers × -iters × -value = %d × %d × %d does not fit the 64-bit counter", workers, iters, value)
 	}
-	chosen, err := parseKinds(*f.lock)
+	switch {
+	case procs < 0 || procs > maxProcs:
+		return usageErr("-procs must be between 0 and %d, got %d", maxProcs, procs)
+	case procs > 0 && procs > workers:
+		return usageErr("-procs %d needs at least as many -workers, got %d", procs, workers)
+	case kill && procs < 1:
+		return usageErr("-kill needs -procs N: it kills worker processes")
+	case kill && set["iters"]:
+		return usageErr("-kill runs until -kills kills (or -duration), not a count of -iters")
+	case kills < 1 || (set["kills"] && !kill):
+		return usageErr("-kills must be at least 1 and needs -kill, got %d", kills)
+	}
+	spec := *f.lock
+	if procs > 0 && spec == "all" {
+		spec = "all-procs"
+	}
+	chosen, err := parseKinds(spec)
 	if err != nil {
 		return usageErr("%v", err)
+	}
+	for _, k := range chosen {
+		switch {
+		case procs > 0 && !k.procs:
+			return usageErr("kind %s runs in one process; with -procs choose among: %s", k.name, procKindNames())
+		case procs == 0 && k.procs:
+			return usageErr("kind %s runs across processes: give -procs N", k.name)
+		}
 	}
 
 	opts = tortureOptions{
@@ -210,6 +261,9 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 			value:    value,
 			work:     work,
 			duration: duration,
+			procs:    procs,
+			kill:     kill,
+			kills:    kills,
 		},
 		kinds: chosen,
 		json:  *f.json,
@@ -248,17 +302,27 @@ experiment: %d workers × %d additions × value %d.
 
 Lock kinds (-lock), where all means every kind marked *:
 `, defaultWorkers, defaultIters, defaultValue)
-	width := 0
-	for _, k := range kinds {
-		width = max(width, len(k.name))
-	}
-	for _, k := range kinds {
-		mark := " "
-		if k.inAll {
-			mark = "*"
+	listKinds := func(procs bool) {
+		width := 0
+		for _, k := range kinds {
+			if k.procs == procs {
+				width = max(width, len(k.name))
+			}
 		}
-		fmt.Fprintf(w, "  %-*s %s  %s\n", width, k.name, mark, k.desc)
+		for _, k := range kinds {
+			if k.procs != procs {
+				continue
+			}
+			mark := " "
+			if k.inAll {
+				mark = "*"
+			}
+			fmt.Fprintf(w, "  %-*s %s  %s\n", width, k.name, mark, k.desc)
+		}
 	}
+	listKinds(false)
+	fmt.Fprint(w, "\nLock kinds across processes (need -procs N; there, all means those marked *):\n")
+	listKinds(true)
 	fmt.Fprint(w, "\nFlags:\n")
 	fs := flag.NewFlagSet("lockword torture", flag.ContinueOnError)
 	defineTortureFlags(fs)
@@ -301,6 +365,25 @@ Output (-json), one object per kind and line, with the fields
   (measured wall time), result ("PASS" or "FAIL"), and failures (the
   reasons, only when it failed).
 
+Across processes (-procs N):
+  The shared kinds run the same experiment with the workers spread over N
+  processes (this binary, re-executed) that map one region file under
+  /dev/shm, where the counter, the owner slot and each worker's committed
+  total live. The report adds "Processes: N" after Workers. Every update
+  first writes an intent record (whose update, the counter and the
+  worker's total before it) and clears it after.
+  With -kill, a supervisor SIGKILLs a worker process every few
+  milliseconds, half the time the one holding the lock, and starts a
+  replacement that carries on with the same worker ids. The next acquirer
+  gets the lock with ErrOwnerDead, rolls a half-done update back from the
+  intent record, and marks the lock consistent. The report then adds
+  Kills (and how many hit the holder), Recoveries (each kill of a holder
+  must be recovered exactly once; more would mean a live holder was
+  robbed), Max recovery latency (kill to recovery), and Hangs (no progress
+  for 10 s, or a recovery that never came: must be 0). Expected is the
+  sum of every worker's committed additions; the counter must match it
+  exactly. -json adds processes and a kill object with the same fields.
+
 Progress:
   A kind that runs longer than about a second shows a progress bar on
   stderr, when stderr is a terminal; the bar is erased before the kind's
@@ -321,6 +404,8 @@ Examples:
   lockword torture -lock spin -workers 64 -iters 1000000
   lockword torture -lock mutex,sync -work 200 -duration 5s
   lockword torture -lock none                  # FAIL, exit status 1
+  lockword torture -procs 4                    # the shared kind, 4 processes
+  lockword torture -procs 4 -kill -kills 1000  # owner death, 1000 times
   lockword torture -json | jq -c '{lock, throughput_macq_s}'
 `)
 }
@@ -331,6 +416,10 @@ type kind struct {
 	name  string // the -lock name: lower case, no commas
 	desc  string // one line for the help
 	inAll bool   // whether -lock all, the default, includes it
+	// procs marks a kind that runs across processes (-procs N); -lock all
+	// with -procs means the procs kinds marked inAll, and without it the
+	// others.
+	procs bool
 	// run tortures one fresh lock of this kind under cfg and reports what
 	// it found. An error means the run could not be set up (a shared
 	// mapping that failed, say), not that the lock failed: a lock that
@@ -383,9 +472,9 @@ func parseKinds(spec string) ([]*kind, error) {
 	for name := range strings.SplitSeq(spec, ",") {
 		name = strings.TrimSpace(name)
 		switch k := lookupKind(name); {
-		case name == "all":
+		case name == "all", name == "all-procs":
 			for _, k := range kinds {
-				if k.inAll {
+				if k.inAll && k.procs == (name == "all-procs") {
 					add(k)
 				}
 			}
@@ -690,6 +779,11 @@ type report struct {
 	// without statistics. Statistics are enabled before the run starts,
 	// so it must equal the workers' total: a mismatch fails the run.
 	statsAcquisitions *uint64
+
+	// procs is the number of worker processes (0: in-process); killed is
+	// what a -kill run's supervisor saw (torture_procs.go).
+	procs  int
+	killed *killReport
 }
 
 // newReport fills in what hammer measured; the runner adds what it found.
@@ -746,6 +840,9 @@ func (r *report) failures() []string {
 	if r.statsAcquisitions != nil && int64(*r.statsAcquisitions) != r.total() {
 		why = append(why, fmt.Sprintf("the lock's statistics count %d acquisitions, the workers made %d", *r.statsAcquisitions, r.total()))
 	}
+	if r.killed != nil {
+		why = append(why, r.killed.failures()...)
+	}
 	return why
 }
 
@@ -764,6 +861,9 @@ func (r *report) result() string {
 func (r *report) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Lock: %s\n", r.lock)
 	fmt.Fprintf(w, "Workers: %d\n", r.workers)
+	if r.procs > 0 {
+		fmt.Fprintf(w, "Processes: %d\n", r.procs)
+	}
 	if r.duration > 0 {
 		fmt.Fprintf(w, "Duration: %v\n", r.duration)
 		lo, hi := r.perWorker[0], r.perWorker[0]
@@ -786,6 +886,9 @@ func (r *report) writeText(w io.Writer) {
 		fmt.Fprintf(w, "Slow path: %.1f%% of acquisitions\n", 100**r.slowPath)
 	} else {
 		fmt.Fprintf(w, "Slow path: n/a (%s)\n", r.noStats)
+	}
+	if r.killed != nil {
+		r.killed.writeText(w)
 	}
 	if why := r.failures(); len(why) > 0 {
 		fmt.Fprintf(w, "Result: FAIL (%s)\n", strings.Join(why, "; "))
@@ -812,6 +915,9 @@ type reportJSON struct {
 	DurationS         float64  `json:"duration_s"`
 	Result            string   `json:"result"`
 	Failures          []string `json:"failures,omitempty"`
+	// Multi-process runs only.
+	Processes *int        `json:"processes,omitempty"`
+	Kill      *killReport `json:"kill,omitempty"`
 }
 
 // writeJSON prints the report as one line of JSON.
@@ -835,6 +941,10 @@ func (r *report) writeJSON(w io.Writer) error {
 	if r.duration == 0 {
 		j.Iters = &r.iters
 	}
+	if r.procs > 0 {
+		j.Processes = &r.procs
+	}
+	j.Kill = r.killed
 	b, err := json.Marshal(j)
 	if err != nil {
 		return err

@@ -205,7 +205,7 @@ func TestTortureUsageErrors(t *testing.T) {
 		{[]string{"-duration", "-1s"}, "-duration must not be negative, got -1s"},
 		{[]string{"-duration", "soon"}, `invalid value "soon" for flag -duration`},
 		{[]string{"-iters", "10", "-duration", "1s"}, "-iters and -duration cannot be combined"},
-		{[]string{"-lock", "bogus"}, `unknown lock kind "bogus" in -lock (valid kinds: mutex, spin, sync, none, all)`},
+		{[]string{"-lock", "bogus"}, `unknown lock kind "bogus" in -lock (valid kinds: mutex, spin, sync, none, shared, shared-none, all)`},
 		{[]string{"-lock", "mutex,bogus"}, `unknown lock kind "bogus"`},
 		{[]string{"-lock", "mutex,"}, "names an empty lock kind"},
 		{[]string{"-lock", ""}, "names an empty lock kind"},
@@ -256,7 +256,7 @@ func TestTortureHelp(t *testing.T) {
 // TestTortureJSON checks that -json prints one parseable object per kind
 // with the documented fields.
 func TestTortureJSON(t *testing.T) {
-	stdout, stderr, status := runCLI(t, "torture", "-json", "-lock", "mutex,sync,none", "-workers", "4", "-iters", "2000")
+	stdout, stderr, status := runCLI(t, "torture", "-json", "-lock", "mutex,sync,none", "-workers", "4", "-iters", "20000")
 	if status != exitFail { // none fails
 		t.Fatalf("exit status %d, want 1; stderr %q", status, stderr)
 	}
@@ -280,7 +280,7 @@ func TestTortureJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(lines[i]), &r); err != nil {
 			t.Fatal(err)
 		}
-		if r.Lock != name || r.Workers != 4 || r.Iters == nil || *r.Iters != 2000 || r.Value != 5 || r.Expected != 40000 {
+		if r.Lock != name || r.Workers != 4 || r.Iters == nil || *r.Iters != 20000 || r.Value != 5 || r.Expected != 400000 {
 			t.Errorf("%s: unexpected header fields: %s", name, lines[i])
 		}
 		if r.DurationS <= 0 || r.ThroughputMacqS <= 0 {
@@ -288,15 +288,15 @@ func TestTortureJSON(t *testing.T) {
 		}
 		switch name {
 		case "mutex":
-			if r.Result != "PASS" || r.Actual != 40000 || r.SlowPathFraction == nil {
+			if r.Result != "PASS" || r.Actual != 400000 || r.SlowPathFraction == nil {
 				t.Errorf("mutex: %s", lines[i])
 			}
 		case "sync":
-			if r.Result != "PASS" || r.Actual != 40000 || m["slow_path_fraction"] != nil {
+			if r.Result != "PASS" || r.Actual != 400000 || m["slow_path_fraction"] != nil {
 				t.Errorf("sync: %s", lines[i])
 			}
 		case "none":
-			if r.Result != "FAIL" || r.Actual >= 40000 || r.OwnerViolations == 0 || len(r.Failures) == 0 || m["slow_path_fraction"] != nil {
+			if r.Result != "FAIL" || r.Actual >= 400000 || r.OwnerViolations == 0 || len(r.Failures) == 0 || m["slow_path_fraction"] != nil {
 				t.Errorf("none: %s", lines[i])
 			}
 		}
@@ -355,7 +355,7 @@ func TestMainUsage(t *testing.T) {
 		out, errOut string
 	}{
 		{nil, exitUsage, "", "no command given"},
-		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus" (commands: torture)`},
+		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus" (commands: torture, inspect)`},
 		{[]string{"-workers", "4"}, exitUsage, "", "flags belong to a command"},
 		{[]string{"help", "bogus"}, exitUsage, "", `unknown command "bogus"`},
 		{[]string{"--help"}, exitOK, "Commands:", ""},

@@ -1,0 +1,151 @@
+package main
+
+// The inspect subcommand: show every object of a shared region and the
+// live state of its locks, for an operator at 3 a.m. who wants to know who
+// holds what, whether that process is still alive, and for how long.
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/lockword/lockword"
+)
+
+const inspectSummary = "show the objects and lock states of a shared region file"
+
+func inspectHelp(w io.Writer) {
+	fmt.Fprint(w, `Usage: lockword inspect [-json] PATH
+
+Inspect opens the region file at PATH (a name without a slash is looked up
+under /dev/shm) as an observer: it attaches no process and takes no lock.
+For each object it prints its name, kind and offset and, for locks:
+
+  STATE    free, held, contended (held, a process may be asleep waiting),
+           owner-dead (the holder died; the next acquirer recovers it, or
+           a recoverer holds it and has not marked it consistent), or
+           not-recoverable
+  HOLDER   the holding process's PID, and whether it is alive (a stopped
+           process, kill -STOP, is alive: it is never robbed)
+  HELD FOR how long the current hold has lasted: exact when it began on
+           the slow path or with statistics on; otherwise inspect stamps
+           the hold when it first sees it ("≥"), so that running inspect
+           again shows it growing
+  STATS    acquisitions, slow-path share and longest wait, when statistics
+           are enabled (SharedMutex.EnableStats)
+
+It then lists the attached processes. Inspect writes nothing to the region
+but that held-since stamp.
+
+Flags:
+  -json   print the region as one JSON object (lockword.RegionInfo)
+
+Exit status:
+  0  the region was read
+  2  usage error, or the file could not be opened as a region (missing,
+     not a regular file, not a lockword region, corrupt): the error says
+     which check failed
+
+Examples:
+  lockword inspect orders                 # /dev/shm/orders
+  watch -n1 lockword inspect /dev/shm/orders
+  lockword inspect -json orders | jq '.objects[] | select(.state != "free")'
+`)
+}
+
+func runInspect(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lockword inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {}
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			inspectHelp(stdout)
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "Run 'lockword inspect -help' for usage.")
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "lockword inspect: expected exactly one region PATH")
+		fmt.Fprintln(stderr, "Run 'lockword inspect -help' for usage.")
+		return exitUsage
+	}
+	info, err := lockword.InspectRegion(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
+		return exitUsage
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(info); err != nil {
+			fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	}
+	writeInspectText(stdout, info)
+	return exitOK
+}
+
+func writeInspectText(w io.Writer, info *lockword.RegionInfo) {
+	fmt.Fprintf(w, "Region: %s (%d bytes, ABI version %d, created %s)\n",
+		info.Path, info.Size, info.Version, info.Created.Format(time.RFC3339))
+	fmt.Fprintf(w, "Objects: %d\n", len(info.Objects))
+	if len(info.Objects) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  NAME\tKIND\tOFFSET\tSTATE\tHOLDER\tALIVE\tHELD FOR\tWAITERS\tSTATS")
+		for _, o := range info.Objects {
+			if o.State == "" { // not a lock
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t-\t-\t-\t-\t-\t%d bytes\n", o.Name, o.Kind, o.Offset, o.Size)
+				continue
+			}
+			holder, alive, held := "-", "-", "-"
+			if o.HolderPID != 0 {
+				holder = fmt.Sprint(o.HolderPID)
+				alive = yesNo(o.HolderAlive)
+				held = "unknown"
+				if o.HeldForKnown {
+					held = "≥" + o.HeldFor.Round(time.Millisecond).String()
+				}
+			}
+			state := o.State
+			if o.Inconsistent && o.HolderAlive {
+				state += " (recovering)"
+			}
+			stats := "off"
+			if s := o.Stats; s != nil {
+				stats = fmt.Sprintf("%d acq, %.1f%% slow, max wait %v", s.Acquisitions, 100*s.SlowPathFraction(), s.WaitMax.Round(time.Microsecond))
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Name, o.Kind, o.Offset, state, holder, alive, held, yesNo(o.Waiters), stats)
+		}
+		tw.Flush()
+	}
+	alive := 0
+	for _, p := range info.Processes {
+		if p.Alive {
+			alive++
+		}
+	}
+	fmt.Fprintf(w, "Processes attached: %d (%d alive)\n", len(info.Processes), alive)
+	if len(info.Processes) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  SLOT\tPID\tALIVE")
+		for _, p := range info.Processes {
+			fmt.Fprintf(tw, "  %d\t%d\t%s\n", p.Slot, p.PID, yesNo(p.Alive))
+		}
+		tw.Flush()
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

@@ -1,0 +1,639 @@
+package main
+
+// torture -procs N: the classic experiment with the workers spread over N
+// processes (this binary, re-executed) that share one region file, with the
+// counter, the owner slot and the accounting in the region. With -kill a
+// supervisor SIGKILLs workers at random, often the lock's holder, and
+// starts replacements; every update is guarded by an intent record, so the
+// recovering acquirer (told by ErrOwnerDead) rolls a half-done update back,
+// and at the end the counter must equal the sum of every worker's committed
+// additions, exactly.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockword/lockword"
+)
+
+const (
+	defaultKills = 200
+	// hangTimeout: a run that makes no progress this long, or a recovery
+	// that does not happen within it, counts as a hang.
+	hangTimeout = 10 * time.Second
+	// killMaxGap is the most the supervisor waits between kills.
+	killMaxGap = 8 * time.Millisecond
+	// killWindowSteps of busy work sit between the counter's update and
+	// the worker's committed total in -kill runs: a kill of the holder
+	// then usually lands mid-update, the case the intent record is for.
+	killWindowSteps = 2000
+
+	workerEnv      = "LOCKWORD_TORTURE_WORKER"
+	breakRepairEnv = "LOCKWORD_TORTURE_BREAK_REPAIR" // tests only: skip the rollback
+	lockName       = "torture"
+	stateName      = "torture-state"
+)
+
+func init() {
+	register(
+		kind{name: "shared", procs: true, inAll: true,
+			desc: "lockword.SharedMutex in a region shared by -procs processes (robust: see -kill)",
+			run:  func(cfg *config) (*report, error) { return tortureProcs(cfg, "shared", false) }},
+		kind{name: "shared-none", procs: true,
+			desc: "no lock, across -procs processes sharing the region: must FAIL",
+			run:  func(cfg *config) (*report, error) { return tortureProcs(cfg, "shared-none", true) }},
+	)
+	// A re-executed worker process runs its workers and exits here, before
+	// main (or a test binary's tests) starts.
+	if spec := os.Getenv(workerEnv); spec != "" {
+		os.Exit(workerMain(spec))
+	}
+}
+
+// The shared state, a Bytes object in the region: plain uint64 words,
+// read and written only under the lock (the flags excepted), in the
+// region's (native) byte order.
+const (
+	stCounter         = 0   // sum of committed additions
+	stOwner           = 8   // worker id inside the critical section, 0: none
+	stIntentActive    = 16  // 1 while an update is half done
+	stIntentWorker    = 24  // whose update
+	stIntentCounter   = 32  // counter before it
+	stIntentCommitted = 40  // that worker's committed total before it
+	stViolations      = 48  // owner-slot violations
+	stRecoveries      = 56  // ErrOwnerDead acquisitions that repaired
+	stRolledBack      = 64  // half-done updates undone
+	stLastRecovery    = 72  // Unix ns of the last recovery
+	stGo              = 80  // supervisor: 1 releases the workers
+	stStop            = 88  // supervisor: 1 stops them
+	stRecovering      = 96  // PID of the dead holder being recovered from (latest)
+	stDetected        = 104 // Unix ns when that recovery's LockContext returned
+	stReady           = 128
+	// then ready[procs] (set by each first-generation process), then
+	// committed[1..workers], then recoveredPID[recoveryLog] (the dead
+	// holder of each recovery, a ring), each a uint64.
+	recoveryLog = 4096
+)
+
+func stateSize(procs, workers int) int { return stReady + 8*procs + 8*(workers+1) + 8*recoveryLog }
+
+func recoveredOff(procs, workers int, i uint64) int {
+	return stReady + 8*procs + 8*(workers+1) + 8*int(i%recoveryLog)
+}
+
+func committedOff(procs, id int) int { return stReady + 8*procs + 8*id }
+
+var ne = binary.NativeEndian
+
+func get(b []byte, off int) uint64    { return ne.Uint64(b[off:]) }
+func put(b []byte, off int, v uint64) { ne.PutUint64(b[off:], v) }
+
+// workerSpec tells a worker process what to do; it travels as JSON in
+// workerEnv.
+type workerSpec struct {
+	Region      string `json:"region"`
+	Proc        int    `json:"proc"` // ready slot, or -1 for a replacement
+	Procs       int    `json:"procs"`
+	Workers     int    `json:"workers"`
+	IDs         []int  `json:"ids"`
+	Iters       int64  `json:"iters"` // 0: until stop
+	Value       int64  `json:"value"`
+	Work        int    `json:"work"`
+	Unprotected bool   `json:"unprotected"`
+	Kill        bool   `json:"kill"`
+	BreakRepair bool   `json:"break_repair"`
+}
+
+// workerMain is a worker process: it attaches to the region and runs its
+// workers until they finish or the supervisor says stop.
+func workerMain(specJSON string) int {
+	var spec workerSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, "lockword torture worker:", err)
+		return exitUsage
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(os.Stderr, "lockword torture worker %d: %v\n", os.Getpid(), err)
+		return exitFail
+	}
+	r, err := lockword.OpenRegion(spec.Region, nil)
+	if err != nil {
+		return fail(err)
+	}
+	m, err := r.Mutex(lockName)
+	if err != nil {
+		return fail(err)
+	}
+	st, err := r.Bytes(stateName, stateSize(spec.Procs, spec.Workers))
+	if err != nil {
+		return fail(err)
+	}
+	if spec.Proc >= 0 {
+		put(st, stReady+8*spec.Proc, 1)
+	}
+	for get(st, stGo) == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(spec.IDs))
+	for _, id := range spec.IDs {
+		wg.Go(func() {
+			if err := procWorker(&spec, m, st, id); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return fail(err)
+	}
+	if err := r.Close(); err != nil {
+		return fail(err)
+	}
+	return exitOK
+}
+
+func procWorker(spec *workerSpec, m *lockword.SharedMutex, st []byte, id int) error {
+	rng := rand.New(rand.NewPCG(rand.Uint64(), uint64(id)))
+	var sink uint64
+	for n := int64(0); spec.Iters == 0 || n < spec.Iters; n++ {
+		steps := 0
+		if spec.Work > 0 {
+			steps = rng.IntN(spec.Work + 1)
+		}
+		if !spec.Unprotected {
+			if err := m.LockContext(context.Background()); err != nil {
+				if !errors.Is(err, lockword.ErrOwnerDead) {
+					return err
+				}
+				var od *lockword.OwnerDeadError
+				errors.As(err, &od)
+				if err := recoverState(st, spec, m, od.PID); err != nil {
+					return err
+				}
+			}
+		}
+		stop := procSection(st, spec, id, steps, &sink)
+		if !spec.Unprotected {
+			m.Unlock()
+		}
+		if stop {
+			return nil
+		}
+	}
+	return nil
+}
+
+// procSection is the critical section: the classic counter and owner slot,
+// with the update bracketed by an intent record. It reports whether the
+// supervisor asked the workers to stop (it then changes nothing).
+func procSection(st []byte, spec *workerSpec, id int, steps int, sink *uint64) (stop bool) {
+	if get(st, stOwner) != 0 {
+		put(st, stViolations, get(st, stViolations)+1)
+	}
+	put(st, stOwner, uint64(id))
+	if get(st, stStop) != 0 {
+		put(st, stOwner, 0)
+		return true
+	}
+	cOff := committedOff(spec.Procs, id)
+	counter, committed := get(st, stCounter), get(st, cOff)
+	// Intent first, then the change: a holder killed anywhere below
+	// leaves enough to undo it.
+	put(st, stIntentWorker, uint64(id))
+	put(st, stIntentCounter, counter)
+	put(st, stIntentCommitted, committed)
+	put(st, stIntentActive, 1)
+	if spec.Unprotected {
+		runtime.Gosched() // widen the window, as the in-process none kind does
+	}
+	*sink = busyWork(*sink, steps)
+	put(st, stCounter, counter+uint64(spec.Value))
+	if spec.Kill {
+		*sink = busyWork(*sink, killWindowSteps)
+	}
+	put(st, cOff, committed+uint64(spec.Value))
+	put(st, stIntentActive, 0)
+	if get(st, stOwner) != uint64(id) {
+		put(st, stViolations, get(st, stViolations)+1)
+	}
+	put(st, stOwner, 0)
+	return false
+}
+
+// recoverState is what an acquirer told ErrOwnerDead does, holding the lock:
+// say whom it recovers from, undo a half-done update, clear the dead
+// holder's owner mark, mark the lock consistent, and only then count the
+// recovery, so that the supervisor, which reads the lock's state before the
+// count, cannot miss a recovery in progress.
+func recoverState(st []byte, spec *workerSpec, m *lockword.SharedMutex, deadPID int) error {
+	put(st, stDetected, uint64(time.Now().UnixNano()))
+	put(st, stRecovering, uint64(deadPID))
+	repairState(st, spec, spec.BreakRepair)
+	if err := m.MarkConsistent(); err != nil {
+		return err
+	}
+	n := get(st, stRecoveries)
+	put(st, recoveredOff(spec.Procs, spec.Workers, n), uint64(deadPID))
+	put(st, stLastRecovery, uint64(time.Now().UnixNano()))
+	put(st, stRecoveries, n+1)
+	return nil
+}
+
+// repairState undoes a half-done update and clears the dead holder's owner
+// mark. broken skips the undo (tests show that the accounting then fails).
+func repairState(st []byte, spec *workerSpec, broken bool) {
+	if !broken && get(st, stIntentActive) == 1 {
+		if w := int(get(st, stIntentWorker)); w >= 1 && w <= spec.Workers {
+			put(st, committedOff(spec.Procs, w), get(st, stIntentCommitted))
+		}
+		put(st, stCounter, get(st, stIntentCounter))
+		put(st, stIntentActive, 0)
+		put(st, stRolledBack, get(st, stRolledBack)+1)
+	}
+	put(st, stOwner, 0)
+}
+
+// killReport is what a -kill run's supervisor saw. Its JSON form is part
+// of torture's -json output (field kill).
+type killReport struct {
+	Kills int `json:"kills"`
+	// HolderKills counts kills of the lock's holder; each must be
+	// recovered exactly once: Recoveries == HolderKills (a recovery
+	// without a dead holder would be a live holder robbed).
+	HolderKills int   `json:"holder_kills"`
+	Recoveries  int64 `json:"recoveries"`
+	RolledBack  int64 `json:"rolled_back"`
+	// MaxDetectionMs is the longest time from a kill of the holder to a
+	// waiter getting the lock with ErrOwnerDead; MaxRecoveryMs to the
+	// repaired lock being marked consistent.
+	MaxDetectionMs float64 `json:"max_detection_latency_ms"`
+	MaxRecoveryMs  float64 `json:"max_recovery_latency_ms"`
+	Hangs          int     `json:"hangs"`
+	// WorkerErrors lists worker processes that failed by themselves.
+	WorkerErrors []string `json:"worker_errors,omitempty"`
+	// Robbed lists recoveries from a PID the supervisor never killed: a
+	// live holder declared dead. Must be empty.
+	Robbed []int `json:"robbed,omitempty"`
+
+	killed map[int]bool // PIDs the supervisor killed
+}
+
+func (k *killReport) writeText(w io.Writer) {
+	fmt.Fprintf(w, "Kills: %d (%d of the lock's holder)\n", k.Kills, k.HolderKills)
+	fmt.Fprintf(w, "Recoveries: %d (%d half-done updates rolled back)\n", k.Recoveries, k.RolledBack)
+	fmt.Fprintf(w, "Max recovery latency: %.1f ms (kill to repaired; %.1f ms to detection)\n", k.MaxRecoveryMs, k.MaxDetectionMs)
+	fmt.Fprintf(w, "Hangs: %d\n", k.Hangs)
+}
+
+func (k *killReport) failures() []string {
+	var why []string
+	if k.Hangs > 0 {
+		why = append(why, fmt.Sprintf("%d hangs", k.Hangs))
+	}
+	if len(k.Robbed) > 0 {
+		why = append(why, fmt.Sprintf("recovered from PIDs %v, which were never killed: live holders robbed", k.Robbed))
+	}
+	if k.Recoveries != int64(k.HolderKills) {
+		why = append(why, fmt.Sprintf("%d recoveries for %d kills of a holder", k.Recoveries, k.HolderKills))
+	}
+	for _, e := range k.WorkerErrors {
+		why = append(why, "worker failed: "+e)
+	}
+	return why
+}
+
+// workerProc is one running worker process.
+type workerProc struct {
+	cmd  *exec.Cmd
+	ids  []int
+	out  *bytes.Buffer
+	done chan struct{} // closed when it has exited and been reaped
+	err  error         // cmd.Wait's result, once done is closed
+}
+
+// regionDir is where torture puts its region: /dev/shm when it exists.
+func regionDir() string {
+	if st, err := os.Stat(lockword.DefaultRegionDir); err == nil && st.IsDir() {
+		return lockword.DefaultRegionDir
+	}
+	return os.TempDir()
+}
+
+// tortureProcs runs one multi-process torture: the supervisor.
+func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
+	// Re-execute this very binary: /proc/self/exe names its inode even if
+	// the file at our path is replaced (rebuilt) while we run.
+	exe := "/proc/self/exe"
+	if _, err := os.Stat(exe); err != nil {
+		if exe, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	path := filepath.Join(regionDir(), fmt.Sprintf("lockword-torture-%d-%08x", os.Getpid(), rand.Uint32()))
+	size := int64(1<<20 + stateSize(cfg.procs, cfg.workers))
+	r, err := lockword.CreateRegion(path, size, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(path)
+	defer r.Close()
+	m, err := r.Mutex(lockName)
+	if err != nil {
+		return nil, err
+	}
+	m.SetStuckThreshold(hangTimeout / 2)
+	if !unprotected {
+		m.EnableStats()
+	}
+	st, err := r.Bytes(stateName, stateSize(cfg.procs, cfg.workers))
+	if err != nil {
+		return nil, err
+	}
+
+	spec := workerSpec{Region: path, Procs: cfg.procs, Workers: cfg.workers, Value: cfg.value,
+		Work: cfg.work, Unprotected: unprotected, Kill: cfg.kill, BreakRepair: os.Getenv(breakRepairEnv) != ""}
+	if !cfg.kill && !cfg.timed() {
+		spec.Iters = cfg.iters
+	}
+	spawn := func(proc int, ids []int) (*workerProc, error) {
+		s := spec
+		s.Proc, s.IDs = proc, ids
+		js, _ := json.Marshal(s)
+		w := &workerProc{cmd: exec.Command(exe), ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
+		w.cmd.Env = append(os.Environ(), workerEnv+"="+string(js))
+		w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
+		if err := w.cmd.Start(); err != nil {
+			return nil, err
+		}
+		go func() { w.err = w.cmd.Wait(); close(w.done) }()
+		return w, nil
+	}
+	procs := make([]*workerProc, cfg.procs)
+	defer func() {
+		for _, w := range procs {
+			if w != nil && w.cmd.ProcessState == nil {
+				w.cmd.Process.Kill()
+				<-w.done
+			}
+		}
+	}()
+	id := 1
+	for p := range procs {
+		var ids []int
+		for range cfg.workers/cfg.procs + btoi(p < cfg.workers%cfg.procs) {
+			ids = append(ids, id)
+			id++
+		}
+		if procs[p], err = spawn(p, ids); err != nil {
+			return nil, err
+		}
+	}
+	// Release the workers together, once every process has attached.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		ready := 0
+		for p := range procs {
+			ready += int(get(st, stReady+8*p))
+		}
+		if ready == len(procs) {
+			break
+		}
+		for _, w := range procs {
+			select {
+			case <-w.done:
+				return nil, fmt.Errorf("worker process %d ended before starting: %v\n%s", w.cmd.Process.Pid, w.err, w.out)
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("worker processes did not attach within a minute")
+		}
+	}
+	start := time.Now()
+	put(st, stGo, 1)
+	prog := startProgress(cfg.progress, progressSpec{label: name, start: start, timed: true,
+		max:          max(int64(cfg.kills), cfg.duration.Milliseconds()),
+		position:     func() int64 { return time.Since(start).Milliseconds() },
+		acquisitions: func() int64 { return int64(get(st, stCounter)) / cfg.value },
+	})
+
+	var kr *killReport
+	if cfg.kill {
+		kr = killLoop(cfg, path, st, procs, spawn)
+	} else if cfg.timed() {
+		time.Sleep(cfg.duration)
+	}
+	if cfg.kill || cfg.timed() {
+		put(st, stStop, 1)
+	}
+	var failed []string
+	hung := false
+	for _, w := range procs {
+		wait := hangTimeout
+		if !cfg.kill && !cfg.timed() {
+			wait = 24 * time.Hour // a counted run ends when its workers do
+		}
+		select {
+		case <-w.done:
+			if w.err != nil {
+				failed = append(failed, fmt.Sprintf("PID %d: %v: %s", w.cmd.Process.Pid, w.err, strings.TrimSpace(w.out.String())))
+			}
+		case <-time.After(wait):
+			hung = true
+			failed = append(failed, fmt.Sprintf("PID %d did not stop within %v", w.cmd.Process.Pid, wait))
+			w.cmd.Process.Kill()
+			<-w.done
+		}
+	}
+	elapsed := time.Since(start)
+	prog.stop()
+	if kr != nil && !unprotected {
+		// A holder killed after the workers stopped waiting would leave
+		// the state half done: recover it as a worker would.
+		ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+		err := m.LockContext(ctx)
+		cancel()
+		var od *lockword.OwnerDeadError
+		if errors.As(err, &od) {
+			if err := recoverState(st, &spec, m, od.PID); err != nil {
+				return nil, err
+			}
+			kr.HolderKills++ // it died holding; its recovery is this one
+		} else if err != nil {
+			return nil, err
+		}
+		defer m.Unlock()
+	}
+
+	run := hammerRun{perWorker: make([]int64, cfg.workers), elapsed: elapsed}
+	for i := range run.perWorker {
+		run.perWorker[i] = int64(get(st, committedOff(cfg.procs, i+1))) / cfg.value
+		if spec.Iters > 0 {
+			// Counted: every worker made exactly its additions (it
+			// exits only then); Expected is the full count.
+			run.perWorker[i] = spec.Iters
+		}
+	}
+	rep := newReport(cfg, name, run)
+	rep.procs = cfg.procs
+	rep.actual = int64(get(st, stCounter))
+	rep.ownerViolations = int64(get(st, stViolations))
+	if kr != nil {
+		// A count of kills, not of additions: report the time it took.
+		rep.iters, rep.duration = 0, max(elapsed.Round(time.Millisecond), time.Millisecond)
+		kr.Recoveries = int64(get(st, stRecoveries))
+		kr.RolledBack = int64(get(st, stRolledBack))
+		for i := max(kr.Recoveries-recoveryLog, 0); i < kr.Recoveries; i++ {
+			if pid := int(get(st, recoveredOff(cfg.procs, cfg.workers, uint64(i)))); !kr.killed[pid] {
+				kr.Robbed = append(kr.Robbed, pid)
+			}
+		}
+		if hung {
+			kr.Hangs++
+		}
+		kr.WorkerErrors = append(kr.WorkerErrors, failed...)
+		rep.killed = kr
+	} else if len(failed) > 0 {
+		return nil, fmt.Errorf("worker processes failed: %s", strings.Join(failed, "; "))
+	}
+	if unprotected {
+		rep.noStats = "no lock, nothing to measure"
+	} else {
+		s := m.Stats()
+		frac := s.SlowPathFraction()
+		rep.slowPath = &frac
+		if kr == nil {
+			// Every acquisition was a worker's: the counts must agree,
+			// less, in a timed run, the one acquisition in which each
+			// worker found the stop flag and added nothing.
+			n := s.Acquisitions
+			if cfg.timed() {
+				n -= uint64(cfg.workers)
+			}
+			rep.statsAcquisitions = &n
+		}
+	}
+	return rep, nil
+}
+
+// killLoop is the -kill supervisor: kill a worker process (half the time
+// the lock's holder), start a replacement with the same worker ids, and,
+// when the victim held the lock, wait for its recovery and time it.
+func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn func(int, []int) (*workerProc, error)) *killReport {
+	kr := &killReport{killed: map[int]bool{}}
+	start := time.Now()
+	lastTotal, lastProgress := get(st, stCounter), time.Now()
+	for kr.Kills < cfg.kills && (!cfg.timed() || time.Since(start) < cfg.duration) {
+		time.Sleep(rand.N(killMaxGap))
+		victim := rand.IntN(len(procs))
+		if rand.IntN(2) == 0 {
+			if pid, _ := holder(path); pid != 0 {
+				for i, w := range procs {
+					if w.cmd.Process.Pid == pid {
+						victim = i
+					}
+				}
+			}
+		}
+		w := procs[victim]
+		// A worker that exited by itself has failed.
+		select {
+		case <-w.done:
+			kr.WorkerErrors = append(kr.WorkerErrors, fmt.Sprintf("PID %d exited: %v: %s", w.cmd.Process.Pid, w.err, strings.TrimSpace(w.out.String())))
+			return kr
+		default:
+		}
+		recoveredBefore := get(st, stRecoveries)
+		killedAt := time.Now()
+		w.cmd.Process.Kill()
+		<-w.done
+		kr.Kills++
+		kr.killed[w.cmd.Process.Pid] = true
+		// Did it die holding the lock? Then the lock still names it, or
+		// a recovery has taken it over (inconsistent until marked; and
+		// the recoverer names the dead PID before it marks), or ended.
+		// Recoveries are counted after the mark, so the inconsistent bit
+		// is never left over from the previous kill's recovery.
+		pid, inconsistent := holder(path)
+		held := pid == w.cmd.Process.Pid || inconsistent || int(get(st, stRecovering)) == w.cmd.Process.Pid ||
+			get(st, stRecoveries) != recoveredBefore
+		next, err := spawn(-1, w.ids)
+		if err != nil {
+			kr.WorkerErrors = append(kr.WorkerErrors, err.Error())
+			return kr
+		}
+		procs[victim] = next
+		if held {
+			kr.HolderKills++
+			for get(st, stRecoveries) == recoveredBefore {
+				if time.Since(killedAt) > hangTimeout {
+					kr.Hangs++
+					return kr
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+			if got := int(get(st, recoveredOff(cfg.procs, cfg.workers, recoveredBefore))); got != w.cmd.Process.Pid {
+				kr.WorkerErrors = append(kr.WorkerErrors, fmt.Sprintf("kill %d of PID %d, a holder, was followed by a recovery from PID %d", kr.Kills, w.cmd.Process.Pid, got))
+			}
+			lat := time.Duration(int64(get(st, stLastRecovery)) - killedAt.UnixNano())
+			kr.MaxRecoveryMs = max(kr.MaxRecoveryMs, float64(lat)/1e6)
+			det := time.Duration(int64(get(st, stDetected)) - killedAt.UnixNano())
+			kr.MaxDetectionMs = max(kr.MaxDetectionMs, float64(det)/1e6)
+		}
+		if total := get(st, stCounter); total != lastTotal {
+			lastTotal, lastProgress = total, time.Now()
+		} else if time.Since(lastProgress) > hangTimeout {
+			kr.Hangs++
+			return kr
+		}
+	}
+	return kr
+}
+
+// holder returns the PID of the torture lock's holder (0 if none) and
+// whether the lock is inconsistent: taken from a dead owner by an acquirer
+// that has not yet marked it consistent.
+func holder(path string) (pid int, inconsistent bool) {
+	info, err := lockword.InspectRegion(path)
+	if err != nil {
+		return 0, false
+	}
+	for _, o := range info.Objects {
+		if o.Name == lockName {
+			return o.HolderPID, o.Inconsistent
+		}
+	}
+	return 0, false
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// procKindNames lists the kinds that run across processes.
+func procKindNames() string {
+	var names []string
+	for _, k := range kinds {
+		if k.procs {
+			names = append(names, k.name)
+		}
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,237 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockword/lockword"
+)
+
+// The worker processes of these tests are the test binary itself: the
+// init function of torture_procs.go runs a worker and exits when
+// LOCKWORD_TORTURE_WORKER is set.
+
+func TestTortureProcsPass(t *testing.T) {
+	iters := 20000
+	if testing.Short() {
+		iters = 2000
+	}
+	stdout, stderr, status := runCLI(t, "torture", "-procs", "3", "-workers", "6", "-iters", fmt.Sprint(iters))
+	if status != exitOK {
+		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
+	}
+	want := int64(6 * iters * 5)
+	for _, line := range []string{"Lock: shared", "Workers: 6", "Processes: 3",
+		fmt.Sprintf("Expected: %d", want), fmt.Sprintf("Actual:   %d", want), "Owner-slot violations: 0", "Result: PASS"} {
+		if !hasLine(stdout, line) {
+			t.Errorf("report lacks %q:\n%s", line, stdout)
+		}
+	}
+}
+
+func TestTortureProcsNoneFails(t *testing.T) {
+	stdout, _, status := runCLI(t, "torture", "-procs", "3", "-lock", "shared-none", "-workers", "6", "-iters", "5000")
+	// Without a lock the counter loses updates, or lands anywhere (under
+	// -race the instrumented stores go byte by byte, and processes
+	// interleave the bytes): a FAIL that names the counter, and
+	// owner-slot violations.
+	if status != exitFail || !strings.Contains(stdout, "Result: FAIL (") || !strings.Contains(stdout, "counter") ||
+		!strings.Contains(stdout, "owner-slot violations") {
+		t.Fatalf("status %d, want a FAIL with a wrong counter and owner-slot violations:\n%s", status, stdout)
+	}
+}
+
+// killRuns is the -kill size: CI (no -short) does at least 200 kills.
+func killRuns() int {
+	if testing.Short() {
+		return 40
+	}
+	return 200
+}
+
+// TestTortureProcsKill: the CI run of the owner-death torture, at least 200
+// kills (40 under -short). Every kill of the holder is recovered exactly
+// once, without a hang, and the counter equals the committed additions
+// exactly. It runs the lockword binary built without the race detector:
+// a race-instrumented worker takes a large share of a second of CPU to
+// start, and on two cores the respawns then starve the recovering waiter,
+// so the latency would measure the instrumentation, not the lock.
+func TestTortureProcsKill(t *testing.T) {
+	bin := buildLockword(t)
+	kills := killRuns()
+	cmd := exec.Command(bin, "torture", "-procs", "4", "-kill", "-kills", fmt.Sprint(kills), "-json")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var r reportJSON
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	t.Logf("%s", out)
+	k := r.Kill
+	if k == nil || *r.Processes != 4 || k.Kills != kills || k.Hangs != 0 || k.Recoveries != int64(k.HolderKills) || r.Expected != r.Actual || r.Result != "PASS" {
+		t.Fatalf("bad kill report: %s", out)
+	}
+	if k.HolderKills < kills/10 || k.RolledBack == 0 {
+		t.Errorf("only %d of %d kills hit the holder (%d rollbacks): the test barely exercised recovery", k.HolderKills, kills, k.RolledBack)
+	}
+	// Detection itself is bounded by 100 ms (TestSharedMutexOwnerDeath
+	// in the library asserts that); this latency also counts the wait for
+	// a CPU while the replacement process starts, on a shared machine.
+	if k.MaxRecoveryMs > 1000 {
+		t.Errorf("max recovery latency %.1f ms", k.MaxRecoveryMs)
+	}
+}
+
+// buildLockword builds the command, without the race detector.
+func buildLockword(t *testing.T) string {
+	bin := filepath.Join(t.TempDir(), "lockword")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestTortureProcsKillCatchesBrokenRepair: workers that take ErrOwnerDead
+// but do not roll the half-done update back must fail the accounting.
+func TestTortureProcsKillCatchesBrokenRepair(t *testing.T) {
+	t.Setenv(breakRepairEnv, "1")
+	stdout, _, status := runCLI(t, "torture", "-procs", "3", "-kill", "-kills", "40")
+	if status != exitFail || !strings.Contains(stdout, "Result: FAIL (the counter is off by") {
+		t.Fatalf("status %d, want a FAIL of the accounting:\n%s", status, stdout)
+	}
+}
+
+func TestTortureProcsUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"-procs", "-1"}, {"-procs", "2", "-lock", "mutex"}, {"-lock", "shared"}, {"-kill"},
+		{"-procs", "2", "-kill", "-iters", "5"}, {"-kills", "5"}, {"-procs", "2", "-kill", "-kills", "0"},
+		{"-procs", "8", "-workers", "4"},
+	} {
+		_, stderr, status := runCLI(t, append([]string{"torture"}, args...)...)
+		if status != exitUsage || stderr == "" {
+			t.Errorf("torture %v: status %d, stderr %q", args, status, stderr)
+		}
+	}
+	// -procs alone picks the shared kind and enough workers.
+	opts, _, ok := parseTorture([]string{"-procs", "20"}, new(strings.Builder), new(strings.Builder))
+	if !ok || len(opts.kinds) != 1 || opts.kinds[0].name != "shared" || opts.cfg.workers != 20 {
+		t.Fatalf("-procs 20: %+v", opts)
+	}
+}
+
+// TestHoldChild holds a lock in a region until killed: run by
+// TestInspectStoppedHolder.
+func TestHoldChild(t *testing.T) {
+	path := os.Getenv("LOCKWORD_HOLD")
+	if path == "" {
+		t.Skip("run by TestInspectStoppedHolder")
+	}
+	r, err := lockword.OpenRegion(path, nil)
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	m, _ := r.Mutex("orders")
+	m.Lock()
+	fmt.Println("locked")
+	time.Sleep(time.Hour)
+}
+
+// TestInspectStoppedHolder: inspect shows a lock held by a stopped process
+// as held, holder alive, and the held-for time growing between runs.
+func TestInspectStoppedHolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "region")
+	r, err := lockword.CreateRegion(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.Mutex("orders")
+	r.Bytes("orders-data", 100)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldChild$")
+	cmd.Env = append(os.Environ(), "LOCKWORD_HOLD="+path)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() }()
+	buf := make([]byte, 7)
+	if _, err := out.Read(buf); err != nil || string(buf) != "locked\n" {
+		t.Fatalf("child: %q %v", buf, err)
+	}
+	cmd.Process.Signal(syscall.SIGSTOP)
+
+	var held []time.Duration
+	for range 3 {
+		stdout, stderr, status := runCLI(t, "inspect", "-json", path)
+		if status != exitOK {
+			t.Fatalf("inspect: %d %s", status, stderr)
+		}
+		var info lockword.RegionInfo
+		if err := json.Unmarshal([]byte(stdout), &info); err != nil {
+			t.Fatal(err)
+		}
+		o := info.Objects[0]
+		if o.Name != "orders" || o.State != "held" || o.HolderPID != cmd.Process.Pid || !o.HolderAlive || !o.HeldForKnown {
+			t.Fatalf("inspect: %+v", o)
+		}
+		held = append(held, o.HeldFor)
+		time.Sleep(30 * time.Millisecond)
+	}
+	if !(held[0] < held[1] && held[1] < held[2]) {
+		t.Fatalf("held-for not growing: %v", held)
+	}
+	stdout, _, status := runCLI(t, "inspect", path)
+	t.Logf("\n%s", stdout)
+	for _, want := range []string{"orders", "held", fmt.Sprint(cmd.Process.Pid), "yes", "≥", "orders-data", "bytes", "Processes attached: 2 (2 alive)"} {
+		if status != exitOK || !strings.Contains(stdout, want) {
+			t.Errorf("inspect text lacks %q (status %d)", want, status)
+		}
+	}
+}
+
+func TestInspectErrors(t *testing.T) {
+	dir := t.TempDir()
+	foreign := filepath.Join(dir, "notes.txt")
+	os.WriteFile(foreign, []byte("not a region at all, but long enough to have a magic"), 0o600)
+	corrupt := filepath.Join(dir, "corrupt")
+	r, err := lockword.CreateRegion(corrupt, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	f, _ := os.OpenFile(corrupt, os.O_RDWR, 0)
+	f.WriteAt([]byte{0xff}, 40) // a checksummed header field
+	f.Close()
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"inspect", foreign}, "bad magic"},
+		{[]string{"inspect", corrupt}, "checksum"},
+		{[]string{"inspect", "-json", corrupt}, "checksum"},
+		{[]string{"inspect", filepath.Join(dir, "missing")}, "no such file"},
+		{[]string{"inspect", dir}, "not a regular file"},
+		{[]string{"inspect"}, "exactly one region PATH"},
+		{[]string{"inspect", "-bogus", corrupt}, "flag provided but not defined"},
+	} {
+		stdout, stderr, status := runCLI(t, c.args...)
+		if status != exitUsage || stdout != "" || !strings.Contains(stderr, c.msg) {
+			t.Errorf("%v: status %d, stdout %q, stderr %q; want 2 and %q", c.args, status, stdout, stderr, c.msg)
+		}
+	}
+	if stdout, _, status := runCLI(t, "inspect", "-help"); status != exitOK || !strings.Contains(stdout, "Usage: lockword inspect") {
+		t.Errorf("inspect -help: %d %q", status, stdout)
+	}
+}

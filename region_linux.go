@@ -1,0 +1,448 @@
+//go:build linux
+
+package lockword
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lockword/lockword/internal/wait"
+)
+
+func openRegion(path string, size int64, opts *RegionOptions, mode openMode) (*Region, error) {
+	path = regionPath(path)
+	if path == "" {
+		return nil, &fs.PathError{Op: "open region", Path: path, Err: fs.ErrInvalid}
+	}
+	var o RegionOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Mode == 0 {
+		o.Mode = 0o600
+	}
+	if o.InitTimeout == 0 {
+		o.InitTimeout = DefaultInitTimeout
+	}
+	deadline := time.Now().Add(max(o.InitTimeout, 0))
+	for {
+		if mode == modeCreate || mode == modeEither {
+			r, err := createRegion(path, size, o.Mode)
+			if err == nil || mode == modeCreate || !errors.Is(err, fs.ErrExist) {
+				return r, err
+			}
+		}
+		r, err := openExisting(path, deadline, mode)
+		if mode == modeEither && errors.Is(err, fs.ErrNotExist) && time.Now().Before(deadline) {
+			continue // removed since our create failed: try again
+		}
+		return r, err
+	}
+}
+
+func createRegion(path string, size int64, mode os.FileMode) (r *Region, err error) {
+	if size == 0 {
+		size = DefaultRegionSize
+	}
+	if size < regionMinSize || size > math.MaxInt {
+		return nil, fmt.Errorf("lockword: create region %s: %w: %d bytes requested, minimum %d", path, ErrBadSize, size, regionMinSize)
+	}
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(mode.Perm()))
+	if err != nil {
+		return nil, &fs.PathError{Op: "create region", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	var data []byte
+	defer func() {
+		if err != nil {
+			// Nobody else can have initialized it: remove it so that
+			// openers waiting for the header give up or create anew.
+			unix.Unlink(path)
+			if data != nil {
+				unix.Munmap(data)
+			}
+			f.Close()
+			err = fmt.Errorf("lockword: create region %s: %w", path, err)
+		}
+	}()
+	// The umask must not narrow the mode the caller asked for.
+	if err := unix.Fchmod(fd, uint32(mode.Perm())); err != nil {
+		return nil, err
+	}
+	// Hold the file lock while initializing: openers that want to attach
+	// take it too, and table changes happen under it.
+	if err := flock(fd, unix.LOCK_EX); err != nil {
+		return nil, err
+	}
+	if err := unix.Ftruncate(fd, size); err != nil {
+		return nil, err
+	}
+	data, err = unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, err
+	}
+	ne.PutUint32(data[hdrVersion:], regionVersion)
+	ne.PutUint32(data[hdrHeaderSize:], regionArenaOffset)
+	ne.PutUint64(data[hdrSize:], uint64(size))
+	ne.PutUint32(data[hdrTableCap:], regionTableCap)
+	ne.PutUint32(data[hdrProcSlots:], regionProcSlots)
+	ne.PutUint64(data[hdrCreatedNs:], uint64(time.Now().UnixNano()))
+	word64(data, hdrCountChecksum).Store(countChecksumWord(0, headerChecksum(data, 0)))
+	// Publish: a release store of the magic, after every header field.
+	// Openers load it with acquire ordering (Go's atomics are sequentially
+	// consistent, which is stronger) before reading anything else.
+	word64(data, hdrMagic).Store(regionMagic)
+	wait.FutexWake(word32(data, hdrMagic), math.MaxInt32, wait.Shared)
+
+	r = newRegion(path, f, data)
+	if err := r.attach(nil); err != nil {
+		return nil, err
+	}
+	flock(fd, unix.LOCK_UN)
+	return r, nil
+}
+
+func newRegion(path string, f *os.File, data []byte) *Region {
+	return &Region{path: path, file: f, data: data,
+		objects: map[string]regionObject{}, mutexes: map[string]*SharedMutex{}}
+}
+
+// openExisting opens and validates an existing region file, waiting until
+// deadline for a concurrent creator to publish its header.
+func openExisting(path string, deadline time.Time, mode openMode) (r *Region, err error) {
+	// O_NONBLOCK: opening a FIFO must not block; regular files ignore it.
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	switch err {
+	case unix.ELOOP:
+		return nil, fmt.Errorf("lockword: open region %s: %w (a symbolic link; links are not followed)", path, ErrNotRegularFile)
+	case unix.EISDIR, unix.ENXIO:
+		return nil, fmt.Errorf("lockword: open region %s: %w (%v)", path, ErrNotRegularFile, err)
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open region", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	var data []byte
+	defer func() {
+		if err != nil {
+			if data != nil {
+				unix.Munmap(data)
+			}
+			f.Close()
+			err = fmt.Errorf("lockword: open region %s: %w", path, err)
+		}
+	}()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("%w (mode %#o)", ErrNotRegularFile, st.Mode)
+	}
+
+	// Wait for the creator: first for its ftruncate, then for the magic.
+	for {
+		if err := unix.Fstat(fd, &st); err != nil {
+			return nil, err
+		}
+		if st.Size >= regionMinSize {
+			break
+		}
+		var head [8]byte
+		n, _ := unix.Pread(fd, head[:], 0)
+		if !allZero(head[:max(n, 0)]) {
+			break // content, but too short: validation will say what is wrong
+		}
+		if !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("%w: %d bytes, all zero so far (creator died? remove the file)", ErrNotInitialized, st.Size)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st.Size >= regionMinSize {
+		if st.Size > math.MaxInt {
+			return nil, fmt.Errorf("%w: %d bytes", ErrBadSize, st.Size)
+		}
+		data, err = unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			return nil, err
+		}
+		// Acquire-load the magic; while it is zero the creator has not
+		// published the header: sleep on it (the creator wakes us).
+		for word64(data, hdrMagic).Load() == 0 {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return nil, fmt.Errorf("%w: header not published (creator died? remove the file)", ErrNotInitialized)
+			}
+			wait.FutexWait(word32(data, hdrMagic), 0, min(left, 10*time.Millisecond), wait.Shared)
+		}
+	}
+
+	how := unix.LOCK_EX
+	if mode == modeObserve {
+		how = unix.LOCK_SH
+	}
+	if err := flock(fd, how); err != nil {
+		return nil, err
+	}
+	defer flock(fd, unix.LOCK_UN)
+	if data != nil {
+		// Validate against the size we mapped, whatever happened since.
+		st.Size = int64(len(data))
+	}
+	hdr := make([]byte, regionArenaOffset)
+	if data != nil {
+		copy(hdr, data)
+	} else if _, err := unix.Pread(fd, hdr, 0); err != nil {
+		return nil, err
+	}
+	h, err := parseRegionHeader(hdr, st.Size)
+	if data == nil && err == nil {
+		err = ErrBadSize // unreachable: parse rejects files below the minimum size
+	}
+	if err != nil {
+		return nil, err
+	}
+	r = newRegion(path, f, data)
+	r.learn(h.objects)
+	if mode == modeObserve {
+		return r, nil
+	}
+	if err := r.attach(h.objects); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func flock(fd, how int) error {
+	for {
+		err := unix.Flock(fd, how)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+func (r *Region) learn(objs []regionObject) {
+	for _, o := range objs {
+		r.objects[o.name] = o
+	}
+}
+
+// attach claims a process-table slot, under the exclusive file lock. objs
+// are the region's objects, whose owner words the new generation must not
+// match.
+func (r *Region) attach(objs []regionObject) error {
+	me, err := selfIdentity()
+	if err != nil {
+		return err
+	}
+	hint := word32(r.data, hdrSlotHint).Load() % regionProcSlots
+	slot, found := uint32(0), false
+	// A free slot first, searching round-robin from the hint so that
+	// generations advance evenly; failing that, one whose process died.
+	for i := range uint32(regionProcSlots) {
+		s := (hint + i) % regionProcSlots
+		if word32(r.slotWord(s), procState).Load()&procLive == 0 {
+			slot, found = s, true
+			break
+		}
+	}
+	if !found {
+		for i := range uint32(regionProcSlots) {
+			s := (hint + i) % regionProcSlots
+			st := word32(r.slotWord(s), procState).Load()
+			if alive, _ := r.tokenAlive(makeToken(s, st&procGenMask)); !alive {
+				slot, found = s, true
+				break
+			}
+		}
+	}
+	if !found {
+		return fmt.Errorf("%w: %d processes attached", ErrTooManyProcesses, regionProcSlots)
+	}
+	sw := r.slotWord(slot)
+	state := word32(sw, procState)
+	gen := state.Load() & procGenMask
+	// Not live while the identity changes: a checker that read the old
+	// state sees it change and knows the old incarnation is gone.
+	state.Store(gen)
+	gen = r.nextGen(slot, gen, objs)
+	word32(sw, procPID).Store(me.pid)
+	word64(sw, procStart).Store(me.start)
+	word64(sw, procBoot).Store(ne.Uint64(me.boot[:8]))
+	word64(sw, procBoot+8).Store(ne.Uint64(me.boot[8:]))
+	// Publish: from here on lock words may name (slot, gen).
+	state.Store(procLive | gen)
+	word32(r.data, hdrSlotHint).Store((slot + 1) % regionProcSlots)
+	r.slot, r.token = slot, makeToken(slot, gen)
+	return nil
+}
+
+// nextGen returns the generation after gen for slot, skipping 0, the
+// reserved all-ones value, and any generation that an owner word in the
+// region still names (a holder that died long ago): reissuing it would make
+// a dead holder look alive.
+func (r *Region) nextGen(slot, gen uint32, objs []regionObject) uint32 {
+	inUse := map[uint32]bool{}
+	for _, o := range objs {
+		for _, w := range objectKinds[o.kind].ownerWords {
+			if owner := word32(r.data, o.offset+uint64(w)).Load() & ownerMask; tokenSlot(owner) == slot {
+				inUse[tokenGen(owner)] = true
+			}
+		}
+	}
+	for {
+		gen++
+		if gen > ownerGenMax {
+			gen = 1
+		}
+		if !inUse[gen] {
+			return gen
+		}
+	}
+}
+
+// tokenAlive reports whether the process that owns token is alive, and
+// its PID (0 if unknown). It errs towards alive (see processAlive).
+func (r *Region) tokenAlive(token uint32) (alive bool, pid uint32) {
+	if token == r.token {
+		return true, uint32(os.Getpid())
+	}
+	sw := r.slotWord(tokenSlot(token))
+	state := word32(sw, procState)
+	st := state.Load()
+	id := procIdentity{pid: word32(sw, procPID).Load(), start: word64(sw, procStart).Load()}
+	ne.PutUint64(id.boot[:8], word64(sw, procBoot).Load())
+	ne.PutUint64(id.boot[8:], word64(sw, procBoot+8).Load())
+	if st != procLive|tokenGen(token) || state.Load() != st {
+		// The slot no longer carries this incarnation: it detached
+		// (never while holding) or was reclaimed after it died.
+		return false, id.pid
+	}
+	return processAliveFunc(id), id.pid
+}
+
+// processAliveFunc is processAlive; tests replace it with deliberately
+// broken checks to show that the owner-identity tests catch them.
+var processAliveFunc = processAlive
+
+func (r *Region) pid() int { return os.Getpid() }
+
+// object returns the named object of the given kind, creating it with size
+// bytes if it does not exist. r.mu must be held. This is the one allocator
+// for every kind: a new kind's constructor is a call to it and a wrapper
+// around the bytes it returns.
+func (r *Region) object(name string, kind objectKind, size uint32) (regionObject, error) {
+	if r.closed {
+		return regionObject{}, ErrRegionClosed
+	}
+	if err := checkObjectName(name); err != nil {
+		return regionObject{}, err
+	}
+	k := objectKinds[kind]
+	if o, ok := r.objects[name]; ok {
+		return o, checkKind(o, kind)
+	}
+	fd := int(r.file.Fd())
+	if err := flock(fd, unix.LOCK_EX); err != nil {
+		return regionObject{}, err
+	}
+	defer flock(fd, unix.LOCK_UN)
+	// Re-read the table: other processes may have added objects.
+	hdr := make([]byte, regionArenaOffset)
+	copy(hdr, r.data)
+	h, err := parseRegionHeader(hdr, int64(len(r.data)))
+	if err != nil {
+		return regionObject{}, fmt.Errorf("lockword: region %s: %w", r.path, err)
+	}
+	r.learn(h.objects)
+	if o, ok := r.objects[name]; ok {
+		return o, checkKind(o, kind)
+	}
+	count := uint32(len(h.objects))
+	off := (h.arenaUsed + uint64(k.align) - 1) / uint64(k.align) * uint64(k.align)
+	if count == regionTableCap || off+uint64(size) > h.size {
+		return regionObject{}, fmt.Errorf("%w: %s cannot hold %q (%d of %d table entries, %d of %d bytes used)",
+			ErrRegionFull, r.path, name, count, regionTableCap, h.arenaUsed, h.size)
+	}
+	o := regionObject{name: name, kind: kind, size: size, offset: off}
+	// Write the entry past the current count, where nobody reads, then
+	// commit count and checksum with one store: a process killed in
+	// between leaves the old, valid header. The object's bytes are zero
+	// (never used before): a fresh, unlocked object.
+	e := r.data[regionTableOffset+int(count)*tableEntrySize:][:tableEntrySize]
+	clear(e)
+	copy(e[entryName:entryName+entryNameMax], name)
+	ne.PutUint32(e[entryKind:], uint32(kind))
+	ne.PutUint32(e[entrySize:], size)
+	ne.PutUint64(e[entryOffset:], off)
+	copy(hdr[regionTableOffset:], r.data[regionTableOffset:regionProcOffset])
+	word64(r.data, hdrCountChecksum).Store(countChecksumWord(count+1, headerChecksum(hdr, count+1)))
+	r.objects[name] = o
+	return o, nil
+}
+
+func checkKind(o regionObject, kind objectKind) error {
+	if o.kind != kind {
+		return fmt.Errorf("%w: %q is a %s, not a %s", ErrObjectKind, o.name, objectKinds[o.kind].name, objectKinds[kind].name)
+	}
+	return nil
+}
+
+func (r *Region) close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrRegionClosed
+	}
+	if n := r.waiting.Load(); n > 0 {
+		return fmt.Errorf("%w: %d goroutines of this process are waiting for locks in %s", ErrRegionBusy, n, r.path)
+	}
+	for name, m := range r.mutexes {
+		if m.word.Load()&ownerMask == r.token {
+			return fmt.Errorf("%w: this process holds %q in %s; unlock it first (unmapping a held lock would strand it)", ErrRegionBusy, name, r.path)
+		}
+	}
+	fd := int(r.file.Fd())
+	if r.token != 0 {
+		if err := flock(fd, unix.LOCK_EX); err != nil {
+			return err
+		}
+		state := word32(r.slotWord(r.slot), procState)
+		state.Store(state.Load() &^ procLive)
+		flock(fd, unix.LOCK_UN)
+	}
+	r.closed = true
+	err := unix.Munmap(r.data)
+	r.data = nil
+	if cerr := r.file.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// monoNowNs reads CLOCK_MONOTONIC in ns, a clock every process on the
+// machine shares (for held-since stamps). The clock_gettime system call
+// costs microseconds on some hosts, so it is read once and Go's monotonic
+// clock (the same CLOCK_MONOTONIC, through the vDSO) advances it.
+func monoNowNs() int64 {
+	monoBase.once.Do(func() {
+		var ts unix.Timespec
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+		monoBase.at, monoBase.ns = time.Now(), ts.Nano()
+	})
+	return monoBase.ns + int64(time.Since(monoBase.at))
+}
+
+var monoBase struct {
+	once sync.Once
+	at   time.Time
+	ns   int64
+}

@@ -1,0 +1,23 @@
+//go:build !linux
+
+package lockword
+
+// Shared regions need mmap(MAP_SHARED), flock and the shared kernel futex
+// as Linux provides them, and /proc for owner liveness: elsewhere every
+// constructor returns ErrUnsupported, and no Region or SharedMutex exists.
+
+func openRegion(path string, size int64, opts *RegionOptions, mode openMode) (*Region, error) {
+	return nil, ErrUnsupported
+}
+
+func (r *Region) object(name string, kind objectKind, size uint32) (regionObject, error) {
+	return regionObject{}, ErrUnsupported
+}
+
+func (r *Region) close() error { return ErrUnsupported }
+
+func (r *Region) tokenAlive(token uint32) (bool, uint32) { return true, 0 }
+
+func (r *Region) pid() int { return 0 }
+
+func monoNowNs() int64 { return 0 }

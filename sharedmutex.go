@@ -1,0 +1,594 @@
+package lockword
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockword/lockword/internal/wait"
+)
+
+// Lock word of SharedMutex (and of any later robust kind: the owner token
+// layout is shared):
+//
+//	bits   meaning
+//	0-17   owner generation: with the slot, the owner token; 0 when free
+//	18-27  owner slot in the region's process table
+//	28     statistics enabled: fast paths fail, slow paths count (shared)
+//	29     inconsistent: taken from a dead owner, MarkConsistent not yet called
+//	30     waiters: a process may sleep in the kernel; Unlock must FUTEX_WAKE
+//	31     timed: the object's held-since stamp describes this hold
+//
+// Bits 0-27 all ones (ownerNotRecoverable) mean not recoverable.
+const (
+	ownerGenBits        = 18
+	ownerSlotBits       = 10
+	ownerMask           = 1<<(ownerGenBits+ownerSlotBits) - 1
+	ownerNotRecoverable = ownerMask
+	// ownerGenMax is the largest generation issued: the all-ones
+	// generation in slot 1023 would spell ownerNotRecoverable.
+	ownerGenMax = 1<<ownerGenBits - 2
+
+	sharedStats        = 1 << 28
+	sharedInconsistent = 1 << 29
+	sharedWaiters      = 1 << 30
+	sharedTimed        = 1 << 31
+)
+
+func makeToken(slot, gen uint32) uint32 { return slot<<ownerGenBits | gen }
+func tokenSlot(t uint32) uint32         { return t >> ownerGenBits & (1<<ownerSlotBits - 1) }
+func tokenGen(t uint32) uint32          { return t & (1<<ownerGenBits - 1) }
+
+// SharedMutex object layout in a region (kind 1, 64 bytes, 64-aligned: one
+// cache line, so two locks never share one). See docs/abi.md.
+const (
+	mutexObjSize      = 64
+	mutexObjWord      = 0  // uint32: the lock word
+	mutexObjHeldSince = 8  // uint64: CLOCK_MONOTONIC ns when the hold began; valid while sharedTimed
+	mutexObjAcquired  = 16 // uint64: statistics, all processes together
+	mutexObjSlow      = 24 // uint64
+	mutexObjParks     = 32 // uint64: kernel sleeps
+	mutexObjWaitNs    = 40 // uint64
+	mutexObjWaitMaxNs = 48 // uint64
+)
+
+// Waiting tuning for SharedMutex. A waiter spins as Mutex does (the holder
+// is usually running in another process on another core), then sleeps in
+// the kernel in slices of ownerCheckInterval, checking between slices
+// whether the holder process still lives, so a holder killed while holding
+// is noticed one slice after its death plus the time the waiter needs to
+// get a CPU (the documented bound is 100 ms). A check reads /proc/PID/stat,
+// some 10 µs: a hundred a second cost a waiting process 0.1% of a core.
+const (
+	sharedSpinIterations = 8
+	sharedSpinPause      = 64
+	ownerCheckInterval   = 10 * time.Millisecond
+)
+
+var (
+	// ErrOwnerDead is returned, together with the lock, when the previous
+	// holder process died while holding it (POSIX EOWNERDEAD). The caller
+	// holds the lock, must bring the protected data back to a consistent
+	// state, then call MarkConsistent before Unlock. Unlocking without
+	// MarkConsistent makes the lock not recoverable.
+	ErrOwnerDead = errors.New("lockword: previous holder of the shared lock died while holding it; repair the data, then call MarkConsistent")
+	// ErrNotRecoverable is returned by every acquisition of a lock whose
+	// holder, after an owner death, unlocked it without calling
+	// MarkConsistent (POSIX ENOTRECOVERABLE). The caller does not hold the
+	// lock; the data it protects cannot be trusted. Create a new region.
+	ErrNotRecoverable = errors.New("lockword: shared lock is not recoverable: a holder unlocked it after an owner death without marking it consistent")
+)
+
+// OwnerDeadError is the error LockContext returns, with the lock held,
+// when the previous holder died holding it. errors.Is(err, ErrOwnerDead)
+// holds for it; errors.As gives the dead holder's PID.
+type OwnerDeadError struct {
+	Lock, Region string // the lock's name and its region's path
+	PID          int    // the dead holder's process ID
+}
+
+// Error names the lock, its region and the dead holder.
+func (e *OwnerDeadError) Error() string {
+	return fmt.Sprintf("%v (lock %q in %s; previous holder PID %d)", ErrOwnerDead, e.Lock, e.Region, e.PID)
+}
+
+// Is reports whether target is ErrOwnerDead.
+func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
+
+// A SharedMutex is a mutual exclusion lock in a Region, shared by every
+// process that maps the region, and robust: when a holder process dies
+// while holding it, the next acquirer is told (ErrOwnerDead) and may repair
+// the data, as with a POSIX PTHREAD_MUTEX_ROBUST mutex. Get one with
+// (*Region).Mutex. Its lock word is in the table above (constants
+// ownerMask and shared*).
+//
+// # Protocol
+//
+// Lock's fast path is one CAS of the whole word from 0 to this process's
+// owner token; Unlock's is one CAS back to 0. A contended acquirer spins
+// briefly, then sets the waiters bit and sleeps on the word with the kernel
+// futex in its shared flavour (any process may wake it); Unlock from a word
+// with the waiters bit wakes one sleeper, which then takes the lock with the
+// waiters bit set, as in Drepper's mutex ("Futexes Are Tricky", 2011,
+// mutex #3), so a sleeper is never forgotten. Within one process goroutines
+// queue locally first (a process-local Mutex, which parks goroutines), so at
+// most one goroutine per process per lock sleeps in the kernel and a
+// thousand waiting goroutines cost one OS thread, not a thousand.
+//
+// # Owner identity
+//
+// The word holds an owner token, (process-table slot, generation), not a
+// PID. A process claims a slot when it opens the region, before it can take
+// any lock, and fills the slot's identity (PID, start time from
+// /proc/PID/stat, boot ID) before publishing the slot as live with a new
+// generation, under the region's file lock. So whenever a lock word names
+// (slot, generation), the identity behind it is complete: there is no
+// window, as there is when a PID goes into the word by CAS and a start time
+// into another field afterwards, in which a holder killed between the two
+// stores leaves a stale start time that makes a checker either rob a live
+// process or wait on a dead one forever.
+//
+// A waiter decides "dead" only on proof: the slot no longer carries the
+// token's generation (reclaimed, which requires its process to have been
+// found dead, or detached, which Close refuses while holding), or the
+// slot's process is gone, a zombie, or a different incarnation (another
+// start time or boot). A reused PID therefore never makes a dead holder
+// look alive, and a stopped or slow holder is never robbed, however long it
+// holds: waiters report it instead (a log/slog warning naming the lock, the
+// holder PID and how long they have waited, past the stuck threshold). The
+// slot's generation advances on every attach and skips any value that a
+// lock word in the region still names, so a stale token is never reissued.
+//
+// We do not use the kernel's robust-futex list: it is per thread, goroutines
+// migrate between threads, and it records thread IDs, which the kernel
+// clears from the word when it marks a dead owner. Instead a sleeping waiter
+// wakes every ownerCheckInterval (10 ms) to check the holder: a death is
+// noticed within 100 ms (TestSharedMutexOwnerDeath), unless the waiter
+// cannot get a CPU for longer than that.
+//
+// # Owner death and sync.Locker
+//
+// No path acquires a lock whose holder died without telling the caller:
+//
+//   - LockContext returns ErrOwnerDead with the lock held (repair, then
+//     MarkConsistent, then Unlock), or ErrNotRecoverable without it. Use it
+//     in code that can repair the protected data.
+//   - Lock (and so sync.Locker) cannot return an error. If a repair function
+//     was set with SetRepair, Lock runs it on an owner death while holding
+//     the lock and marks the lock consistent when it returns nil; otherwise,
+//     or if it fails, Lock panics with an error that wraps ErrOwnerDead (the
+//     lock stays held by this process; if the process dies, the next
+//     acquirer is told again). Lock panics with ErrNotRecoverable likewise.
+//     So a sync.Locker user either declared how to repair, or stops.
+//   - TryLock never waits and never inspects the holder: it takes a free
+//     lock or reports false (also for a not-recoverable lock).
+//
+// # Memory model
+//
+// The n'th call to Unlock synchronizes before the m'th call to Lock (or
+// successful TryLock or LockContext) for any n < m, across processes as
+// within one: the word is changed only by sequentially consistent atomics
+// on the shared mapping.
+//
+// A SharedMutex belongs to one Region handle; ownership is per process (per
+// handle), not per goroutine: any goroutine of the holding process may
+// Unlock. Unlock by a process that does not hold it panics.
+type SharedMutex struct {
+	_     noCopy
+	word  *atomic.Uint32 // in the mapping
+	token uint32         // our owner token
+	obj   []byte         // the object's bytes in the mapping
+	r     *Region
+	name  string
+	// gate queues this process's slow-path waiters, parked as goroutines,
+	// so that only its holder sleeps in the kernel.
+	gate    Mutex
+	stuckNs atomic.Int64 // 0: DefaultStuckThreshold; <0: never
+	repair  atomic.Pointer[func() error]
+}
+
+var _ interface {
+	Lock()
+	Unlock()
+} = (*SharedMutex)(nil)
+
+func newSharedMutex(r *Region, name string, obj []byte) *SharedMutex {
+	m := &SharedMutex{word: word32(obj, mutexObjWord), token: r.token, obj: obj, r: r, name: name}
+	// The gate's own stuck reports would speak of an unnamed in-process
+	// Mutex; the SharedMutex reports instead, naming the holder process.
+	m.gate.SetStuckThreshold(-1)
+	return m
+}
+
+func init() {
+	registerKind(kindMutex, &kindInfo{
+		name: "mutex", size: mutexObjSize, align: mutexObjSize,
+		ownerWords: []uint32{mutexObjWord},
+		inspect:    inspectMutex,
+	})
+}
+
+// Lock locks m, waiting until it is available. On an owner death it runs
+// the repair function (SetRepair) or panics; see the type's documentation.
+func (m *SharedMutex) Lock() {
+	if m.word.CompareAndSwap(0, m.token) {
+		return
+	}
+	m.lockSlowLocker()
+}
+
+// TryLock tries to lock m without waiting and reports whether it did. It
+// returns false for a held lock, whether its holder lives or not, and for a
+// not-recoverable lock (LockContext says which).
+func (m *SharedMutex) TryLock() bool {
+	if m.word.CompareAndSwap(0, m.token) {
+		return true
+	}
+	return m.tryLockSlow()
+}
+
+// LockContext locks m, waiting until it is available or ctx is done. If
+// the lock is free it is taken even when ctx is already done; with a done
+// context a held lock is checked once for a dead holder, which makes
+// LockContext(doneCtx) a TryLock that reports owner death. It returns:
+//
+//   - nil: the caller holds the lock;
+//   - an *OwnerDeadError (errors.Is(err, ErrOwnerDead)): the caller holds
+//     the lock, whose previous holder died; repair the data, call
+//     MarkConsistent, Unlock;
+//   - an error wrapping ErrNotRecoverable: the caller does not hold it;
+//   - ctx.Err() (errors.Is with context.Canceled or DeadlineExceeded): the
+//     caller does not hold it.
+func (m *SharedMutex) LockContext(ctx context.Context) error {
+	if m.word.CompareAndSwap(0, m.token) {
+		return nil
+	}
+	return m.lockSlow(ctx)
+}
+
+// Unlock unlocks m. If m was taken from a dead owner and MarkConsistent was
+// not called, it becomes not recoverable. Unlock panics if this process
+// does not hold m ("lockword: Unlock of unlocked SharedMutex" or "... held
+// by another process").
+func (m *SharedMutex) Unlock() {
+	// Fast path: held by us, no waiters, no flags.
+	if m.word.CompareAndSwap(m.token, 0) {
+		return
+	}
+	m.unlockSlow()
+}
+
+// MarkConsistent declares that the data protected by m, taken with
+// ErrOwnerDead, has been repaired (POSIX pthread_mutex_consistent). It
+// returns an error if this process does not hold m; on a lock that is not
+// inconsistent it does nothing.
+func (m *SharedMutex) MarkConsistent() error {
+	for {
+		w := m.word.Load()
+		if w&ownerMask != m.token {
+			return fmt.Errorf("lockword: MarkConsistent of SharedMutex %q, which this process does not hold", m.name)
+		}
+		if w&sharedInconsistent == 0 || m.word.CompareAndSwap(w, w&^sharedInconsistent) {
+			return nil
+		}
+	}
+}
+
+// SetRepair sets the function that Lock and TryLock run, holding the lock,
+// when they take it from a dead owner; if it returns nil the lock is marked
+// consistent. A nil fn removes it. It is per handle: every process sets its
+// own.
+func (m *SharedMutex) SetRepair(fn func() error) {
+	if fn == nil {
+		m.repair.Store(nil)
+		return
+	}
+	m.repair.Store(&fn)
+}
+
+// Name returns the object's name in its region.
+func (m *SharedMutex) Name() string { return m.name }
+
+// SetStuckThreshold sets how long a waiter of this process waits before it
+// logs one stuck report naming the holder's PID, then keeps waiting. Zero
+// restores DefaultStuckThreshold; a negative duration disables reports.
+func (m *SharedMutex) SetStuckThreshold(threshold time.Duration) {
+	m.stuckNs.Store(int64(threshold))
+}
+
+// EnableStats starts collecting contention statistics for every process
+// using m (the counters live in the region, so Stats and lockword inspect
+// show all processes together). From then on every acquisition, in every
+// process, takes the slow path.
+func (m *SharedMutex) EnableStats() { m.word.Or(sharedStats) }
+
+// Stats returns the statistics collected since EnableStats, summed over
+// all processes. Parks counts sleeps in the kernel.
+func (m *SharedMutex) Stats() Stats { return mutexObjStats(m.obj) }
+
+func mutexObjStats(obj []byte) Stats {
+	return Stats{
+		Acquisitions: word64(obj, mutexObjAcquired).Load(),
+		SlowPath:     word64(obj, mutexObjSlow).Load(),
+		Parks:        word64(obj, mutexObjParks).Load(),
+		WaitTotal:    time.Duration(word64(obj, mutexObjWaitNs).Load()),
+		WaitMax:      time.Duration(word64(obj, mutexObjWaitMaxNs).Load()),
+	}
+}
+
+//go:noinline
+func (m *SharedMutex) lockSlowLocker() {
+	m.afterLocker(m.lockSlow(context.Background()))
+}
+
+// afterLocker finishes Lock and TryLock, which cannot return errors.
+func (m *SharedMutex) afterLocker(err error) {
+	if err == nil {
+		return
+	}
+	if errors.Is(err, ErrOwnerDead) {
+		fn := m.repair.Load()
+		if fn == nil {
+			panic(fmt.Errorf("%w (Lock has no repair function: use LockContext, or SetRepair)", err))
+		}
+		if rerr := (*fn)(); rerr != nil {
+			panic(fmt.Errorf("%w; the repair function failed: %w", err, rerr))
+		}
+		if cerr := m.MarkConsistent(); cerr != nil {
+			panic(cerr)
+		}
+		return
+	}
+	panic(err)
+}
+
+//go:noinline
+func (m *SharedMutex) tryLockSlow() bool {
+	w := m.word.Load()
+	if w&ownerMask != 0 || !m.word.CompareAndSwap(w, w|m.token) {
+		return false
+	}
+	if w&sharedStats != 0 {
+		word64(m.obj, mutexObjAcquired).Add(1)
+		m.stamp()
+	}
+	return true
+}
+
+//go:noinline
+func (m *SharedMutex) unlockSlow() {
+	for {
+		w := m.word.Load()
+		if owner := w & ownerMask; owner != m.token {
+			m.unlockMisuse(owner)
+		}
+		next := w & sharedStats
+		if w&sharedInconsistent != 0 {
+			next |= ownerNotRecoverable
+		}
+		if !m.word.CompareAndSwap(w, next) {
+			continue
+		}
+		switch {
+		case w&sharedInconsistent != 0:
+			// Everyone waiting must learn it is not recoverable.
+			wait.FutexWake(m.word, math.MaxInt32, wait.Shared)
+		case w&sharedWaiters != 0:
+			wait.FutexWake(m.word, 1, wait.Shared)
+		}
+		return
+	}
+}
+
+func (m *SharedMutex) unlockMisuse(owner uint32) {
+	switch owner {
+	case 0:
+		panic(fmt.Sprintf("lockword: Unlock of unlocked SharedMutex %q", m.name))
+	case ownerNotRecoverable:
+		panic(fmt.Sprintf("lockword: Unlock of not-recoverable SharedMutex %q, which nobody holds", m.name))
+	}
+	_, pid := m.r.tokenAlive(owner)
+	panic(fmt.Sprintf("lockword: Unlock of SharedMutex %q held by another process (PID %d)", m.name, pid))
+}
+
+// take tries to move a free word w to held by us, keeping the statistics
+// flag and adding extra bits.
+func (m *SharedMutex) take(w, extra uint32) bool {
+	return w&ownerMask == 0 && m.word.CompareAndSwap(w, w&sharedStats|m.token|extra)
+}
+
+// stamp records when this hold began, for lockword inspect: store the time,
+// then set the timed bit, so that a reader who sees the bit sees the time.
+// The bit also sends Unlock down its slow path, which clears it.
+func (m *SharedMutex) stamp() {
+	word64(m.obj, mutexObjHeldSince).Store(uint64(monoNowNs()))
+	m.word.Or(sharedTimed)
+}
+
+// errNotRecoverable wraps ErrNotRecoverable with the lock's name.
+func (m *SharedMutex) errNotRecoverable() error {
+	return fmt.Errorf("%w (lock %q in %s)", ErrNotRecoverable, m.name, m.r.path)
+}
+
+func (m *SharedMutex) lockSlow(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	m.r.waiting.Add(1)
+	defer m.r.waiting.Add(-1)
+
+	w := m.word.Load()
+	stats := w&sharedStats != 0
+	if m.take(w, 0) {
+		// Free: we came here only to be counted.
+		if stats {
+			word64(m.obj, mutexObjAcquired).Add(1)
+			m.stamp()
+		}
+		return nil
+	}
+	var start time.Time
+	if stats {
+		start = time.Now()
+	}
+	err := m.lockSlowWait(ctx, &start)
+	if stats && (err == nil || errors.Is(err, ErrOwnerDead)) {
+		word64(m.obj, mutexObjAcquired).Add(1)
+		word64(m.obj, mutexObjSlow).Add(1)
+		ns := uint64(time.Since(start))
+		word64(m.obj, mutexObjWaitNs).Add(ns)
+		for mx := word64(m.obj, mutexObjWaitMaxNs); ; {
+			old := mx.Load()
+			if ns <= old || mx.CompareAndSwap(old, ns) {
+				break
+			}
+		}
+	}
+	return err
+}
+
+// lockSlowWait spins, then queues behind the process-local gate and sleeps
+// in the kernel, checking the holder's liveness between sleeps. start is
+// when the wait began (set here if the caller did not).
+func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error {
+	// Spin: the holder is likely running in another process on another
+	// core and about to release; a kernel sleep and wake costs microseconds.
+	backoff := uint32(1)
+	for range sharedSpinIterations {
+		w := m.word.Load()
+		if w&ownerMask == ownerNotRecoverable {
+			return m.errNotRecoverable()
+		}
+		if m.take(w, 0) {
+			if w&sharedStats != 0 {
+				m.stamp()
+			}
+			return nil
+		}
+		procyield(backoff)
+		backoff = min(2*backoff, sharedSpinPause)
+	}
+
+	// One goroutine per process goes on; the others park here.
+	if err := m.gate.LockContext(ctx); err != nil {
+		return err
+	}
+	defer m.gate.Unlock()
+
+	if start.IsZero() {
+		*start = time.Now()
+	}
+	var stopWake func() bool
+	if ctx.Done() != nil {
+		// A cancelled context must end a kernel sleep at once, not at the
+		// next liveness check: wake this lock's sleepers (at most one per
+		// process; the others go back to sleep).
+		stopWake = context.AfterFunc(ctx, func() { wait.FutexWake(m.word, math.MaxInt32, wait.Shared) })
+		defer stopWake()
+	}
+	slept := false
+	reported := false
+	var checked time.Time // when the holder was last checked; zero: never
+	var holderPID uint32
+	for {
+		w := m.word.Load()
+		owner := w & ownerMask
+		switch owner {
+		case 0:
+			// Take it marked waiters: we may have slept, and others may
+			// still sleep; one spare wake-up costs little, a lost one hangs.
+			if m.take(w, sharedWaiters) {
+				if slept || w&sharedStats != 0 {
+					m.stamp()
+				}
+				return nil
+			}
+			continue
+		case ownerNotRecoverable:
+			return m.errNotRecoverable()
+		}
+		done := ctx.Err() != nil
+		if owner != m.token && (done || (slept && time.Since(checked) >= ownerCheckInterval)) {
+			alive, pid := m.r.tokenAlive(owner)
+			checked = time.Now()
+			holderPID = pid
+			if !alive {
+				// Take over from the dead holder: keep the waiters bit
+				// (other processes may sleep) and mark the data
+				// inconsistent until the caller repairs it.
+				if m.word.CompareAndSwap(w, w&(sharedStats|sharedWaiters)|sharedInconsistent|m.token) {
+					m.stamp()
+					return &OwnerDeadError{Lock: m.name, Region: m.r.path, PID: int(pid)}
+				}
+				continue
+			}
+		}
+		if done {
+			if slept {
+				// We may have consumed a wake-up meant for the next
+				// waiter: pass it on.
+				wait.FutexWake(m.word, 1, wait.Shared)
+			}
+			return ctx.Err()
+		}
+		if w&sharedWaiters == 0 {
+			// Mark the word so that Unlock knows to wake us.
+			if !m.word.CompareAndSwap(w, w|sharedWaiters) {
+				continue
+			}
+			w |= sharedWaiters
+		}
+		timeout := ownerCheckInterval
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = max(min(timeout, time.Until(dl)), 0)
+		}
+		if w&sharedStats != 0 {
+			word64(m.obj, mutexObjParks).Add(1)
+		}
+		if !slept {
+			// The first liveness check comes one interval from now: a
+			// holder that we merely outwaited by spinning is alive.
+			slept = true
+			checked = time.Now()
+		}
+		wait.FutexWait(m.word, w, timeout, wait.Shared)
+		if !reported {
+			reported = m.reportIfStuck(*start, owner, holderPID)
+		}
+	}
+}
+
+// reportIfStuck logs one stuck report once the wait passes the threshold.
+// It reports whether the wait is done reporting.
+func (m *SharedMutex) reportIfStuck(start time.Time, owner, pid uint32) bool {
+	threshold := DefaultStuckThreshold
+	if ns := m.stuckNs.Load(); ns < 0 {
+		return true
+	} else if ns > 0 {
+		threshold = time.Duration(ns)
+	}
+	waited := time.Since(start)
+	if waited < threshold {
+		return false
+	}
+	alive := true
+	if owner == m.token {
+		pid = uint32(m.r.pid())
+	} else {
+		alive, pid = m.r.tokenAlive(owner)
+	}
+	slog.Warn("lockword: goroutine still waiting for a shared lock past the stuck threshold; the holder process may be stopped, deadlocked, or slow (a live holder is never robbed)",
+		"lock", m.name,
+		"kind", "SharedMutex",
+		"region", m.r.path,
+		"holder_pid", pid,
+		"holder_alive", alive,
+		"waited", waited.Round(time.Millisecond),
+		"threshold", threshold,
+		"hint", "run `lockword inspect "+m.r.path+"` to see every lock's holder; `kill -QUIT <holder_pid>` dumps a Go holder's goroutines")
+	return true
+}

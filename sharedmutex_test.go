@@ -1,0 +1,850 @@
+//go:build linux
+
+package lockword
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockword/lockword/internal/wait"
+)
+
+func init() {
+	fastPaths = append(fastPaths,
+		"(*SharedMutex).Lock", "(*SharedMutex).Unlock", "(*SharedMutex).TryLock", "(*SharedMutex).LockContext")
+}
+
+// Cross-process tests re-execute the test binary as children
+// (TestSharedChild), as Go's TestMutexMisuse does. The race detector does
+// not see the mapping: these tests rest on their invariant checks.
+
+// A child is a re-executed test binary running one TestSharedChild mode.
+type child struct {
+	cmd     *exec.Cmd
+	lines   chan string
+	scanned chan struct{}   // closed when its output has been read to the end
+	out     strings.Builder // everything it printed, for failure messages
+	mu      sync.Mutex
+}
+
+func startChild(t *testing.T, mode string, args ...string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSharedChild$", "-test.v=false")
+	cmd.Env = append(os.Environ(), "LOCKWORD_SHARED_CHILD="+mode, "LOCKWORD_SHARED_ARGS="+strings.Join(args, ","))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, lines: make(chan string, 100), scanned: make(chan struct{})}
+	go func() {
+		defer close(c.scanned)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			c.mu.Lock()
+			c.out.WriteString(sc.Text() + "\n")
+			c.mu.Unlock()
+			select {
+			case c.lines <- sc.Text():
+			default:
+			}
+		}
+		close(c.lines)
+	}()
+	t.Cleanup(func() {
+		if c.cmd.ProcessState == nil {
+			c.cmd.Process.Signal(syscall.SIGCONT)
+			c.cmd.Process.Kill()
+			c.exit()
+		}
+	})
+	return c
+}
+
+func (c *child) output() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.String()
+}
+
+// expect waits for a line starting with prefix and returns the rest.
+func (c *child) expect(t *testing.T, prefix string) string {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case line, ok := <-c.lines:
+			if !ok {
+				t.Fatalf("child ended without printing %q:\n%s", prefix, c.output())
+			}
+			if rest, found := strings.CutPrefix(line, prefix); found {
+				return rest
+			}
+		case <-timeout:
+			t.Fatalf("child did not print %q within a minute:\n%s", prefix, c.output())
+		}
+	}
+}
+
+// exit waits for the child to exit, after reading all it printed (Wait
+// closes the pipe: reading must be finished first, or output is lost).
+func (c *child) exit() error {
+	<-c.scanned
+	return c.cmd.Wait()
+}
+
+func (c *child) wait(t *testing.T) {
+	t.Helper()
+	if err := c.exit(); err != nil {
+		t.Fatalf("child: %v\n%s", err, c.output())
+	}
+}
+
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
+// TestSharedChild is the body of the child processes.
+func TestSharedChild(t *testing.T) {
+	mode := os.Getenv("LOCKWORD_SHARED_CHILD")
+	if mode == "" {
+		t.Skip("run by the cross-process tests")
+	}
+	args := strings.Split(os.Getenv("LOCKWORD_SHARED_ARGS"), ",")
+	fail := func(err error) {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	atoi := func(s string) int {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			fail(err)
+		}
+		return n
+	}
+	switch mode {
+	case "create":
+		r, err := OpenOrCreateRegion(args[0], 0, nil)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println("stamp " + regionStamp(r))
+		r.Close()
+	case "hold":
+		// Lock and hold until killed.
+		r, err := OpenRegion(args[0], nil)
+		if err != nil {
+			fail(err)
+		}
+		m, err := r.Mutex(args[1])
+		if err != nil {
+			fail(err)
+		}
+		if err := m.LockContext(context.Background()); err != nil && !errors.Is(err, ErrOwnerDead) {
+			fail(err)
+		}
+		fmt.Println("locked")
+		time.Sleep(time.Hour) // not select{}: the runtime would call that a deadlock and exit
+	case "hammer":
+		r, err := OpenRegion(args[0], nil)
+		if err != nil {
+			fail(err)
+		}
+		var l sync.Locker
+		if args[3] == "broken" {
+			l = brokenLock{}
+		} else if l, err = r.Mutex("hammer"); err != nil {
+			fail(err)
+		}
+		data, err := r.Bytes("guarded", 64)
+		if err != nil {
+			fail(err)
+		}
+		v := sharedHammer(l, data, atoi(args[1]), atoi(args[2]), os.Getpid())
+		fmt.Println("violations", v)
+	case "threads":
+		// args: path, goroutines. The parent holds "m".
+		r, err := OpenRegion(args[0], nil)
+		if err != nil {
+			fail(err)
+		}
+		m, _ := r.Mutex("m")
+		n := atoi(args[1])
+		var done atomic.Int64
+		for range n {
+			go func() { m.Lock(); m.Unlock(); done.Add(1) }()
+		}
+		// Everyone but the one goroutine that goes on to the kernel
+		// parks at the process-local gate.
+		for wait.Parked(&m.gate.state) < n-1 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond) // let the kernel sleeper settle
+		fmt.Println("threads", threadCountNow(), runtime.GOMAXPROCS(0))
+		for done.Load() < int64(n) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		fmt.Println("done", done.Load())
+	case "unlock-other":
+		r, err := OpenRegion(args[0], nil)
+		if err != nil {
+			fail(err)
+		}
+		m, _ := r.Mutex("m")
+		m.Unlock()
+	case "unlock-unlocked":
+		r, err := OpenRegion(args[0], nil)
+		if err != nil {
+			fail(err)
+		}
+		m, _ := r.Mutex("fresh")
+		m.Unlock()
+	case "lock-owner-dead":
+		// Lock (the sync.Locker path) on a lock whose owner died, with no
+		// repair function: must panic with ErrOwnerDead.
+		r, err := OpenRegion(args[0], nil)
+		if err != nil {
+			fail(err)
+		}
+		m, _ := r.Mutex("m")
+		m.Lock()
+	default:
+		fail(fmt.Errorf("unknown child mode %q", mode))
+	}
+	os.Exit(0)
+}
+
+func threadCountNow() int {
+	b, _ := os.ReadFile("/proc/self/status")
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return -1
+}
+
+// sharedHammer runs goroutines × iters increments of a counter in shared
+// memory under l, with an owner slot (a process-unique id) checked on
+// entry and exit, and varied work inside. It returns the violations seen.
+// The data is plain memory read and written non-atomically on purpose.
+func sharedHammer(l sync.Locker, data []byte, goroutines, iters, pid int) int64 {
+	var violations atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			id := uint64(pid)<<8 | uint64(g+1)
+			rnd := uint32(id) * 2654435761
+			for range iters {
+				rnd ^= rnd << 13
+				rnd ^= rnd >> 17
+				rnd ^= rnd << 5
+				l.Lock()
+				if ne.Uint64(data[8:]) != 0 {
+					violations.Add(1)
+				}
+				ne.PutUint64(data[8:], id)
+				v := ne.Uint64(data)
+				switch {
+				case rnd%64 == 0:
+					runtime.Gosched()
+				case rnd%4 == 0:
+					spinWork(int(rnd>>8) % 64)
+				}
+				ne.PutUint64(data, v+1)
+				if ne.Uint64(data[8:]) != id {
+					violations.Add(1)
+				}
+				ne.PutUint64(data[8:], 0)
+				l.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return violations.Load()
+}
+
+// runSharedHammer runs procs child processes of goroutines × iters each
+// and returns the final counter, the expected total and the violations.
+func runSharedHammer(t *testing.T, procs, goroutines, iters int, broken bool) (got, want, violations int64) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	data, err := r.Bytes("guarded", 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Mutex("hammer"); err != nil {
+		t.Fatal(err)
+	}
+	mode := "ok"
+	if broken {
+		mode = "broken"
+	}
+	var children []*child
+	for range procs {
+		children = append(children, startChild(t, "hammer", path, strconv.Itoa(goroutines), strconv.Itoa(iters), mode))
+	}
+	for _, c := range children {
+		v, err := strconv.ParseInt(c.expect(t, "violations "), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		violations += v
+		c.wait(t)
+	}
+	return int64(ne.Uint64(data)), int64(procs * goroutines * iters), violations
+}
+
+// TestSharedMutexHammerProcesses: more processes than cores, several
+// goroutines each, a plain counter and an owner slot in the region.
+func TestSharedMutexHammerProcesses(t *testing.T) {
+	procs := max(4, runtime.NumCPU()+2)
+	iters := scaled(200_000) / 3
+	got, want, violations := runSharedHammer(t, procs, 3, iters, false)
+	t.Logf("%d processes × 3 goroutines × %d: counter %d, want %d, violations %d", procs, iters, got, want, violations)
+	if got != want || violations != 0 {
+		t.Fatalf("counter %d, want %d; %d owner-slot violations", got, want, violations)
+	}
+}
+
+// TestSharedHammerCatchesBrokenLock: the same checks, with a lock that
+// does nothing, must report lost updates and owner-slot violations.
+func TestSharedHammerCatchesBrokenLock(t *testing.T) {
+	got, want, violations := runSharedHammer(t, 3, 2, 20_000, true)
+	t.Logf("broken lock: counter %d, want %d, violations %d", got, want, violations)
+	if got == want {
+		t.Error("broken lock: no lost updates: the counter check cannot fail")
+	}
+	if violations == 0 {
+		t.Error("broken lock: no owner-slot violations: the owner check cannot fail")
+	}
+}
+
+// TestSharedMutexThousandGoroutinesTwoProcesses: 1,000 goroutines in each of
+// 2 processes block on one held lock; each process stays under
+// GOMAXPROCS+64 OS threads (one goroutine per process sleeps in the kernel,
+// the rest park), and all complete after Unlock.
+func TestSharedMutexThousandGoroutinesTwoProcesses(t *testing.T) {
+	defer watchdog("1,000 goroutines × 2 processes", 2*time.Minute)()
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	m.Lock()
+	a := startChild(t, "threads", path, "1000")
+	b := startChild(t, "threads", path, "1000")
+	for _, c := range []*child{a, b} {
+		var threads, procs int
+		fmt.Sscan(c.expect(t, "threads "), &threads, &procs)
+		t.Logf("child %d: %d OS threads with 1,000 goroutines blocked (GOMAXPROCS %d)", c.pid(), threads, procs)
+		if threads > procs+64 {
+			t.Errorf("child has %d OS threads, want at most %d", threads, procs+64)
+		}
+	}
+	m.Unlock()
+	for _, c := range []*child{a, b} {
+		if got := c.expect(t, "done "); got != "1000" {
+			t.Errorf("child completed %s of 1000", got)
+		}
+		c.wait(t)
+	}
+}
+
+// killHolder starts a child that takes name in the region at path, waits
+// until it holds it, and returns the child.
+func startHolder(t *testing.T, path, name string) *child {
+	c := startChild(t, "hold", path, name)
+	c.expect(t, "locked")
+	return c
+}
+
+// TestSharedMutexOwnerDeath: a holder is SIGKILLed while a waiter is
+// already waiting; the waiter gets the lock with ErrOwnerDead within
+// 100 ms of the kill, repairs, marks it consistent, and the lock works on.
+func TestSharedMutexOwnerDeath(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	data, _ := r.Bytes("data", 8)
+	rounds := 5
+	if testing.Short() {
+		rounds = 2
+	}
+	var worst time.Duration
+	for range rounds {
+		c := startHolder(t, path, "m")
+		got := make(chan error, 1)
+		go func() { got <- m.LockContext(context.Background()) }()
+		time.Sleep(60 * time.Millisecond) // the waiter is asleep in the kernel
+		killed := time.Now()
+		c.cmd.Process.Kill()
+		err := <-got
+		latency := time.Since(killed)
+		c.exit()
+		worst = max(worst, latency)
+		if !errors.Is(err, ErrOwnerDead) {
+			t.Fatalf("waiter got %v, want ErrOwnerDead", err)
+		}
+		if !strings.Contains(err.Error(), strconv.Itoa(c.pid())) {
+			t.Errorf("error does not name the dead holder's PID %d: %v", c.pid(), err)
+		}
+		if latency > 100*time.Millisecond {
+			t.Errorf("owner death noticed after %v, want within 100ms", latency)
+		}
+		// Repair, mark consistent, unlock: the lock is healthy again.
+		ne.PutUint64(data, ne.Uint64(data)+1)
+		if err := m.MarkConsistent(); err != nil {
+			t.Fatal(err)
+		}
+		m.Unlock()
+		if err := m.LockContext(context.Background()); err != nil {
+			t.Fatalf("after recovery: %v", err)
+		}
+		m.Unlock()
+	}
+	t.Logf("worst detection latency over %d kills: %v", rounds, worst)
+}
+
+// TestSharedMutexOwnerDeathTryPaths: a dead holder found by a caller that
+// arrives after the death (no waiter was sleeping), through LockContext
+// with a done context (the TryLock that reports), and TryLock.
+func TestSharedMutexOwnerDeathTryPaths(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	c := startHolder(t, path, "m")
+	c.cmd.Process.Kill()
+	c.exit()
+	if m.TryLock() {
+		t.Fatal("TryLock took a lock whose holder died without telling")
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := m.LockContext(done); !errors.Is(err, ErrOwnerDead) {
+		t.Fatalf("LockContext(done) on a dead holder's lock = %v, want ErrOwnerDead", err)
+	}
+	// We hold it, inconsistent. If we "die" (a forged takeover by another
+	// handle after detaching ours is the same), the next acquirer is told
+	// again: here, unlock without marking makes it not recoverable.
+	m.Unlock()
+	for range 2 {
+		if err := m.LockContext(context.Background()); !errors.Is(err, ErrNotRecoverable) {
+			t.Fatalf("after Unlock without MarkConsistent: %v, want ErrNotRecoverable", err)
+		}
+	}
+	if m.TryLock() {
+		t.Fatal("TryLock took a not-recoverable lock")
+	}
+	info, err := InspectRegion(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := info.Objects[0].State; s != "not-recoverable" {
+		t.Fatalf("inspect state %q, want not-recoverable", s)
+	}
+}
+
+// TestSharedMutexNotRecoverableWakesWaiters: waiters asleep when the
+// recovering holder unlocks without repairing all learn ErrNotRecoverable.
+func TestSharedMutexNotRecoverableWakesWaiters(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	dead := forgeSlot(r, (r.slot+1)%regionProcSlots, procIdentity{pid: 4194303, start: 1, boot: mustSelf(t).boot}, 1)
+	m.word.Store(dead)
+	if err := m.LockContext(context.Background()); !errors.Is(err, ErrOwnerDead) {
+		t.Fatal(err)
+	}
+	other, _ := OpenRegion(path, nil)
+	om, _ := other.Mutex("m")
+	got := make(chan error, 3)
+	for range 3 {
+		go func() { got <- om.LockContext(context.Background()) }()
+	}
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	m.Unlock() // without MarkConsistent
+	for range 3 {
+		if err := <-got; !errors.Is(err, ErrNotRecoverable) {
+			t.Fatalf("waiter got %v, want ErrNotRecoverable", err)
+		}
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("waiters learned after %v", d)
+	}
+}
+
+// TestSharedMutexLockerOwnerDead: the sync.Locker path. With a repair
+// function, Lock repairs and marks consistent; without, it panics with an
+// error wrapping ErrOwnerDead (in a child, so the panic is seen whole).
+func TestSharedMutexLockerOwnerDead(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	deadOwner := func() {
+		m.word.Store(forgeSlot(r, (r.slot+1)%regionProcSlots, procIdentity{pid: 4194303, start: 1, boot: mustSelf(t).boot}, 3))
+	}
+	deadOwner()
+	repaired := 0
+	m.SetRepair(func() error { repaired++; return nil })
+	m.Lock()
+	if repaired != 1 || m.word.Load()&sharedInconsistent != 0 {
+		t.Fatalf("repair ran %d times, word %#x", repaired, m.word.Load())
+	}
+	m.Unlock()
+	m.Lock() // healthy: no repair
+	m.Unlock()
+	if repaired != 1 {
+		t.Fatalf("repair ran on a healthy lock")
+	}
+	// A failing repair panics, holding the lock, still inconsistent.
+	deadOwner()
+	m.SetRepair(func() error { return errors.New("disk on fire") })
+	func() {
+		defer func() {
+			p := recover()
+			err, _ := p.(error)
+			if !errors.Is(err, ErrOwnerDead) || !strings.Contains(err.Error(), "disk on fire") {
+				t.Fatalf("panic %v, want ErrOwnerDead and the repair's error", p)
+			}
+		}()
+		m.Lock()
+	}()
+	if w := m.word.Load(); w&ownerMask != m.token || w&sharedInconsistent == 0 {
+		t.Fatalf("after failed repair word %#x: want held by us, inconsistent", w)
+	}
+	m.MarkConsistent()
+	m.Unlock()
+
+	// No repair function: Lock panics (observed from a child).
+	m.SetRepair(nil)
+	deadOwner()
+	c := startChild(t, "lock-owner-dead", path)
+	err := c.exit()
+	if err == nil || !strings.Contains(c.output(), "previous holder of the shared lock died") || !strings.Contains(c.output(), "SetRepair") {
+		t.Fatalf("Lock without repair did not panic with ErrOwnerDead: %v\n%s", err, c.output())
+	}
+}
+
+func TestSharedMutexMisuse(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	m.Lock()
+	for _, c := range []struct{ mode, msg string }{
+		{"unlock-other", "lockword: Unlock of SharedMutex \"m\" held by another process (PID " + strconv.Itoa(os.Getpid()) + ")"},
+		{"unlock-unlocked", "lockword: Unlock of unlocked SharedMutex \"fresh\""},
+	} {
+		ch := startChild(t, c.mode, path)
+		err := ch.exit()
+		if err == nil || !strings.Contains(ch.output(), c.msg) {
+			t.Fatalf("%s: %v, output lacks %q:\n%s", c.mode, err, c.msg, ch.output())
+		}
+	}
+	m.Unlock()
+	if err := m.MarkConsistent(); err == nil {
+		t.Fatal("MarkConsistent of a lock we do not hold succeeded")
+	}
+}
+
+// TestSharedMutexPIDReuse forges an owner record whose PID belongs to a
+// live process of another incarnation (our parent, with a wrong start time;
+// ourselves, with a wrong start time or an earlier boot): the holder is dead
+// and must be recovered. The same PID with the right start time is alive
+// and must never be robbed. Then the same forgeries against a PID-only
+// liveness check show that the test catches that design.
+func TestSharedMutexPIDReuse(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	me := mustSelf(t)
+	parent := os.Getppid()
+	_, parentStart, err := readProcStat(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherBoot := me.boot
+	otherBoot[0] ^= 0xff
+	slot := (r.slot + 1) % regionProcSlots
+	cases := []struct {
+		name string
+		id   procIdentity
+		dead bool
+	}{
+		{"live parent, its incarnation", procIdentity{uint32(parent), parentStart, me.boot}, false},
+		{"parent's PID, earlier incarnation", procIdentity{uint32(parent), parentStart - 1, me.boot}, true},
+		{"our PID, another start time", procIdentity{me.pid, me.start + 100, me.boot}, true},
+		{"our PID and start, another boot", procIdentity{me.pid, me.start, otherBoot}, true},
+	}
+	try := func(id procIdentity) error {
+		m.word.Store(forgeSlot(r, slot, id, 5))
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		err := m.LockContext(ctx)
+		if err == nil || errors.Is(err, ErrOwnerDead) {
+			m.MarkConsistent()
+			m.Unlock()
+		} else {
+			m.word.Store(0)
+		}
+		return err
+	}
+	for _, c := range cases {
+		err := try(c.id)
+		if c.dead && !errors.Is(err, ErrOwnerDead) {
+			t.Errorf("%s: %v, want ErrOwnerDead", c.name, err)
+		}
+		if !c.dead && !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: %v, want DeadlineExceeded (a live holder is never robbed)", c.name, err)
+		}
+	}
+
+	// A broken, PID-only liveness check: the dead holders with live PIDs
+	// look alive, and the checks above would fail.
+	processAliveFunc = func(id procIdentity) bool { return syscall.Kill(int(id.pid), 0) == nil }
+	defer func() { processAliveFunc = processAlive }()
+	fooled := 0
+	for _, c := range cases[1:3] {
+		if err := try(c.id); !errors.Is(err, ErrOwnerDead) {
+			fooled++
+		}
+	}
+	if fooled != 2 {
+		t.Fatalf("a PID-only liveness check fooled %d of 2 forged records: the test cannot tell it from the real one", fooled)
+	}
+}
+
+// TestSharedMutexStoppedHolder: a holder stopped with SIGSTOP is alive: it
+// is never robbed, however long; a waiter past the stuck threshold logs a
+// warning naming the lock and the holder's PID; inspect shows it held, the
+// holder alive, and the held-for time growing.
+func TestSharedMutexStoppedHolder(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	c := startHolder(t, path, "m")
+	c.cmd.Process.Signal(syscall.SIGSTOP)
+	defer c.cmd.Process.Signal(syscall.SIGCONT)
+
+	logs := captureSlog(t)
+	m.SetStuckThreshold(60 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	if err := m.LockContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiter on a stopped holder got %v, want DeadlineExceeded", err)
+	}
+	out := logs.String()
+	if strings.Count(out, "level=WARN") != 1 {
+		t.Fatalf("want one stuck report, got:\n%s", out)
+	}
+	for _, want := range []string{"lock=m", "holder_pid=" + strconv.Itoa(c.pid()), "holder_alive=true", "waited=", "lockword inspect"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stuck report lacks %q:\n%s", want, out)
+		}
+	}
+
+	var held []time.Duration
+	for range 3 {
+		info, err := InspectRegion(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := info.Objects[0]
+		if o.State != "held" && o.State != "contended" || o.HolderPID != c.pid() || !o.HolderAlive || !o.HeldForKnown {
+			t.Fatalf("inspect: %+v, want held by live PID %d with a known held-for", o, c.pid())
+		}
+		held = append(held, o.HeldFor)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !(held[1] > held[0] && held[2] > held[1]) {
+		t.Fatalf("held-for not growing: %v", held)
+	}
+	t.Logf("held-for across inspections: %v", held)
+}
+
+func TestSharedMutexLockContext(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	other, _ := OpenRegion(path, nil)
+	defer other.Close()
+	m, _ := r.Mutex("m")
+	om, _ := other.Mutex("m")
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := m.LockContext(done); err != nil {
+		t.Fatalf("LockContext(done) on a free lock = %v", err)
+	}
+	if err := om.LockContext(done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("LockContext(done) on a held lock = %v", err)
+	}
+	if err := om.LockContext(nil); err == nil {
+		t.Fatal("LockContext(nil) = nil")
+	}
+	// Cancellation ends a kernel sleep at once.
+	ctx, cancel2 := context.WithCancel(context.Background())
+	res := make(chan error)
+	go func() { res <- om.LockContext(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	cancel2()
+	if err := <-res; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled LockContext = %v", err)
+	}
+	// Promptly: the cancellation wakes the kernel sleeper itself (a
+	// loaded shared machine can delay any wake-up by tens of ms).
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("cancellation took %v", d)
+	}
+	// A waiter, then Unlock: it gets the lock.
+	go func() { res <- om.LockContext(context.Background()) }()
+	time.Sleep(30 * time.Millisecond)
+	m.Unlock()
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+	om.Unlock()
+}
+
+// TestSharedMutexCancelledWaitersNeverStrandOthers mixes plain waiters
+// with waiters whose deadlines end at random moments, in two handles.
+func TestSharedMutexCancelledWaitersNeverStrandOthers(t *testing.T) {
+	defer watchdog("shared cancellation stress", 2*time.Minute)()
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	other, _ := OpenRegion(path, nil)
+	defer other.Close()
+	a, _ := r.Mutex("m")
+	b, _ := other.Mutex("m")
+	data, _ := r.Bytes("data", 16)
+	var acquired, cancelled atomic.Int64
+	var violations atomic.Int64
+	var wg sync.WaitGroup
+	rounds := scaled(100_000) / 10
+	for w := 1; w <= 8; w++ {
+		m := a
+		if w%2 == 0 {
+			m = b
+		}
+		wg.Go(func() {
+			for i := range rounds {
+				if w%3 == 0 {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%300)*time.Microsecond)
+					err := m.LockContext(ctx)
+					cancel()
+					if err != nil {
+						cancelled.Add(1)
+						continue
+					}
+				} else {
+					m.Lock()
+				}
+				if ne.Uint64(data[8:]) != 0 {
+					violations.Add(1)
+				}
+				ne.PutUint64(data[8:], uint64(w))
+				ne.PutUint64(data, ne.Uint64(data)+1)
+				if i%500 == 0 {
+					time.Sleep(100 * time.Microsecond)
+				}
+				if ne.Uint64(data[8:]) != uint64(w) {
+					violations.Add(1)
+				}
+				ne.PutUint64(data[8:], 0)
+				acquired.Add(1)
+				m.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if int64(ne.Uint64(data)) != acquired.Load() || violations.Load() != 0 {
+		t.Fatalf("counter %d, acquisitions %d, violations %d", ne.Uint64(data), acquired.Load(), violations.Load())
+	}
+	if a.word.Load()&ownerMask != 0 {
+		t.Fatalf("word %#x at rest", a.word.Load())
+	}
+	t.Logf("%d acquisitions, %d cancelled", acquired.Load(), cancelled.Load())
+}
+
+func TestSharedMutexStats(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	other, _ := OpenRegion(path, nil)
+	defer other.Close()
+	a, _ := r.Mutex("m")
+	b, _ := other.Mutex("m")
+	if a.Stats() != (Stats{}) {
+		t.Fatal("stats before EnableStats")
+	}
+	a.EnableStats()
+	data, _ := r.Bytes("data", 64)
+	var wg sync.WaitGroup
+	n := scaled(20_000)
+	for _, m := range []*SharedMutex{a, b} {
+		wg.Go(func() { sharedHammer(m, data, 2, n, os.Getpid()) })
+	}
+	wg.Wait()
+	s := b.Stats()
+	t.Logf("%+v", s)
+	if s.Acquisitions != uint64(4*n) || s.SlowPath == 0 || s.SlowPath > s.Acquisitions {
+		t.Fatalf("stats %+v, want %d acquisitions", s, 4*n)
+	}
+	if !a.TryLock() {
+		t.Fatal("TryLock with stats")
+	}
+	a.Unlock()
+	if got := a.Stats().Acquisitions; got != uint64(4*n+1) {
+		t.Fatalf("TryLock not counted: %d", got)
+	}
+	info, _ := InspectRegion(path)
+	if info.Objects[0].Stats == nil || info.Objects[0].Stats.Acquisitions != uint64(4*n+1) {
+		t.Fatalf("inspect stats %+v", info.Objects[0].Stats)
+	}
+}
+
+func TestInspectRegion(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("a")
+	r.Bytes("b", 10)
+	m.Lock()
+	info, err := InspectRegion(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Objects) != 2 || info.Objects[0].State != "held" || info.Objects[0].HolderPID != os.Getpid() || info.Objects[1].Kind != "bytes" {
+		t.Fatalf("%+v", info)
+	}
+	if len(info.Processes) != 1 || info.Processes[0].PID != os.Getpid() || !info.Processes[0].Alive {
+		t.Fatalf("processes %+v", info.Processes)
+	}
+	// The stamp inspect left sends Unlock down its slow path, which
+	// clears it; the lock is then free and unstamped.
+	m.Unlock()
+	if w := m.word.Load(); w != 0 {
+		t.Fatalf("word %#x after Unlock", w)
+	}
+	if _, err := InspectRegion(filepath.Join(t.TempDir(), "nothing")); err == nil {
+		t.Fatal("inspect of a missing file succeeded")
+	}
+	os.WriteFile(path+".txt", []byte("hello"), 0o600)
+	if _, err := InspectRegion(path + ".txt"); !errors.Is(err, ErrBadMagic) {
+		t.Fatalf("inspect of a text file: %v", err)
+	}
+}
+
+var _ = io.Discard

@@ -1,0 +1,42 @@
+package lockword
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// Every use of unsafe in the package is here. Shared regions hand out words
+// of a file mapped with mmap(MAP_SHARED); the rest of the code sees them only
+// as *atomic.Uint32 and *atomic.Uint64.
+//
+// Why the casts are legal:
+//
+//   - The mapping is memory the Go runtime does not manage: it is never
+//     moved or freed by the garbage collector, so a pointer into it stays
+//     valid until munmap, and the GC ignores pointers outside its heap.
+//   - atomic.Uint32 and atomic.Uint64 are structs whose only non-zero-size
+//     field is a uint32 or uint64 (plus zero-size noCopy/align64 markers):
+//     their size equals the integer's and they carry no pointers, so
+//     reinterpreting 4 or 8 bytes of the mapping as one is a plain typed view
+//     of those bytes.
+//   - Callers pass offsets that were checked to lie inside the mapping and to
+//     be aligned to the word's size (region.go validates every object table
+//     entry; header fields have fixed, aligned offsets), and the mapping
+//     itself starts on a page boundary, so every word is naturally aligned:
+//     atomic instructions on amd64 and arm64 require that.
+//   - The slice is only ever indexed, never appended to or resliced past its
+//     length, so &data[off] stays inside the mapping, and Go's bounds check on
+//     data[off+size-1] turns a bad offset into a panic in tests rather than a
+//     stray pointer.
+
+// word32 returns the 32-bit word at byte offset off of a mapping.
+func word32(data []byte, off uint64) *atomic.Uint32 {
+	_ = data[off+3] // bounds check: the whole word lies in the mapping
+	return (*atomic.Uint32)(unsafe.Pointer(&data[off]))
+}
+
+// word64 returns the 64-bit word at byte offset off of a mapping.
+func word64(data []byte, off uint64) *atomic.Uint64 {
+	_ = data[off+7]
+	return (*atomic.Uint64)(unsafe.Pointer(&data[off]))
+}
