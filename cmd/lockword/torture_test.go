@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -151,7 +152,7 @@ func TestTortureDefaults(t *testing.T) {
 	if c := opts.cfg; c.workers != 16 || c.iters != 100000 || c.value != 5 || c.work != 0 || c.duration != 0 {
 		t.Errorf("default config %+v, want 16 workers × 100000 additions × value 5", c)
 	}
-	if got, want := names(opts.kinds), []string{"mutex", "spin", "sync"}; !slices.Equal(got, want) {
+	if got, want := names(opts.kinds), []string{"mutex", "spin", "sync", "ticket", "rw", "rw-read-mostly", "cond"}; !slices.Equal(got, want) {
 		t.Errorf("default kinds %v, want %v", got, want)
 	}
 	if opts.json {
@@ -166,7 +167,7 @@ func TestParseKinds(t *testing.T) {
 	for spec, want := range map[string][]string{
 		"mutex":           {"mutex"},
 		"sync,mutex,sync": {"sync", "mutex"},
-		"none,all":        {"none", "mutex", "spin", "sync"},
+		"none,all":        {"none", "mutex", "spin", "sync", "ticket", "rw", "rw-read-mostly", "cond"},
 		" spin , none":    {"spin", "none"},
 	} {
 		ks, err := parseKinds(spec)
@@ -205,7 +206,7 @@ func TestTortureUsageErrors(t *testing.T) {
 		{[]string{"-duration", "-1s"}, "-duration must not be negative, got -1s"},
 		{[]string{"-duration", "soon"}, `invalid value "soon" for flag -duration`},
 		{[]string{"-iters", "10", "-duration", "1s"}, "-iters and -duration cannot be combined"},
-		{[]string{"-lock", "bogus"}, `unknown lock kind "bogus" in -lock (valid kinds: mutex, spin, sync, none, shared, shared-none, all)`},
+		{[]string{"-lock", "bogus"}, `unknown lock kind "bogus" in -lock (valid kinds: mutex, spin, sync, none, ticket, rw, rw-read-mostly, cond, shared, shared-none, all)`},
 		{[]string{"-lock", "mutex,bogus"}, `unknown lock kind "bogus"`},
 		{[]string{"-lock", "mutex,"}, "names an empty lock kind"},
 		{[]string{"-lock", ""}, "names an empty lock kind"},
@@ -243,11 +244,17 @@ func TestTortureHelp(t *testing.T) {
 			"Usage: lockword torture",
 			"-lock KINDS", "-workers N", "-iters N", "-value V", "-work N", "-duration D", "-json",
 			"(default 16)", "(default 100000)", "(default 5)", "(default all)",
-			"  mutex *  ", "  spin  *  ", "  sync  *  ", "  none     no lock",
 			"Exit status:", "Examples:", "slow_path_fraction", "owner_violations",
 		} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("%v: help lacks %q", args, want)
+			}
+		}
+		// Kinds in all are marked *, the others not; the column is as
+		// wide as the longest name.
+		for _, want := range []string{`(?m)^  mutex +\*  `, `(?m)^  spin +\*  `, `(?m)^  sync +\*  `, `(?m)^  none +no lock`} {
+			if !regexp.MustCompile(want).MatchString(stdout) {
+				t.Errorf("%v: help has no line matching %q", args, want)
 			}
 		}
 	}
