@@ -149,16 +149,21 @@ type paddedCount struct {
 // acquisitions have been made in all, each counting its own. Besides
 // Macq/s it reports max/min, the most acquisitions made by one goroutine
 // over the fewest (1.00 is perfectly fair; a FIFO lock stays near it, an
-// unfair one lets a goroutine that re-locks at once win most rounds).
+// unfair one lets a goroutine that re-locks at once win most rounds). The
+// lock is held while the goroutines start, and released when the timer
+// starts, so that all of them contend from the first moment: a goroutine
+// that has not yet run is in no lock's queue, and its lateness would be
+// counted against the lock.
 func benchmarkFair(b *testing.B, l sync.Locker, goroutines int) {
 	p := &paddedLocker{l: l}
 	counts := make([]paddedCount, goroutines)
 	total := 0 // guarded by p.l
-	var wg sync.WaitGroup
-	start := make(chan struct{})
+	var wg, started sync.WaitGroup
+	p.l.Lock()
 	for g := range goroutines {
+		started.Add(1)
 		wg.Go(func() {
-			<-start
+			started.Done()
 			for {
 				p.l.Lock()
 				if total >= b.N {
@@ -171,9 +176,11 @@ func benchmarkFair(b *testing.B, l sync.Locker, goroutines int) {
 			}
 		})
 	}
+	started.Wait()
+	time.Sleep(time.Millisecond + time.Duration(goroutines)*20*time.Microsecond) // all reach Lock
 	b.ResetTimer()
 	t0 := time.Now()
-	close(start)
+	p.l.Unlock()
 	wg.Wait()
 	b.StopTimer()
 	lo, hi := math.MaxInt, 0
