@@ -46,9 +46,10 @@ func (c *lateReadCond) Broadcast() { condNotify(&c.seq, inProcess{}, wakeAll) }
 // producers goroutines put items 0..items-1, consumers take them. It
 // returns an error if some item is not consumed exactly once, or if the
 // run stalls for patience (a lost wake-up): then it releases everyone with
-// Broadcasts so that no goroutine is left behind. widen yields between
-// looking at the slot and changing it, as a preempted goroutine would: for
-// the run without a lock, so that its races show even on few cores.
+// Broadcasts so that no goroutine is left behind. widen yields on entering
+// the critical section and between looking at the slot and changing it, as
+// a preempted goroutine would: for the run without a lock, so that its
+// races show even on few cores.
 func condStress(l sync.Locker, newCond func(sync.Locker) condVar, producers, consumers, items int, patience time.Duration, widen bool) error {
 	var (
 		full   bool // the queue's one slot; all of these are guarded by l
@@ -63,6 +64,9 @@ func condStress(l sync.Locker, newCond func(sync.Locker) condVar, producers, con
 		wg.Go(func() {
 			for item := p; item < items; item += producers {
 				l.Lock()
+				if widen {
+					runtime.Gosched()
+				}
 				for full && !abort.Load() {
 					notFull.Wait()
 				}
@@ -83,6 +87,9 @@ func condStress(l sync.Locker, newCond func(sync.Locker) condVar, producers, con
 		wg.Go(func() {
 			for {
 				l.Lock()
+				if widen {
+					runtime.Gosched()
+				}
 				for !full && taken < items && !abort.Load() {
 					notEmpty.Wait()
 				}
@@ -264,9 +271,9 @@ func TestCondWaitContext(t *testing.T) {
 	if err := c.WaitContext(nil); err == nil {
 		t.Fatal("WaitContext(nil) = nil")
 	}
+	start := time.Now() // before the deadline is set, so it cannot be early
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	if err := c.WaitContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WaitContext = %v, want DeadlineExceeded", err)
 	}

@@ -8,9 +8,11 @@ import (
 )
 
 // TestStuckWatcherReportsEachWaitOnceAndStops: three goroutines stuck on
-// one lock are each reported once, however long they wait; the watcher
-// goroutine exits once nobody sleeps.
+// one lock are each reported once, however long they wait; their waits
+// leave the watcher's registry when they end, and the watcher goroutine
+// exits once nobody sleeps.
 func TestStuckWatcherReportsEachWaitOnceAndStops(t *testing.T) {
+	before := stuckWaits.entries.Load() // other tests' sleepers, if any
 	logs := captureSlog(t)
 	var m Mutex
 	m.SetName("stuck-watcher-test")
@@ -25,6 +27,12 @@ func TestStuckWatcherReportsEachWaitOnceAndStops(t *testing.T) {
 	wg.Wait()
 	if n := strings.Count(logs.String(), "lock=stuck-watcher-test"); n != 3 {
 		t.Fatalf("%d reports for 3 stuck waiters, want 3:\n%s", n, logs)
+	}
+	if n := stuckWaits.entries.Load(); n > before { // others may have left meanwhile
+		t.Fatalf("%d waits registered after the waiters left, %d before they came", n, before)
+	}
+	if before != 0 {
+		return // another test's goroutine still sleeps: the watcher must run
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for stuckWaits.running.Load() {

@@ -276,7 +276,12 @@ func (e *envTicket) queued() int    { return int(e.next.Load()-e.serving.Load())
 func (e *envTicket) LockContext(ctx context.Context) error {
 	ticket := e.next.Add(1) - 1
 	tr := e.track("envTicket", e)
-	return e.ref().await(ctx, ticket, e.env, &tr, "envTicket")
+	if err := e.ref().await(ctx, ticket, e.env, &tr, "envTicket"); err != nil {
+		tr.abandoned()
+		return err
+	}
+	tr.acquired()
+	return nil
 }
 
 // lostSkips forgets abandoned tickets: the bug of a ticket lock whose
