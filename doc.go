@@ -17,6 +17,15 @@
 //	Region       a file mapped by several processes, holding named objects (Linux)
 //	SharedMutex  robust mutex in a Region: owner death is reported (Linux)
 //
+// and, where a lock is the wrong tool (see docs/when-to-lock.md):
+//
+//	Ring       wait-free single-producer single-consumer ring (Rigtorp) whose
+//	           blocking calls sleep only when the ring stays full or empty
+//	SeqLock    sequence-counter snapshot of plain data: one writer, readers
+//	           that never block it and never see a torn value
+//	Update     CAS loops for the sync/atomic types (also UpdateIf, UpdateMax,
+//	           UpdateMin)
+//
 // Every lock implements sync.Locker, has a zero value that is unlocked,
 // offers TryLock and a LockContext that gives up when its context ends, and
 // can carry a name, a stuck threshold (a waiter past it logs one log/slog

@@ -40,3 +40,14 @@ func word64(data []byte, off uint64) *atomic.Uint64 {
 	_ = data[off+7]
 	return (*atomic.Uint64)(unsafe.Pointer(&data[off]))
 }
+
+// bytesOf views the memory of *p as bytes, so that a SeqLock can copy a
+// value through atomic word loads and stores.
+//
+// Legal because callers pass only types without pointers (checked by
+// NewSeqLock through holdsPointers): reading or writing their bytes cannot
+// hide a pointer from the garbage collector or forge one. The slice aliases
+// *p, so it keeps *p alive and must not outlive the caller's use of it.
+func bytesOf[T any](p *T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
+}

@@ -42,6 +42,9 @@ type progressSpec struct {
 	// progress goroutine while the workers run.
 	position, acquisitions func() int64
 	timed                  bool // position is time: the end is known in advance
+	// unit names what acquisitions counts, for the rate: "acq" when
+	// empty; "items" for a ring, "reads" for a seqlock.
+	unit string
 }
 
 // A progress is a bar that may be drawn while a run goes on. The zero
@@ -121,11 +124,15 @@ func (s *progressSpec) describe() string {
 		left = time.Duration(float64(s.max-n) / rate * float64(time.Second))
 	}
 	left = max(left, 0).Round(time.Second)
-	done := fmt.Sprintf("%.1fM acq", float64(n)/1e6)
-	if !s.timed {
-		done = fmt.Sprintf("%.1fM/%.1fM acq", float64(n)/1e6, float64(s.max)/1e6)
+	unit := s.unit
+	if unit == "" {
+		unit = "acq"
 	}
-	return fmt.Sprintf("torture %s: %s, %.1f M acq/s, %v left", s.label, done, rate/1e6, left)
+	done := fmt.Sprintf("%.1fM %s", float64(n)/1e6, unit)
+	if !s.timed {
+		done = fmt.Sprintf("%.1fM/%.1fM %s", float64(n)/1e6, float64(s.max)/1e6, unit)
+	}
+	return fmt.Sprintf("torture %s: %s, %.1f M %s/s, %v left", s.label, done, rate/1e6, unit, left)
 }
 
 // stop ends the watch and returns once the bar, if drawn, is erased.

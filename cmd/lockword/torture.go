@@ -58,6 +58,7 @@ type config struct {
 	value    int64         // added to the counter by each addition
 	work     int           // busy work inside the critical section: 0..work steps, drawn per acquisition
 	duration time.Duration // > 0: workers run until it elapses instead of counting
+	items    int64         // -items: for kinds that move items (ring) or read (seqlock); 0: the kind's default
 	// procs > 0 runs the workers in that many processes sharing a region
 	// (torture_procs.go); kill makes a supervisor SIGKILL them at random,
 	// kills times.
@@ -125,6 +126,7 @@ type tortureFlagValues struct {
 	value    *int64
 	work     *int
 	duration *time.Duration
+	items    *int64
 	json     *bool
 	procs    *int
 	kill     *bool
@@ -154,6 +156,10 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 				"until D has elapsed, and Expected is computed from the additions\n"+
 				"each worker actually completed. 0 (the default) counts -iters.\n"+
 				"Cannot be combined with -iters."),
+		items: fs.Int64("items", 0,
+			"`N` items through the ring kinds, or reads of the seqlock kinds.\n"+
+				"0 (the default) means the kind's own default (see above).\n"+
+				"Lock kinds ignore it. Cannot be combined with -duration."),
 		json: fs.Bool("json", false,
 			"print one JSON object per kind, one per line, instead of text."),
 		procs: fs.Int("procs", 0,
@@ -204,7 +210,7 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 
-	workers, iters, value, work, duration := *f.workers, *f.iters, *f.value, *f.work, *f.duration
+	workers, iters, value, work, duration, items := *f.workers, *f.iters, *f.value, *f.work, *f.duration, *f.items
 	procs, kill, kills := *f.procs, *f.kill, *f.kills
 	if procs > workers && !set["workers"] {
 		workers = procs // at least one worker per process
@@ -220,6 +226,10 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 		return usageErr("-work must be between 0 and %d, got %d", maxWork, work)
 	case duration < 0:
 		return usageErr("-duration must not be negative, got %v", duration)
+	case items < 0:
+		return usageErr("-items must not be negative, got %d", items)
+	case duration > 0 && items > 0:
+		return usageErr("-items and -duration cannot be combined: a run is bounded either by a count of items or by time")
 	case duration > 0 && set["iters"]:
 		return usageErr("-iters and -duration cannot be combined: a run is bounded either by a count of additions per worker (-iters) or by time (-duration)")
 	case duration == 0 && !fitsCounter(int64(workers), iters, value):
@@ -261,6 +271,7 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 			value:    value,
 			work:     work,
 			duration: duration,
+			items:    items,
 			procs:    procs,
 			kill:     kill,
 			kills:    kills,
@@ -339,6 +350,9 @@ Lock kinds (-lock), where all means every kind marked *:
 			fmt.Fprintf(w, "        (default %s)\n", f.DefValue)
 		}
 	})
+	for _, section := range kindHelp {
+		fmt.Fprint(w, "\n"+section)
+	}
 	fmt.Fprint(w, `
 Counting or timing:
   By default each worker makes exactly -iters additions, and the report
@@ -458,6 +472,11 @@ type kind struct {
 // kinds is the registry, in registration order: the order of the help and
 // of -lock all.
 var kinds []*kind
+
+// kindHelp holds help sections that kinds files add (from init) for kinds
+// whose experiment or output differs from the locked counter's. Each is
+// printed after the flags, and should end with a newline.
+var kindHelp []string
 
 // register adds kinds to the registry. The kinds_*.go files call it from
 // init, so kinds appear in the order of those files' names (Go runs init
@@ -825,6 +844,19 @@ type report struct {
 	// fair is the fairness block (fairness.go): shares, wait latency,
 	// starvation check; nil for kinds without one.
 	fair *fairness
+
+	// custom, when set, is the whole report of a kind whose experiment is
+	// not the locked counter (a ring's stream, a seqlock's snapshots): it
+	// prints itself and gives the failures, and the fields above are unused.
+	custom customReport
+}
+
+// A customReport is the outcome of a kind with its own experiment; see
+// report.custom.
+type customReport interface {
+	failures() []string
+	writeText(w io.Writer)
+	writeJSON(w io.Writer) error
 }
 
 // newReport fills in what hammer measured; the runner adds what it found.
@@ -867,6 +899,9 @@ func (r *report) throughput() float64 {
 
 // failures lists why the run failed; none means it passed.
 func (r *report) failures() []string {
+	if r.custom != nil {
+		return r.custom.failures()
+	}
 	var why []string
 	if d := r.expected - r.actual; d != 0 {
 		if d > 0 && d%r.value == 0 {
@@ -903,6 +938,10 @@ func (r *report) result() string {
 
 // writeText prints the report in the text format documented in the help.
 func (r *report) writeText(w io.Writer) {
+	if r.custom != nil {
+		r.custom.writeText(w)
+		return
+	}
 	fmt.Fprintf(w, "Lock: %s\n", r.lock)
 	fmt.Fprintf(w, "Workers: %d\n", r.workers)
 	if r.procs > 0 {
@@ -971,6 +1010,9 @@ type reportJSON struct {
 
 // writeJSON prints the report as one line of JSON.
 func (r *report) writeJSON(w io.Writer) error {
+	if r.custom != nil {
+		return r.custom.writeJSON(w)
+	}
 	j := reportJSON{
 		Lock:              r.lock,
 		Workers:           r.workers,

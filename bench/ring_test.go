@@ -1,0 +1,192 @@
+package bench
+
+// Single-producer single-consumer throughput of lockword's Ring against a
+// buffered channel of the same capacity and xsync's SPSCQueue (another
+// rigtorp ring, non-blocking only), in one run so that the ratios hold:
+//
+//	flock /tmp/lockword-bench.lock go test -run '^$' -bench RingSPSC -cpu 2 -benchtime 200ms -count 5 ./bench
+//
+// One goroutine pushes b.N integers, another pops them and checks they
+// arrive in order; ns/op is wall time per item and Mitems/s its inverse in
+// millions per second. Kinds:
+//
+//	chan        ch <- v / <-ch
+//	ring        lockword Ring Push / Pop (blocking: spin, then sleep)
+//	ring-try    lockword Ring TryPush / TryPop, runtime.Gosched when full/empty
+//	xsync       xsync SPSCQueue TryEnqueue / TryDequeue, runtime.Gosched when full/empty
+//	ring-batchN lockword Ring PushSlice / PopSlice, batches of N = 16, 64,
+//	            256 (one index store per batch on each side)
+//
+// The xsync queue has no blocking calls; yielding on failure is what its
+// own benchmark does.
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/lockword/lockword"
+	"github.com/puzpuzpuz/xsync/v4"
+)
+
+const ringCapacity = 1024
+
+// spscKind is one queue under test: produce pushes 1..n, consume pops n
+// items and returns how many arrived out of order.
+type spscKind struct {
+	name    string
+	prepare func(capacity int) (produce func(n int), consume func(n int) (bad int))
+}
+
+var spscKinds = []spscKind{
+	{"chan", func(capacity int) (func(int), func(int) int) {
+		ch := make(chan uint64, capacity)
+		return func(n int) {
+				for i := 1; i <= n; i++ {
+					ch <- uint64(i)
+				}
+			}, func(n int) (bad int) {
+				for i := 1; i <= n; i++ {
+					if <-ch != uint64(i) {
+						bad++
+					}
+				}
+				return bad
+			}
+	}},
+	{"ring", func(capacity int) (func(int), func(int) int) {
+		r := mustRing(capacity)
+		ctx := context.Background()
+		return func(n int) {
+				for i := 1; i <= n; i++ {
+					r.Push(ctx, uint64(i))
+				}
+			}, func(n int) (bad int) {
+				for i := 1; i <= n; i++ {
+					if v, _ := r.Pop(ctx); v != uint64(i) {
+						bad++
+					}
+				}
+				return bad
+			}
+	}},
+	{"ring-try", func(capacity int) (func(int), func(int) int) {
+		r := mustRing(capacity)
+		return func(n int) {
+				for i := 1; i <= n; i++ {
+					for !r.TryPush(uint64(i)) {
+						runtime.Gosched()
+					}
+				}
+			}, func(n int) (bad int) {
+				for i := 1; i <= n; i++ {
+					v, ok := r.TryPop()
+					for ; !ok; v, ok = r.TryPop() {
+						runtime.Gosched()
+					}
+					if v != uint64(i) {
+						bad++
+					}
+				}
+				return bad
+			}
+	}},
+	{"xsync", func(capacity int) (func(int), func(int) int) {
+		q := xsync.NewSPSCQueue[uint64](capacity)
+		return func(n int) {
+				for i := 1; i <= n; i++ {
+					for !q.TryEnqueue(uint64(i)) {
+						runtime.Gosched()
+					}
+				}
+			}, func(n int) (bad int) {
+				for i := 1; i <= n; i++ {
+					v, ok := q.TryDequeue()
+					for ; !ok; v, ok = q.TryDequeue() {
+						runtime.Gosched()
+					}
+					if v != uint64(i) {
+						bad++
+					}
+				}
+				return bad
+			}
+	}},
+	batchKind(16),
+	batchKind(64),
+	batchKind(256),
+}
+
+// batchKind moves items with PushSlice and PopSlice in batches of size:
+// one index store per batch on each side.
+func batchKind(size int) spscKind {
+	return spscKind{fmt.Sprintf("ring-batch%d", size), func(capacity int) (func(int), func(int) int) {
+		r := mustRing(capacity)
+		ctx := context.Background()
+		return func(n int) {
+				batch := make([]uint64, size)
+				for i := 1; i <= n; {
+					k := min(size, n-i+1)
+					for j := range k {
+						batch[j] = uint64(i + j)
+					}
+					r.PushSlice(ctx, batch[:k])
+					i += k
+				}
+			}, func(n int) (bad int) {
+				batch := make([]uint64, size)
+				for i := 1; i <= n; {
+					k, _ := r.PopSlice(ctx, batch[:min(size, n-i+1)])
+					for _, v := range batch[:k] {
+						if v != uint64(i) {
+							bad++
+						}
+						i++
+					}
+				}
+				return bad
+			}
+	}}
+}
+
+func mustRing(capacity int) *lockword.Ring[uint64] {
+	r, err := lockword.NewRing[uint64](capacity)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// benchmarkSPSC moves b.N items from a producer goroutine to the
+// benchmark's goroutine.
+func benchmarkSPSC(b *testing.B, k spscKind, capacity int) {
+	produce, consume := k.prepare(capacity)
+	start := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		<-start
+		produce(b.N)
+		close(done)
+	}()
+	b.ResetTimer()
+	t0 := time.Now()
+	close(start)
+	bad := consume(b.N)
+	<-done
+	elapsed := time.Since(t0)
+	b.StopTimer()
+	if bad != 0 {
+		b.Fatalf("%s: %d of %d items out of order", k.name, bad, b.N)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds()/1e6, "Mitems/s")
+}
+
+func BenchmarkRingSPSC(b *testing.B) {
+	for _, k := range spscKinds {
+		b.Run(fmt.Sprintf("kind=%s/cap=%d", k.name, ringCapacity), func(b *testing.B) {
+			benchmarkSPSC(b, k, ringCapacity)
+		})
+	}
+}

@@ -1,0 +1,266 @@
+package lockword
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/lockword/lockword/internal/wait"
+)
+
+// This file holds the index and wake-up protocol of a single-producer,
+// single-consumer ring, apart from what the slots hold. Ring[T] puts Go
+// values in the slots; a ring in memory shared between processes can put
+// bytes there and reuse spscIndex unchanged, because every field of it is a
+// plain integer word (no pointers) and the only platform-specific step,
+// sleeping and waking, is passed in as a ringSleeper.
+
+// falseSharingRange is the distance in bytes that keeps two fields from
+// sharing a cache line: two 64-byte lines, because x86 cores prefetch lines
+// in adjacent pairs and arm64 cores such as Apple's have 128-byte lines.
+const falseSharingRange = 128
+
+// Bits of a ring's two wake words (spscIndex.notEmpty, spscIndex.notFull).
+const (
+	// ringSleeping: the side that sleeps on this word is asleep, or about
+	// to be; the other side must clear the bit and wake it.
+	ringSleeping = 1
+	// ringClosed: Close was called. Set in both words, never cleared.
+	ringClosed = 2
+)
+
+// Spin tuning for the blocking ring calls, chosen by the ring benchmarks on
+// the 2-core benchmark machine (one PAUSE about 19 ns; see BENCHMARKS.md).
+// A side that finds the ring full (empty) looks at the other side's index
+// again after ringSpinFirst pauses, then after doubling pauses up to a cap
+// (about 10 µs in all), so that items accumulate and are taken in bursts
+// instead of one cache-line transfer per item; then it yields the processor
+// a few times, for a peer on the same P; only then does it sleep.
+const (
+	ringSpinFirst = 16 // PAUSE/YIELD hints before the second look
+	ringSpinPause = 64 // cap on PAUSE/YIELD hints between looks
+)
+
+// The spin and yield budgets are variables only so that a test can turn
+// them off and show that the sleep-rate check catches a ring that sleeps
+// as soon as it finds the ring full or empty.
+var (
+	ringSpinIterations = 10 // looks at the other index before yielding
+	ringYieldRounds    = 4  // runtime.Gosched calls before sleeping
+)
+
+// ErrRingClosed is returned by the blocking calls of a Ring once it has
+// been closed: by Push and PushSlice at once, by Pop and PopSlice when
+// every item pushed before Close has been popped.
+var ErrRingClosed = errors.New("lockword: ring closed")
+
+// producerWords are the words the producer writes on every push.
+type producerWords struct {
+	tail      atomic.Uint64 // next position to write; positions below it are published
+	headCache uint64        // the producer's last view of head (producer-only)
+	// notEmpty is the consumer's wake word: the consumer sleeps on it,
+	// the producer reads it after every publish. It sits on the
+	// producer's line because the producer reads it all the time and the
+	// consumer writes it only when it goes to sleep.
+	notEmpty atomic.Uint32
+	sleeps   atomic.Uint64 // times the producer slept on a full ring
+	wakes    atomic.Uint64 // wake-ups the producer (or Close) sent
+}
+
+// consumerWords are the words the consumer writes on every pop.
+type consumerWords struct {
+	head      atomic.Uint64 // next position to read; positions below it are free
+	tailCache uint64        // the consumer's last view of tail (consumer-only)
+	notFull   atomic.Uint32 // the producer's wake word (see notEmpty)
+	sleeps    atomic.Uint64 // times the consumer slept on an empty ring
+	wakes     atomic.Uint64 // wake-ups the consumer sent
+}
+
+// spscIndex is the state of an SPSC ring apart from its slots: the design of
+// Erik Rigtorp's SPSCQueue ("Optimizing a ring buffer for throughput", 2021),
+// with a wake-up protocol added for blocking calls. Positions are free-running
+// 64-bit counters of slots (or, for a byte ring, of bytes): the slot of
+// position p is p mod capacity, the ring holds tail-head items, and all
+// arithmetic is modulo 2^64, so the counters may wrap.
+//
+//	word       written by                  read by
+//	tail       producer, once per publish  consumer, when its cache runs out
+//	head       consumer, once per release  producer, when its cache runs out
+//	headCache  producer only               producer only
+//	tailCache  consumer only               consumer only
+//	notEmpty   consumer going to sleep,    producer after each publish
+//	           producer waking it, Close
+//	notFull    producer going to sleep,    consumer after each release
+//	           consumer waking it, Close
+//
+// Wake words: bit 0 (ringSleeping) the waiting side is asleep or about to
+// be; bit 1 (ringClosed) the ring is closed. All zero is an open ring with
+// nobody asleep.
+//
+// No lost wake-up: a side that would sleep sets ringSleeping in its wake
+// word and then looks at the other index again; the other side stores its
+// index and then looks at the wake word. Go's atomics are sequentially
+// consistent, so at least one of them sees the other's store: either the
+// sleeper sees the new index and does not sleep, or the other side sees the
+// bit, clears it and wakes. The sleep itself compares the word under the
+// waiting layer's queue lock, so a wake between the look and the sleep is
+// not lost either. A side wakes the other only if the bit is set, so a busy
+// ring makes no wake calls.
+//
+// Each side's words lie on their own cache lines (falseSharingRange), so
+// the producer's stores never invalidate the consumer's line and vice
+// versa, except to hand over an index when a cached copy runs out.
+type spscIndex struct {
+	_ [falseSharingRange]byte // keep neighbours in the heap off the producer's line
+	producerWords
+	_ [falseSharingRange]byte
+	consumerWords
+	_ [falseSharingRange]byte
+
+	// Read-mostly: set at construction.
+	capacity uint64 // a power of two; 0 for a zero Ring (always full and empty)
+	mask     uint64 // capacity-1
+}
+
+// ringSleeper is how one side of a ring sleeps on its wake word and how the
+// other side wakes it. In-process rings park goroutines (parkSleeper); a ring
+// shared between processes will sleep on the kernel futex (wait.Shared).
+type ringSleeper interface {
+	// sleep waits while *word == val; it may return early (the caller
+	// loops). It returns a non-nil error only when ctx ended before a
+	// wake-up chose this sleeper.
+	sleep(ctx context.Context, word *atomic.Uint32, val uint32) error
+	// wake wakes the sleeper of word, if any.
+	wake(word *atomic.Uint32)
+}
+
+// parkSleeper parks goroutines (internal/wait): for rings in the Go heap.
+type parkSleeper struct{}
+
+func (parkSleeper) sleep(ctx context.Context, word *atomic.Uint32, val uint32) error {
+	return wait.Wait(ctx, word, val)
+}
+
+func (parkSleeper) wake(word *atomic.Uint32) { wait.Wake(word, 1) }
+
+// init sets the capacity, which must be a power of two.
+func (x *spscIndex) init(capacity uint64) {
+	x.capacity = capacity
+	x.mask = capacity - 1
+}
+
+// wake clears ringSleeping in word and, if it was set, wakes the sleeper.
+// Callers have already seen the bit set with a plain load, so a busy ring
+// pays one load per publish and nothing more.
+//
+//go:noinline
+func wakeSide(word *atomic.Uint32, wakes *atomic.Uint64, sl ringSleeper) {
+	// Clear first: a sleeper that wakes and looks again must not see a
+	// stale bit, and of two wakers (a side and Close) only one wakes.
+	if word.And(^uint32(ringSleeping))&ringSleeping != 0 {
+		wakes.Add(1)
+		sl.wake(word)
+	}
+}
+
+// closeRing sets ringClosed in both wake words and wakes whoever sleeps.
+func (x *spscIndex) closeRing(sl ringSleeper) {
+	for _, w := range [...]*atomic.Uint32{&x.notEmpty, &x.notFull} {
+		if w.Or(ringClosed)&ringSleeping != 0 {
+			wakeSide(w, &x.producerWords.wakes, sl)
+		}
+	}
+}
+
+// closed reports whether Close was called, from the producer's line.
+func (x *spscIndex) closed() bool { return x.notEmpty.Load()&ringClosed != 0 }
+
+// waitRoom is the producer's slow path: it returns nil once at least one
+// slot is free, ErrRingClosed once the ring is closed (room or not), or
+// ctx's error.
+func (x *spscIndex) waitRoom(ctx context.Context, sl ringSleeper) error {
+	t := x.tail.Load()
+	return x.await(ctx, &x.notFull, &x.producerWords.sleeps, sl, true, func() bool {
+		x.headCache = x.head.Load()
+		return t-x.headCache < x.capacity
+	})
+}
+
+// waitItems is the consumer's slow path: it returns nil once at least one
+// item is published, ErrRingClosed once the ring is closed and drained, or
+// ctx's error.
+func (x *spscIndex) waitItems(ctx context.Context, sl ringSleeper) error {
+	h := x.head.Load()
+	return x.await(ctx, &x.notEmpty, &x.consumerWords.sleeps, sl, false, func() bool {
+		x.tailCache = x.tail.Load()
+		return x.tailCache != h
+	})
+}
+
+// await waits until ready reports true: it spins with backoff, then yields,
+// then sleeps on word. ready looks at the other side's index. A closed ring
+// ends the wait with ErrRingClosed: at once if closedFirst (the producer),
+// else only when ready fails (the consumer, which drains first). The closed
+// bit is always read before ready is called, so a consumer that sees the
+// ring closed also sees every item published before Close.
+func (x *spscIndex) await(ctx context.Context, word *atomic.Uint32, sleeps *atomic.Uint64, sl ringSleeper,
+	closedFirst bool, ready func() bool) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	backoff := uint32(ringSpinFirst)
+	for i := 0; i < ringSpinIterations+ringYieldRounds; i++ {
+		closed := word.Load()&ringClosed != 0
+		if closed && closedFirst {
+			return ErrRingClosed
+		}
+		if ready() {
+			return nil
+		}
+		if closed {
+			return ErrRingClosed
+		}
+		if i == 1 && runtime.GOMAXPROCS(0) == 1 {
+			// One processor: the other side cannot run while we
+			// spin, so go straight to yielding. (Asked only now,
+			// since it takes the scheduler's lock, and most waits of
+			// a busy ring end at the first or second look.)
+			i = ringSpinIterations
+		}
+		if i < ringSpinIterations {
+			// The other side is probably running: watch its index
+			// without sleeping, letting items (or room) accumulate.
+			procyield(backoff)
+			backoff = min(2*backoff, ringSpinPause)
+		} else {
+			// It may be waiting for our processor (GOMAXPROCS=1, or
+			// more runnable goroutines than cores).
+			runtime.Gosched()
+		}
+	}
+	for {
+		// Announce the sleep, then look again (the Dekker pair with
+		// the other side's store-index-then-load-word).
+		old := word.Or(ringSleeping)
+		if old&ringClosed != 0 && closedFirst {
+			word.And(^uint32(ringSleeping))
+			return ErrRingClosed
+		}
+		if ready() {
+			word.And(^uint32(ringSleeping))
+			return nil
+		}
+		if old&ringClosed != 0 {
+			word.And(^uint32(ringSleeping))
+			return ErrRingClosed
+		}
+		sleeps.Add(1)
+		if err := sl.sleep(ctx, word, ringSleeping); err != nil {
+			// Not woken, so no wake-up is lost; withdraw the
+			// announcement (a waker racing with us wakes nobody).
+			word.And(^uint32(ringSleeping))
+			return err
+		}
+	}
+}
