@@ -9,8 +9,11 @@
 //
 // # Primitives
 //
-//	Mutex      three-state futex mutex (Drepper), spin then sleep; not fair
-//	SpinMutex  test-and-test-and-set spin lock with backoff, yield, then sleep
+//	Mutex        three-state futex mutex (Drepper), spin then sleep; not fair
+//	SpinMutex    test-and-test-and-set spin lock with backoff, yield, then sleep
+//	TicketMutex  FIFO ticket lock; waiters park keyed by ticket; fair
+//	RWMutex      phase-fair reader-writer lock; waiters park
+//	Cond         condition variable on a sequence word, for any sync.Locker
 //	Region       a file mapped by several processes, holding named objects (Linux)
 //	SharedMutex  robust mutex in a Region: owner death is reported (Linux)
 //

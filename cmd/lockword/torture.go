@@ -367,8 +367,32 @@ Output (text), per kind, a blank line between kinds:
   Throughput (acquisitions per wall-clock second, in millions, from the
   moment the workers are released until the last one finishes), Slow path
   (the share of acquisitions that found the lock held, from the lockword
-  lock's Stats; n/a for kinds that keep none), and Result: PASS, or FAIL
-  with the reasons.
+  lock's Stats; n/a for kinds that keep none), the fairness block below
+  (in-process kinds except none), and Result: PASS, or FAIL with the
+  reasons.
+
+Fairness (in-process kinds), three lines:
+  Fairness: each worker's acquisitions over the window in which all of
+    them contend (from the moment the last one first reaches the lock to
+    the first one's finish, or to the end of a -duration run), min, max
+    and max/min, FLAGGED when max > 2×min, as the kernel's locktorture
+    flags starvation. A flag is information, not a failure: mutex, spin
+    and sync are unfair on purpose.
+  Wait latency: p50, p99 and max of the time from calling Lock to
+    holding the lock, timed on one acquisition in 16 per worker.
+  Starvation check: for 200ms one goroutine re-locks in a tight loop
+    while another locks repeatedly; the other's longest wait. For ticket
+    it must stay under 10ms, or the run fails; for the others it is
+    information. (rw: a writer re-locks, a reader waits; rw-read-mostly:
+    a reader re-locks, a writer waits; cond: a goroutine signals, another
+    waits for a Signal.)
+  rw kinds add the reads and writes made and the reader-writer overlaps
+  seen (a reader that met a writer inside; any fails the run); every
+  acquisition adds -value (a reader to its own tally), so Expected is as
+  for the other kinds. cond: -workers producers each put -iters items
+  through a queue of capacity 1 (two Conds, Signal only) and as many
+  consumers take them; an addition is one item, and the shares are the
+  items each consumer took.
 
 Output (-json), one object per kind and line, with the fields
   lock, workers, iters (null with -duration), additions (total), value,
@@ -376,8 +400,12 @@ Output (-json), one object per kind and line, with the fields
   slow_path_fraction (0..1, null when the lock keeps no statistics),
   stats_acquisitions (the lock's own count of acquisitions, null without
   statistics; it must equal additions, or the run fails), duration_s
-  (measured wall time), result ("PASS" or "FAIL"), and failures (the
-  reasons, only when it failed).
+  (measured wall time), result ("PASS" or "FAIL"), failures (the
+  reasons, only when it failed), and, for in-process kinds, fairness:
+  {shares, shares_at, min_share, max_share, max_min (null when a worker
+  made none), flagged, wait_sampled_every, wait_samples, wait_p50_ns,
+  wait_p99_ns, wait_max_ns, starvation: {what, max_wait_ns,
+  acquisitions, limit_ns (null: information only), passed}, notes}.
 
 Across processes (-procs N):
   The shared kinds run the same experiment with the workers spread over N
@@ -635,6 +663,10 @@ type lockerTarget struct {
 	// Its workers run sectionUnprotected, compiled without race
 	// instrumentation, and yield in the middle of the update.
 	unprotected bool
+	// starvationLimit fails the run when the starvation check's waiting
+	// goroutine waits this long or longer (fairness.go); 0: the check
+	// is information only.
+	starvationLimit time.Duration
 }
 
 // lockerKind makes a kind that tortures any sync.Locker with the generic
@@ -656,10 +688,12 @@ func lockerKind(name, desc string, inAll bool, newTarget func() lockerTarget) ki
 func tortureLocker(cfg *config, name string, t lockerTarget) *report {
 	a := new(arena)
 	lock, value := t.lock, cfg.value
+	m := newFairMeter(cfg)
 	body := func(id, steps int) {
-		lock.Lock()
+		m.lock(id, lock) // times one wait in sampleEvery
 		a.section(id, value, steps, false)
 		lock.Unlock()
+		m.released(id)
 	}
 	if t.unprotected {
 		body = func(id, steps int) {
@@ -682,6 +716,9 @@ func tortureLocker(cfg *config, name string, t lockerTarget) *report {
 		r.statsAcquisitions = &s.Acquisitions
 	} else {
 		r.noStats = t.noStats
+	}
+	if !t.unprotected { // a lock that does not exclude has no fairness
+		r.fair = m.summarize(h, lockerStarvation(lock, t.starvationLimit))
 	}
 	return r
 }
@@ -804,6 +841,10 @@ type report struct {
 	procs  int
 	killed *killReport
 
+	// fair is the fairness block (fairness.go): shares, wait latency,
+	// starvation check; nil for kinds without one.
+	fair *fairness
+
 	// custom, when set, is the whole report of a kind whose experiment is
 	// not the locked counter (a ring's stream, a seqlock's snapshots): it
 	// prints itself and gives the failures, and the fields above are unused.
@@ -878,6 +919,9 @@ func (r *report) failures() []string {
 	if r.killed != nil {
 		why = append(why, r.killed.failures()...)
 	}
+	if r.fair != nil {
+		why = append(why, r.fair.allFailures()...)
+	}
 	return why
 }
 
@@ -929,6 +973,9 @@ func (r *report) writeText(w io.Writer) {
 	if r.killed != nil {
 		r.killed.writeText(w)
 	}
+	if r.fair != nil {
+		r.fair.writeText(w)
+	}
 	if why := r.failures(); len(why) > 0 {
 		fmt.Fprintf(w, "Result: FAIL (%s)\n", strings.Join(why, "; "))
 	} else {
@@ -957,6 +1004,8 @@ type reportJSON struct {
 	// Multi-process runs only.
 	Processes *int        `json:"processes,omitempty"`
 	Kill      *killReport `json:"kill,omitempty"`
+	// In-process kinds: fairness.go.
+	Fairness *fairnessJSON `json:"fairness,omitempty"`
 }
 
 // writeJSON prints the report as one line of JSON.
@@ -987,6 +1036,9 @@ func (r *report) writeJSON(w io.Writer) error {
 		j.Processes = &r.procs
 	}
 	j.Kill = r.killed
+	if r.fair != nil {
+		j.Fairness = r.fair.json()
+	}
 	b, err := json.Marshal(j)
 	if err != nil {
 		return err
