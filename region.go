@@ -397,7 +397,7 @@ const bytesAlign = 64
 // ErrObjectKind if name is an object of another kind, ErrObjectBounds if it
 // exists with another size, ErrRegionFull if there is no room.
 func (r *Region) Bytes(name string, size int) ([]byte, error) {
-	if size <= 0 || size > 1<<31 {
+	if size <= 0 || int64(size) > 1<<31 {
 		return nil, fmt.Errorf("%w: Bytes(%q, %d): size must be 1 to 2^31 bytes", ErrObjectBounds, name, size)
 	}
 	r.mu.Lock()

@@ -545,7 +545,7 @@ func forgeSlot(r *Region, slot uint32, id procIdentity, gen uint32) uint32 {
 func TestRegionLayout(t *testing.T) {
 	for _, c := range []struct {
 		name      string
-		got, want int
+		got, want int64
 	}{
 		{"magic", hdrMagic, 0}, {"version", hdrVersion, 8}, {"header size", hdrHeaderSize, 12},
 		{"size", hdrSize, 16}, {"table capacity", hdrTableCap, 24}, {"process slots", hdrProcSlots, 28},
@@ -560,7 +560,7 @@ func TestRegionLayout(t *testing.T) {
 		{"mutex size", mutexObjSize, 64}, {"mutex word", mutexObjWord, 0}, {"mutex held since", mutexObjHeldSince, 8},
 		{"mutex acquisitions", mutexObjAcquired, 16}, {"mutex slow", mutexObjSlow, 24}, {"mutex parks", mutexObjParks, 32},
 		{"mutex wait total", mutexObjWaitNs, 40}, {"mutex wait max", mutexObjWaitMaxNs, 48},
-		{"kind mutex", int(kindMutex), 1}, {"kind bytes", int(kindBytes), 2},
+		{"kind mutex", int64(kindMutex), 1}, {"kind bytes", int64(kindBytes), 2},
 		{"stats bit", sharedStats, 1 << 28}, {"inconsistent bit", sharedInconsistent, 1 << 29},
 		{"waiters bit", sharedWaiters, 1 << 30}, {"timed bit", sharedTimed, 1 << 31},
 		{"not recoverable", ownerNotRecoverable, 0x0FFFFFFF},

@@ -244,7 +244,7 @@ func (m *SharedMutex) TryLock() bool {
 //   - ctx.Err() (errors.Is with context.Canceled or DeadlineExceeded): the
 //     caller does not hold it.
 func (m *SharedMutex) LockContext(ctx context.Context) error {
-	if m.word.CompareAndSwap(0, m.token) {
+	if ctx != nil && m.word.CompareAndSwap(0, m.token) {
 		return nil
 	}
 	return m.lockSlow(ctx)
@@ -416,7 +416,7 @@ func (m *SharedMutex) errNotRecoverable() error {
 
 func (m *SharedMutex) lockSlow(ctx context.Context) error {
 	if ctx == nil {
-		return errNilContext
+		return ErrNilContext
 	}
 	m.r.waiting.Add(1)
 	defer m.r.waiting.Add(-1)

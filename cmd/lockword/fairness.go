@@ -179,11 +179,23 @@ func (f *fairness) ratio() float64 {
 	return float64(hi) / float64(lo)
 }
 
+// fairnessMinShare is the fewest acquisitions the busiest worker must make
+// in the contended window for the shares to say anything: with a handful
+// each (-iters 1, say), who started first decides the ratio, not the lock.
+const fairnessMinShare = 100
+
+// judged reports whether the window held enough acquisitions to judge.
+func (f *fairness) judged() bool {
+	_, hi := f.minMax()
+	return hi >= fairnessMinShare
+}
+
 // flagged is locktorture's starvation flag: the busiest worker made more
-// than twice the acquisitions of the least busy.
+// than twice the acquisitions of the least busy (in a window with enough
+// acquisitions to judge).
 func (f *fairness) flagged() bool {
 	lo, hi := f.minMax()
-	return hi > 2*lo
+	return f.judged() && hi > 2*lo
 }
 
 // allFailures are the fairness block's reasons to fail the run.
@@ -198,7 +210,10 @@ func (f *fairness) allFailures() []string {
 func (f *fairness) writeText(w io.Writer) {
 	lo, hi := f.minMax()
 	flag := ""
-	if f.flagged() {
+	switch {
+	case !f.judged():
+		flag = fmt.Sprintf(" (too few acquisitions in that window to judge fairness: fewer than %d)", fairnessMinShare)
+	case f.flagged():
 		flag = " FLAGGED: max > 2×min (a worker was starved of its share; information, not a failure)"
 	}
 	fmt.Fprintf(w, "Fairness: %s %s: min %d, max %d, max/min %s%s\n", f.sharesWhat, f.sharesAt, lo, hi, ratioText(f.ratio()), flag)

@@ -221,7 +221,10 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 	case iters < 1:
 		return usageErr("-iters must be at least 1, got %d", iters)
 	case value < 1 || value > maxValue:
-		return usageErr("-value must be between 1 and %d, got %d (0 would hide lost updates)", maxValue, value)
+		if value < 1 {
+			return usageErr("-value must be between 1 and %d, got %d (0 would hide lost updates)", maxValue, value)
+		}
+		return usageErr("-value must be between 1 and %d, got %d", maxValue, value)
 	case work < 0 || work > maxWork:
 		return usageErr("-work must be between 0 and %d, got %d", maxWork, work)
 	case duration < 0:

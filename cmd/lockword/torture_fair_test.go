@@ -169,7 +169,8 @@ func TestStarvationCheckCatchesStarvingLock(t *testing.T) {
 }
 
 // TestFairnessFlag: the locktorture flag is raised exactly when the
-// busiest worker made more than twice the least busy one's acquisitions.
+// busiest worker made more than twice the least busy one's acquisitions,
+// and only when the window held enough acquisitions to judge.
 func TestFairnessFlag(t *testing.T) {
 	for _, c := range []struct {
 		shares []int64
@@ -179,7 +180,9 @@ func TestFairnessFlag(t *testing.T) {
 		{[]int64{100, 100, 100}, false, 1},
 		{[]int64{100, 200}, false, 2},
 		{[]int64{100, 201}, true, 2.01},
-		{[]int64{0, 5}, true, math.Inf(1)},
+		{[]int64{0, 500}, true, math.Inf(1)},
+		{[]int64{0, 5}, false, math.Inf(1)}, // too few to judge
+		{[]int64{1, 99}, false, 99},
 	} {
 		f := &fairness{shares: c.shares}
 		if f.flagged() != c.flag || f.ratio() != c.ratio {
