@@ -202,7 +202,7 @@ func (f *fairness) flagged() bool {
 func (f *fairness) allFailures() []string {
 	why := f.failures
 	if s := f.starve; s != nil && s.limit > 0 && !s.passed() {
-		why = append(why, fmt.Sprintf("starvation check: the waiting goroutine waited %v, limit %v", round(s.maxWait), s.limit))
+		why = append(why, fmt.Sprintf("starvation check: the waiting goroutine waited %v while the re-locking one went past it, limit %v", round(s.starved), s.limit))
 	}
 	return why
 }
@@ -226,8 +226,11 @@ func (f *fairness) writeText(w io.Writer) {
 		if s.limit > 0 {
 			limit = fmt.Sprintf(" (limit %v)", s.limit)
 		}
-		fmt.Fprintf(w, "Starvation check (%v of %s): longest wait %v over %d acquisitions%s\n",
-			starvationRun, s.what, round(s.maxWait), s.acquisitions, limit)
+		fmt.Fprintf(w, "Starvation check (%v of %s): longest wait %v (%d overtakes during it) over %d acquisitions%s\n",
+			starvationRun, s.what, round(s.maxWait), s.overtakes, s.acquisitions, limit)
+		if s.limit > 0 && s.maxWait >= s.limit && s.starved == 0 {
+			fmt.Fprintf(w, "  that wait reached the limit without being overtaken more than %d times: the process was not running (a loaded host), not starved\n", inOrderOvertakes)
+		}
 	}
 	for _, line := range f.extra {
 		fmt.Fprintln(w, line)
@@ -254,6 +257,8 @@ type fairnessJSON struct {
 type starvationObj struct {
 	What         string `json:"what"`
 	MaxWaitNs    int64  `json:"max_wait_ns"`
+	Overtakes    int    `json:"overtakes"`  // the other goroutine's acquisitions during the longest wait
+	StarvedNs    int64  `json:"starved_ns"` // longest wait ≥ limit while overtaken more than twice; 0: none
 	Acquisitions int    `json:"acquisitions"`
 	LimitNs      *int64 `json:"limit_ns"` // null: no limit, information only
 	Passed       bool   `json:"passed"`
@@ -271,7 +276,7 @@ func (f *fairness) json() *fairnessJSON {
 		j.MaxMin = &r
 	}
 	if s := f.starve; s != nil {
-		j.Starvation = &starvationObj{What: s.what, MaxWaitNs: int64(s.maxWait), Acquisitions: s.acquisitions, Passed: s.passed()}
+		j.Starvation = &starvationObj{What: s.what, MaxWaitNs: int64(s.maxWait), Overtakes: s.overtakes, StarvedNs: int64(s.starved), Acquisitions: s.acquisitions, Passed: s.passed()}
 		if s.limit > 0 {
 			l := int64(s.limit)
 			j.Starvation.LimitNs = &l
@@ -284,11 +289,27 @@ func (f *fairness) json() *fairnessJSON {
 type starvation struct {
 	what         string
 	maxWait      time.Duration
+	overtakes    int // the hog's acquisitions completed during the longest wait
 	acquisitions int
 	limit        time.Duration // 0: information only
+	// starved is the longest wait of at least limit during which the
+	// victim was overtaken more than inOrderOvertakes times; 0 if none.
+	starved time.Duration
 }
 
-func (s *starvation) passed() bool { return s.limit <= 0 || s.maxWait < s.limit }
+// inOrderOvertakes is how many of the hog's acquisitions can complete
+// during one wait of the victim when the lock serves in order: the one the
+// hog held when the victim arrived, and the one it queued right after the
+// victim's, which completes after the victim's own but may be counted
+// before the victim looks.
+const inOrderOvertakes = 2
+
+// passed: no wait reached the limit while the hog went past the waiter.
+// A wait that reached the limit without being overtaken was a stall of
+// the whole process (the host did not run its threads: seen on a loaded
+// 2-core machine, 12 ms with the hog held up as well), not starvation; it
+// is reported but does not fail the check.
+func (s *starvation) passed() bool { return s.limit <= 0 || s.starved == 0 }
 
 // starvationCheck runs hog (one acquisition and release) in a tight loop
 // on one goroutine for starvationRun while another runs victim (one
@@ -298,19 +319,29 @@ func (s *starvation) passed() bool { return s.limit <= 0 || s.maxWait < s.limit 
 // run.
 func starvationCheck(what string, limit time.Duration, hog, victim func()) *starvation {
 	var stop atomic.Bool
+	var hogs atomic.Int64 // the hog's completed acquisitions
 	hogDone := make(chan struct{})
 	go func() {
 		defer close(hogDone)
 		for !stop.Load() {
 			hog()
+			hogs.Add(1)
 		}
 	}()
 	s := &starvation{what: what, limit: limit}
 	deadline := time.Now().Add(starvationRun)
 	for time.Now().Before(deadline) {
+		h0 := hogs.Load()
 		t0 := time.Now()
 		victim()
-		s.maxWait = max(s.maxWait, time.Since(t0))
+		wait := time.Since(t0)
+		overtakes := int(hogs.Load() - h0)
+		if wait > s.maxWait {
+			s.maxWait, s.overtakes = wait, overtakes
+		}
+		if wait >= limit && overtakes > inOrderOvertakes {
+			s.starved = max(s.starved, wait)
+		}
 		s.acquisitions++
 		time.Sleep(starvationPause)
 	}

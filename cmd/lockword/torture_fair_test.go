@@ -6,6 +6,9 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
+
+	"github.com/lockword/lockword"
 	"testing"
 	"time"
 )
@@ -138,22 +141,39 @@ func TestTortureCondTimedOddWorkers(t *testing.T) {
 	}
 }
 
-// starvingLock makes every tenth acquisition wait 15 ms: a lock that lets
-// a waiter starve, for the starvation check to catch.
+// starvingLock holds every tenth Lock call back for 15 ms while other
+// goroutines take and release the lock past it: a lock that lets a waiter
+// starve, for the starvation check to catch.
 type starvingLock struct {
 	mu sync.Mutex
-	n  int
+	n  atomic.Int64
 }
 
 func (l *starvingLock) Lock() {
+	if l.n.Add(1)%10 == 0 {
+		time.Sleep(15 * time.Millisecond)
+	}
 	l.mu.Lock()
-	l.n++
-	if l.n%10 == 0 {
+}
+
+func (l *starvingLock) Unlock() { l.mu.Unlock() }
+
+// stallingLock, a FIFO lock, holds everyone up for 15 ms now and then, as
+// a loaded host that does not run the process does: waits reach the
+// limit, but nobody is overtaken.
+type stallingLock struct {
+	mu lockword.TicketMutex
+	n  int
+}
+
+func (l *stallingLock) Lock() {
+	l.mu.Lock()
+	if l.n++; l.n%10 == 0 {
 		time.Sleep(15 * time.Millisecond)
 	}
 }
 
-func (l *starvingLock) Unlock() { l.mu.Unlock() }
+func (l *stallingLock) Unlock() { l.mu.Unlock() }
 
 // TestStarvationCheckCatchesStarvingLock shows that the starvation check,
 // and with it ticket's 10 ms limit, can fail.
@@ -165,6 +185,19 @@ func TestStarvationCheckCatchesStarvingLock(t *testing.T) {
 	f := &fairness{shares: []int64{1, 1}, starve: s}
 	if len(f.allFailures()) == 0 {
 		t.Fatal("a failed starvation check does not fail the run")
+	}
+}
+
+// TestStarvationCheckStallIsNotStarvation: waits that reach the limit
+// because nothing ran (not because the waiter was overtaken) are reported,
+// not failed.
+func TestStarvationCheckStallIsNotStarvation(t *testing.T) {
+	s := lockerStarvation(new(stallingLock), ticketStarvationLimit)
+	if s.maxWait < ticketStarvationLimit {
+		t.Skipf("no wait reached the limit (longest %v): nothing to judge", s.maxWait)
+	}
+	if !s.passed() {
+		t.Fatalf("a stall without overtaking failed the starvation check: longest wait %v, overtaken %d times, starved %v", s.maxWait, s.overtakes, s.starved)
 	}
 }
 
