@@ -126,6 +126,11 @@ var (
 	// from the file's size (truncated or extended file), or is too small
 	// to hold the header.
 	ErrBadSize = errors.New("lockword: region size does not match the file")
+	// ErrRegionTooSmall is returned by CreateRegion and OpenOrCreateRegion
+	// when the size argument is negative or below the minimum of 45056
+	// bytes (the header and tables): a bad argument, where ErrBadSize
+	// speaks of a file's contents.
+	ErrRegionTooSmall = errors.New("lockword: requested region size is too small")
 	// ErrBadChecksum is returned when the header checksum does not match
 	// the header fields and object table: the header is corrupt.
 	ErrBadChecksum = errors.New("lockword: region header checksum mismatch")
@@ -441,7 +446,8 @@ const (
 // CreateRegion creates a new region file of size bytes (0 means
 // DefaultRegionSize; the minimum is 45056, the header and tables) and opens
 // it. It fails with an error satisfying errors.Is(err, fs.ErrExist) if the
-// path exists. A path without a slash is a name under /dev/shm.
+// path exists, and with ErrRegionTooSmall if size is negative or below the
+// minimum. A path without a slash is a name under /dev/shm.
 func CreateRegion(path string, size int64, opts *RegionOptions) (*Region, error) {
 	return openRegion(path, size, opts, modeCreate)
 }

@@ -52,7 +52,7 @@ func createRegion(path string, size int64, mode os.FileMode) (r *Region, err err
 		size = DefaultRegionSize
 	}
 	if size < regionMinSize || size > math.MaxInt {
-		return nil, fmt.Errorf("lockword: create region %s: %w: %d bytes requested, minimum %d", path, ErrBadSize, size, regionMinSize)
+		return nil, fmt.Errorf("lockword: create region %s: %w: %d bytes requested, minimum %d", path, ErrRegionTooSmall, size, regionMinSize)
 	}
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(mode.Perm()))
 	if err != nil {

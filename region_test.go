@@ -459,8 +459,29 @@ func TestRegionFull(t *testing.T) {
 	if _, err := big.Bytes("table-full", 1); !errors.Is(err, ErrRegionFull) {
 		t.Fatalf("Bytes with a full table = %v, want ErrRegionFull", err)
 	}
-	if _, err := CreateRegion(tempRegionPath(t), regionMinSize-1, nil); !errors.Is(err, ErrBadSize) {
-		t.Fatalf("CreateRegion below the minimum = %v", err)
+}
+
+// TestRegionTooSmall: a size argument below the minimum is a bad argument,
+// reported as such (ErrRegionTooSmall), not as a file whose header
+// disagrees with its size (ErrBadSize); no file is left behind.
+func TestRegionTooSmall(t *testing.T) {
+	for _, size := range []int64{1000, regionMinSize - 1, -1} {
+		path := tempRegionPath(t)
+		for _, create := range []func() (*Region, error){
+			func() (*Region, error) { return CreateRegion(path, size, nil) },
+			func() (*Region, error) { return OpenOrCreateRegion(path, size, nil) },
+		} {
+			_, err := create()
+			if !errors.Is(err, ErrRegionTooSmall) || errors.Is(err, ErrBadSize) {
+				t.Fatalf("size %d: %v, want ErrRegionTooSmall (and not ErrBadSize)", size, err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("%d bytes requested, minimum %d", size, regionMinSize)) || strings.Contains(msg, "does not match the file") {
+				t.Errorf("size %d: message %q", size, msg)
+			}
+			if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("size %d: a file was left at %s (%v)", size, path, err)
+			}
+		}
 	}
 }
 
