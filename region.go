@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,7 +45,10 @@ import (
 // entries, never over live words), then every table entry: ErrObjectName,
 // ErrObjectKind, ErrObjectBounds, ErrObjectAlignment. No file content can
 // make it panic or read outside the mapping (FuzzOpenRegion). A failed open
-// unmaps what it mapped and closes the file.
+// unmaps what it mapped and closes the file. Its error reads "lockword:
+// open region PATH: why" (or "create region"); a failure of the file
+// system itself satisfies errors.Is with fs.ErrNotExist, fs.ErrExist or
+// fs.ErrPermission.
 //
 // Attaching claims a slot in the process table (see SharedMutex for why);
 // Close releases it. Close refuses with ErrRegionBusy while this process
@@ -158,6 +162,21 @@ var (
 	// ErrRegionClosed is returned by methods of a closed Region.
 	ErrRegionClosed = errors.New("lockword: region closed")
 )
+
+// regionError puts what failed before why, with one "lockword: " prefix for
+// the whole message: "lockword: open region PATH: CAUSE", where CAUSE is
+// err's message less the prefix that the sentinel errors carry (the prefix
+// is there for errors returned bare). errors.Is and errors.As see err.
+type regionError struct {
+	op  string // "open region /dev/shm/x", "object table entry 3"
+	err error
+}
+
+func (e *regionError) Error() string {
+	return "lockword: " + e.op + ": " + strings.TrimPrefix(e.err.Error(), "lockword: ")
+}
+
+func (e *regionError) Unwrap() error { return e.err }
 
 // Region file layout, ABI version 1 (docs/abi.md). Native byte order
 // (little-endian on amd64 and arm64). Offsets are in bytes from the start of
@@ -331,10 +350,10 @@ func parseRegionHeader(hdr []byte, fileSize int64) (*regionHeader, error) {
 		e := hdr[regionTableOffset+int(i)*tableEntrySize:][:tableEntrySize]
 		o, err := parseEntry(e, size)
 		if err != nil {
-			return nil, fmt.Errorf("object table entry %d: %w", i, err)
+			return nil, &regionError{op: fmt.Sprint("object table entry ", i), err: err}
 		}
 		if seen[o.name] {
-			return nil, fmt.Errorf("object table entry %d: %w: %q appears twice", i, ErrObjectName, o.name)
+			return nil, &regionError{op: fmt.Sprint("object table entry ", i), err: fmt.Errorf("%w: %q appears twice", ErrObjectName, o.name)}
 		}
 		seen[o.name] = true
 		h.objects = append(h.objects, o)

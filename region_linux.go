@@ -19,7 +19,7 @@ import (
 func openRegion(path string, size int64, opts *RegionOptions, mode openMode) (*Region, error) {
 	path = regionPath(path)
 	if path == "" {
-		return nil, &fs.PathError{Op: "open region", Path: path, Err: fs.ErrInvalid}
+		return nil, &regionError{op: "open region", err: fs.ErrInvalid}
 	}
 	var o RegionOptions
 	if opts != nil {
@@ -32,18 +32,25 @@ func openRegion(path string, size int64, opts *RegionOptions, mode openMode) (*R
 		o.InitTimeout = DefaultInitTimeout
 	}
 	deadline := time.Now().Add(max(o.InitTimeout, 0))
+	// Failures below return bare causes; they are named here, once.
 	for {
 		if mode == modeCreate || mode == modeEither {
 			r, err := createRegion(path, size, o.Mode)
-			if err == nil || mode == modeCreate || !errors.Is(err, fs.ErrExist) {
-				return r, err
+			if err == nil {
+				return r, nil
+			}
+			if mode == modeCreate || !errors.Is(err, fs.ErrExist) {
+				return nil, &regionError{op: "create region " + path, err: err}
 			}
 		}
 		r, err := openExisting(path, deadline, mode)
 		if mode == modeEither && errors.Is(err, fs.ErrNotExist) && time.Now().Before(deadline) {
 			continue // removed since our create failed: try again
 		}
-		return r, err
+		if err != nil {
+			return nil, &regionError{op: "open region " + path, err: err}
+		}
+		return r, nil
 	}
 }
 
@@ -52,11 +59,11 @@ func createRegion(path string, size int64, mode os.FileMode) (r *Region, err err
 		size = DefaultRegionSize
 	}
 	if size < regionMinSize || size > math.MaxInt {
-		return nil, fmt.Errorf("lockword: create region %s: %w: %d bytes requested, minimum %d", path, ErrRegionTooSmall, size, regionMinSize)
+		return nil, fmt.Errorf("%w: %d bytes requested, minimum %d", ErrRegionTooSmall, size, regionMinSize)
 	}
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(mode.Perm()))
 	if err != nil {
-		return nil, &fs.PathError{Op: "create region", Path: path, Err: err}
+		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), path)
 	var data []byte
@@ -69,7 +76,6 @@ func createRegion(path string, size int64, mode os.FileMode) (r *Region, err err
 				unix.Munmap(data)
 			}
 			f.Close()
-			err = fmt.Errorf("lockword: create region %s: %w", path, err)
 		}
 	}()
 	// The umask must not narrow the mode the caller asked for.
@@ -121,12 +127,12 @@ func openExisting(path string, deadline time.Time, mode openMode) (r *Region, er
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	switch err {
 	case unix.ELOOP:
-		return nil, fmt.Errorf("lockword: open region %s: %w (a symbolic link; links are not followed)", path, ErrNotRegularFile)
+		return nil, fmt.Errorf("%w (a symbolic link; links are not followed)", ErrNotRegularFile)
 	case unix.EISDIR, unix.ENXIO:
-		return nil, fmt.Errorf("lockword: open region %s: %w (%v)", path, ErrNotRegularFile, err)
+		return nil, fmt.Errorf("%w (%v)", ErrNotRegularFile, err)
 	}
 	if err != nil {
-		return nil, &fs.PathError{Op: "open region", Path: path, Err: err}
+		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), path)
 	var data []byte
@@ -136,7 +142,6 @@ func openExisting(path string, deadline time.Time, mode openMode) (r *Region, er
 				unix.Munmap(data)
 			}
 			f.Close()
-			err = fmt.Errorf("lockword: open region %s: %w", path, err)
 		}
 	}()
 	var st unix.Stat_t
@@ -360,7 +365,7 @@ func (r *Region) object(name string, kind objectKind, size uint32) (regionObject
 	copy(hdr, r.data)
 	h, err := parseRegionHeader(hdr, int64(len(r.data)))
 	if err != nil {
-		return regionObject{}, fmt.Errorf("lockword: region %s: %w", r.path, err)
+		return regionObject{}, &regionError{op: "region " + r.path, err: err}
 	}
 	r.learn(h.objects)
 	if o, ok := r.objects[name]; ok {

@@ -602,3 +602,48 @@ func TestRegionLayout(t *testing.T) {
 		t.Errorf("first entry %q", e)
 	}
 }
+
+// TestRegionErrorMessages: every failure reads "lockword: WHAT: WHY" with
+// the package named once, however many layers wrapped it, and the causes
+// stay visible to errors.Is.
+func TestRegionErrorMessages(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	r := mustCreate(t, good, 0)
+	link := filepath.Join(dir, "link")
+	os.Symlink(good, link)
+	corrupt := validRegionBytes(t)
+	corrupt[hdrCreatedNs] ^= 1
+	badEntry := validRegionBytes(t)
+	badEntry[regionTableOffset+entryKind] = 99
+	reseal(badEntry)
+	closed := mustCreate(t, filepath.Join(dir, "closed"), 0)
+	closed.Close()
+	errOf := func(_ any, err error) error { return err }
+	for _, c := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"missing file", errOf(OpenRegion(filepath.Join(dir, "missing"), nil)), fs.ErrNotExist},
+		{"empty path", errOf(OpenRegion("", nil)), fs.ErrInvalid},
+		{"existing file", errOf(CreateRegion(good, 0, nil)), fs.ErrExist},
+		{"too small", errOf(CreateRegion(filepath.Join(dir, "small"), 1, nil)), ErrRegionTooSmall},
+		{"symbolic link", errOf(OpenRegion(link, nil)), ErrNotRegularFile},
+		{"directory", errOf(OpenRegion(dir, nil)), ErrNotRegularFile},
+		{"checksum", openBytes(t, corrupt), ErrBadChecksum},
+		{"table entry", openBytes(t, badEntry), ErrObjectKind},
+		{"inspect", errOf(InspectRegion(filepath.Join(dir, "missing"))), fs.ErrNotExist},
+		{"closed", errOf(closed.Mutex("m")), ErrRegionClosed},
+		{"kind", errOf(r.Bytes(func() string { r.Mutex("m"); return "m" }(), 8)), ErrObjectKind},
+	} {
+		msg := fmt.Sprint(c.err)
+		t.Logf("%s: %s", c.name, msg)
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: %v, want errors.Is %v", c.name, c.err, c.want)
+		}
+		if !strings.HasPrefix(msg, "lockword: ") || strings.Count(msg, "lockword: ") != 1 {
+			t.Errorf("%s: %q: want one \"lockword: \" prefix and no other", c.name, msg)
+		}
+	}
+}

@@ -77,7 +77,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	}
 	info, err := lockword.InspectRegion(fs.Arg(0))
 	if err != nil {
-		fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
+		fmt.Fprintf(stderr, "lockword inspect: %s\n", errText(err))
 		return exitUsage
 	}
 	if *asJSON {

@@ -54,6 +54,11 @@ var commands = []command{
 	{name: "inspect", summary: inspectSummary, run: runInspect, help: inspectHelp},
 }
 
+// errText is err's message for a line that already names the command
+// ("lockword inspect: ..."): without the "lockword: " that the library's
+// errors start with, so that no line says lockword twice.
+func errText(err error) string { return strings.TrimPrefix(err.Error(), "lockword: ") }
+
 // main runs the command line and exits with run's status.
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))

@@ -85,7 +85,7 @@ func runTorture(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			// The run could not even be set up: not a verdict on the
 			// lock, but not a pass either.
-			fmt.Fprintf(stderr, "lockword torture: %s: %v\n", k.name, err)
+			fmt.Fprintf(stderr, "lockword torture: %s: %s\n", k.name, errText(err))
 			failed = true
 			continue
 		}

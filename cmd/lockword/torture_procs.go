@@ -126,7 +126,7 @@ func workerMain(specJSON string) int {
 		return exitUsage
 	}
 	fail := func(err error) int {
-		fmt.Fprintf(os.Stderr, "lockword torture worker %d: %v\n", os.Getpid(), err)
+		fmt.Fprintf(os.Stderr, "lockword torture worker %d: %s\n", os.Getpid(), errText(err))
 		return exitFail
 	}
 	r, err := lockword.OpenRegion(spec.Region, nil)

@@ -230,6 +230,11 @@ func TestInspectErrors(t *testing.T) {
 		if status != exitUsage || stdout != "" || !strings.Contains(stderr, c.msg) {
 			t.Errorf("%v: status %d, stdout %q, stderr %q; want 2 and %q", c.args, status, stdout, stderr, c.msg)
 		}
+		// One prefix, the command's: the library's "lockword: " is not
+		// repeated after it.
+		if strings.Contains(stderr, "lockword: ") || (len(c.args) == 2 && !strings.HasPrefix(stderr, "lockword inspect: open region ")) {
+			t.Errorf("%v: stderr %q: want one prefix, \"lockword inspect: open region PATH: \"", c.args, stderr)
+		}
 	}
 	if stdout, _, status := runCLI(t, "inspect", "-help"); status != exitOK || !strings.Contains(stdout, "Usage: lockword inspect") {
 		t.Errorf("inspect -help: %d %q", status, stdout)
