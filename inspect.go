@@ -29,9 +29,10 @@ type ObjectInfo struct {
 	// recovered the lock yet, or a recoverer holds it and has not called
 	// MarkConsistent: see HolderAlive), or "not-recoverable".
 	State string `json:"state"`
-	// HolderPID is the holding process's PID (0 when free), and
-	// HolderAlive whether it is still running (a stopped process is
-	// alive).
+	// HolderPID is the holding process's PID: 0 when free, and when
+	// unknown (the holder died and its process-table slot has since been
+	// taken by another process). HolderAlive is whether it is still
+	// running (a stopped process is alive).
 	HolderPID   int  `json:"holder_pid,omitempty"`
 	HolderAlive bool `json:"holder_alive"`
 	// Inconsistent: taken from a dead owner, MarkConsistent not yet called.

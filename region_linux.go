@@ -260,12 +260,22 @@ func (r *Region) attach(objs []regionObject) error {
 		}
 	}
 	if !found {
-		for i := range uint32(regionProcSlots) {
-			s := (hint + i) % regionProcSlots
-			st := word32(r.slotWord(s), procState).Load()
-			if alive, _ := r.tokenAlive(makeToken(s, st&procGenMask)); !alive {
-				slot, found = s, true
-				break
+		// Prefer a slot that no lock word names: a dead holder's slot
+		// keeps its identity until the lock is recovered, so that the
+		// recoverer and inspect can name its PID. One pass over the
+		// others, then one over those.
+		named := namedTokens(r.data, objs)
+		for pass := 0; pass < 2 && !found; pass++ {
+			for i := range uint32(regionProcSlots) {
+				s := (hint + i) % regionProcSlots
+				token := makeToken(s, word32(r.slotWord(s), procState).Load()&procGenMask)
+				if named[token] != (pass == 1) {
+					continue
+				}
+				if alive, _ := r.tokenAlive(token); !alive {
+					slot, found = s, true
+					break
+				}
 			}
 		}
 	}
@@ -295,27 +305,34 @@ func (r *Region) attach(objs []regionObject) error {
 // region still names (a holder that died long ago): reissuing it would make
 // a dead holder look alive.
 func (r *Region) nextGen(slot, gen uint32, objs []regionObject) uint32 {
-	inUse := map[uint32]bool{}
-	for _, o := range objs {
-		for _, w := range objectKinds[o.kind].ownerWords {
-			if owner := word32(r.data, o.offset+uint64(w)).Load() & ownerMask; tokenSlot(owner) == slot {
-				inUse[tokenGen(owner)] = true
-			}
-		}
-	}
+	inUse := namedTokens(r.data, objs)
 	for {
 		gen++
 		if gen > ownerGenMax {
 			gen = 1
 		}
-		if !inUse[gen] {
+		if !inUse[makeToken(slot, gen)] {
 			return gen
 		}
 	}
 }
 
+// namedTokens returns the owner tokens that the owner words of objs, in the
+// mapping data, name now.
+func namedTokens(data []byte, objs []regionObject) map[uint32]bool {
+	named := map[uint32]bool{}
+	for _, o := range objs {
+		for _, w := range objectKinds[o.kind].ownerWords {
+			named[word32(data, o.offset+uint64(w)).Load()&ownerMask] = true
+		}
+	}
+	return named
+}
+
 // tokenAlive reports whether the process that owns token is alive, and
-// its PID (0 if unknown). It errs towards alive (see processAlive).
+// its PID: 0 if unknown, when the slot no longer carries the token's
+// incarnation (the PID there now is another process's). It errs towards
+// alive (see processAlive).
 func (r *Region) tokenAlive(token uint32) (alive bool, pid uint32) {
 	if token == r.token {
 		return true, uint32(os.Getpid())
@@ -328,8 +345,10 @@ func (r *Region) tokenAlive(token uint32) (alive bool, pid uint32) {
 	ne.PutUint64(id.boot[8:], word64(sw, procBoot+8).Load())
 	if st != procLive|tokenGen(token) || state.Load() != st {
 		// The slot no longer carries this incarnation: it detached
-		// (never while holding) or was reclaimed after it died.
-		return false, id.pid
+		// (never while holding) or was reclaimed after it died. Its
+		// identity is gone with it: whoever is there now is not the
+		// holder.
+		return false, 0
 	}
 	return processAliveFunc(id), id.pid
 }

@@ -516,6 +516,38 @@ func TestRegionProcessTableReuse(t *testing.T) {
 	o.Close()
 }
 
+// TestAttachSparesNamedDeadSlots: when every slot is live, attach reclaims
+// a dead process's slot, but not the one a lock word still names while
+// another is free to take: that slot is all that identifies the dead
+// holder to its recoverer and to inspect.
+func TestAttachSparesNamedDeadSlots(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	boot := mustSelf(t).boot
+	for s := range uint32(regionProcSlots) {
+		if s != r.slot {
+			forgeSlot(r, s, procIdentity{pid: 4194303, start: 1, boot: boot}, 7)
+		}
+	}
+	named := (r.slot + 1) % regionProcSlots
+	holder := forgeSlot(r, named, procIdentity{pid: 4194302, start: 1, boot: boot}, 7)
+	m.word.Store(holder)
+	word32(r.data, hdrSlotHint).Store(named) // the search starts there
+	o, err := OpenRegion(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if o.slot == named {
+		t.Fatalf("attach reclaimed slot %d, which the lock word names", named)
+	}
+	if alive, pid := r.tokenAlive(holder); alive || pid != 4194302 {
+		t.Fatalf("dead holder: alive %v, PID %d; want dead, PID 4194302", alive, pid)
+	}
+	m.word.Store(0)
+}
+
 // TestGenerationSkipsStaleTokens: a lock word still naming (slot, g+1) —
 // a holder that died long ago, a full generation cycle back — must not be
 // reissued to a new process, or the dead holder would look alive.

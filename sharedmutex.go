@@ -88,12 +88,23 @@ var (
 // holds for it; errors.As gives the dead holder's PID.
 type OwnerDeadError struct {
 	Lock, Region string // the lock's name and its region's path
-	PID          int    // the dead holder's process ID
+	// PID is the dead holder's process ID, or 0 if it is unknown: the
+	// holder's process-table slot was reclaimed by another process
+	// before the death was noticed, and its identity went with it.
+	PID int
 }
 
 // Error names the lock, its region and the dead holder.
 func (e *OwnerDeadError) Error() string {
-	return fmt.Sprintf("%v (lock %q in %s; previous holder PID %d)", ErrOwnerDead, e.Lock, e.Region, e.PID)
+	return fmt.Sprintf("%v (lock %q in %s; previous holder PID %s)", ErrOwnerDead, e.Lock, e.Region, pidText(uint32(e.PID)))
+}
+
+// pidText formats a holder's PID for messages: "unknown" for 0.
+func pidText(pid uint32) string {
+	if pid == 0 {
+		return "unknown"
+	}
+	return fmt.Sprint(pid)
 }
 
 // Is reports whether target is ErrOwnerDead.
@@ -392,7 +403,7 @@ func (m *SharedMutex) unlockMisuse(owner uint32) {
 		panic(fmt.Sprintf("lockword: Unlock of not-recoverable SharedMutex %q, which nobody holds", m.name))
 	}
 	_, pid := m.r.tokenAlive(owner)
-	panic(fmt.Sprintf("lockword: Unlock of SharedMutex %q held by another process (PID %d)", m.name, pid))
+	panic(fmt.Sprintf("lockword: Unlock of SharedMutex %q held by another process (PID %s)", m.name, pidText(pid)))
 }
 
 // take tries to move a free word w to held by us, keeping the statistics

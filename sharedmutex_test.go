@@ -848,3 +848,51 @@ func TestInspectRegion(t *testing.T) {
 }
 
 var _ = io.Discard
+
+// TestSharedMutexHolderUnknownAfterSlotReuse: a holder died and its
+// process-table slot now belongs to another, live process. The holder's
+// PID is unknown; no message, error or inspection may name the slot's new
+// occupant instead.
+func TestSharedMutexHolderUnknownAfterSlotReuse(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	me := mustSelf(t)
+	slot := (r.slot + 1) % regionProcSlots
+	dead := forgeSlot(r, slot, procIdentity{pid: 4194303, start: 1, boot: me.boot}, 5)
+	m.word.Store(dead)
+	// The slot is reclaimed by a live process (our parent, say).
+	parent := os.Getppid()
+	_, parentStart, err := readProcStat(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgeSlot(r, slot, procIdentity{pid: uint32(parent), start: parentStart, boot: me.boot}, 6)
+	occupant := "PID " + strconv.Itoa(parent)
+
+	if alive, pid := r.tokenAlive(dead); alive || pid != 0 {
+		t.Fatalf("tokenAlive of the old incarnation = %v, PID %d; want dead, PID 0 (unknown)", alive, pid)
+	}
+	info, err := InspectRegion(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := info.Objects[0]; o.State != "owner-dead" || o.HolderPID != 0 || o.HolderAlive {
+		t.Fatalf("inspect: %+v; want owner-dead, holder PID 0 (unknown), not alive", o)
+	}
+	func() {
+		defer func() {
+			if p := fmt.Sprint(recover()); !strings.Contains(p, "PID unknown") || strings.Contains(p, occupant) {
+				t.Fatalf("Unlock of a lock we do not hold panicked with %q; want PID unknown", p)
+			}
+		}()
+		m.Unlock()
+	}()
+	err = m.LockContext(context.Background())
+	var od *OwnerDeadError
+	if !errors.As(err, &od) || od.PID != 0 || !strings.Contains(err.Error(), "PID unknown") || strings.Contains(err.Error(), occupant) {
+		t.Fatalf("LockContext = %v; want an OwnerDeadError with PID 0, \"PID unknown\"", err)
+	}
+	m.MarkConsistent()
+	m.Unlock()
+}

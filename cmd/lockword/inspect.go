@@ -30,7 +30,9 @@ For each object it prints its name, kind and offset and, for locks:
            a recoverer holds it and has not marked it consistent), or
            not-recoverable
   HOLDER   the holding process's PID, and whether it is alive (a stopped
-           process, kill -STOP, is alive: it is never robbed)
+           process, kill -STOP, is alive: it is never robbed); "unknown"
+           when the holder died and its process-table slot has since been
+           taken by another process
   HELD FOR how long the current hold has lasted: exact when it began on
            the slow path or with statistics on; otherwise inspect stamps
            the hold when it first sees it ("≥"), so that running inspect
@@ -106,8 +108,11 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo) {
 				continue
 			}
 			holder, alive, held := "-", "-", "-"
-			if o.HolderPID != 0 {
-				holder = fmt.Sprint(o.HolderPID)
+			if o.State != "free" && o.State != "not-recoverable" {
+				holder = "unknown" // died, and its slot was taken since
+				if o.HolderPID != 0 {
+					holder = fmt.Sprint(o.HolderPID)
+				}
 				alive = yesNo(o.HolderAlive)
 				held = "unknown"
 				if o.HeldForKnown {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -238,5 +239,18 @@ func TestInspectErrors(t *testing.T) {
 	}
 	if stdout, _, status := runCLI(t, "inspect", "-help"); status != exitOK || !strings.Contains(stdout, "Usage: lockword inspect") {
 		t.Errorf("inspect -help: %d %q", status, stdout)
+	}
+}
+
+// TestInspectTextUnknownHolder: a held lock whose holder's PID is unknown
+// (it died and its process-table slot was reused) says so, rather than
+// looking free ("-").
+func TestInspectTextUnknownHolder(t *testing.T) {
+	var b strings.Builder
+	writeInspectText(&b, &lockword.RegionInfo{Path: "r", Objects: []lockword.ObjectInfo{
+		{Name: "orders", Kind: "mutex", State: "owner-dead", HolderPID: 0},
+	}})
+	if !regexp.MustCompile(`orders\s+mutex\s+0\s+owner-dead\s+unknown\s+no\s`).MatchString(b.String()) {
+		t.Fatalf("want holder unknown, alive no:\n%s", b.String())
 	}
 }
