@@ -187,7 +187,8 @@ func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
 //
 // A SharedMutex belongs to one Region handle; ownership is per process (per
 // handle), not per goroutine: any goroutine of the holding process may
-// Unlock. Unlock by a process that does not hold it panics.
+// Unlock through that handle. Unlock through a handle that does not hold
+// it panics, a second handle of the same process included.
 type SharedMutex struct {
 	_     noCopy
 	word  *atomic.Uint32 // in the mapping
@@ -262,9 +263,10 @@ func (m *SharedMutex) LockContext(ctx context.Context) error {
 }
 
 // Unlock unlocks m. If m was taken from a dead owner and MarkConsistent was
-// not called, it becomes not recoverable. Unlock panics if this process
-// does not hold m ("lockword: Unlock of unlocked SharedMutex" or "... held
-// by another process").
+// not called, it becomes not recoverable. Unlock panics if this handle
+// does not hold m ("lockword: Unlock of unlocked SharedMutex", "... held
+// by another process", or "... held through another Region handle in this
+// process").
 func (m *SharedMutex) Unlock() {
 	// Fast path: held by us, no waiters, no flags.
 	if m.word.CompareAndSwap(m.token, 0) {
@@ -402,7 +404,12 @@ func (m *SharedMutex) unlockMisuse(owner uint32) {
 	case ownerNotRecoverable:
 		panic(fmt.Sprintf("lockword: Unlock of not-recoverable SharedMutex %q, which nobody holds", m.name))
 	}
-	_, pid := m.r.tokenAlive(owner)
+	alive, pid := m.r.tokenAlive(owner)
+	if alive && int(pid) == m.r.pid() {
+		// Our PID and start time, another slot: a second Region handle
+		// of this process. Ownership is per handle.
+		panic(fmt.Sprintf("lockword: Unlock of SharedMutex %q held through another Region handle in this process (unlock through the handle that locked it)", m.name))
+	}
 	panic(fmt.Sprintf("lockword: Unlock of SharedMutex %q held by another process (PID %s)", m.name, pidText(pid)))
 }
 

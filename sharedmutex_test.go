@@ -556,6 +556,23 @@ func TestSharedMutexMisuse(t *testing.T) {
 			t.Fatalf("%s: %v, output lacks %q:\n%s", c.mode, err, c.msg, ch.output())
 		}
 	}
+	// A second handle in this process: not "another process" with our
+	// own PID.
+	other, err := OpenRegion(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	om, _ := other.Mutex("m")
+	func() {
+		defer func() {
+			p := fmt.Sprint(recover())
+			if !strings.Contains(p, "lockword: Unlock of SharedMutex \"m\" held through another Region handle in this process") {
+				t.Fatalf("Unlock through a second handle panicked with %q", p)
+			}
+		}()
+		om.Unlock()
+	}()
 	m.Unlock()
 	if err := m.MarkConsistent(); err == nil {
 		t.Fatal("MarkConsistent of a lock we do not hold succeeded")
