@@ -43,7 +43,8 @@ import (
 // ErrBadMagic, ErrBadVersion, ErrBadSize (the header's size against the
 // file's), ErrBadChecksum (over the header fields and the used table
 // entries, never over live words), then every table entry: ErrObjectName,
-// ErrObjectKind, ErrObjectBounds, ErrObjectAlignment. No file content can
+// ErrObjectKind, ErrObjectBounds, ErrObjectAlignment, and last the PID
+// namespace: ErrForeignPIDNamespace (below). No file content can
 // make it panic or read outside the mapping (FuzzOpenRegion). A failed open
 // unmaps what it mapped and closes the file. Its error reads "lockword:
 // open region PATH: why" (or "create region"); a failure of the file
@@ -57,8 +58,19 @@ import (
 // Using an object of a closed Region is a use after free (it faults).
 //
 // Regions are Linux-only; elsewhere every constructor returns
-// ErrUnsupported. All processes sharing a region must share a PID namespace
-// and /proc (owner liveness is checked there).
+// ErrUnsupported.
+//
+// All processes sharing a region must share a PID namespace and /proc:
+// owner liveness is checked there, by PID. The header records the PID
+// namespace of the attached processes (written by the creator before it
+// publishes the header), and an open from another namespace fails with
+// ErrForeignPIDNamespace rather than let a waiter take a live holder for
+// dead. The record binds while any process of the current boot is
+// attached; when none is (every process detached, or the file outlived a
+// reboot) the next process to attach records its own namespace. A record
+// of 0 (a region made before the field existed) is unknown: a process
+// that cannot confirm a holder's namespace never declares it dead, so
+// such a lock is never robbed, and a holder's death is then not detected.
 //
 // A Region is safe for concurrent use by multiple goroutines.
 type Region struct {
@@ -68,6 +80,7 @@ type Region struct {
 
 	slot  uint32 // our process-table slot
 	token uint32 // owner token written into lock words we hold (slot, generation)
+	pidNS uint64 // the region's PID namespace, validated at open; 0: unknown
 
 	waiting atomic.Int32 // goroutines in a slow path; Close refuses while > 0
 
@@ -161,6 +174,13 @@ var (
 	ErrRegionBusy = errors.New("lockword: region in use")
 	// ErrRegionClosed is returned by methods of a closed Region.
 	ErrRegionClosed = errors.New("lockword: region closed")
+	// ErrForeignPIDNamespace is returned by an open (and InspectRegion)
+	// in a process whose PID namespace differs from the one the region's
+	// attached processes are in. Owner-death detection looks holders up
+	// by PID in /proc, which shows one PID namespace: from another, a
+	// live holder could look dead and be robbed. Run every process of a
+	// region in one PID namespace (Kubernetes: shareProcessNamespace).
+	ErrForeignPIDNamespace = errors.New("lockword: region is in use by processes of another PID namespace")
 )
 
 // regionError puts what failed before why, with one "lockword: " prefix for
@@ -205,6 +225,7 @@ const (
 	hdrChecksum      = 52 // uint32: CRC-32C (Castagnoli)
 	hdrCountChecksum = 48 // the uint64 holding both, stored at once
 	hdrSlotHint      = 56 // uint32, live: where the next attach starts its slot search
+	hdrPIDNamespace  = 64 // uint64, live: the attached processes' PID namespace (inode), 0: unknown
 
 	regionTableOffset = 4096
 	tableEntrySize    = 64

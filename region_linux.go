@@ -100,6 +100,8 @@ func createRegion(path string, size int64, mode os.FileMode) (r *Region, err err
 	ne.PutUint32(data[hdrTableCap:], regionTableCap)
 	ne.PutUint32(data[hdrProcSlots:], regionProcSlots)
 	ne.PutUint64(data[hdrCreatedNs:], uint64(time.Now().UnixNano()))
+	me, _ := selfIdentity() // an error fails attach, below
+	ne.PutUint64(data[hdrPIDNamespace:], me.pidNS)
 	word64(data, hdrCountChecksum).Store(countChecksumWord(0, headerChecksum(data, 0)))
 	// Publish: a release store of the magic, after every header field.
 	// Openers load it with acquire ordering (Go's atomics are sequentially
@@ -217,6 +219,12 @@ func openExisting(path string, deadline time.Time, mode openMode) (r *Region, er
 	r = newRegion(path, f, data)
 	r.learn(h.objects)
 	if mode == modeObserve {
+		// Without our identity (no /proc) nothing can be checked, and
+		// every holder will look alive.
+		me, _ := selfIdentity()
+		if err := r.checkPIDNamespace(me, false); err != nil {
+			return nil, err
+		}
 		return r, nil
 	}
 	if err := r.attach(h.objects); err != nil {
@@ -246,6 +254,9 @@ func (r *Region) learn(objs []regionObject) {
 func (r *Region) attach(objs []regionObject) error {
 	me, err := selfIdentity()
 	if err != nil {
+		return err
+	}
+	if err := r.checkPIDNamespace(me, true); err != nil {
 		return err
 	}
 	hint := word32(r.data, hdrSlotHint).Load() % regionProcSlots
@@ -300,6 +311,44 @@ func (r *Region) attach(objs []regionObject) error {
 	return nil
 }
 
+// checkPIDNamespace compares the region's PID namespace record with ours,
+// under the file lock (exclusive if bind). The record binds while a
+// process of this boot is attached (a live slot, its process dead or not:
+// a dead holder's liveness must stay checkable); otherwise it is stale,
+// and with bind (attach) we record our own namespace. It fails with
+// ErrForeignPIDNamespace when both namespaces are known and differ, and
+// sets r.pidNS, the namespace in which the region's PIDs can be checked.
+func (r *Region) checkPIDNamespace(me procIdentity, bind bool) error {
+	rec := word64(r.data, hdrPIDNamespace)
+	ns := rec.Load()
+	if ns != me.pidNS && !r.attachedThisBoot(me.boot) {
+		if bind {
+			rec.Store(me.pidNS)
+		}
+		ns = me.pidNS
+	}
+	if ns != 0 && me.pidNS != 0 && ns != me.pidNS {
+		return fmt.Errorf("%w: its processes are in PID namespace pid:[%d], this process is in pid:[%d]; "+
+			"owner-death detection looks holders up by PID in /proc, so every process of a region must share one PID namespace "+
+			"(Kubernetes: shareProcessNamespace: true for the containers of a pod)", ErrForeignPIDNamespace, ns, me.pidNS)
+	}
+	r.pidNS = ns
+	return nil
+}
+
+// attachedThisBoot reports whether a live slot holds a process of the boot
+// with ID boot.
+func (r *Region) attachedThisBoot(boot [16]byte) bool {
+	for s := range uint32(regionProcSlots) {
+		sw := r.slotWord(s)
+		if word32(sw, procState).Load()&procLive != 0 &&
+			word64(sw, procBoot).Load() == ne.Uint64(boot[:8]) && word64(sw, procBoot+8).Load() == ne.Uint64(boot[8:]) {
+			return true
+		}
+	}
+	return false
+}
+
 // nextGen returns the generation after gen for slot, skipping 0, the
 // reserved all-ones value, and any generation that an owner word in the
 // region still names (a holder that died long ago): reissuing it would make
@@ -340,7 +389,7 @@ func (r *Region) tokenAlive(token uint32) (alive bool, pid uint32) {
 	sw := r.slotWord(tokenSlot(token))
 	state := word32(sw, procState)
 	st := state.Load()
-	id := procIdentity{pid: word32(sw, procPID).Load(), start: word64(sw, procStart).Load()}
+	id := procIdentity{pid: word32(sw, procPID).Load(), start: word64(sw, procStart).Load(), pidNS: r.pidNS}
 	ne.PutUint64(id.boot[:8], word64(sw, procBoot).Load())
 	ne.PutUint64(id.boot[8:], word64(sw, procBoot+8).Load())
 	if st != procLive|tokenGen(token) || state.Load() != st {

@@ -147,7 +147,9 @@ func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
 // token's generation (reclaimed, which requires its process to have been
 // found dead, or detached, which Close refuses while holding), or the
 // slot's process is gone, a zombie, or a different incarnation (another
-// start time or boot). A reused PID therefore never makes a dead holder
+// start time or boot). PIDs are looked up only in the PID namespace that
+// the region records for its processes (see Region): where that is
+// unknown, a holder of this boot is never declared dead by PID. A reused PID therefore never makes a dead holder
 // look alive, and a stopped or slow holder is never robbed, however long it
 // holds: waiters report it instead (a log/slog warning naming the lock, the
 // holder PID and how long they have waited, past the stuck threshold). The

@@ -43,7 +43,14 @@ type child struct {
 
 func startChild(t *testing.T, mode string, args ...string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSharedChild$", "-test.v=false")
+	return startChildIn(t, nil, mode, args...)
+}
+
+// startChildIn starts a child under a wrapper command (unshare, say).
+func startChildIn(t *testing.T, wrapper []string, mode string, args ...string) *child {
+	t.Helper()
+	argv := append(append([]string(nil), wrapper...), os.Args[0], "-test.run=^TestSharedChild$", "-test.v=false")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "LOCKWORD_SHARED_CHILD="+mode, "LOCKWORD_SHARED_ARGS="+strings.Join(args, ","))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -145,9 +152,13 @@ func TestSharedChild(t *testing.T) {
 		}
 		fmt.Println("stamp " + regionStamp(r))
 		r.Close()
-	case "hold":
+	case "hold", "create-hold":
 		// Lock and hold until killed.
-		r, err := OpenRegion(args[0], nil)
+		open := func() (*Region, error) { return OpenRegion(args[0], nil) }
+		if mode == "create-hold" {
+			open = func() (*Region, error) { return OpenOrCreateRegion(args[0], 0, nil) }
+		}
+		r, err := open()
 		if err != nil {
 			fail(err)
 		}
@@ -603,10 +614,10 @@ func TestSharedMutexPIDReuse(t *testing.T) {
 		id   procIdentity
 		dead bool
 	}{
-		{"live parent, its incarnation", procIdentity{uint32(parent), parentStart, me.boot}, false},
-		{"parent's PID, earlier incarnation", procIdentity{uint32(parent), parentStart - 1, me.boot}, true},
-		{"our PID, another start time", procIdentity{me.pid, me.start + 100, me.boot}, true},
-		{"our PID and start, another boot", procIdentity{me.pid, me.start, otherBoot}, true},
+		{"live parent, its incarnation", procIdentity{pid: uint32(parent), start: parentStart, boot: me.boot}, false},
+		{"parent's PID, earlier incarnation", procIdentity{pid: uint32(parent), start: parentStart - 1, boot: me.boot}, true},
+		{"our PID, another start time", procIdentity{pid: me.pid, start: me.start + 100, boot: me.boot}, true},
+		{"our PID and start, another boot", procIdentity{pid: me.pid, start: me.start, boot: otherBoot}, true},
 	}
 	try := func(id procIdentity) error {
 		m.word.Store(forgeSlot(r, slot, id, 5))
@@ -912,4 +923,55 @@ func TestSharedMutexHolderUnknownAfterSlotReuse(t *testing.T) {
 	}
 	m.MarkConsistent()
 	m.Unlock()
+}
+
+// TestSharedMutexForeignPIDNamespace runs a holder in a PID namespace of
+// its own (unshare, where the test may create one), where its PIDs mean
+// nothing to us, and ours to it. A waiter here would take the live
+// holder for dead (its PID, 1, names another process here) and rob it;
+// instead opening the region across namespaces fails, both ways, and
+// InspectRegion too. TestRegionForeignPIDNamespace checks the same with
+// a forged namespace record, wherever this cannot run.
+func TestSharedMutexForeignPIDNamespace(t *testing.T) {
+	unshare := []string{"unshare", "--pid", "--fork", "--mount-proc", "--kill-child"}
+	if out, err := exec.Command(unshare[0], append(unshare[1:], "true")...).CombinedOutput(); err != nil {
+		t.Skipf("cannot make a PID namespace here (%v: %s)", err, out)
+	}
+	firstLine := func(c *child) string {
+		select {
+		case line := <-c.lines:
+			return line
+		case <-time.After(30 * time.Second):
+			t.Fatalf("child printed nothing in 30s:\n%s", c.output())
+			return ""
+		}
+	}
+
+	// The region is ours; a holder in another namespace must not attach.
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	c := startChildIn(t, unshare, "hold", path, "m")
+	if line := firstLine(c); !strings.Contains(line, ErrForeignPIDNamespace.Error()[len("lockword: "):]) {
+		t.Fatalf("holder in another PID namespace: %q, want ErrForeignPIDNamespace\n%s", line, c.output())
+	}
+	c.exit()
+	if !m.TryLock() {
+		t.Fatal("lock taken by a holder that could not attach")
+	}
+	m.Unlock()
+	r.Close()
+
+	// The region is theirs, held: we must not attach, nor inspect it.
+	path = tempRegionPath(t)
+	c = startChildIn(t, unshare, "create-hold", path, "m")
+	if line := firstLine(c); line != "locked" {
+		t.Fatalf("holder: %q\n%s", line, c.output())
+	}
+	if _, err := OpenRegion(path, nil); !errors.Is(err, ErrForeignPIDNamespace) {
+		t.Fatalf("OpenRegion of a region held in another PID namespace = %v, want ErrForeignPIDNamespace", err)
+	}
+	if _, err := InspectRegion(path); !errors.Is(err, ErrForeignPIDNamespace) {
+		t.Fatalf("InspectRegion of a region held in another PID namespace = %v, want ErrForeignPIDNamespace", err)
+	}
 }
