@@ -173,10 +173,13 @@ func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
 //   - Lock (and so sync.Locker) cannot return an error. If a repair function
 //     was set with SetRepair, Lock runs it on an owner death while holding
 //     the lock and marks the lock consistent when it returns nil; otherwise,
-//     or if it fails, Lock panics with an error that wraps ErrOwnerDead (the
-//     lock stays held by this process; if the process dies, the next
-//     acquirer is told again). Lock panics with ErrNotRecoverable likewise.
-//     So a sync.Locker user either declared how to repair, or stops.
+//     or if it fails (or panics), Lock unlocks without marking, which makes
+//     the lock not recoverable for every process, and panics with an error
+//     that wraps ErrOwnerDead and ErrNotRecoverable. Giving the lock up
+//     first matters: a recovered panic (net/http recovers its handlers')
+//     must not leave a live process holding it forever, where no waiter
+//     would ever take it. Lock panics with ErrNotRecoverable likewise. So a
+//     sync.Locker user either declared how to repair, or stops.
 //   - TryLock never waits and never inspects the holder: it takes a free
 //     lock or reports false (also for a not-recoverable lock).
 //
@@ -227,7 +230,13 @@ func init() {
 }
 
 // Lock locks m, waiting until it is available. On an owner death it runs
-// the repair function (SetRepair) or panics; see the type's documentation.
+// the repair function (SetRepair) and marks m consistent. Without one, or
+// if it fails, Lock unlocks m unrepaired, which makes it not recoverable
+// for every process (ErrNotRecoverable from then on), and panics with an
+// error wrapping ErrOwnerDead and ErrNotRecoverable (or, if the repair
+// function panicked, with its panic). So neither its return nor its panic
+// leaves the caller holding a lock whose data was not repaired. It panics
+// with ErrNotRecoverable on a lock that is not recoverable.
 func (m *SharedMutex) Lock() {
 	if m.word.CompareAndSwap(0, m.token) {
 		return
@@ -293,10 +302,13 @@ func (m *SharedMutex) MarkConsistent() error {
 	}
 }
 
-// SetRepair sets the function that Lock and TryLock run, holding the lock,
-// when they take it from a dead owner; if it returns nil the lock is marked
-// consistent. A nil fn removes it. It is per handle: every process sets its
-// own.
+// SetRepair sets the function that Lock runs, holding the lock, when it
+// takes the lock from a dead owner; if it returns nil the lock is marked
+// consistent. If it returns an error or panics, Lock unlocks without
+// marking, so the lock becomes not recoverable, and panics (see Lock).
+// TryLock never takes a lock from a dead owner, so never runs it, and
+// LockContext returns ErrOwnerDead instead. A nil fn removes it. It is per
+// handle: every process sets its own.
 func (m *SharedMutex) SetRepair(fn func() error) {
 	if fn == nil {
 		m.repair.Store(nil)
@@ -340,26 +352,48 @@ func (m *SharedMutex) lockSlowLocker() {
 	m.afterLocker(m.lockSlow(context.Background()))
 }
 
-// afterLocker finishes Lock and TryLock, which cannot return errors.
+// afterLocker finishes Lock, which cannot return an error.
 func (m *SharedMutex) afterLocker(err error) {
 	if err == nil {
 		return
 	}
-	if errors.Is(err, ErrOwnerDead) {
-		fn := m.repair.Load()
-		if fn == nil {
-			panic(fmt.Errorf("%w (Lock has no repair function: use LockContext, or SetRepair)", err))
-		}
-		if rerr := (*fn)(); rerr != nil {
-			panic(fmt.Errorf("%w; the repair function failed: %w", err, rerr))
-		}
-		if cerr := m.MarkConsistent(); cerr != nil {
-			panic(cerr)
-		}
-		return
+	if !errors.Is(err, ErrOwnerDead) {
+		panic(err) // not recoverable: not held
 	}
-	panic(err)
+	repaired := false
+	defer func() {
+		// Unless repaired, give the lock up unmarked (not recoverable, as
+		// POSIX has it) before the panic leaves: a caller that recovers
+		// must not go on holding it, live, with every waiter stuck.
+		if !repaired && m.word.Load()&ownerMask == m.token {
+			m.Unlock()
+		}
+	}()
+	const gaveUp = "; Lock released it unrepaired, so it is not recoverable now"
+	fn := m.repair.Load()
+	if fn == nil {
+		panic(&lockerPanic{err.Error() + "; Lock has no repair function (use LockContext, or SetRepair)" + gaveUp,
+			[]error{err, ErrNotRecoverable}})
+	}
+	if rerr := (*fn)(); rerr != nil {
+		panic(&lockerPanic{err.Error() + "; the repair function failed: " + rerr.Error() + gaveUp,
+			[]error{err, rerr, ErrNotRecoverable}})
+	}
+	if cerr := m.MarkConsistent(); cerr != nil {
+		panic(cerr)
+	}
+	repaired = true
 }
+
+// lockerPanic is what Lock panics with when it gave up a lock taken from a
+// dead owner: one message, and errors.Is with each of errs.
+type lockerPanic struct {
+	msg  string
+	errs []error
+}
+
+func (e *lockerPanic) Error() string   { return e.msg }
+func (e *lockerPanic) Unwrap() []error { return e.errs }
 
 //go:noinline
 func (m *SharedMutex) tryLockSlow() bool {

@@ -225,6 +225,19 @@ func TestSharedChild(t *testing.T) {
 		}
 		m, _ := r.Mutex("fresh")
 		m.Unlock()
+	case "lock-owner-dead-recover":
+		// As lock-owner-dead, but recover the panic and live on.
+		r, err := OpenRegion(args[0], nil)
+		if err != nil {
+			fail(err)
+		}
+		m, _ := r.Mutex("m")
+		func() {
+			defer func() { fmt.Println("recovered", recover()) }()
+			m.Lock()
+		}()
+		fmt.Println("alive")
+		time.Sleep(time.Hour)
 	case "lock-owner-dead":
 		// Lock (the sync.Locker path) on a lock whose owner died, with no
 		// repair function: must panic with ErrOwnerDead.
@@ -441,9 +454,12 @@ func TestSharedMutexOwnerDeathTryPaths(t *testing.T) {
 	c := startHolder(t, path, "m")
 	c.cmd.Process.Kill()
 	c.exit()
-	if m.TryLock() {
-		t.Fatal("TryLock took a lock whose holder died without telling")
+	repairs := 0
+	m.SetRepair(func() error { repairs++; return nil })
+	if m.TryLock() || repairs != 0 {
+		t.Fatalf("TryLock took a lock whose holder died (repair ran %d times): it must report false and leave it to Lock or LockContext", repairs)
 	}
+	m.SetRepair(nil)
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := m.LockContext(done); !errors.Is(err, ErrOwnerDead) {
@@ -523,24 +539,39 @@ func TestSharedMutexLockerOwnerDead(t *testing.T) {
 	if repaired != 1 {
 		t.Fatalf("repair ran on a healthy lock")
 	}
-	// A failing repair panics, holding the lock, still inconsistent.
-	deadOwner()
-	m.SetRepair(func() error { return errors.New("disk on fire") })
-	func() {
-		defer func() {
-			p := recover()
-			err, _ := p.(error)
-			if !errors.Is(err, ErrOwnerDead) || !strings.Contains(err.Error(), "disk on fire") {
-				t.Fatalf("panic %v, want ErrOwnerDead and the repair's error", p)
-			}
+	// A repair that fails, or panics: Lock gives the lock up unrepaired,
+	// so it is not recoverable, and panics saying so.
+	for i, repair := range []func() error{
+		func() error { return errors.New("disk on fire") },
+		func() error { panic(errors.New("disk on fire")) },
+	} {
+		f, _ := r.Mutex(fmt.Sprint("failing-repair-", i))
+		f.word.Store(forgeSlot(r, (r.slot+1)%regionProcSlots, procIdentity{pid: 4194303, start: 1, boot: mustSelf(t).boot}, 3))
+		f.SetRepair(repair)
+		func() {
+			defer func() {
+				p := recover()
+				err, _ := p.(error)
+				if i == 1 { // the repair's own panic goes on unchanged
+					if err == nil || err.Error() != "disk on fire" {
+						t.Fatalf("panic %v, want the repair's", p)
+					}
+					return
+				}
+				if !errors.Is(err, ErrOwnerDead) || !errors.Is(err, ErrNotRecoverable) || !strings.Contains(err.Error(), "disk on fire") ||
+					strings.Count(err.Error(), "lockword: ") != 1 {
+					t.Fatalf("panic %v: want ErrOwnerDead, ErrNotRecoverable and the repair's error, in one message", p)
+				}
+			}()
+			f.Lock()
 		}()
-		m.Lock()
-	}()
-	if w := m.word.Load(); w&ownerMask != m.token || w&sharedInconsistent == 0 {
-		t.Fatalf("after failed repair word %#x: want held by us, inconsistent", w)
+		if w := f.word.Load(); w&ownerMask != ownerNotRecoverable {
+			t.Fatalf("after a failed repair word %#x: want not recoverable, held by nobody", w)
+		}
+		if err := f.LockContext(context.Background()); !errors.Is(err, ErrNotRecoverable) {
+			t.Fatalf("after a failed repair LockContext = %v, want ErrNotRecoverable", err)
+		}
 	}
-	m.MarkConsistent()
-	m.Unlock()
 
 	// No repair function: Lock panics (observed from a child).
 	m.SetRepair(nil)
@@ -549,6 +580,28 @@ func TestSharedMutexLockerOwnerDead(t *testing.T) {
 	err := c.exit()
 	if err == nil || !strings.Contains(c.output(), "previous holder of the shared lock died") || !strings.Contains(c.output(), "SetRepair") {
 		t.Fatalf("Lock without repair did not panic with ErrOwnerDead: %v\n%s", err, c.output())
+	}
+}
+
+// TestSharedMutexLockerOwnerDeadRecovered: a process whose Lock panics on
+// an owner death, without a repair function, recovers the panic (as
+// net/http does for a handler) and lives on. It must not hold the lock:
+// Lock gave it up, not recoverable, so other processes learn that at once
+// instead of waiting forever on a live holder.
+func TestSharedMutexLockerOwnerDeadRecovered(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	m.word.Store(forgeSlot(r, (r.slot+1)%regionProcSlots, procIdentity{pid: 4194303, start: 1, boot: mustSelf(t).boot}, 3))
+	c := startChild(t, "lock-owner-dead-recover", path)
+	if msg := c.expect(t, "recovered "); !strings.Contains(msg, "not recoverable") {
+		t.Errorf("panic value %q does not say the lock is now not recoverable", msg)
+	}
+	c.expect(t, "alive")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := m.LockContext(ctx); !errors.Is(err, ErrNotRecoverable) {
+		t.Fatalf("LockContext after the child recovered from Lock's panic = %v, want ErrNotRecoverable", err)
 	}
 }
 
