@@ -81,6 +81,9 @@ type Region struct {
 	slot  uint32 // our process-table slot
 	token uint32 // owner token written into lock words we hold (slot, generation)
 	pidNS uint64 // the region's PID namespace, validated at open; 0: unknown
+	// readOnly: an observer without write access; data is mapped
+	// PROT_READ, and a store to it would fault.
+	readOnly bool
 
 	waiting atomic.Int32 // goroutines in a slow path; Close refuses while > 0
 
@@ -282,7 +285,9 @@ type kindInfo struct {
 	// a token that such a word still names, and Close refuses while one
 	// names ours.
 	ownerWords []uint32
-	// inspect describes the object's live state for InspectRegion.
+	// inspect describes the object's live state for InspectRegion. It
+	// must not write to obj when insp.r.readOnly (the mapping is
+	// read-only: a store faults).
 	inspect func(insp *inspector, obj []byte, info *ObjectInfo)
 }
 
@@ -480,7 +485,8 @@ const (
 	modeOpen openMode = iota
 	modeCreate
 	modeEither
-	modeObserve // for InspectRegion: shared file lock, no process slot
+	modeObserve         // for InspectRegion: shared file lock, no process slot; read-only if it cannot write
+	modeObserveReadOnly // modeObserve, read-only even where it could write
 )
 
 // CreateRegion creates a new region file of size bytes (0 means

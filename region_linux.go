@@ -126,7 +126,19 @@ func newRegion(path string, f *os.File, data []byte) *Region {
 // deadline for a concurrent creator to publish its header.
 func openExisting(path string, deadline time.Time, mode openMode) (r *Region, err error) {
 	// O_NONBLOCK: opening a FIFO must not block; regular files ignore it.
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	const flags = unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NONBLOCK
+	readOnly := mode == modeObserveReadOnly
+	access := unix.O_RDWR
+	if readOnly {
+		access = unix.O_RDONLY
+	}
+	fd, err := unix.Open(path, access|flags, 0)
+	if mode == modeObserve && (err == unix.EACCES || err == unix.EPERM || err == unix.EROFS) {
+		// An observer needs only to read (a monitoring user may have
+		// no more than that): map the file read-only, write nothing.
+		readOnly = true
+		fd, err = unix.Open(path, unix.O_RDONLY|flags, 0)
+	}
 	switch err {
 	case unix.ELOOP:
 		return nil, fmt.Errorf("%w (a symbolic link; links are not followed)", ErrNotRegularFile)
@@ -176,7 +188,11 @@ func openExisting(path string, deadline time.Time, mode openMode) (r *Region, er
 		if st.Size > math.MaxInt {
 			return nil, fmt.Errorf("%w: %d bytes", ErrBadSize, st.Size)
 		}
-		data, err = unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		prot := unix.PROT_READ | unix.PROT_WRITE
+		if readOnly {
+			prot = unix.PROT_READ
+		}
+		data, err = unix.Mmap(fd, 0, int(st.Size), prot, unix.MAP_SHARED)
 		if err != nil {
 			return nil, err
 		}
@@ -191,8 +207,9 @@ func openExisting(path string, deadline time.Time, mode openMode) (r *Region, er
 		}
 	}
 
+	observe := mode == modeObserve || mode == modeObserveReadOnly
 	how := unix.LOCK_EX
-	if mode == modeObserve {
+	if observe {
 		how = unix.LOCK_SH
 	}
 	if err := flock(fd, how); err != nil {
@@ -217,8 +234,9 @@ func openExisting(path string, deadline time.Time, mode openMode) (r *Region, er
 		return nil, err
 	}
 	r = newRegion(path, f, data)
+	r.readOnly = readOnly
 	r.learn(h.objects)
-	if mode == modeObserve {
+	if observe {
 		// Without our identity (no /proc) nothing can be checked, and
 		// every holder will look alive.
 		me, _ := selfIdentity()

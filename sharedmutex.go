@@ -48,7 +48,7 @@ func tokenGen(t uint32) uint32          { return t & (1<<ownerGenBits - 1) }
 const (
 	mutexObjSize      = 64
 	mutexObjWord      = 0  // uint32: the lock word
-	mutexObjHeldSince = 8  // uint64: CLOCK_MONOTONIC ns when the hold began; valid while sharedTimed
+	mutexObjHeldSince = 8  // uint64: CLOCK_MONOTONIC ns at or just after the hold began; valid while sharedTimed
 	mutexObjAcquired  = 16 // uint64: statistics, all processes together
 	mutexObjSlow      = 24 // uint64
 	mutexObjParks     = 32 // uint64: kernel sleeps

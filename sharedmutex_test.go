@@ -4,6 +4,7 @@ package lockword
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -1026,5 +1027,48 @@ func TestSharedMutexForeignPIDNamespace(t *testing.T) {
 	}
 	if _, err := InspectRegion(path); !errors.Is(err, ErrForeignPIDNamespace) {
 		t.Fatalf("InspectRegion of a region held in another PID namespace = %v, want ErrForeignPIDNamespace", err)
+	}
+}
+
+// TestInspectRegionReadOnly: an inspection without write access (forced
+// here: the test runs as root, whom permissions do not stop; the command's
+// TestInspectReadOnlyUser runs one as an unprivileged user) maps the file
+// read-only, where any store would fault, writes nothing, and says that a
+// fast-path hold's held-for is unknown. One with write access stamps it,
+// and read-only inspections then read the stamp.
+func TestInspectRegionReadOnly(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	m.Lock() // the fast path: no stamp
+	before := append([]byte(nil), m.obj...)
+	info, err := inspectRegion(path, modeObserveReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := info.Objects[0]; !info.ReadOnly || o.State != "held" || o.HolderPID != os.Getpid() || !o.HolderAlive || o.HeldForKnown {
+		t.Fatalf("read-only: %+v, read-only %v; want held by us, held-for unknown", o, info.ReadOnly)
+	}
+	if !bytes.Equal(before, m.obj) {
+		t.Fatalf("a read-only inspection changed the object:\n%x\n%x", before, m.obj)
+	}
+	info, err = InspectRegion(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := info.Objects[0]; info.ReadOnly || !o.HeldForKnown || m.word.Load()&sharedTimed == 0 {
+		t.Fatalf("with write access: %+v, word %#x; want the hold stamped", o, m.word.Load())
+	}
+	time.Sleep(20 * time.Millisecond)
+	info, err = inspectRegion(path, modeObserveReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := info.Objects[0]; !o.HeldForKnown || o.HeldFor < 20*time.Millisecond {
+		t.Fatalf("read-only after a stamp: %+v; want held for at least 20ms", o)
+	}
+	m.Unlock()
+	if w := m.word.Load(); w != 0 {
+		t.Fatalf("word %#x after Unlock", w)
 	}
 }

@@ -33,15 +33,27 @@ For each object it prints its name, kind and offset and, for locks:
            process, kill -STOP, is alive: it is never robbed); "unknown"
            when the holder died and its process-table slot has since been
            taken by another process
-  HELD FOR how long the current hold has lasted: exact when it began on
-           the slow path or with statistics on; otherwise inspect stamps
-           the hold when it first sees it ("≥"), so that running inspect
-           again shows it growing
+  HELD FOR at least how long the current hold has lasted ("≥"), from a
+           stamp that follows the hold's start: the acquirer's, written
+           microseconds after it took the lock, for holds that began on
+           the slow path or with statistics on; otherwise the stamp that
+           inspect wrote when it first saw the hold (shown as ≥0s then),
+           so that running inspect again shows it growing. "unknown" for
+           such a hold when inspect cannot write the file (see below)
   STATS    acquisitions, slow-path share and longest wait, when statistics
            are enabled (SharedMutex.EnableStats)
 
-It then lists the attached processes. Inspect writes nothing to the region
-but that held-since stamp.
+It then lists the attached processes.
+
+Inspect needs only read access to the file. When it may write, it stamps
+each hold that began on the fast path: it stores the time in the lock's
+held-since field and sets the lock word's timed bit (bit 31) by
+compare-and-swap, changing no ownership or waiter bit; the holder's next
+Unlock takes its slow path once, which clears the bit. Nothing else is
+written. Without write access (a monitoring user, a read-only mount) it
+opens the file read-only, writes nothing at all, and prints "Read-only:"
+(-json: "read_only": true); HELD FOR is then unknown for fast-path holds
+that no earlier inspection stamped.
 
 Flags:
   -json   print the region as one JSON object (lockword.RegionInfo)
@@ -98,6 +110,9 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 func writeInspectText(w io.Writer, info *lockword.RegionInfo) {
 	fmt.Fprintf(w, "Region: %s (%d bytes, ABI version %d, created %s)\n",
 		info.Path, info.Size, info.Version, info.Created.Format(time.RFC3339))
+	if info.ReadOnly {
+		fmt.Fprintln(w, "Read-only: no write access to the file, so nothing was stamped: HELD FOR is unknown for holds that began on the fast path")
+	}
 	fmt.Fprintf(w, "Objects: %d\n", len(info.Objects))
 	if len(info.Objects) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -252,5 +253,63 @@ func TestInspectTextUnknownHolder(t *testing.T) {
 	}})
 	if !regexp.MustCompile(`orders\s+mutex\s+0\s+owner-dead\s+unknown\s+no\s`).MatchString(b.String()) {
 		t.Fatalf("want holder unknown, alive no:\n%s", b.String())
+	}
+}
+
+// TestInspectReadOnlyUser runs inspect as an unprivileged user (nobody,
+// through setpriv, where the test runs as root) on a region it may read
+// but not write, as a monitoring user would: it must work, say it is
+// read-only, and change no byte of the file.
+func TestInspectReadOnlyUser(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if os.Geteuid() != 0 || err != nil {
+		t.Skip("needs root and setpriv(1) to run inspect as an unprivileged user; TestInspectRegionReadOnly covers the read-only path")
+	}
+	dir, err := os.MkdirTemp("", "lockword-inspect-ro-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	asNobody := func(args ...string) *exec.Cmd {
+		return exec.Command(setpriv, append([]string{"--reuid=65534", "--regid=65534", "--clear-groups"}, args...)...)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := asNobody("test", "-x", dir).CombinedOutput(); err != nil {
+		t.Skipf("nobody cannot reach %s (%v %s)", dir, err, out)
+	}
+	bin := filepath.Join(dir, "lockword")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	path := filepath.Join(dir, "region")
+	r, err := lockword.CreateRegion(path, 0, &lockword.RegionOptions{Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	m, _ := r.Mutex("orders")
+	m.Lock() // the fast path: inspect would stamp it, if it could write
+	defer m.Unlock()
+	before, _ := os.ReadFile(path)
+
+	out, err := asNobody(bin, "inspect", "-json", path).Output()
+	if err != nil {
+		t.Fatalf("inspect as nobody: %v\n%s", err, out)
+	}
+	var info lockword.RegionInfo
+	if err := json.Unmarshal(out, &info); err != nil {
+		t.Fatal(err)
+	}
+	if o := info.Objects[0]; !info.ReadOnly || o.State != "held" || o.HolderPID != os.Getpid() || !o.HolderAlive || o.HeldForKnown {
+		t.Fatalf("inspect as nobody: %s\nwant read-only, held by live PID %d, held-for unknown", out, os.Getpid())
+	}
+	out, err = asNobody(bin, "inspect", path).Output()
+	if err != nil || !strings.Contains(string(out), "Read-only: ") || !regexp.MustCompile(`orders\s+mutex\s+\d+\s+held\s+\d+\s+yes\s+unknown`).Match(out) {
+		t.Fatalf("inspect as nobody: %v\n%s", err, out)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("inspect as nobody changed the region file")
 	}
 }
