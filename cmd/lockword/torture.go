@@ -244,8 +244,10 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 		return usageErr("-kill needs -procs N: it kills worker processes")
 	case kill && set["iters"]:
 		return usageErr("-kill runs until -kills kills (or -duration), not a count of -iters")
-	case kills < 1 || (set["kills"] && !kill):
-		return usageErr("-kills must be at least 1 and needs -kill, got %d", kills)
+	case set["kills"] && !kill:
+		return usageErr("-kills needs -kill: it is the number of kills of a -kill run (got -kills %d without -kill)", kills)
+	case kills < 1:
+		return usageErr("-kills must be at least 1, got %d", kills)
 	}
 	spec := *f.lock
 	if procs > 0 && spec == "all" {

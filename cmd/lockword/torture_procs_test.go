@@ -115,14 +115,27 @@ func TestTortureProcsKillCatchesBrokenRepair(t *testing.T) {
 }
 
 func TestTortureProcsUsage(t *testing.T) {
-	for _, args := range [][]string{
-		{"-procs", "-1"}, {"-procs", "2", "-lock", "mutex"}, {"-lock", "shared"}, {"-kill"},
-		{"-procs", "2", "-kill", "-iters", "5"}, {"-kills", "5"}, {"-procs", "2", "-kill", "-kills", "0"},
-		{"-procs", "8", "-workers", "4"},
+	for _, c := range []struct {
+		args []string
+		msg  string // what the first line of stderr must say
+	}{
+		{[]string{"-procs", "-1"}, "-procs must be between 0 and"},
+		{[]string{"-procs", "2", "-lock", "mutex"}, "kind mutex runs in one process"},
+		{[]string{"-lock", "shared"}, "kind shared runs across processes"},
+		{[]string{"-kill"}, "-kill needs -procs N"},
+		{[]string{"-procs", "2", "-kill", "-iters", "5"}, "-kill runs until -kills kills"},
+		// A valid count without -kill: the missing flag is the error,
+		// not the count ("must be at least 1, got 5" would puzzle).
+		{[]string{"-kills", "5"}, "-kills needs -kill"},
+		{[]string{"-procs", "2", "-kills", "5"}, "-kills needs -kill"},
+		{[]string{"-kills", "0"}, "-kills needs -kill"},
+		{[]string{"-procs", "2", "-kill", "-kills", "0"}, "-kills must be at least 1, got 0"},
+		{[]string{"-procs", "8", "-workers", "4"}, "-procs 8 needs at least as many -workers"},
 	} {
-		_, stderr, status := runCLI(t, append([]string{"torture"}, args...)...)
-		if status != exitUsage || stderr == "" {
-			t.Errorf("torture %v: status %d, stderr %q", args, status, stderr)
+		_, stderr, status := runCLI(t, append([]string{"torture"}, c.args...)...)
+		first, _, _ := strings.Cut(stderr, "\n")
+		if status != exitUsage || !strings.HasPrefix(first, "lockword torture: "+c.msg) {
+			t.Errorf("torture %v: status %d, stderr %q; want 2 and %q", c.args, status, stderr, c.msg)
 		}
 	}
 	// -procs alone picks the shared kind and enough workers.
