@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -324,5 +325,126 @@ func TestInspectReadOnlyUser(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
 		t.Fatal("inspect as nobody changed the region file")
+	}
+}
+
+// TestTortureProcsInterrupted: SIGINT or SIGTERM stops a -procs run
+// cleanly: the worker processes stop between updates and are reaped, the
+// region file is removed, the report so far (exact: the counter equals the
+// committed additions) says it was interrupted, and the status is 128 +
+// the signal. The SIGINT goes to the whole process group, as a terminal's
+// Ctrl-C does: the workers must not die of it mid-update.
+func TestTortureProcsInterrupted(t *testing.T) {
+	bin := buildLockword(t)
+	for _, c := range []struct {
+		name   string
+		sig    syscall.Signal
+		group  bool // signal the process group, not the supervisor alone
+		status int
+		args   []string
+	}{
+		{"SIGINT", syscall.SIGINT, true, 130, []string{"-procs", "2", "-iters", "1000000000"}},
+		{"SIGTERM", syscall.SIGTERM, false, 143, []string{"-procs", "2", "-kill", "-kills", "1000000"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(bin, append([]string{"torture", "-json"}, c.args...)...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pid := cmd.Process.Pid
+			pattern := filepath.Join(regionDir(), fmt.Sprintf("lockword-torture-%d-*", pid))
+			t.Cleanup(func() {
+				cmd.Process.Kill()
+				if files, _ := filepath.Glob(pattern); len(files) > 0 {
+					for _, f := range files {
+						os.Remove(f)
+					}
+				}
+			})
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+
+			// Wait until both workers have attached, then let them run.
+			var workers []int
+			for deadline := time.Now().Add(30 * time.Second); len(workers) < 2; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("workers did not attach\n%s", stderr.String())
+				}
+				workers = workers[:0]
+				files, _ := filepath.Glob(pattern)
+				if len(files) != 1 {
+					continue
+				}
+				if info, err := lockword.InspectRegion(files[0]); err == nil {
+					for _, p := range info.Processes {
+						if p.PID != pid {
+							workers = append(workers, p.PID)
+						}
+					}
+				}
+			}
+			time.Sleep(300 * time.Millisecond)
+			target := pid
+			if c.group {
+				target = -pid
+			}
+			if err := syscall.Kill(target, c.sig); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			select {
+			case err = <-exited:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("still running 30 s after %s\n%s", c.name, stderr.String())
+			}
+			var exitErr *exec.ExitError
+			if !errors.As(err, &exitErr) || exitErr.ExitCode() != c.status {
+				t.Fatalf("after %s: %v (status %d), want exit status %d\nstdout: %s\nstderr: %s", c.name, err, cmd.ProcessState.ExitCode(), c.status, stdout.String(), stderr.String())
+			}
+			if files, _ := filepath.Glob(pattern); len(files) != 0 {
+				t.Errorf("region file left behind: %v", files)
+			}
+			for _, w := range workers {
+				// The supervisor reaped them before it exited: gone.
+				if err := syscall.Kill(w, 0); err != syscall.ESRCH {
+					t.Errorf("worker process %d still exists after the supervisor exited (kill 0: %v)", w, err)
+				}
+			}
+			var r reportJSON
+			if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+				t.Fatalf("%v: %s", err, stdout.String())
+			}
+			if r.Interrupted != c.name || r.Result != "INTERRUPTED" || r.Additions == 0 || r.Expected != r.Actual || r.OwnerViolations != 0 {
+				t.Errorf("report: %s\nwant interrupted by %s, additions made, counter exact", stdout.String(), c.name)
+			}
+			if k := r.Kill; c.sig == syscall.SIGTERM && (k == nil || k.Kills == 0 || k.Recoveries != int64(k.HolderKills) || k.Hangs != 0) {
+				t.Errorf("kill report: %s", stdout.String())
+			}
+			if !strings.Contains(stderr.String(), "interrupted by "+c.name) {
+				t.Errorf("stderr %q does not say it was interrupted", stderr.String())
+			}
+		})
+	}
+}
+
+// TestTortureInterruptedText: the text report of an interrupted counted
+// run says so and gives the additions made, not the count asked for.
+func TestTortureInterruptedText(t *testing.T) {
+	cfg := &config{workers: 2, iters: 1000, value: 5, procs: 2}
+	r := newReport(cfg, "shared", hammerRun{perWorker: []int64{10, 20}, elapsed: time.Second})
+	r.procs, r.actual, r.interrupted = 2, 150, "SIGINT"
+	var b strings.Builder
+	r.writeText(&b)
+	for _, line := range []string{"Interrupted: by SIGINT after 1s; a partial report, of the additions made until then",
+		"Additions per worker: 1000 asked, made: min 10, max 20 (30 total)", "Expected: 150", "Result: INTERRUPTED (no check failed until then)"} {
+		if !hasLine(b.String(), line) {
+			t.Errorf("report lacks %q:\n%s", line, b.String())
+		}
+	}
+	if r.actual = 145; r.result() != "FAIL" {
+		t.Errorf("an interrupted run whose counter is off: result %s, want FAIL", r.result())
 	}
 }
