@@ -1,6 +1,7 @@
 package lockword
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -19,8 +20,12 @@ type RegionInfo struct {
 	ReadOnly bool `json:"read_only"`
 }
 
-// ObjectInfo describes one object of a region and the live state of its
-// lock word.
+// ObjectInfo describes one object of a region and, for a lock, the live
+// state of its lock word. Offset and Size are in bytes. The fields from
+// Word on describe locks only: for an object that is not a lock (Kind
+// "bytes") they are zero, State is "", and the JSON form (MarshalJSON)
+// leaves them out, so that no reader takes such an object for a free lock
+// of a dead holder.
 type ObjectInfo struct {
 	Name   string `json:"name"`
 	Kind   string `json:"kind"`
@@ -28,10 +33,21 @@ type ObjectInfo struct {
 	Size   int    `json:"size_bytes"`
 	// Word is the raw lock word (layout in the kind's documentation).
 	Word uint32 `json:"word"`
-	// State is "free", "held", "contended" (held, and some process may
-	// be asleep waiting), "owner-dead" (the holder died and nobody has
-	// recovered the lock yet, or a recoverer holds it and has not called
-	// MarkConsistent: see HolderAlive), or "not-recoverable".
+	// State is, for a lock, one of:
+	//
+	//	"free"             nobody holds it
+	//	"held"             a live process holds it; no waiter sleeps
+	//	"contended"        held, and some process may be asleep waiting
+	//	                   (Waiters)
+	//	"owner-dead"       the holder died and nobody has recovered the
+	//	                   lock yet (HolderAlive false), or a recoverer
+	//	                   holds it and has not called MarkConsistent
+	//	                   (HolderAlive and Inconsistent true)
+	//	"not-recoverable"  unlocked after a recovery without
+	//	                   MarkConsistent: nobody holds it, and every
+	//	                   lock call fails with ErrNotRecoverable
+	//
+	// and "" for an object that is not a lock.
 	State string `json:"state"`
 	// HolderPID is the holding process's PID: 0 when free, and when
 	// unknown (the holder died and its process-table slot has since been
@@ -56,6 +72,21 @@ type ObjectInfo struct {
 	// Stats, when statistics are enabled (EnableStats), summed over all
 	// processes.
 	Stats *Stats `json:"stats,omitempty"`
+}
+
+// MarshalJSON encodes a lock with every field, and an object that is not a
+// lock (State "") with name, kind, offset and size_bytes only.
+func (o ObjectInfo) MarshalJSON() ([]byte, error) {
+	type fields ObjectInfo // the same fields, without this method
+	if o.State != "" {
+		return json.Marshal(fields(o))
+	}
+	return json.Marshal(struct {
+		Name   string `json:"name"`
+		Kind   string `json:"kind"`
+		Offset int64  `json:"offset"`
+		Size   int    `json:"size_bytes"`
+	}{o.Name, o.Kind, o.Offset, o.Size})
 }
 
 // ProcessInfo is one attached process of a region.

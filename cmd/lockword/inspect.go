@@ -56,7 +56,11 @@ opens the file read-only, writes nothing at all, and prints "Read-only:"
 that no earlier inspection stamped.
 
 Flags:
-  -json   print the region as one JSON object (lockword.RegionInfo)
+  -json   print the region as one JSON object (lockword.RegionInfo); an
+          object that is not a lock (kind bytes) has only name, kind,
+          offset and size_bytes, a lock also state (one of the STATE
+          values above), word, holder_pid, holder_alive, held_for_ns,
+          held_for_known, waiters, inconsistent and stats
 
 Exit status:
   0  the region was read
@@ -67,7 +71,7 @@ Exit status:
 Examples:
   lockword inspect orders                 # /dev/shm/orders
   watch -n1 lockword inspect /dev/shm/orders
-  lockword inspect -json orders | jq '.objects[] | select(.state != "free")'
+  lockword inspect -json orders | jq '.objects[] | select(has("state") and .state != "free")'
 `)
 }
 

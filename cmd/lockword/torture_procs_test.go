@@ -448,3 +448,35 @@ func TestTortureInterruptedText(t *testing.T) {
 		t.Errorf("an interrupted run whose counter is off: result %s, want FAIL", r.result())
 	}
 }
+
+// TestInspectJSONNotALock: inspect -json gives an object that is not a
+// lock no lock fields (no "state": "", "word": 0, "holder_alive": false).
+func TestInspectJSONNotALock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "region")
+	r, err := lockword.CreateRegion(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.Mutex("orders")
+	r.Bytes("orders-data", 100)
+	stdout, stderr, status := runCLI(t, "inspect", "-json", path)
+	if status != exitOK {
+		t.Fatalf("inspect: %d %s", status, stderr)
+	}
+	var info struct {
+		Objects []map[string]json.RawMessage `json:"objects"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &info); err != nil || len(info.Objects) != 2 {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	lock, data := info.Objects[0], info.Objects[1]
+	if string(lock["state"]) != `"free"` || lock["word"] == nil || lock["holder_alive"] == nil {
+		t.Errorf("lock lacks its fields: %s", stdout)
+	}
+	for _, k := range []string{"state", "word", "holder_alive", "held_for_known", "waiters"} {
+		if v, ok := data[k]; ok {
+			t.Errorf("bytes object has %q: %s", k, v)
+		}
+	}
+}
