@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -477,6 +478,81 @@ func TestInspectJSONNotALock(t *testing.T) {
 	for _, k := range []string{"state", "word", "holder_alive", "held_for_known", "waiters"} {
 		if v, ok := data[k]; ok {
 			t.Errorf("bytes object has %q: %s", k, v)
+		}
+	}
+}
+
+// TestInspectCorruptFiles: inspect of a damaged region file, or of a file
+// that never was one, exits 2 with one line on stderr that names the file
+// and the check that failed, prints nothing on stdout, and never panics.
+// Garbage where the header does not look (process table, lock words)
+// cannot be told from live state; it must not crash inspect either.
+func TestInspectCorruptFiles(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	r, err := lockword.CreateRegion(good, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Mutex("orders")
+	r.Bytes("orders-data", 100)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	valid, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	changed := func(off int, b []byte) []byte {
+		c := bytes.Clone(valid)
+		copy(c[off:], b)
+		return c
+	}
+	const (
+		tableOffset = 4096  // docs/abi.md: the object table
+		procOffset  = 12288 // the process table
+	)
+	for _, c := range []struct {
+		name    string
+		content []byte
+		msg     string // in the error; "" means the header is intact: exit 0
+	}{
+		{"empty", nil, "never initialized"},
+		{"truncated to 100 bytes", valid[:100], "size does not match the file: header says 1048576 bytes, file has 100"},
+		{"truncated in the process table", valid[:20000], "size does not match the file"},
+		{"truncated to half", valid[:len(valid)/2], "size does not match the file"},
+		{"one byte past the end", append(bytes.Clone(valid), 0), "size does not match the file"},
+		{"magic overwritten", changed(0, []byte("XXXXXXXX")), "not a lockword region (bad magic)"},
+		{"version 99", changed(8, []byte{99, 0, 0, 0}), "unsupported region ABI version"},
+		{"object table entry changed", changed(tableOffset+3, []byte{'!'}), "checksum"},
+		{"zero bytes", make([]byte, len(valid)), "never initialized"},
+		{"random bytes, region size", random(len(valid)), "bad magic"},
+		{"random bytes, 100", random(100), "bad magic"},
+		{"random process table and objects", changed(procOffset, random(len(valid)-procOffset)), ""},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-"))
+		if err := os.WriteFile(path, c.content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, status := runCLI(t, "inspect", path)
+		if c.msg == "" {
+			if status != exitOK {
+				t.Errorf("%s: status %d, stderr %q; want 0 (the header is intact)", c.name, status, stderr)
+			}
+			continue
+		}
+		prefix := "lockword inspect: open region " + path + ": "
+		if status != exitUsage || stdout != "" || !strings.HasPrefix(stderr, prefix) || !strings.Contains(stderr, c.msg) ||
+			strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n") {
+			t.Errorf("%s: status %d, stdout %q, stderr %q; want 2 and one line %q...%q", c.name, status, stdout, stderr, prefix, c.msg)
 		}
 	}
 }
