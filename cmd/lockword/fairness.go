@@ -202,7 +202,7 @@ func (f *fairness) flagged() bool {
 func (f *fairness) allFailures() []string {
 	why := f.failures
 	if s := f.starve; s != nil && s.limit > 0 && !s.passed() {
-		why = append(why, fmt.Sprintf("starvation check: the waiting goroutine waited %v while the re-locking one went past it, limit %v", round(s.starved), s.limit))
+		why = append(why, fmt.Sprintf("starvation check: the waiting goroutine waited %v, limit %v, in each of %d attempts", round(s.maxWait), s.limit, len(s.earlier)+1))
 	}
 	return why
 }
@@ -228,8 +228,8 @@ func (f *fairness) writeText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "Starvation check (%v of %s): longest wait %v (%d overtakes during it) over %d acquisitions%s\n",
 			starvationRun, s.what, round(s.maxWait), s.overtakes, s.acquisitions, limit)
-		if s.limit > 0 && s.maxWait >= s.limit && s.starved == 0 {
-			fmt.Fprintf(w, "  that wait reached the limit without being overtaken more than %d times: the process was not running (a loaded host), not starved\n", inOrderOvertakes)
+		for i, e := range s.earlier {
+			fmt.Fprintf(w, "  (attempt %d of the check had reached the limit, longest wait %v, and was run again)\n", i+1, round(e))
 		}
 	}
 	for _, line := range f.extra {
@@ -255,13 +255,13 @@ type fairnessJSON struct {
 }
 
 type starvationObj struct {
-	What         string `json:"what"`
-	MaxWaitNs    int64  `json:"max_wait_ns"`
-	Overtakes    int    `json:"overtakes"`  // the other goroutine's acquisitions during the longest wait
-	StarvedNs    int64  `json:"starved_ns"` // longest wait ≥ limit while overtaken more than twice; 0: none
-	Acquisitions int    `json:"acquisitions"`
-	LimitNs      *int64 `json:"limit_ns"` // null: no limit, information only
-	Passed       bool   `json:"passed"`
+	What         string  `json:"what"`
+	MaxWaitNs    int64   `json:"max_wait_ns"`
+	Overtakes    int     `json:"overtakes"`           // the other goroutine's acquisitions during the longest wait
+	EarlierNs    []int64 `json:"earlier_max_wait_ns"` // longest waits of earlier attempts that reached the limit
+	Acquisitions int     `json:"acquisitions"`
+	LimitNs      *int64  `json:"limit_ns"` // null: no limit, information only
+	Passed       bool    `json:"passed"`
 }
 
 func (f *fairness) json() *fairnessJSON {
@@ -276,10 +276,13 @@ func (f *fairness) json() *fairnessJSON {
 		j.MaxMin = &r
 	}
 	if s := f.starve; s != nil {
-		j.Starvation = &starvationObj{What: s.what, MaxWaitNs: int64(s.maxWait), Overtakes: s.overtakes, StarvedNs: int64(s.starved), Acquisitions: s.acquisitions, Passed: s.passed()}
+		j.Starvation = &starvationObj{What: s.what, MaxWaitNs: int64(s.maxWait), Overtakes: s.overtakes, EarlierNs: []int64{}, Acquisitions: s.acquisitions, Passed: s.passed()}
 		if s.limit > 0 {
 			l := int64(s.limit)
 			j.Starvation.LimitNs = &l
+		}
+		for _, e := range s.earlier {
+			j.Starvation.EarlierNs = append(j.Starvation.EarlierNs, int64(e))
 		}
 	}
 	return j
@@ -288,36 +291,48 @@ func (f *fairness) json() *fairnessJSON {
 // A starvation is the outcome of the starvation check.
 type starvation struct {
 	what         string
-	maxWait      time.Duration
-	overtakes    int // the hog's acquisitions completed during the longest wait
-	acquisitions int
+	maxWait      time.Duration // the longest wait of the last attempt
+	overtakes    int           // the hog's acquisitions completed during that wait
+	acquisitions int           // the victim's, in the last attempt
 	limit        time.Duration // 0: information only
-	// starved is the longest wait of at least limit during which the
-	// victim was overtaken more than inOrderOvertakes times; 0 if none.
-	starved time.Duration
+	// earlier holds the longest waits of attempts that reached the limit
+	// before the last one.
+	earlier []time.Duration
 }
 
-// inOrderOvertakes is how many of the hog's acquisitions can complete
-// during one wait of the victim when the lock serves in order: the one the
-// hog held when the victim arrived, and the one it queued right after the
-// victim's, which completes after the victim's own but may be counted
-// before the victim looks.
-const inOrderOvertakes = 2
+// starvationAttempts is how many times the check runs when a wait reaches
+// the limit. On a loaded host a thread can be off the CPU for longer than
+// 10 ms at any moment (measured here under the race detector with other
+// jobs running: 10.1 ms, during which the re-locking goroutine made 7664
+// acquisitions, so the waiter had not even taken its ticket yet), and no
+// check from outside the lock can tell that from starvation; such a stall
+// is rare and does not repeat, while a lock that starves its waiters does
+// so in every attempt.
+const starvationAttempts = 3
 
-// passed: no wait reached the limit while the hog went past the waiter.
-// A wait that reached the limit without being overtaken was a stall of
-// the whole process (the host did not run its threads: seen on a loaded
-// 2-core machine, 12 ms with the hog held up as well), not starvation; it
-// is reported but does not fail the check.
-func (s *starvation) passed() bool { return s.limit <= 0 || s.starved == 0 }
+func (s *starvation) passed() bool { return s.limit <= 0 || s.maxWait < s.limit }
 
 // starvationCheck runs hog (one acquisition and release) in a tight loop
 // on one goroutine for starvationRun while another runs victim (one
 // acquisition and release) with a short pause between attempts, and
 // measures the victim's longest wait. The hog stops at the end, so a
 // victim starved throughout still gets in, having waited about the whole
-// run.
+// run. With a limit, an attempt whose longest wait reaches it is run
+// again, up to starvationAttempts in all; the last attempt decides, and
+// the earlier ones are reported.
 func starvationCheck(what string, limit time.Duration, hog, victim func()) *starvation {
+	s := &starvation{what: what, limit: limit}
+	for attempt := 1; ; attempt++ {
+		s.maxWait, s.overtakes, s.acquisitions = starvationAttempt(hog, victim)
+		if s.passed() || attempt == starvationAttempts {
+			return s
+		}
+		s.earlier = append(s.earlier, s.maxWait)
+	}
+}
+
+// starvationAttempt is one run of the starvation check.
+func starvationAttempt(hog, victim func()) (maxWait time.Duration, overtakes, acquisitions int) {
 	var stop atomic.Bool
 	var hogs atomic.Int64 // the hog's completed acquisitions
 	hogDone := make(chan struct{})
@@ -328,26 +343,20 @@ func starvationCheck(what string, limit time.Duration, hog, victim func()) *star
 			hogs.Add(1)
 		}
 	}()
-	s := &starvation{what: what, limit: limit}
 	deadline := time.Now().Add(starvationRun)
 	for time.Now().Before(deadline) {
 		h0 := hogs.Load()
 		t0 := time.Now()
 		victim()
-		wait := time.Since(t0)
-		overtakes := int(hogs.Load() - h0)
-		if wait > s.maxWait {
-			s.maxWait, s.overtakes = wait, overtakes
+		if wait := time.Since(t0); wait > maxWait {
+			maxWait, overtakes = wait, int(hogs.Load()-h0)
 		}
-		if wait >= limit && overtakes > inOrderOvertakes {
-			s.starved = max(s.starved, wait)
-		}
-		s.acquisitions++
+		acquisitions++
 		time.Sleep(starvationPause)
 	}
 	stop.Store(true)
 	<-hogDone
-	return s
+	return maxWait, overtakes, acquisitions
 }
 
 // lockerStarvation is the starvation check of a plain lock.

@@ -406,10 +406,10 @@ Fairness (in-process kinds), three lines:
   Starvation check: for 200ms one goroutine re-locks in a tight loop
     while another locks repeatedly; the other's longest wait, and how
     often the re-locking goroutine acquired during that wait (overtakes).
-    For ticket a wait must stay under 10ms, or the run fails; a wait that
-    reaches 10ms with at most 2 overtakes (what FIFO order allows) is a
-    stall of the whole process on a loaded host, reported but not
-    failed. For the others it is information. (rw: a writer re-locks, a reader waits; rw-read-mostly:
+    For ticket it must stay under 10ms, or the run fails; an attempt that
+    reaches 10ms is run again, up to 3 attempts, and the last decides (a
+    loaded host can stop a thread for 10ms once; a starving lock fails
+    every attempt). For the others it is information. (rw: a writer re-locks, a reader waits; rw-read-mostly:
     a reader re-locks, a writer waits; cond: a goroutine signals, another
     waits for a Signal.)
   rw kinds add the reads and writes made and the reader-writer overlaps
@@ -433,9 +433,9 @@ Output (-json), one object per kind and line, with the fields
   {shares, shares_at, min_share, max_share, max_min (null when a worker
   made none), flagged, wait_sampled_every, wait_samples, wait_p50_ns,
   wait_p99_ns, wait_max_ns, starvation: {what, max_wait_ns, overtakes,
-  starved_ns (longest wait at or over the limit with more than 2
-  overtakes; 0: none), acquisitions, limit_ns (null: information only),
-  passed}, notes}.
+  earlier_max_wait_ns (attempts that reached the limit and were run
+  again), acquisitions, limit_ns (null: information only), passed},
+  notes}.
 
 Across processes (-procs N):
   The shared kinds run the same experiment with the workers spread over N
@@ -707,7 +707,7 @@ type lockerTarget struct {
 	// instrumentation, and yield in the middle of the update.
 	unprotected bool
 	// starvationLimit fails the run when the starvation check's waiting
-	// goroutine waits this long or longer while overtaken (fairness.go);
+	// goroutine waits this long or longer in every attempt (fairness.go);
 	// 0: the check is information only.
 	starvationLimit time.Duration
 }
