@@ -2,7 +2,9 @@ package lockword
 
 import (
 	"fmt"
+	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -25,6 +27,7 @@ var benchKinds = []benchKind{
 	{"sync", func() sync.Locker { return new(sync.Mutex) }},
 	{"mutex", func() sync.Locker { return new(Mutex) }},
 	{"spin", func() sync.Locker { return new(SpinMutex) }},
+	{"ticket", func() sync.Locker { return new(TicketMutex) }},
 }
 
 // paddedLocker keeps the lock alone on its cache lines, so that false
@@ -115,5 +118,219 @@ func BenchmarkContendedWork(b *testing.B) {
 				benchmarkContended(b, k.new(), g, 20, 100)
 			})
 		}
+	}
+}
+
+// naiveTicket is the textbook spinning ticket lock, the reference that
+// issue 4's TicketMutex targets are stated against: waiters spin on
+// serving (with the CPU pause hint) and never sleep, so with more
+// goroutines than cores the lock is handed to waiters that are not
+// running and throughput collapses.
+type naiveTicket struct {
+	next, serving atomic.Uint32
+}
+
+func (n *naiveTicket) Lock() {
+	t := n.next.Add(1) - 1
+	for n.serving.Load() != t {
+		procyield(4)
+	}
+}
+
+func (n *naiveTicket) Unlock() { n.serving.Add(1) }
+
+// paddedCount keeps each goroutine's counter on its own cache lines.
+type paddedCount struct {
+	n int
+	_ [120]byte
+}
+
+// benchmarkFair runs goroutines that take turns on one lock until b.N
+// acquisitions have been made in all, each counting its own. Besides
+// Macq/s it reports max/min, the most acquisitions made by one goroutine
+// over the fewest (1.00 is perfectly fair; a FIFO lock stays near it, an
+// unfair one lets a goroutine that re-locks at once win most rounds). The
+// lock is held while the goroutines start, and released when the timer
+// starts, so that all of them contend from the first moment: a goroutine
+// that has not yet run is in no lock's queue, and its lateness would be
+// counted against the lock.
+func benchmarkFair(b *testing.B, l sync.Locker, goroutines int) {
+	p := &paddedLocker{l: l}
+	counts := make([]paddedCount, goroutines)
+	total := 0 // guarded by p.l
+	var wg, started sync.WaitGroup
+	p.l.Lock()
+	for g := range goroutines {
+		started.Add(1)
+		wg.Go(func() {
+			started.Done()
+			for {
+				p.l.Lock()
+				if total >= b.N {
+					p.l.Unlock()
+					return
+				}
+				total++
+				counts[g].n++
+				p.l.Unlock()
+			}
+		})
+	}
+	started.Wait()
+	time.Sleep(time.Millisecond + time.Duration(goroutines)*20*time.Microsecond) // all reach Lock
+	b.ResetTimer()
+	t0 := time.Now()
+	p.l.Unlock()
+	wg.Wait()
+	b.StopTimer()
+	lo, hi := math.MaxInt, 0
+	for i := range counts {
+		lo, hi = min(lo, counts[i].n), max(hi, counts[i].n)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds()/1e6, "Macq/s")
+	b.ReportMetric(float64(hi)/float64(max(lo, 1)), "max/min")
+}
+
+// BenchmarkFair measures throughput and fairness at 2, 4, 16 and 64
+// goroutines; run it with -cpu 2 for the figures in BENCHMARKS.md.
+func BenchmarkFair(b *testing.B) {
+	for _, g := range []int{2, 4, 16, 64} {
+		for _, k := range benchKinds {
+			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.name, g), func(b *testing.B) {
+				benchmarkFair(b, k.new(), g)
+			})
+		}
+	}
+}
+
+// BenchmarkTicketNaive measures the naive spinning ticket lock, the
+// reference for issue 4's TicketMutex targets. Oversubscribed, it hands the
+// lock to waiters that are not running and a fixed count of acquisitions
+// can take minutes, so each iteration is one round of naiveRound: ns/op is
+// the round's length, and Macq/s is the figure to read.
+func BenchmarkTicketNaive(b *testing.B) {
+	for _, g := range []int{2, 4, 16, 64} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			var acquisitions int64
+			var elapsed time.Duration
+			for b.Loop() {
+				n, d := timedRound(new(naiveTicket), g, naiveRound)
+				acquisitions += n
+				elapsed += d
+			}
+			b.ReportMetric(float64(acquisitions)/elapsed.Seconds()/1e6, "Macq/s")
+		})
+	}
+}
+
+// naiveRound is the length of one BenchmarkTicketNaive iteration.
+const naiveRound = 200 * time.Millisecond
+
+// timedRound runs goroutines that lock and unlock l until d has passed, and
+// returns the acquisitions made in that time and the time itself.
+func timedRound(l sync.Locker, goroutines int, d time.Duration) (int64, time.Duration) {
+	var stop atomic.Bool
+	var made atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range goroutines {
+		wg.Go(func() {
+			<-start
+			n := int64(0)
+			for !stop.Load() {
+				l.Lock()
+				if !stop.Load() {
+					n++
+				}
+				l.Unlock()
+			}
+			made.Add(n)
+		})
+	}
+	t0 := time.Now()
+	close(start)
+	time.Sleep(d)
+	stop.Store(true)
+	elapsed := time.Since(t0)
+	wg.Wait() // those still queued drain: not counted, not timed
+	return made.Load(), elapsed
+}
+
+// rwBenchKinds are the reader-writer locks, beside their sync peer.
+var rwBenchKinds = []struct {
+	name string
+	new  func() rwLocker
+}{
+	{"sync", func() rwLocker { return new(sync.RWMutex) }},
+	{"rw", func() rwLocker { return new(RWMutex) }},
+}
+
+// paddedRW is paddedLocker for a reader-writer lock.
+type paddedRW struct {
+	_  [128]byte
+	rw rwLocker
+	_  [128]byte
+}
+
+// benchmarkRW runs goroutines that share b.N acquisitions of rw: every
+// writeEvery'th is a write (Lock, Unlock), the rest reads that do
+// workInside steps while holding the read lock (Go's own
+// BenchmarkRWMutexWrite100 shape).
+func benchmarkRW(b *testing.B, rw rwLocker, goroutines, writeEvery, workInside int) {
+	p := &paddedRW{rw: rw}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	per, extra := b.N/goroutines, b.N%goroutines
+	for g := range goroutines {
+		n := per
+		if g < extra {
+			n++
+		}
+		wg.Go(func() {
+			local := 0
+			<-start
+			for i := range n {
+				if (i+g)%writeEvery == 0 {
+					p.rw.Lock()
+					p.rw.Unlock()
+				} else {
+					p.rw.RLock()
+					local += spinWork(workInside)
+					p.rw.RUnlock()
+				}
+			}
+			sink += local & 0
+		})
+	}
+	b.ResetTimer()
+	t0 := time.Now()
+	close(start)
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds()/1e6, "Macq/s")
+}
+
+// BenchmarkRW99 is issue 4's reader-writer benchmark: 99% reads, at 2, 4,
+// 16 and 64 goroutines, RWMutex against sync.RWMutex in the same run.
+func BenchmarkRW99(b *testing.B) {
+	for _, g := range []int{2, 4, 16, 64} {
+		for _, k := range rwBenchKinds {
+			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.name, g), func(b *testing.B) {
+				benchmarkRW(b, k.new(), g, 100, 10)
+			})
+		}
+	}
+}
+
+// BenchmarkRWUncontended is one goroutine's RLock+RUnlock.
+func BenchmarkRWUncontended(b *testing.B) {
+	for _, k := range rwBenchKinds {
+		b.Run("kind="+k.name, func(b *testing.B) {
+			p := &paddedRW{rw: k.new()}
+			for b.Loop() {
+				p.rw.RLock()
+				p.rw.RUnlock()
+			}
+		})
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
-
-	"github.com/lockword/lockword/internal/wait"
 )
 
 // DefaultStuckThreshold is how long a waiter waits before it logs a stuck
@@ -120,13 +118,14 @@ func (d *diag) uncontended() {
 }
 
 // waitTrack follows one acquisition through the slow path: it times the
-// wait for Stats and arms the stuck report when the waiter first sleeps.
+// wait for Stats and registers it with the stuck watcher (stuck.go) when
+// the waiter first sleeps.
 type waitTrack struct {
 	info  *lockInfo
 	kind  string
 	addr  any
 	start time.Time
-	timer *time.Timer
+	stuck *stuckEntry
 }
 
 func (d *diag) track(kind string, addr any) waitTrack {
@@ -137,14 +136,14 @@ func (d *diag) track(kind string, addr any) waitTrack {
 	return t
 }
 
-// parking is called before each sleep. The first one arms the stuck report:
-// timing only sleeps keeps the spinning fast path free of clock reads and
-// timers, and a waiter stuck for seconds is asleep anyway.
+// parking is called before each sleep. The first one registers the wait
+// for the stuck report: watching only sleeps keeps the spinning fast path
+// free of clock reads, and a waiter stuck for seconds is asleep anyway.
 func (t *waitTrack) parking(word *atomic.Uint32) {
 	if t.info != nil && t.info.statsOn.Load() {
 		t.info.parks.Add(1)
 	}
-	if t.timer != nil {
+	if t.stuck != nil {
 		return
 	}
 	threshold := DefaultStuckThreshold
@@ -160,12 +159,9 @@ func (t *waitTrack) parking(word *atomic.Uint32) {
 		}
 	}
 	if t.start.IsZero() {
-		t.start = time.Now()
+		t.start = stuckNow()
 	}
-	start, kind, addr := t.start, t.kind, t.addr
-	t.timer = time.AfterFunc(threshold, func() {
-		logStuck(kind, name, addr, start, threshold, wait.Parked(word))
-	})
+	t.stuck = watchStuck(t.kind, name, t.addr, word, t.start, threshold)
 }
 
 func logStuck(kind, name string, addr any, start time.Time, threshold time.Duration, waiters int) {
@@ -184,8 +180,9 @@ func logStuck(kind, name string, addr any, start time.Time, threshold time.Durat
 
 // acquired ends a slow-path acquisition.
 func (t *waitTrack) acquired() {
-	if t.timer != nil {
-		t.timer.Stop()
+	if t.stuck != nil {
+		t.stuck.done()
+		t.stuck = nil
 	}
 	if t.info == nil || !t.info.statsOn.Load() {
 		return
@@ -207,7 +204,8 @@ func (t *waitTrack) acquired() {
 
 // abandoned ends a slow-path attempt that gave up (context done).
 func (t *waitTrack) abandoned() {
-	if t.timer != nil {
-		t.timer.Stop()
+	if t.stuck != nil {
+		t.stuck.done()
+		t.stuck = nil
 	}
 }

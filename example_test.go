@@ -88,3 +88,104 @@ func ExampleSpinMutex_asLocker() {
 	fmt.Println("ok")
 	// Output: ok
 }
+
+// A TicketMutex serves waiters in the order they arrived.
+func ExampleTicketMutex() {
+	var mu lockword.TicketMutex
+	var order []int
+	mu.Lock() // hold it while the waiters line up
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+		})
+		time.Sleep(20 * time.Millisecond) // waiter i takes its ticket before i+1
+	}
+	mu.Unlock()
+	wg.Wait()
+	fmt.Println(order)
+	// Output: [0 1 2]
+}
+
+// A waiter that gives up does not hold up the waiters behind it: its turn
+// is passed on.
+func ExampleTicketMutex_LockContext() {
+	var mu lockword.TicketMutex
+	mu.Lock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	next := make(chan struct{})
+	go func() {
+		time.Sleep(20 * time.Millisecond) // queues behind the waiter that gives up
+		mu.Lock()
+		close(next)
+	}()
+	if err := mu.LockContext(ctx); errors.Is(err, context.DeadlineExceeded) {
+		fmt.Println("gave up")
+	}
+	mu.Unlock()
+	<-next
+	fmt.Println("the next waiter got the lock")
+	mu.Unlock()
+	// Output:
+	// gave up
+	// the next waiter got the lock
+}
+
+func ExampleRWMutex() {
+	var mu lockword.RWMutex
+	config := map[string]string{"mode": "fast"}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			mu.RLock() // many readers at once
+			_ = config["mode"]
+			mu.RUnlock()
+		})
+	}
+	wg.Go(func() {
+		mu.Lock() // one writer, alone
+		config["mode"] = "safe"
+		mu.Unlock()
+	})
+	wg.Wait()
+	mu.RLock()
+	fmt.Println(config["mode"])
+	mu.RUnlock()
+	// Output: safe
+}
+
+// A bounded queue of capacity 1: producers wait while it is full,
+// consumers while it is empty.
+func ExampleCond() {
+	var mu lockword.Mutex
+	notEmpty, notFull := lockword.NewCond(&mu), lockword.NewCond(&mu)
+	var slot []int
+	go func() {
+		for i := 1; i <= 3; i++ {
+			mu.Lock()
+			for len(slot) == 1 {
+				notFull.Wait()
+			}
+			slot = append(slot, i*i)
+			notEmpty.Signal()
+			mu.Unlock()
+		}
+	}()
+	for range 3 {
+		mu.Lock()
+		for len(slot) == 0 {
+			notEmpty.Wait()
+		}
+		fmt.Println(slot[0])
+		slot = slot[:0]
+		notFull.Signal()
+		mu.Unlock()
+	}
+	// Output:
+	// 1
+	// 4
+	// 9
+}

@@ -21,6 +21,8 @@ var lockKinds = []struct {
 }{
 	{"Mutex", func() sync.Locker { return new(Mutex) }},
 	{"SpinMutex", func() sync.Locker { return new(SpinMutex) }},
+	{"TicketMutex", func() sync.Locker { return new(TicketMutex) }},
+	{"RWMutex", func() sync.Locker { return new(RWMutex) }}, // the write side
 }
 
 // guarded is the data the lock protects.

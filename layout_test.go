@@ -1,6 +1,7 @@
 package lockword
 
 import (
+	"fmt"
 	"testing"
 	"unsafe"
 )
@@ -18,6 +19,27 @@ func TestLayout(t *testing.T) {
 		if c.size != c.wantSize || c.offset != 0 {
 			t.Errorf("%s: size %d offset of lock word %d, want size %d offset 0", c.name, c.size, c.offset, c.wantSize)
 		}
+	}
+	var tm TicketMutex
+	var rw RWMutex
+	var c Cond
+	for _, f := range []struct {
+		name        string
+		size        uintptr
+		offsets     []uintptr
+		wantSize    uintptr
+		wantOffsets []uintptr
+	}{
+		{"TicketMutex", unsafe.Sizeof(tm), []uintptr{unsafe.Offsetof(tm.next), unsafe.Offsetof(tm.serving), unsafe.Offsetof(tm.aux)}, 24, []uintptr{0, 4, 8}},
+		{"RWMutex", unsafe.Sizeof(rw), []uintptr{unsafe.Offsetof(rw.state), unsafe.Offsetof(rw.departing), unsafe.Offsetof(rw.wnext), unsafe.Offsetof(rw.wserving), unsafe.Offsetof(rw.waux)}, 32, []uintptr{0, 4, 8, 12, 16}},
+		{"Cond", unsafe.Sizeof(c), []uintptr{unsafe.Offsetof(c.seq)}, 24, []uintptr{0}},
+	} {
+		if f.size != f.wantSize || fmt.Sprint(f.offsets) != fmt.Sprint(f.wantOffsets) {
+			t.Errorf("%s: size %d, word offsets %v; want size %d, offsets %v", f.name, f.size, f.offsets, f.wantSize, f.wantOffsets)
+		}
+	}
+	if rwPhase|rwWriter|rwParked|rwStats != rwReader-1 || rwMaxReaders != 134217727 || rwUnread != ^uint32(rwReader)+1 {
+		t.Error("RWMutex state bits do not tile the low nibble, or the reader limit is not the documented one")
 	}
 	if statsFlag&(mutexStateMask|spinHeld|spinCount) != 0 {
 		t.Error("statsFlag overlaps state bits")

@@ -38,6 +38,10 @@ var ctxLockKinds = []struct {
 }{
 	{"Mutex", func() ctxLocker { return new(Mutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*Mutex).state }},
 	{"SpinMutex", func() ctxLocker { return new(SpinMutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*SpinMutex).state }},
+	// The fair locks' waiters park keyed by ticket on serving (Parked
+	// counts them); an RWMutex here is its write side.
+	{"TicketMutex", func() ctxLocker { return new(TicketMutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*TicketMutex).serving }},
+	{"RWMutex", func() ctxLocker { return new(RWMutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*RWMutex).wserving }},
 }
 
 func TestMutexStateTable(t *testing.T) {
@@ -198,7 +202,11 @@ func TestCancelledWaitersNeverStrandOthers(t *testing.T) {
 			if cancelled.Load() == 0 {
 				t.Error("no waiter was cancelled: the test did not exercise cancellation")
 			}
-			if s := k.word(l).Load(); s != 0 && s != mutexContended {
+			if r, ok := l.(interface{ atRest() error }); ok {
+				if err := r.atRest(); err != nil {
+					t.Fatal(err) // a lock whose words are not a single state
+				}
+			} else if s := k.word(l).Load(); s != 0 && s != mutexContended {
 				t.Fatalf("lock word %d at rest", s)
 			}
 			if !l.TryLock() {
@@ -501,6 +509,12 @@ func TestMisuse(t *testing.T) {
 		{"Mutex.Unlock-twice", "lockword: Unlock of unlocked Mutex"},
 		{"Mutex.Unlock-stats", "lockword: Unlock of unlocked Mutex"},
 		{"SpinMutex.Unlock", "lockword: Unlock of unlocked SpinMutex"},
+		{"TicketMutex.Unlock", "lockword: Unlock of unlocked TicketMutex"},
+		{"TicketMutex.Unlock-twice", "lockword: Unlock of unlocked TicketMutex"},
+		{"RWMutex.Unlock", "lockword: Unlock of unlocked RWMutex"},
+		{"RWMutex.RUnlock", "lockword: RUnlock of unlocked RWMutex"},
+		{"RWMutex.RUnlock-after-Lock", "lockword: RUnlock of unlocked RWMutex"},
+		{"RWMutex.Unlock-after-RLock", "lockword: Unlock of unlocked RWMutex"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestMisuseChild$")
@@ -538,6 +552,28 @@ func TestMisuseChild(t *testing.T) {
 	case "SpinMutex.Unlock":
 		var s SpinMutex
 		s.Unlock()
+	case "TicketMutex.Unlock":
+		var m TicketMutex
+		m.Unlock()
+	case "TicketMutex.Unlock-twice":
+		var m TicketMutex
+		m.Lock()
+		m.Unlock()
+		m.Unlock()
+	case "RWMutex.Unlock":
+		var rw RWMutex
+		rw.Unlock()
+	case "RWMutex.RUnlock":
+		var rw RWMutex
+		rw.RUnlock()
+	case "RWMutex.RUnlock-after-Lock":
+		var rw RWMutex
+		rw.Lock()
+		rw.RUnlock()
+	case "RWMutex.Unlock-after-RLock":
+		var rw RWMutex
+		rw.RLock()
+		rw.Unlock()
 	}
 	fmt.Println("misuse went unnoticed")
 	os.Exit(0)

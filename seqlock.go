@@ -172,7 +172,7 @@ func (s *SeqLock[T]) Load() T {
 func (s *SeqLock[T]) LoadContext(ctx context.Context) (T, error) {
 	if ctx == nil {
 		var zero T
-		return zero, errNilContext
+		return zero, ErrNilContext
 	}
 	return s.load(ctx)
 }

@@ -86,7 +86,7 @@ func beginSharedWrite(seq *atomic.Uint64, w *SharedMutex) uint64 {
 		if !errors.Is(err, ErrOwnerDead) {
 			// Not recoverable: only possible if the lock word was
 			// written by something other than this package.
-			panic(fmt.Errorf("lockword: SeqLock %q: %w", w.name, err))
+			panic(fmt.Errorf("%w (the writers' lock of SeqLock %q)", err, w.name))
 		}
 		// The previous writer died holding the lock, perhaps in the
 		// middle of a Store. This Store rewrites every word of the

@@ -101,7 +101,7 @@ func TestRegionSeqLock(t *testing.T) {
 		t.Fatalf("a name too long: %v", err)
 	}
 	//lint:ignore SA1012 testing the nil-context error
-	if _, err := s.LoadContext(nil); err != errNilContext { //nolint:staticcheck
+	if _, err := s.LoadContext(nil); err != ErrNilContext { //nolint:staticcheck
 		t.Fatalf("LoadContext(nil) = %v", err)
 	}
 	// The writers' lock is free between Stores: Close is not refused.

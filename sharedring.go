@@ -395,11 +395,11 @@ func (p *RingProducer) Stats() RingStats { return p.e.stats() }
 // is room it is sent even when ctx is already done. Errors: ErrRingClosed
 // (the ring was closed, by either side, or this handle was detached),
 // ErrPeerDead (no room, and the consumer's process has died),
-// ErrMessageTooLarge, ErrRingCorrupt, ctx.Err(), or the nil-context error
-// for a nil ctx; in every case nothing was sent.
+// ErrMessageTooLarge, ErrRingCorrupt, ctx.Err(), or ErrNilContext for a
+// nil ctx; in every case nothing was sent.
 func (p *RingProducer) Send(ctx context.Context, msg []byte) error {
 	if ctx == nil {
-		return errNilContext // whether or not it would wait: a bug shows at once
+		return ErrNilContext // whether or not it would wait: a bug shows at once
 	}
 	for {
 		sent, need, err := p.trySend(msg)
@@ -551,11 +551,10 @@ func (c *RingConsumer) Stats() RingStats { return c.e.stats() }
 // ErrRingClosed once the ring is closed and every message sent before Close
 // has been received (or this handle was detached); ErrPeerDead once the
 // producer's process has died and every message it published has been
-// received; ErrRingCorrupt; ctx.Err(); the nil-context error for a nil
-// ctx.
+// received; ErrRingCorrupt; ctx.Err(); ErrNilContext for a nil ctx.
 func (c *RingConsumer) Receive(ctx context.Context, buf []byte) ([]byte, error) {
 	if ctx == nil {
-		return buf[:0], errNilContext
+		return buf[:0], ErrNilContext
 	}
 	for {
 		msg, ok, err := c.tryReceive(buf)

@@ -444,19 +444,19 @@ func TestSharedRingBlocking(t *testing.T) {
 		t.Fatalf("cancellation noticed after %v", d)
 	}
 	//lint:ignore SA1012 testing the nil-context error
-	if err := p.Send(nil, msg); err != errNilContext { //nolint:staticcheck
+	if err := p.Send(nil, msg); err != ErrNilContext { //nolint:staticcheck
 		t.Fatalf("Send on a full ring with nil ctx = %v", err)
 	}
 	// With a message there, a nil ctx is still refused, and takes nothing.
 	//lint:ignore SA1012 testing the nil-context error
-	if _, err := c.Receive(nil, nil); err != errNilContext { //nolint:staticcheck
+	if _, err := c.Receive(nil, nil); err != ErrNilContext { //nolint:staticcheck
 		t.Fatalf("Receive on a full ring with nil ctx = %v", err)
 	}
 	if _, err := c.Receive(doneCtx, nil); err != nil {
 		t.Fatal(err)
 	}
 	//lint:ignore SA1012 testing the nil-context error
-	if err := p.Send(nil, msg); err != errNilContext { //nolint:staticcheck
+	if err := p.Send(nil, msg); err != ErrNilContext { //nolint:staticcheck
 		t.Fatalf("Send with room and nil ctx = %v", err)
 	}
 }

@@ -152,7 +152,7 @@ func TestTortureDefaults(t *testing.T) {
 	if c := opts.cfg; c.workers != 16 || c.iters != 100000 || c.value != 5 || c.work != 0 || c.duration != 0 {
 		t.Errorf("default config %+v, want 16 workers × 100000 additions × value 5", c)
 	}
-	if got, want := names(opts.kinds), []string{"mutex", "spin", "sync"}; !slices.Equal(got, want) {
+	if got, want := names(opts.kinds), []string{"mutex", "spin", "sync", "ticket", "rw", "rw-read-mostly", "cond"}; !slices.Equal(got, want) {
 		t.Errorf("default kinds %v, want %v", got, want)
 	}
 	if opts.json {
@@ -167,7 +167,7 @@ func TestParseKinds(t *testing.T) {
 	for spec, want := range map[string][]string{
 		"mutex":           {"mutex"},
 		"sync,mutex,sync": {"sync", "mutex"},
-		"none,all":        {"none", "mutex", "spin", "sync"},
+		"none,all":        {"none", "mutex", "spin", "sync", "ticket", "rw", "rw-read-mostly", "cond"},
 		" spin , none":    {"spin", "none"},
 	} {
 		ks, err := parseKinds(spec)

@@ -15,6 +15,13 @@
 //     idea). A goroutine blocked in a futex syscall would pin an OS thread,
 //     and Go aborts past 10,000 threads. It is pure Go and works everywhere.
 //
+//     Keyed waiting (WaitKey, WakeKey) is the one addition to the contract:
+//     a waiter also names a key, and only a wake-up for the same word and
+//     key wakes it. A ticket lock keys its waiters by ticket so that Unlock
+//     wakes the holder of the next ticket alone (the private analogue of
+//     FUTEX_WAIT_BITSET). Keyed and plain waiters of one word do not wake
+//     each other.
+//
 //   - Kernel waiting (FutexWait, FutexWake) is the futex(2) syscall, in the
 //     shared flavour for words in memory mapped by several processes (any of
 //     them may wake a sleeper, so FUTEX_PRIVATE_FLAG must not be set) and in

@@ -18,7 +18,11 @@ const (
 )
 
 type waiter struct {
-	addr       *atomic.Uint32
+	addr *atomic.Uint32
+	// key is the waiter's key when keyed (WaitKey): only WakeKey with the
+	// same address and key wakes it, and Wake passes it by.
+	key        uint32
+	keyed      bool
 	prev, next *waiter
 	// wakeNext chains waiters that Wake has dequeued, so that it can
 	// signal them after releasing the bucket lock.
@@ -48,6 +52,14 @@ func bucketOf(addr *atomic.Uint32) *bucket {
 	return &table[h>>(64-bucketBits)]
 }
 
+// bucketOfKey spreads the keyed waiters of one word over the table, so that
+// WakeKey finds its waiter in a short queue and parking and waking of
+// different keys rarely take the same bucket lock.
+func bucketOfKey(addr *atomic.Uint32, key uint32) *bucket {
+	h := (uint64(uintptr(unsafe.Pointer(addr))>>2) + uint64(key)*0xBF58476D1CE4E5B9) * 0x9E3779B97F4A7C15
+	return &table[h>>(64-bucketBits)]
+}
+
 // Wait parks the calling goroutine while *addr == val, until Wake wakes it
 // or ctx is done. The comparison happens under the bucket lock that Wake
 // also takes, so a Wake that follows a change of *addr cannot fall between
@@ -59,13 +71,30 @@ func bucketOf(addr *atomic.Uint32) *bucket {
 // wake-up meant for someone else. A nil ctx, or one that is never done,
 // waits without a context.
 func Wait(ctx context.Context, addr *atomic.Uint32, val uint32) error {
+	w := waiterPool.Get().(*waiter)
+	w.addr, w.keyed = addr, false
+	return park(ctx, bucketOf(addr), w, val)
+}
+
+// WaitKey is Wait for a waiter that only WakeKey(addr, key, n) may wake:
+// it parks while *addr == val, and Wake(addr, n) passes it by. It returns
+// as Wait does. Keys let a protocol wake one chosen waiter among many on
+// the same word, as FUTEX_WAIT_BITSET does: a ticket lock's Unlock wakes
+// the holder of the next ticket, not every waiter.
+func WaitKey(ctx context.Context, addr *atomic.Uint32, val, key uint32) error {
+	w := waiterPool.Get().(*waiter)
+	w.addr, w.key, w.keyed = addr, key, true
+	return park(ctx, bucketOfKey(addr, key), w, val)
+}
+
+// park enqueues w on b if *w.addr == val and sleeps until woken or ctx is
+// done; then it returns w to the pool.
+func park(ctx context.Context, b *bucket, w *waiter, val uint32) error {
 	var done <-chan struct{}
 	if ctx != nil {
 		done = ctx.Done()
 	}
-	b := bucketOf(addr)
-	w := waiterPool.Get().(*waiter)
-	w.addr = addr
+	addr := w.addr
 
 	b.mu.Lock()
 	// Count ourselves before loading the word: Wake stores the word before
@@ -111,10 +140,22 @@ func Wait(ctx context.Context, addr *atomic.Uint32, val uint32) error {
 	return err
 }
 
-// Wake wakes up to n goroutines parked on addr, oldest first, and returns
-// how many it woke. Callers change the word before calling Wake.
+// Wake wakes up to n goroutines parked on addr by Wait, oldest first, and
+// returns how many it woke. Callers change the word before calling Wake.
+// Keyed waiters (WaitKey) are not woken.
 func Wake(addr *atomic.Uint32, n int) int {
-	b := bucketOf(addr)
+	return wake(bucketOf(addr), addr, false, 0, n)
+}
+
+// WakeKey wakes up to n goroutines parked on addr by WaitKey with this key,
+// oldest first, and returns how many it woke. Callers change the word
+// before calling WakeKey. With nobody parked in the key's bucket it costs
+// one atomic load.
+func WakeKey(addr *atomic.Uint32, key uint32, n int) int {
+	return wake(bucketOfKey(addr, key), addr, true, key, n)
+}
+
+func wake(b *bucket, addr *atomic.Uint32, keyed bool, key uint32, n int) int {
 	if n <= 0 || b.parked.Load() == 0 {
 		return 0
 	}
@@ -123,7 +164,7 @@ func Wake(addr *atomic.Uint32, n int) int {
 	b.mu.Lock()
 	for w := b.head; w != nil && woken < n; {
 		next := w.next
-		if w.addr == addr {
+		if w.addr == addr && w.keyed == keyed && (!keyed || w.key == key) {
 			b.remove(w)
 			w.wakeNext = list
 			list = w
@@ -146,17 +187,38 @@ func Wake(addr *atomic.Uint32, n int) int {
 	return woken
 }
 
-// Parked reports how many goroutines are parked on addr. It is a snapshot,
-// for diagnostics and tests only.
+// Parked reports how many goroutines are parked on addr, keyed or not. It
+// is a snapshot, for diagnostics and tests only: it visits every bucket
+// that has a parked goroutine, since keyed waiters are spread over them.
 func Parked(addr *atomic.Uint32) int {
-	b := bucketOf(addr)
+	n := 0
+	for i := range table {
+		b := &table[i]
+		if b.parked.Load() == 0 {
+			continue
+		}
+		b.mu.Lock()
+		for w := b.head; w != nil; w = w.next {
+			if w.addr == addr {
+				n++
+			}
+		}
+		b.mu.Unlock()
+	}
+	return n
+}
+
+// ParkedKey reports how many goroutines are parked on addr by WaitKey with
+// this key; a snapshot, for diagnostics and tests.
+func ParkedKey(addr *atomic.Uint32, key uint32) int {
+	b := bucketOfKey(addr, key)
 	if b.parked.Load() == 0 {
 		return 0
 	}
 	n := 0
 	b.mu.Lock()
 	for w := b.head; w != nil; w = w.next {
-		if w.addr == addr {
+		if w.addr == addr && w.keyed && w.key == key {
 			n++
 		}
 	}

@@ -195,3 +195,233 @@ func BenchmarkParkUnpark(b *testing.B) {
 	ping.Store(i + 1)
 	Wake(&ping, 1)
 }
+
+// The keyed tests mirror the plain ones: a value mismatch returns at once,
+// a wake-up reaches only its key (FIFO within a key), plain and keyed
+// waiters of one word leave each other alone, and cancellation never
+// swallows a keyed wake-up.
+
+func TestWaitKeyValueMismatchReturnsAtOnce(t *testing.T) {
+	var w atomic.Uint32
+	w.Store(1)
+	if err := WaitKey(context.Background(), &w, 0, 7); err != nil {
+		t.Fatalf("WaitKey on a word that does not hold val: %v", err)
+	}
+	if n := Parked(&w); n != 0 {
+		t.Fatalf("Parked = %d after a mismatched WaitKey, want 0", n)
+	}
+	if n := WakeKey(&w, 7, 1); n != 0 {
+		t.Fatalf("WakeKey with no waiters = %d", n)
+	}
+}
+
+// waitParkedKey polls until n goroutines are parked on (w, key).
+func waitParkedKey(t *testing.T, w *atomic.Uint32, key uint32, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for ParkedKey(w, key) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("parked on key %d = %d, want %d", key, ParkedKey(w, key), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestWakeKeyWakesOnlyItsKey(t *testing.T) {
+	var w atomic.Uint32
+	const keys = 40 // more than fit one bucket's worth of luck
+	woke := make(chan uint32, keys)
+	for k := range uint32(keys) {
+		go func() {
+			if err := WaitKey(nil, &w, 0, k); err != nil {
+				t.Error(err)
+			}
+			woke <- k
+		}()
+	}
+	for k := range uint32(keys) {
+		waitParkedKey(t, &w, k, 1)
+	}
+	if n := Parked(&w); n != keys {
+		t.Fatalf("Parked = %d, want %d (Parked counts keyed waiters)", n, keys)
+	}
+	// Plain Wake passes keyed waiters by.
+	if n := Wake(&w, keys); n != 0 {
+		t.Fatalf("Wake woke %d keyed waiters", n)
+	}
+	// Wake in an order unrelated to parking order: each wake-up reaches
+	// exactly its key.
+	for i := range uint32(keys) {
+		k := (i * 7) % keys
+		if n := WakeKey(&w, k, 1); n != 1 {
+			t.Fatalf("WakeKey(%d) = %d, want 1", k, n)
+		}
+		if got := <-woke; got != k {
+			t.Fatalf("WakeKey(%d) woke key %d", k, got)
+		}
+	}
+	if n := WakeKey(&w, 3, 1); n != 0 {
+		t.Fatalf("second WakeKey(3) = %d, want 0", n)
+	}
+}
+
+func TestWakeKeyFIFOWithinKeyAndLeavesPlainWaiters(t *testing.T) {
+	var w atomic.Uint32
+	const n = 4
+	order := make(chan int, n)
+	for i := range n {
+		go func() {
+			WaitKey(nil, &w, 0, 9)
+			order <- i
+		}()
+		waitParkedKey(t, &w, 9, i+1)
+	}
+	plain := make(chan struct{})
+	go func() { Wait(nil, &w, 0); close(plain) }()
+	waitParked(t, &w, n+1)
+	for i := range n {
+		if got := WakeKey(&w, 9, 1); got != 1 {
+			t.Fatalf("WakeKey = %d", got)
+		}
+		if got := <-order; got != i {
+			t.Fatalf("woke waiter %d of key 9, want %d (FIFO)", got, i)
+		}
+	}
+	select {
+	case <-plain:
+		t.Fatal("WakeKey woke a plain waiter")
+	case <-time.After(5 * time.Millisecond):
+	}
+	if got := Wake(&w, 1); got != 1 {
+		t.Fatalf("Wake = %d, want the plain waiter", got)
+	}
+	<-plain
+}
+
+func TestWaitKeyContextCancel(t *testing.T) {
+	var w atomic.Uint32
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := WaitKey(ctx, &w, 0, 5); err != context.DeadlineExceeded {
+		t.Fatalf("WaitKey = %v, want DeadlineExceeded", err)
+	}
+	if n := ParkedKey(&w, 5); n != 0 {
+		t.Fatalf("cancelled keyed waiter still queued: %d", n)
+	}
+	if n := WakeKey(&w, 5, 1); n != 0 {
+		t.Fatalf("WakeKey found %d waiters after cancellation", n)
+	}
+}
+
+// TestCancelNeverSwallowsWakeKey: as TestCancelNeverSwallowsWake, for
+// keyed waiters, each with its own key, woken by key.
+func TestCancelNeverSwallowsWakeKey(t *testing.T) {
+	rounds := 1000
+	if testing.Short() {
+		rounds = 200
+	}
+	var w atomic.Uint32
+	for range rounds {
+		const waiters = 8
+		var woken atomic.Int32
+		var wg sync.WaitGroup
+		ctxs := make([]context.CancelFunc, waiters)
+		for i := range waiters {
+			ctx, cancel := context.WithCancel(context.Background())
+			ctxs[i] = cancel
+			wg.Go(func() {
+				if WaitKey(ctx, &w, 0, uint32(i)) == nil {
+					woken.Add(1)
+				}
+			})
+		}
+		for i := range waiters {
+			waitParkedKey(t, &w, uint32(i), 1)
+		}
+		var reported atomic.Int32
+		var race sync.WaitGroup
+		for i := range waiters {
+			race.Go(func() {
+				if rand.IntN(2) == 0 {
+					ctxs[i]()
+				} else {
+					reported.Add(int32(WakeKey(&w, uint32(i), 1)))
+				}
+			})
+			race.Go(func() { ctxs[i]() }) // and always race a cancel against it
+		}
+		race.Wait()
+		wg.Wait()
+		if r, got := reported.Load(), woken.Load(); got != r {
+			t.Fatalf("WakeKey reported %d wake-ups but %d waiters returned woken", r, got)
+		}
+	}
+}
+
+// TestWakeKeyNotLostAcrossValueChange: the futex guarantee for keyed
+// waiters. A waker that changes the word and then wakes the key never
+// misses a waiter that read the old value: many rounds of a handoff
+// between two goroutines through one word, each keyed by the value it
+// waits for.
+func TestWakeKeyNotLostAcrossValueChange(t *testing.T) {
+	rounds := uint32(1_000_000)
+	if testing.Short() {
+		rounds = 50_000
+	}
+	var w atomic.Uint32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for v := uint32(1); v < rounds; v += 2 {
+			for w.Load() != v {
+				WaitKey(nil, &w, v-1, v)
+			}
+			w.Store(v + 1)
+			WakeKey(&w, v+1, 1)
+		}
+	}()
+	for v := uint32(0); v+1 < rounds; v += 2 {
+		for w.Load() != v {
+			WaitKey(nil, &w, v-1, v)
+		}
+		w.Store(v + 1)
+		WakeKey(&w, v+1, 1)
+	}
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("a keyed wake-up was lost: the handoff stalled")
+	}
+}
+
+func BenchmarkParkUnparkKey(b *testing.B) {
+	// BenchmarkParkUnpark with keyed waiting: the cost of the addition.
+	var ping, pong atomic.Uint32
+	done := make(chan struct{})
+	go func() {
+		for i := uint32(1); ; i++ {
+			for ping.Load() < i {
+				WaitKey(nil, &ping, i-1, i)
+			}
+			select {
+			case <-done:
+				return
+			default:
+			}
+			pong.Store(i)
+			WakeKey(&pong, i, 1)
+		}
+	}()
+	i := uint32(0)
+	for b.Loop() {
+		i++
+		ping.Store(i)
+		WakeKey(&ping, i, 1)
+		for pong.Load() < i {
+			WaitKey(nil, &pong, i-1, i)
+		}
+	}
+	close(done)
+	ping.Store(i + 1)
+	WakeKey(&ping, i+1, 1)
+}

@@ -1,0 +1,441 @@
+package lockword
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Bits of RWMutex's state word.
+const (
+	rwPhase   = 1 << 0 // flipped by each writer as it arrives (see rwArrive)
+	rwWriter  = 1 << 1 // a writer holds the lock or waits for readers to leave
+	rwParked  = 1 << 2 // readers may be parked on state: the writer's Unlock must wake them
+	rwStats   = 1 << 3 // statistics on: RLock's fast path fails
+	rwReader  = 1 << 4 // one reader, in bits 4-31
+	rwGuard   = 1 << 31
+	rwUnread  = ^uint32(rwReader - 1) // adding it subtracts one reader
+	rwCountOf = 4                     // shift from state to reader count
+
+	// rwWriterBits are what a blocked reader watches: it waits while they
+	// still hold the value it saw, that is, while the same writer is there.
+	rwWriterBits = rwWriter | rwPhase
+	// rwMaxReaders is the most readers (holding or blocked) at once:
+	// one more reaches rwGuard, which RLock reports as an overflow.
+	rwMaxReaders = rwGuard>>rwCountOf - 1
+)
+
+// Bits of the departing word, which a writer waits on.
+const (
+	// rwAbandoned marks a writer that gave up (its context ended) while
+	// readers were leaving: the last of them releases on its behalf.
+	rwAbandoned  = 1 << 31
+	rwDepartMask = rwAbandoned - 1
+)
+
+// Waiting tuning for RWMutex (see BENCHMARKS.md): a writer waiting for
+// readers to leave watches departing briefly (about 0.3 µs here: they may
+// be running on other cores), then yields the processor a few times (they
+// may be waiting for ours), then parks. Readers behind a writer park at
+// once (see rlockSlow).
+const (
+	rwSpinIterations = 16
+	rwSpinPause      = 1
+	rwYieldRounds    = 4
+)
+
+// spinThenYield polls cond: rwSpinIterations looks with the CPU pause hint
+// between them, then up to rwYieldRounds yields. It reports whether cond
+// came true before it gave up. (The yields matter with one P, where the
+// readers cannot leave while the writer spins.)
+func spinThenYield(cond func() bool) bool {
+	for range rwSpinIterations {
+		procyield(rwSpinPause)
+		if cond() {
+			return true
+		}
+	}
+	for range rwYieldRounds {
+		runtime.Gosched()
+		if cond() {
+			return true
+		}
+	}
+	return false
+}
+
+// An RWMutex is a reader/writer mutual exclusion lock: any number of
+// readers, or one writer. It is phase-fair, after Brandenburg and
+// Anderson's PF-T lock ("Spin-Based Reader-Writer Synchronization for
+// Multiprocessor Real-Time Systems", Real-Time Systems 46, 2010), with
+// waiters that park: a writer that arrives stops new readers and waits only
+// for the readers already inside; when it leaves, every reader that arrived
+// meanwhile is admitted before the next writer can enter, and that writer
+// waits only for them. So a continuous stream of readers cannot starve a
+// writer, nor a stream of writers a reader: a reader waits for at most one
+// writer, a writer for the writers ahead of it (they queue FIFO on a ticket
+// lock) and one batch of readers each. Its lock words:
+//
+//	word       meaning
+//	state      reader count (bits 4-31) and the bits below
+//	departing  readers the writer still waits for; bit 31: writer gave up
+//	wnext,     the writers' ticket lock (see TicketMutex); the writer
+//	wserving,  holding it is the only one that may set rwWriter
+//	waux
+//
+//	state bit  meaning
+//	0 phase    flipped by each arriving writer, so that a reader can tell
+//	           the writer it waits for from the next one
+//	1 writer   a writer holds the lock or waits for readers to leave:
+//	           arriving readers wait
+//	2 parked   readers may be parked on state: Unlock must wake them
+//	3 stats    statistics on (EnableStats): RLock's fast path fails
+//
+// RLock adds one reader to state (one atomic add, the fast path) and is
+// done unless the writer bit is set; then it waits for the writer bits to
+// change. RUnlock subtracts one and is done unless the writer bit is set;
+// then it counts itself off departing, and the last reader out wakes the
+// writer. Lock takes a writer ticket, then sets the writer bit with one add
+// that also reads how many readers are inside, and waits for departing to
+// reach zero. Unlock clears the writer and parked bits, wakes parked
+// readers, and passes the ticket on.
+//
+// RLock fails loudly rather than overflow the reader count: at more than
+// 134,217,727 readers holding or waiting at once (rwMaxReaders; in practice
+// a leak of RLock calls without RUnlock) it panics with "lockword: RWMutex
+// reader count overflow".
+//
+// The zero value is an unlocked RWMutex. It must not be copied after first
+// use. Recursive read locking is not supported (a writer arriving between
+// the two RLocks deadlocks them), as with sync.RWMutex.
+//
+// In the terminology of the Go memory model, the n'th call to Unlock
+// synchronizes before the m'th call to Lock for any n < m, as for a Mutex.
+// For any call to RLock there is an n such that the n'th call to Unlock
+// synchronizes before that RLock, and the matching RUnlock synchronizes
+// before the n+1'th call to Lock.
+//
+// An RWMutex is 32 bytes: state, departing, wnext, wserving, waux at
+// offsets 0 to 16, 4 bytes of alignment, then a pointer to optional
+// diagnostics (SetName, SetStuckThreshold, EnableStats; statistics count
+// read and write acquisitions together).
+type RWMutex struct {
+	_         noCopy
+	state     atomic.Uint32
+	departing atomic.Uint32
+	wnext     atomic.Uint32
+	wserving  atomic.Uint32
+	waux      atomic.Uint32
+	diag
+}
+
+var _ interface {
+	Lock()
+	Unlock()
+	RLock()
+	RUnlock()
+} = (*RWMutex)(nil)
+
+// RLock locks rw for reading. It waits while a writer holds rw or waits
+// for the readers inside to leave.
+func (rw *RWMutex) RLock() {
+	// Fast path: count ourselves in; no writer, no statistics, no
+	// overflow: done.
+	if s := rw.state.Add(rwReader); s&(rwWriter|rwStats|rwGuard) != 0 {
+		rw.rlockSlow(s)
+	}
+}
+
+// RUnlock undoes one RLock. It panics with "lockword: RUnlock of unlocked
+// RWMutex" if rw is not locked for reading (detected when the reader count
+// would go below zero).
+func (rw *RWMutex) RUnlock() {
+	// Fast path: count ourselves out; no writer waiting: done.
+	if s := rw.state.Add(rwUnread); s&(rwWriter|rwGuard) != 0 {
+		rw.runlockSlow(s)
+	}
+}
+
+// TryRLock locks rw for reading if no writer holds or awaits it, without
+// waiting, and reports whether it did.
+func (rw *RWMutex) TryRLock() bool {
+	for {
+		s := rw.state.Load()
+		if s&rwWriter != 0 {
+			return false
+		}
+		if s>>rwCountOf >= rwMaxReaders {
+			panic("lockword: RWMutex reader count overflow: more than 134217727 readers at once (RLock without RUnlock?)")
+		}
+		if rw.state.CompareAndSwap(s, s+rwReader) {
+			if s&rwStats != 0 {
+				rw.uncontended()
+			}
+			return true
+		}
+	}
+}
+
+// RLockContext locks rw for reading, waiting until it can or ctx is done.
+// If no writer is present the read lock is taken even when ctx is already
+// done. On failure it returns ctx.Err() and the caller holds nothing.
+func (rw *RWMutex) RLockContext(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	if s := rw.state.Add(rwReader); s&(rwWriter|rwStats|rwGuard) != 0 {
+		return rw.rlockSlowContext(ctx, s)
+	}
+	return nil
+}
+
+// RLocker returns a sync.Locker whose Lock and Unlock call rw.RLock and
+// rw.RUnlock.
+func (rw *RWMutex) RLocker() sync.Locker { return (*rlocker)(rw) }
+
+type rlocker RWMutex
+
+func (r *rlocker) Lock()   { (*RWMutex)(r).RLock() }
+func (r *rlocker) Unlock() { (*RWMutex)(r).RUnlock() }
+
+//go:noinline
+func (rw *RWMutex) rlockSlow(s uint32) { rw.rlockSlowContext(nil, s) }
+
+func (rw *RWMutex) rlockSlowContext(ctx context.Context, s uint32) error {
+	return rw.ref().rlockSlow(ctx, s, inProcessTickets, &rw.diag, rw)
+}
+
+//go:noinline
+func (rw *RWMutex) runlockSlow(s uint32) { rw.ref().runlockSlow(s, inProcessTickets) }
+
+// Lock locks rw for writing, waiting for the writers ahead of it and then
+// for the readers inside to leave.
+func (rw *RWMutex) Lock() { rw.ref().lock(nil, inProcessTickets, &rw.diag, rw) }
+
+// LockContext locks rw for writing, waiting until it can or ctx is done. If
+// rw is free it is taken even when ctx is already done. On failure it
+// returns ctx.Err(), the caller holds nothing, and readers and writers
+// queued behind it are not held up.
+func (rw *RWMutex) LockContext(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	return rw.ref().lock(ctx, inProcessTickets, &rw.diag, rw)
+}
+
+// TryLock locks rw for writing if it is free (no writer, no reader),
+// without waiting, and reports whether it did.
+func (rw *RWMutex) TryLock() bool { return rw.ref().tryLock(inProcessTickets, &rw.diag) }
+
+// Unlock unlocks rw for writing: readers that arrived while it was held are
+// admitted, then the next writer may arrive. It panics with "lockword:
+// Unlock of unlocked RWMutex" if rw is not locked for writing.
+func (rw *RWMutex) Unlock() { rw.ref().unlock(inProcessTickets) }
+
+// EnableStats starts collecting contention statistics (see Stats), for
+// read and write acquisitions together. It may be called at any time. From
+// then on every acquisition takes the slow path and pays a few atomic adds
+// on counters shared by all its users.
+func (rw *RWMutex) EnableStats() {
+	rw.enableStats()
+	rw.waux.Or(statsFlag)
+	rw.state.Or(rwStats)
+}
+
+// ref returns rw's lock words for the protocol.
+func (rw *RWMutex) ref() rwRef {
+	return rwRef{&rw.state, &rw.departing, ticketRef{&rw.wnext, &rw.wserving, &rw.waux}}
+}
+
+// An rwRef points at the lock words of a phase-fair reader-writer lock,
+// wherever they live (see RWMutex for the protocol): RWMutex holds them as
+// fields, so that RLock and RUnlock stay inlinable; a lock in shared memory
+// would point into its region. The slow paths below see only these words,
+// a wait strategy, and the diagnostics of the lock they belong to (owner
+// names it in stuck reports).
+type rwRef struct {
+	state, departing *atomic.Uint32
+	writers          ticketRef
+}
+
+// rwArrive is the add that sets the writer bit and flips the phase bit of
+// state s, whose writer bit is clear: 3 turns phase 0 into writer|1, and 1
+// turns phase 1 into writer|0 (the carry out of bit 0 sets bit 1).
+func rwArrive(s uint32) uint32 {
+	if s&rwPhase == 0 {
+		return rwWriter | rwPhase
+	}
+	return rwWriter - rwPhase
+}
+
+// rlockSlow is RLock's slow path; s is state just after our add.
+func (r rwRef) rlockSlow(ctx context.Context, s uint32, env ticketEnv, d *diag, owner any) error {
+	if s&rwGuard != 0 {
+		r.state.Add(rwUnread)
+		panic("lockword: RWMutex reader count overflow: more than 134217727 readers at once (RLock without RUnlock?)")
+	}
+	if s&rwWriter == 0 {
+		d.uncontended() // no writer: we came only to be counted
+		return nil
+	}
+	// A writer is inside or waiting for the readers before us. It did not
+	// count us, and the writer after it will: wait until the writer bits
+	// change, which means this writer has left.
+	w := s & rwWriterBits
+	tr := d.track("RWMutex", owner)
+	// Park at once, without spinning: measured here, a reader that spins
+	// behind a writer keeps the state word's cache line bouncing between
+	// cores for every reader around it, and lost against letting the
+	// other goroutines read alone meanwhile (which is also what
+	// sync.RWMutex's readers do).
+	for {
+		s = r.state.Load()
+		if s&rwWriterBits != w {
+			tr.acquired()
+			return nil
+		}
+		// Ask Unlock to wake us, then sleep while the word is unchanged.
+		if s&rwParked == 0 && !r.state.CompareAndSwap(s, s|rwParked) {
+			continue
+		}
+		tr.parking(r.state)
+		if err := env.ws.wait(ctx, r.state, s|rwParked); err != nil {
+			// Leave, unless the writer left first: then we hold a read
+			// lock that the next writer counted on, and must keep it.
+			for {
+				s = r.state.Load()
+				if s&rwWriterBits != w {
+					tr.acquired()
+					return nil
+				}
+				if r.state.CompareAndSwap(s, s-rwReader) {
+					tr.abandoned()
+					return err
+				}
+			}
+		}
+	}
+}
+
+// runlockSlow is RUnlock's slow path; s is state just after our subtract.
+func (r rwRef) runlockSlow(s uint32, env ticketEnv) {
+	if s&rwGuard != 0 {
+		r.state.Add(rwReader)
+		panic("lockword: RUnlock of unlocked RWMutex")
+	}
+	// A writer is here, and it counted us among the readers inside when
+	// it arrived (a reader that arrived after it would be waiting, not
+	// leaving).
+	switch r.departing.Add(^uint32(0)) {
+	case 0:
+		// Last one out: the writer may be asleep.
+		env.ws.wake(r.departing, 1)
+	case rwAbandoned:
+		// Last one out, and the writer gave up: release for it.
+		r.departing.Store(0)
+		r.release(env)
+	}
+}
+
+// lock is Lock and LockContext.
+func (r rwRef) lock(ctx context.Context, env ticketEnv, d *diag, owner any) error {
+	statsOn := r.writers.aux.Load() >= statsFlag
+	ticket := r.writers.next.Add(1) - 1
+	var tr waitTrack
+	tracked := false
+	if r.writers.serving.Load() != ticket {
+		tr, tracked = d.track("RWMutex", owner), true
+		if err := r.writers.await(ctx, ticket, env, &tr, "RWMutex"); err != nil {
+			tr.abandoned()
+			return err
+		}
+	}
+	// We are the only writer: nobody else changes the writer or phase
+	// bits until we clear ours. One add sets them and reads how many
+	// readers are inside; each of them will count itself off departing.
+	s := r.state.Add(rwArrive(r.state.Load()))
+	// Readers may have counted themselves off before we added them in,
+	// taking departing below zero; the sum is what remains.
+	if readers := s >> rwCountOf; readers == 0 || r.departing.Add(readers) == 0 {
+		if tracked {
+			tr.acquired()
+		} else if statsOn {
+			d.uncontended()
+		}
+		return nil
+	}
+	if !tracked {
+		tr = d.track("RWMutex", owner)
+	}
+	if err := r.awaitReaders(ctx, env, &tr); err != nil {
+		tr.abandoned()
+		return err
+	}
+	tr.acquired()
+	return nil
+}
+
+// awaitReaders waits for departing to reach zero: the readers that were
+// inside when this writer arrived have left. If ctx ends first the writer
+// gives up, unless they left meanwhile (then it holds the lock and returns
+// nil); the last reader out releases for it.
+func (r rwRef) awaitReaders(ctx context.Context, env ticketEnv, tr *waitTrack) error {
+	if spinThenYield(func() bool { return r.departing.Load() == 0 }) {
+		return nil
+	}
+	for {
+		d := r.departing.Load()
+		if d == 0 {
+			return nil
+		}
+		tr.parking(r.departing)
+		if err := env.ws.wait(ctx, r.departing, d); err != nil {
+			for {
+				d = r.departing.Load()
+				if d == 0 {
+					return nil // they left: the lock is ours
+				}
+				// Readers remain: hand our release to the last of them.
+				if r.departing.CompareAndSwap(d, d|rwAbandoned) {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// tryLock is TryLock.
+func (r rwRef) tryLock(env ticketEnv, d *diag) bool {
+	if !r.writers.tryLock() {
+		return false
+	}
+	s := r.state.Load()
+	if s>>rwCountOf != 0 || !r.state.CompareAndSwap(s, s+rwArrive(s)) {
+		// Readers are inside: give the writers' ticket back.
+		r.writers.unlock(env, "RWMutex")
+		return false
+	}
+	if s&rwStats != 0 {
+		d.uncontended()
+	}
+	return true
+}
+
+// unlock is Unlock.
+func (r rwRef) unlock(env ticketEnv) {
+	if r.state.Load()&rwWriter == 0 {
+		panic("lockword: Unlock of unlocked RWMutex")
+	}
+	r.release(env)
+}
+
+// release clears the writer bit, wakes readers parked behind it and passes
+// the writers' ticket on.
+func (r rwRef) release(env ticketEnv) {
+	// Clear writer and parked, keep phase: the next writer flips it.
+	if s := r.state.And(^uint32(rwWriter | rwParked)); s&rwParked != 0 {
+		env.ws.wake(r.state, wakeAll)
+	}
+	r.writers.unlock(env, "RWMutex")
+}

@@ -1,0 +1,331 @@
+package lockword
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// Waiting tuning for the ticket protocol (see BENCHMARKS.md). Only the
+// waiter next in line spins, and briefly (about 8 PAUSEs, 0.15 µs on the
+// 2-core benchmark machine): a holder running on another core hands over
+// within that, and when the holder waits for our own core every spin is
+// wasted. Measured there, longer spins, yielding the processor in ticket
+// order, and waking the waiter after the new holder ahead of its turn all
+// lost throughput to a plain park and a targeted wake-up.
+const (
+	ticketSpinIterations = 8 // looks at serving, next in line only
+	ticketSpinPause      = 1 // PAUSE/YIELD hints between looks
+)
+
+// aux word of a ticket lock: bit 31 is statsFlag; bits 0-30 count
+// abandoned tickets (their waiters gave up) that Unlock has yet to skip.
+const ticketAbandonedMask = statsFlag - 1
+
+// A ticketRef points at the three lock words of a ticket lock
+// (Mellor-Crummey & Scott, 1991), wherever they live: TicketMutex and the
+// writers of RWMutex hold them as fields (fields, not a struct, so that
+// the fast paths stay within the inliner's budget); a lock in shared memory
+// would point into its region. The protocol below sees only these words.
+// All comparisons are equalities or int32 differences, so both counters
+// wrap at 2^32.
+type ticketRef struct {
+	next    *atomic.Uint32 // the next ticket to hand out
+	serving *atomic.Uint32 // the ticket that holds the lock
+	aux     *atomic.Uint32 // statsFlag | abandoned tickets awaiting skip
+}
+
+// ticketEnv is what the ticket protocol needs besides its words: how to
+// sleep, and where to record tickets whose waiters gave up.
+type ticketEnv struct {
+	ws    waitStrategy
+	skips ticketSkips
+}
+
+// inProcessTickets is the environment of ticket locks in the Go heap.
+var inProcessTickets = ticketEnv{ws: inProcess{}, skips: heapSkips{}}
+
+// A ticketSkips records abandoned tickets: those whose waiters' contexts
+// ended before their turn. A ticket once taken cannot be given back, so the
+// unlocker that reaches an abandoned ticket skips it, releasing on its
+// behalf. Exactly one party removes a recorded ticket (remove reports
+// whether it did): the unlocker, or the waiter itself if its turn came
+// while it was leaving. A lock is identified by its serving word.
+type ticketSkips interface {
+	add(serving *atomic.Uint32, ticket uint32)
+	remove(serving *atomic.Uint32, ticket uint32) bool
+}
+
+// heapSkips keeps abandoned tickets of in-process locks in one map for the
+// whole process. It is touched only when a waiter gives up and by an
+// Unlock of a lock whose abandoned count is nonzero, so one mutex serves.
+// An entry lives until its ticket is reached; a lock dropped while held,
+// with abandoned tickets queued, leaves its entries (and itself) behind.
+type heapSkips struct{}
+
+type skipKey struct {
+	serving *atomic.Uint32
+	ticket  uint32
+}
+
+var abandonedTickets struct {
+	mu sync.Mutex
+	m  map[skipKey]struct{}
+}
+
+func (heapSkips) add(serving *atomic.Uint32, ticket uint32) {
+	abandonedTickets.mu.Lock()
+	if abandonedTickets.m == nil {
+		abandonedTickets.m = make(map[skipKey]struct{})
+	}
+	abandonedTickets.m[skipKey{serving, ticket}] = struct{}{}
+	abandonedTickets.mu.Unlock()
+}
+
+func (heapSkips) remove(serving *atomic.Uint32, ticket uint32) bool {
+	k := skipKey{serving, ticket}
+	abandonedTickets.mu.Lock()
+	_, ok := abandonedTickets.m[k]
+	if ok {
+		delete(abandonedTickets.m, k)
+	}
+	abandonedTickets.mu.Unlock()
+	return ok
+}
+
+// await waits until ticket is served or ctx is done. On nil the caller
+// holds the lock; on ctx.Err() the ticket has been given up and its turn
+// will be passed on (see abandon). tr follows the wait for diagnostics.
+func (r ticketRef) await(ctx context.Context, ticket uint32, env ticketEnv, tr *waitTrack, kind string) error {
+	for {
+		s := r.serving.Load()
+		if s == ticket {
+			return nil
+		}
+		if ticket-s == 1 {
+			// Next in line: the holder may be running on another core,
+			// about to hand over.
+			for range ticketSpinIterations {
+				procyield(ticketSpinPause)
+				if s = r.serving.Load(); s == ticket {
+					return nil
+				}
+			}
+		}
+		// Park until our turn: Unlock wakes the new holder by its ticket.
+		// A change of serving between the load and the park returns at
+		// once, and we look again.
+		tr.parking(r.serving)
+		if err := env.ws.waitKey(ctx, r.serving, s, ticket); err != nil {
+			r.abandon(ticket, env, kind)
+			return err
+		}
+	}
+}
+
+// release is Unlock's slow path, after an Unlock advanced serving and found
+// it not equal to next: the ticket now served has a waiter, or was
+// abandoned, or (misuse) nobody held the lock. It reads serving afresh
+// (the fast path passes nothing, to stay inlinable): if serving moved on
+// meanwhile, its new holder has released too, and the extra wake-up is
+// harmless.
+func (r ticketRef) release(env ticketEnv, kind string) {
+	s := r.serving.Load()
+	for {
+		n := r.next.Load()
+		if s == n {
+			return // every ticket up to s was skipped: the lock is free
+		}
+		if int32(n-s) < 0 {
+			// serving ran past next: nobody held the lock.
+			r.serving.Add(^uint32(0))
+			panic("lockword: Unlock of unlocked " + kind)
+		}
+		// serving was stored before this load of aux, and an abandoning
+		// waiter counts itself in aux and records its ticket before it
+		// loads serving, so either we see its count (and then find its
+		// record) or it sees its turn (see abandon).
+		if r.aux.Load()&ticketAbandonedMask != 0 && env.skips.remove(r.serving, s) {
+			// Ticket s was given up: release on its behalf.
+			r.aux.Add(^uint32(0)) // one fewer to skip
+			s = r.serving.Add(1)
+			continue
+		}
+		// Wake the new holder, if it sleeps: only it, by its ticket.
+		env.ws.wakeKey(r.serving, s, 1)
+		return
+	}
+}
+
+// unlock advances serving and releases: Unlock on behalf of a holder that
+// is not a TicketMutex method (an abandoned ticket whose turn came, an
+// RWMutex writer).
+func (r ticketRef) unlock(env ticketEnv, kind string) {
+	if r.serving.Add(1) != r.next.Load() {
+		r.release(env, kind)
+	}
+}
+
+// abandon gives up ticket, whose waiter's context ended while it was not
+// woken: record it so that the unlocker that reaches it skips it. If its
+// turn came meanwhile and nobody skipped it yet, we hold the lock, so we
+// pass it on ourselves.
+func (r ticketRef) abandon(ticket uint32, env ticketEnv, kind string) {
+	// Count before recording, so that every recorded ticket is counted:
+	// were it the other way round, an unlocker that found the count
+	// nonzero for another ticket could remove and uncount this one in
+	// between, and the other would then go unseen while counted as zero.
+	// (The count may exceed the record for a moment; that only costs an
+	// unlocker a needless look.) Counted before serving is loaded: see
+	// release.
+	r.aux.Add(1)
+	env.skips.add(r.serving, ticket)
+	if r.serving.Load() == ticket && env.skips.remove(r.serving, ticket) {
+		r.aux.Add(^uint32(0))
+		r.unlock(env, kind)
+	}
+}
+
+// tryLock takes a ticket only if it would be served at once: no ticket is
+// outstanding. If serving was s at the load and next is s at the CAS, then
+// serving is still s (it never passes next), so the lock was free.
+func (r ticketRef) tryLock() bool {
+	s := r.serving.Load()
+	return r.next.CompareAndSwap(s, s+1)
+}
+
+// A TicketMutex is a fair (FIFO) mutual exclusion lock: the ticket lock of
+// Mellor-Crummey and Scott, "Algorithms for Scalable Synchronization on
+// Shared-Memory Multiprocessors" (ACM TOCS, 1991), whose waiters park
+// rather than spin. Lock takes a ticket with one atomic add on next and
+// holds the lock when serving reaches it; Unlock adds one to serving. Its
+// lock words:
+//
+//	word     meaning
+//	next     the next ticket to hand out
+//	serving  the ticket that holds the lock
+//	aux      bit 31: statistics on; bits 0-30: abandoned tickets to skip
+//
+//	next - serving   state
+//	0                unlocked
+//	1                locked, nobody waiting
+//	k > 1            locked, k-1 tickets waiting, in order
+//
+// Acquisitions are granted strictly in ticket order: Lock and LockContext
+// calls are served in the order of their atomic add on next, whatever the
+// scheduler does, so no waiter is overtaken; TryLock succeeds only when no
+// ticket is outstanding. The price is that a handover must wait for the
+// next waiter to run. Only the waiter next in line spins, briefly; the
+// others park, each keyed by its ticket (internal/wait's WaitKey), and
+// Unlock wakes the new holder alone, so that no goroutine is woken only to
+// find that its turn has not come. Under contention every handover costs a
+// park and a wake-up: prefer Mutex where throughput matters more than order.
+//
+// A LockContext whose context ends before its turn gives its ticket up:
+// the ticket is recorded as abandoned and the Unlock that reaches it skips
+// it, so the queue never stalls behind a waiter that has left.
+//
+// Both counters wrap at 2^32; more than 2^31 goroutines waiting at once
+// is not supported.
+//
+// The zero value is an unlocked TicketMutex. It must not be copied after
+// first use. It is not tied to a goroutine.
+//
+// In the terminology of the Go memory model, the n'th call to Unlock
+// synchronizes before the m'th call to Lock (or successful TryLock or
+// LockContext) for any n < m.
+//
+// A TicketMutex is 24 bytes: next, serving and aux at offsets 0, 4 and 8,
+// 4 bytes of alignment, then a pointer to optional diagnostics (SetName,
+// SetStuckThreshold, EnableStats). The protocol itself (ticketRef) sees
+// only the three words, so that they can be placed elsewhere.
+type TicketMutex struct {
+	_       noCopy
+	next    atomic.Uint32
+	serving atomic.Uint32
+	aux     atomic.Uint32
+	diag
+}
+
+var _ interface {
+	Lock()
+	Unlock()
+} = (*TicketMutex)(nil)
+
+// words returns t's lock words for the protocol.
+func (t *TicketMutex) words() ticketRef { return ticketRef{&t.next, &t.serving, &t.aux} }
+
+// Lock locks t, waiting for its turn: Lock calls are served in the order
+// in which they take their tickets.
+func (t *TicketMutex) Lock() {
+	// Fast path: take a ticket; if it is served at once, the lock was
+	// free. With statistics on, go and count it.
+	ticket := t.next.Add(1) - 1
+	if t.serving.Load() == ticket && t.aux.Load() < statsFlag {
+		return
+	}
+	t.wait(nil, ticket)
+}
+
+// TryLock locks t if it is free, without waiting, and reports whether it
+// did. It never takes a ticket that would have to wait.
+func (t *TicketMutex) TryLock() bool {
+	s := t.serving.Load()
+	if !t.next.CompareAndSwap(s, s+1) { // see ticketRef.tryLock
+		return false
+	}
+	if t.aux.Load() >= statsFlag {
+		t.uncontended()
+	}
+	return true
+}
+
+// LockContext locks t, waiting for its turn until ctx is done. If the lock
+// is free it is taken even when ctx is already done, and a waiter whose
+// turn comes as ctx ends may take it too. On failure it returns
+// ctx.Err() (errors.Is works with context.Canceled and
+// context.DeadlineExceeded), the caller does not hold the lock, and its
+// ticket is passed over so that the waiters behind it are not held up.
+func (t *TicketMutex) LockContext(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	return t.wait(ctx, t.next.Add(1)-1)
+}
+
+// Unlock unlocks t, handing it to the next ticket. Unlocking an unlocked
+// TicketMutex panics with "lockword: Unlock of unlocked TicketMutex"
+// (detected when no ticket is outstanding).
+func (t *TicketMutex) Unlock() {
+	// Fast path: serve the next ticket; if nobody holds it, done.
+	if t.serving.Add(1) != t.next.Load() {
+		t.unlockSlow()
+	}
+}
+
+// EnableStats starts collecting contention statistics (see Stats). It may
+// be called at any time. From then on every acquisition takes the slow
+// path and pays a few atomic adds on counters shared by all its users.
+func (t *TicketMutex) EnableStats() {
+	t.enableStats()
+	t.aux.Or(statsFlag)
+}
+
+//go:noinline
+func (t *TicketMutex) unlockSlow() { t.words().release(inProcessTickets, "TicketMutex") }
+
+// wait waits for ticket to be served, counting and reporting as the other
+// locks do.
+func (t *TicketMutex) wait(ctx context.Context, ticket uint32) error {
+	if t.serving.Load() == ticket {
+		t.uncontended() // free: we came only to be counted
+		return nil
+	}
+	tr := t.track("TicketMutex", t)
+	if err := t.words().await(ctx, ticket, inProcessTickets, &tr, "TicketMutex"); err != nil {
+		tr.abandoned()
+		return err
+	}
+	tr.acquired()
+	return nil
+}

@@ -1,0 +1,559 @@
+package lockword
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockword/lockword/internal/wait"
+)
+
+// atRest checks the words of an idle TicketMutex: every ticket served,
+// none left to skip, nobody parked, nothing recorded as abandoned.
+func (t *TicketMutex) atRest() error { return ticketAtRest("TicketMutex", t.words()) }
+
+func ticketAtRest(name string, r ticketRef) error {
+	if n, s := r.next.Load(), r.serving.Load(); n != s {
+		return fmt.Errorf("%s at rest: next %d, serving %d", name, n, s)
+	}
+	if a := r.aux.Load() & ticketAbandonedMask; a != 0 {
+		return fmt.Errorf("%s at rest: %d abandoned tickets not skipped", name, a)
+	}
+	if n := recordedSkips(r.serving); n != 0 {
+		return fmt.Errorf("%s at rest: %d abandoned tickets still recorded", name, n)
+	}
+	if n := wait.Parked(r.serving); n != 0 {
+		return fmt.Errorf("%s at rest: %d goroutines parked", name, n)
+	}
+	return nil
+}
+
+// recordedSkips counts the abandoned tickets heapSkips holds for a lock.
+func recordedSkips(serving *atomic.Uint32) int {
+	abandonedTickets.mu.Lock()
+	defer abandonedTickets.mu.Unlock()
+	n := 0
+	for k := range abandonedTickets.m {
+		if k.serving == serving {
+			n++
+		}
+	}
+	return n
+}
+
+// queued is how many tickets are outstanding beyond the holder's.
+func (t *TicketMutex) queued() int { return int(t.next.Load()-t.serving.Load()) - 1 }
+
+// parked is how many of its waiters are parked (not spinning).
+func (t *TicketMutex) parked() int { return wait.Parked(&t.serving) }
+
+func TestTicketMutexStateTable(t *testing.T) {
+	var m TicketMutex
+	words := func() [3]uint32 { return [3]uint32{m.next.Load(), m.serving.Load(), m.aux.Load()} }
+	if w := words(); w != [3]uint32{0, 0, 0} {
+		t.Fatalf("zero TicketMutex: next, serving, aux = %v", w)
+	}
+	m.Lock()
+	if w := words(); w != [3]uint32{1, 0, 0} {
+		t.Fatalf("locked: %v, want next 1 serving 0", w)
+	}
+	done := make(chan struct{})
+	go func() { m.Lock(); m.Unlock(); close(done) }()
+	for m.queued() != 1 {
+		runtime.Gosched()
+	}
+	if w := words(); w != [3]uint32{2, 0, 0} {
+		t.Fatalf("locked with a waiter: %v, want next 2 serving 0", w)
+	}
+	m.Unlock()
+	<-done
+	if w := words(); w != [3]uint32{2, 2, 0} {
+		t.Fatalf("unlocked: %v, want next 2 serving 2", w)
+	}
+	if err := m.atRest(); err != nil {
+		t.Fatal(err)
+	}
+	m.EnableStats()
+	if m.aux.Load() != statsFlag {
+		t.Fatalf("EnableStats: aux %#x, want the statistics flag", m.aux.Load())
+	}
+}
+
+// lifoLock hands the lock to the newest waiter: a deliberately unfair lock
+// that the FIFO checker must catch.
+type lifoLock struct {
+	mu    sync.Mutex
+	held  bool
+	stack []chan struct{}
+}
+
+func (l *lifoLock) Lock() {
+	l.mu.Lock()
+	if !l.held {
+		l.held = true
+		l.mu.Unlock()
+		return
+	}
+	c := make(chan struct{})
+	l.stack = append(l.stack, c)
+	l.mu.Unlock()
+	<-c // ownership is handed over
+}
+
+func (l *lifoLock) Unlock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.stack); n > 0 {
+		c := l.stack[n-1]
+		l.stack = l.stack[:n-1]
+		close(c)
+		return
+	}
+	l.held = false
+}
+
+func (l *lifoLock) queued() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.stack)
+}
+
+// acquisitionOrder holds l, starts n waiters one at a time, each queued
+// (queued() counts it) before the next starts, then releases l and returns
+// the order in which the waiters acquired it.
+func acquisitionOrder(l sync.Locker, queued func() int, n int) []int {
+	defer watchdog("acquisition order", time.Minute)()
+	l.Lock()
+	var order []int // guarded by l
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			l.Lock()
+			order = append(order, i)
+			l.Unlock()
+		})
+		for queued() != i+1 {
+			runtime.Gosched()
+		}
+	}
+	l.Unlock()
+	wg.Wait()
+	return order
+}
+
+// fifoViolation reports the first place where order is not 0, 1, 2, ...
+func fifoViolation(order []int) error {
+	for i, v := range order {
+		if v != i {
+			return fmt.Errorf("waiter %d acquired %d'th: not FIFO (order %v)", v, i, order)
+		}
+	}
+	return nil
+}
+
+func TestTicketMutexFIFO(t *testing.T) {
+	for _, procs := range []int{1, 2} {
+		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
+			withGOMAXPROCS(t, procs)
+			m := new(TicketMutex)
+			if err := fifoViolation(acquisitionOrder(m, m.queued, 32)); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.atRest(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestFIFOCheckerCatchesUnfairLock shows that the FIFO check can fail.
+func TestFIFOCheckerCatchesUnfairLock(t *testing.T) {
+	l := new(lifoLock)
+	if err := fifoViolation(acquisitionOrder(l, l.queued, 8)); err == nil {
+		t.Fatal("a LIFO lock passed the FIFO check: the check cannot fail")
+	}
+}
+
+// ctxLock is what the cancellation checks need of a lock.
+type ctxLock interface {
+	sync.Locker
+	LockContext(context.Context) error
+}
+
+// strandedAfterCancel holds l with a waiter next in line whose context is
+// cancelled at a random moment (before Unlock, racing with it, or a little
+// after it, while the waiter parks, spins or is being woken, or once both
+// waiters are parked), and a plain
+// waiter behind it. It returns an error if the plain waiter does not get
+// the lock within patience: the cancelled waiter stalled the queue. On
+// error it calls unstick, which must let the stranded waiter through.
+func strandedAfterCancel(l ctxLock, queued, parked func() int, rounds int, patience time.Duration, unstick func()) error {
+	for i := range rounds {
+		l.Lock()
+		ctx, cancel := context.WithCancel(context.Background())
+		first := make(chan error, 1)
+		go func() {
+			err := l.LockContext(ctx)
+			if err == nil {
+				l.Unlock() // its turn came before the cancellation
+			}
+			first <- err
+		}()
+		for queued() < 1 {
+			runtime.Gosched()
+		}
+		second := make(chan struct{})
+		go func() { l.Lock(); l.Unlock(); close(second) }()
+		for queued() < 2 {
+			runtime.Gosched()
+		}
+		switch i % 4 {
+		case 0:
+			cancel()
+			l.Unlock()
+		case 1:
+			go cancel()
+			l.Unlock()
+		case 2:
+			// Both waiters parked: the cancellation, not the handover,
+			// wakes the first, so a lock that loses abandoned turns is
+			// caught here however the scheduler runs the spinning.
+			for end := time.Now().Add(time.Second); parked() < 2 && time.Now().Before(end); {
+				time.Sleep(20 * time.Microsecond)
+			}
+			cancel()
+			l.Unlock()
+		case 3:
+			go func() {
+				time.Sleep(time.Duration(rand.IntN(20)) * time.Microsecond)
+				cancel()
+			}()
+			time.Sleep(time.Duration(rand.IntN(20)) * time.Microsecond)
+			l.Unlock()
+		}
+		select {
+		case <-second:
+		case <-time.After(patience):
+			unstick()
+			<-second
+			cancel()
+			<-first
+			return fmt.Errorf("round %d: the waiter behind a cancelled one was stranded", i)
+		}
+		cancel()
+		if err := <-first; err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("round %d: LockContext = %v", i, err)
+		}
+	}
+	return nil
+}
+
+func TestTicketMutexCancelNextInLine(t *testing.T) {
+	for _, procs := range []int{1, 2} {
+		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
+			withGOMAXPROCS(t, procs)
+			m := new(TicketMutex)
+			if err := strandedAfterCancel(m, m.queued, m.parked, scaled(4000), 10*time.Second, func() {}); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.atRest(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// envTicket is the ticket protocol run with a chosen environment, so that
+// a test can break one part of it.
+type envTicket struct {
+	next, serving, aux atomic.Uint32
+	env                ticketEnv
+	diag
+}
+
+func (e *envTicket) ref() ticketRef { return ticketRef{&e.next, &e.serving, &e.aux} }
+func (e *envTicket) Lock()          { e.LockContext(context.Background()) }
+func (e *envTicket) Unlock()        { e.ref().unlock(e.env, "envTicket") }
+func (e *envTicket) queued() int    { return int(e.next.Load()-e.serving.Load()) - 1 }
+func (e *envTicket) parked() int    { return wait.Parked(&e.serving) }
+
+func (e *envTicket) LockContext(ctx context.Context) error {
+	ticket := e.next.Add(1) - 1
+	tr := e.track("envTicket", e)
+	if err := e.ref().await(ctx, ticket, e.env, &tr, "envTicket"); err != nil {
+		tr.abandoned()
+		return err
+	}
+	tr.acquired()
+	return nil
+}
+
+// lostSkips forgets abandoned tickets: the bug of a ticket lock whose
+// cancelled waiters simply leave.
+type lostSkips struct{}
+
+func (lostSkips) add(*atomic.Uint32, uint32)         {}
+func (lostSkips) remove(*atomic.Uint32, uint32) bool { return false }
+
+// TestCancelCheckerCatchesLostTurn shows that the cancellation check can
+// fail: with abandoned tickets forgotten, the waiter behind a cancelled
+// one waits for a turn that nobody passes on.
+func TestCancelCheckerCatchesLostTurn(t *testing.T) {
+	e := &envTicket{env: ticketEnv{ws: inProcess{}, skips: lostSkips{}}}
+	unstick := func() {
+		// Serve the forgotten ticket by hand.
+		e.ref().unlock(e.env, "envTicket")
+	}
+	if err := strandedAfterCancel(e, e.queued, e.parked, 40, 200*time.Millisecond, unstick); err == nil {
+		t.Fatal("a ticket lock that forgets cancelled tickets passed: the check cannot fail")
+	}
+}
+
+// cancelStress runs workers of which every other one locks with a context
+// that ends at a random moment, some ending almost at once, with holds of
+// varied length, and checks exact totals and the owner slot.
+func cancelStress(t *testing.T, l ctxLock, workers, rounds int) (acquired, cancelled int64) {
+	defer watchdog("cancellation stress", 2*time.Minute)()
+	var g guarded
+	var violations, acq, canc atomic.Int64
+	var wg sync.WaitGroup
+	for w := 1; w <= workers; w++ {
+		wg.Go(func() {
+			for i := range rounds {
+				rnd := rand.Uint32()
+				if w%2 == 0 {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rnd%300)*time.Microsecond)
+					if rnd%7 == 0 {
+						cancel() // done before it even starts
+					}
+					err := l.LockContext(ctx)
+					cancel()
+					if err != nil {
+						if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+							t.Errorf("LockContext: %v", err)
+						}
+						canc.Add(1)
+						continue
+					}
+				} else {
+					l.Lock()
+				}
+				violations.Add(int64(g.critical(w*1_000_000+i, rnd)))
+				if rnd%499 == 0 {
+					time.Sleep(30 * time.Microsecond) // a long hold: waiters park
+				}
+				acq.Add(1)
+				l.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if int64(g.counter) != acq.Load() || violations.Load() != 0 {
+		t.Fatalf("counter %d, acquisitions %d, owner-slot violations %d", g.counter, acq.Load(), violations.Load())
+	}
+	if canc.Load() == 0 {
+		t.Error("no waiter was cancelled: the test did not exercise cancellation")
+	}
+	return acq.Load(), canc.Load()
+}
+
+func TestTicketMutexCancelStress(t *testing.T) {
+	for _, procs := range []int{1, 2} {
+		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
+			withGOMAXPROCS(t, procs)
+			m := new(TicketMutex)
+			a, c := cancelStress(t, m, 12, scaled(200_000)/12)
+			t.Logf("%d acquisitions, %d cancelled", a, c)
+			if err := m.atRest(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestTicketMutexWrap starts both counters just below 2^32, so that order,
+// exclusion, cancellation and misuse detection are all exercised across
+// the wrap.
+func TestTicketMutexWrap(t *testing.T) {
+	start := uint32(1<<32 - 20)
+	fresh := func() *TicketMutex {
+		m := new(TicketMutex)
+		m.next.Store(start)
+		m.serving.Store(start)
+		return m
+	}
+	m := fresh()
+	if err := fifoViolation(acquisitionOrder(m, m.queued, 40)); err != nil {
+		t.Fatal("across the wrap:", err)
+	}
+	if s := m.serving.Load(); s != start+41 {
+		t.Fatalf("serving = %d after 41 acquisitions from %d: did not wrap", s, start)
+	}
+	m = fresh()
+	if r := hammerLocker(m, 4, 1000); r.total != r.want || r.violations != 0 {
+		t.Fatalf("hammer across the wrap: %v", r)
+	}
+	m = fresh()
+	if err := strandedAfterCancel(m, m.queued, m.parked, 40, 10*time.Second, func() {}); err != nil {
+		t.Fatal("across the wrap:", err)
+	}
+	m = fresh()
+	cancelStress(t, m, 6, 2000)
+	if err := m.atRest(); err != nil {
+		t.Fatal(err)
+	}
+	if m.serving.Load() >= start {
+		t.Fatal("the stress did not cross the wrap")
+	}
+	// Unlock of the unlocked lock is still detected right at the wrap.
+	m = new(TicketMutex)
+	m.next.Store(1<<32 - 1)
+	m.serving.Store(1<<32 - 1)
+	func() {
+		defer func() {
+			if r := recover(); r != "lockword: Unlock of unlocked TicketMutex" {
+				t.Fatalf("Unlock of unlocked at the wrap: recovered %v", r)
+			}
+		}()
+		m.Unlock()
+	}()
+	if err := m.atRest(); err != nil {
+		t.Fatal("after the detected misuse:", err)
+	}
+}
+
+// fairShares runs workers that take turns on l until total acquisitions
+// have been made in all, and returns how many each made. It holds l while
+// the workers start, so that all of them are waiting when it is released:
+// otherwise, with one P, the first worker to run could finish the lot
+// before the others ever reach Lock.
+func fairShares(l sync.Locker, workers, total int) []int {
+	defer watchdog("fair shares", 2*time.Minute)()
+	counts := make([]paddedCount, workers)
+	made := 0 // guarded by l
+	var started sync.WaitGroup
+	var wg sync.WaitGroup
+	l.Lock()
+	for w := range workers {
+		started.Add(1)
+		wg.Go(func() {
+			started.Done()
+			for {
+				l.Lock()
+				if made >= total {
+					l.Unlock()
+					return
+				}
+				made++
+				counts[w].n++
+				l.Unlock()
+			}
+		})
+	}
+	started.Wait()
+	time.Sleep(20 * time.Millisecond) // let them all reach Lock
+	l.Unlock()
+	wg.Wait()
+	out := make([]int, workers)
+	for i := range counts {
+		out[i] = counts[i].n
+	}
+	return out
+}
+
+// maxMin is the largest share over the smallest (+Inf if one is 0).
+func maxMin(shares []int) float64 {
+	lo, hi := shares[0], shares[0]
+	for _, s := range shares {
+		lo, hi = min(lo, s), max(hi, s)
+	}
+	return float64(hi) / float64(lo)
+}
+
+// TestTicketMutexFairShares: every worker gets the same share within 5%
+// with one P, where a worker is never descheduled outside the queue by
+// another core's traffic. With two Ps on a shared machine the operating
+// system may stop a worker's thread between its Unlock and its next Lock,
+// and the others rightly go on without it, so the bound there is the
+// kernel locktorture's starvation flag (2×). The same check flags Mutex,
+// which is unfair on purpose.
+func TestTicketMutexFairShares(t *testing.T) {
+	total := scaled(400_000)
+	for _, c := range []struct {
+		procs int
+		bound float64
+	}{{1, 1.05}, {2, 2}} {
+		t.Run(fmt.Sprintf("procs=%d", c.procs), func(t *testing.T) {
+			withGOMAXPROCS(t, c.procs)
+			shares := fairShares(new(TicketMutex), 8, total)
+			if r := maxMin(shares); r > c.bound {
+				t.Fatalf("max/min = %.3f > %.2f: shares %v", r, c.bound, shares)
+			} else {
+				t.Logf("max/min %.4f, shares %v", r, shares)
+			}
+		})
+	}
+	t.Run("checker-catches-Mutex", func(t *testing.T) {
+		withGOMAXPROCS(t, 1)
+		shares := fairShares(new(Mutex), 8, total)
+		if r := maxMin(shares); r <= 2 {
+			t.Fatalf("Mutex (unfair by design) has max/min %.3f: the fairness check cannot fail", r)
+		}
+	})
+}
+
+// TestTicketMutexTryLockTakesNoTicket: TryLock on a held lock must not
+// queue (a queued ticket nobody waits for would stall the lock).
+func TestTicketMutexTryLockTakesNoTicket(t *testing.T) {
+	var m TicketMutex
+	m.Lock()
+	for range 100 {
+		if m.TryLock() {
+			t.Fatal("TryLock succeeded on a held lock")
+		}
+	}
+	if q := m.queued(); q != 0 {
+		t.Fatalf("TryLock left %d tickets queued", q)
+	}
+	m.Unlock()
+	if !m.TryLock() {
+		t.Fatal("TryLock on a free lock failed")
+	}
+	m.Unlock()
+	if err := m.atRest(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// yieldingSkips records abandoned tickets as heapSkips does, but yields the
+// processor right after recording: it holds open the window between an
+// abandoning waiter's record and its check of serving, where a wrong order
+// of counting and recording once let an unlocker uncount another waiter's
+// ticket and the queue stall behind it.
+type yieldingSkips struct{ heapSkips }
+
+func (y yieldingSkips) add(serving *atomic.Uint32, ticket uint32) {
+	y.heapSkips.add(serving, ticket)
+	runtime.Gosched()
+}
+
+// TestTicketAbandonRacesUnlock drives many abandonments against unlocks
+// with that window held open; a stall is reported by the watchdog.
+func TestTicketAbandonRacesUnlock(t *testing.T) {
+	for _, procs := range []int{1, 2} {
+		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
+			withGOMAXPROCS(t, procs)
+			e := &envTicket{env: ticketEnv{ws: inProcess{}, skips: yieldingSkips{}}}
+			cancelStress(t, e, 12, scaled(100_000)/12)
+			if err := ticketAtRest("envTicket", e.ref()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
