@@ -39,7 +39,7 @@ const (
 // The shared ring torture's state, a Bytes object: plain uint64 words.
 const (
 	srGo       = 0  // supervisor: 1 releases the two
-	srStop     = 8  // supervisor: 1 stops the producer (timed runs)
+	srStop     = 8  // supervisor: 1 stops the producer (timed or interrupted runs)
 	srReceived = 16 // consumer: messages received so far (every publishEvery)
 	srReady    = 24 // +8*role: 1 once that side has attached
 	srSize     = 40
@@ -139,8 +139,8 @@ func sharedRingWorker(spec *sharedRingSpec) (res sharedRingResult, err error) {
 		}
 		buf := make([]byte, 0, sharedRingMaxMsg)
 		for seq := uint64(1); spec.Items == 0 || seq <= uint64(spec.Items); seq++ {
-			if spec.Items == 0 && seq%publishEvery == 0 && get(st, srStop) != 0 {
-				break
+			if seq%publishEvery == 0 && get(st, srStop) != 0 {
+				break // a timed run's end, or an interrupted run
 			}
 			msg := sharedRingMsg(buf, seq)
 			if spec.Broken && seq%1000 == 0 {
@@ -209,12 +209,14 @@ func sharedRingWorker(spec *sharedRingSpec) (res sharedRingResult, err error) {
 
 // sharedRingReport is the outcome of one shared ring run.
 type sharedRingReport struct {
-	items    int64 // requested; 0 in a timed run
-	duration time.Duration
-	sent     sharedRingResult
-	recv     sharedRingResult
-	stalled  bool
-	errs     []string // a side that failed
+	items       int64 // requested; 0 in a timed run
+	duration    time.Duration
+	interrupted string        // the signal that stopped the run early, if one did
+	elapsed     time.Duration // supervisor's view, for an interrupted run
+	sent        sharedRingResult
+	recv        sharedRingResult
+	stalled     bool
+	errs        []string // a side that failed
 }
 
 func tortureSharedRing(cfg *config) (*report, error) {
@@ -270,6 +272,7 @@ func tortureSharedRing(cfg *config) (*report, error) {
 		js, _ := json.Marshal(sharedRingSpec{Region: path, Producer: i == 0, Items: items,
 			Broken: i == 0 && os.Getenv(sharedRingBreakEnv) != ""})
 		s := &side{cmd: exec.Command(exe), done: make(chan struct{})}
+		s.cmd.SysProcAttr = workerAttr() // signals reach the supervisor only; die with it
 		s.cmd.Env = append(os.Environ(), sharedRingWorkerEnv+"="+string(js))
 		s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.err
 		if err := s.cmd.Start(); err != nil {
@@ -288,6 +291,9 @@ func tortureSharedRing(cfg *config) (*report, error) {
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("ring worker processes did not attach within a minute")
+		}
+		if cfg.interrupt.interrupted() {
+			return nil, fmt.Errorf("interrupted by %s before the ring's processes started", cfg.interrupt.name())
 		}
 	}
 	start := time.Now()
@@ -308,10 +314,14 @@ watch:
 		select {
 		case <-sides[1].done:
 			break watch
+		case <-cfg.interrupt.hurry(): // a second signal: stop waiting
+			sides[0].cmd.Process.Kill()
+			sides[1].cmd.Process.Kill()
+			break watch
 		case <-tick.C:
 		}
-		if cfg.timed() && time.Since(start) >= cfg.duration {
-			put(st, srStop, 1)
+		if (cfg.timed() && time.Since(start) >= cfg.duration) || cfg.interrupt.interrupted() {
+			put(st, srStop, 1) // the producer stops and closes; the consumer drains
 		}
 		if n := get(st, srReceived); n != last {
 			last, since = n, time.Now()
@@ -334,6 +344,9 @@ watch:
 	}
 	<-sides[0].done
 	prog.stop()
+	if cfg.interrupt.interrupted() {
+		rep.interrupted, rep.elapsed = cfg.interrupt.name(), time.Since(start)
+	}
 	for i, s := range sides {
 		who := [...]string{"producer", "consumer"}[i]
 		res := &rep.sent
@@ -376,7 +389,7 @@ func (r *sharedRingReport) failures() []string {
 	}
 	why = append(why, r.errs...)
 	if !r.stalled && len(r.errs) == 0 {
-		if r.items > 0 && r.sent.Sent != r.items {
+		if r.items > 0 && r.sent.Sent != r.items && r.interrupted == "" {
 			why = append(why, fmt.Sprintf("the producer sent %d of %d messages", r.sent.Sent, r.items))
 		}
 		if r.recv.Received != r.sent.Sent {
@@ -399,9 +412,15 @@ func (r *sharedRingReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Lock: shared-ring\n")
 	fmt.Fprintf(w, "Processes: 2 (one producer, one consumer); capacity %d bytes; messages 8..%d bytes\n",
 		sharedRingCapacity, sharedRingMaxMsg)
+	if r.interrupted != "" {
+		fmt.Fprintf(w, "Interrupted: by %s after %v; a partial report, of the messages sent until then\n",
+			r.interrupted, r.elapsed.Round(time.Millisecond))
+	}
 	if r.duration > 0 {
 		fmt.Fprintf(w, "Duration: %v\n", r.duration)
 		fmt.Fprintf(w, "Items: %d (sent in that time)\n", r.sent.Sent)
+	} else if r.interrupted != "" {
+		fmt.Fprintf(w, "Items: %d asked, %d sent\n", r.items, r.sent.Sent)
 	} else {
 		fmt.Fprintf(w, "Items: %d\n", r.items)
 	}
@@ -414,6 +433,10 @@ func (r *sharedRingReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Throughput: %.2f M messages/s, %.1f MB/s\n", m, mb)
 	if s := r.recv.Stats; s != nil {
 		fmt.Fprintf(w, "Sleeps: producer %d, consumer %d; wake calls %d\n", s.ProducerSleeps, s.ConsumerSleeps, s.Wakes)
+	}
+	if why := r.failures(); len(why) == 0 && r.interrupted != "" {
+		fmt.Fprintln(w, "Result: INTERRUPTED (no check failed until then)")
+		return
 	}
 	writeResult(w, r.failures())
 }
@@ -438,11 +461,16 @@ func (r *sharedRingReport) writeJSON(w io.Writer) error {
 		DurationS      float64  `json:"duration_s"`
 		Result         string   `json:"result"`
 		Failures       []string `json:"failures,omitempty"`
+		Interrupted    string   `json:"interrupted,omitempty"`
 	}{
 		Lock: "shared-ring", Processes: 2, Items: r.sent.Sent, Received: r.recv.Received,
 		OutOfOrder: r.recv.OutOfOrder, Duplicates: r.recv.Duplicates, Lost: r.recv.Lost, Mangled: r.recv.Mangled,
 		Capacity: sharedRingCapacity, ThroughputM: m, ThroughputMB: mb,
 		DurationS: float64(r.recv.ElapsedNs) / 1e9, Result: verdict(r.failures()), Failures: r.failures(),
+		Interrupted: r.interrupted,
+	}
+	if j.Result == "PASS" && r.interrupted != "" {
+		j.Result = "INTERRUPTED"
 	}
 	if s := r.recv.Stats; s != nil {
 		j.ProducerSleeps, j.ConsumerSleeps, j.WakeCalls = &s.ProducerSleeps, &s.ConsumerSleeps, &s.Wakes

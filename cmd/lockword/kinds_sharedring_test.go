@@ -3,9 +3,14 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -82,5 +87,51 @@ func TestTortureSharedRingUsage(t *testing.T) {
 	_, stderr, status := runCLI(t, "torture", "-lock", "ring", "-procs", "3", "-items", "10")
 	if status == exitOK || !strings.Contains(stderr, "-procs 2") {
 		t.Fatalf("-procs 3: status %d, %s", status, stderr)
+	}
+}
+
+// TestTortureSharedRingInterrupted: SIGINT to the process group stops the
+// run cleanly: the producer stops and closes, the consumer drains, the
+// report (INTERRUPTED) counts what was sent and received, the region file
+// is removed, and the exit status is 130.
+func TestTortureSharedRingInterrupted(t *testing.T) {
+	bin := buildLockword(t)
+	cmd := exec.Command(bin, "torture", "-json", "-lock", "ring", "-procs", "2", "-items", "1000000000")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	pattern := filepath.Join(regionDir(), fmt.Sprintf("lockword-torture-ring-%d-*", cmd.Process.Pid))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if files, _ := filepath.Glob(pattern); len(files) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no region file\n%s", stderr.String())
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the stream is running
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("exit: %v, want status 130\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	var j struct {
+		Items, Received int64
+		Result          string
+		Interrupted     string
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &j); err != nil {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	if j.Result != "INTERRUPTED" || j.Interrupted != "SIGINT" || j.Items == 0 || j.Received != j.Items {
+		t.Fatalf("report: %s", stdout.String())
+	}
+	if files, _ := filepath.Glob(pattern); len(files) > 0 {
+		t.Fatalf("region file left behind: %v", files)
 	}
 }
