@@ -52,6 +52,17 @@ func FuzzOpenRegion(f *testing.F) {
 					if _, err := r.Bytes(name, int(o.size)); err != nil {
 						t.Fatal(err)
 					}
+				case kindRing:
+					// Any error but a panic: a size that is no ring's, a
+					// corrupt index (FuzzSharedRingConsumer goes further).
+					if c, err := r.RingConsumer(name, int(o.size)-shringData); err == nil {
+						c.Receive(doneCtx, nil)
+						c.Detach()
+					}
+				case kindSeqLock:
+					if s, err := RegionSeqLock[uint64](r, name); err == nil {
+						s.LoadContext(doneCtx)
+					}
 				}
 			}
 			if err := r.Close(); err != nil {

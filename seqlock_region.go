@@ -32,6 +32,9 @@ func init() {
 		// The writer lock's state: held while a Store is in progress,
 		// owner-dead if its writer died in one.
 		inspect: func(insp *inspector, obj []byte, info *ObjectInfo) {
+			if len(obj) < seqObjPayload {
+				return // too small to be one (RegionSeqLock refuses it): not a lock
+			}
 			inspectMutex(insp, obj[seqObjWriter:seqObjWriter+mutexObjSize], info)
 		},
 	})

@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -1175,4 +1176,46 @@ func TestSharedRingNoLostWakeups(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRingAndSeqLockObjectsOfBadSize: a region file whose table gives a
+// ring or a seqlock object a size that no constructor makes (too small for
+// the fixed words, at the very end of the file) opens, inspects without
+// panicking or reading past the object, and every constructor refuses it
+// with ErrObjectBounds.
+func TestRingAndSeqLockObjectsOfBadSize(t *testing.T) {
+	for _, kind := range []objectKind{kindRing, kindSeqLock} {
+		b := validRegionBytes(t)
+		e := b[regionTableOffset+1*tableEntrySize:][:tableEntrySize] // "data"
+		ne.PutUint32(e[entryKind:], uint32(kind))
+		ne.PutUint32(e[entrySize:], 8)
+		// At the end of the file, aligned for the kind: the object's
+		// fixed words would lie past it.
+		ne.PutUint64(e[entryOffset:], uint64(len(b))-uint64(objectKinds[kind].align))
+		reseal(b)
+		path := filepath.Join(t.TempDir(), "r")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		info, err := InspectRegion(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range info.Objects {
+			if o.Name == "data" && o.State != "" {
+				t.Errorf("kind %d of 8 bytes inspected as a lock: %+v", kind, o)
+			}
+		}
+		r, err := OpenRegion(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.RingConsumer("data", MinSharedRingCapacity); !errors.Is(err, ErrObjectBounds) && !errors.Is(err, ErrObjectKind) {
+			t.Errorf("kind %d: RingConsumer = %v", kind, err)
+		}
+		if _, err := RegionSeqLock[uint64](r, "data"); !errors.Is(err, ErrObjectBounds) && !errors.Is(err, ErrObjectKind) {
+			t.Errorf("kind %d: RegionSeqLock = %v", kind, err)
+		}
+		r.Close()
+	}
 }
