@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -429,20 +428,5 @@ func (r *Region) close() error {
 }
 
 // monoNowNs reads CLOCK_MONOTONIC in ns, a clock every process on the
-// machine shares (for held-since stamps). The clock_gettime system call
-// costs microseconds on some hosts, so it is read once and Go's monotonic
-// clock (the same CLOCK_MONOTONIC, through the vDSO) advances it.
-func monoNowNs() int64 {
-	monoBase.once.Do(func() {
-		var ts unix.Timespec
-		unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-		monoBase.at, monoBase.ns = time.Now(), ts.Nano()
-	})
-	return monoBase.ns + int64(time.Since(monoBase.at))
-}
-
-var monoBase struct {
-	once sync.Once
-	at   time.Time
-	ns   int64
-}
+// machine shares (for held-since stamps), cheaply (see wait.MonotonicNs).
+func monoNowNs() int64 { return wait.MonotonicNs() }
