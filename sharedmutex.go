@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"sync/atomic"
 	"time"
@@ -282,13 +281,7 @@ func (m *SharedMutex) MarkConsistent() error {
 // when they take it from a dead owner; if it returns nil the lock is marked
 // consistent. A nil fn removes it. It is per handle: every process sets its
 // own.
-func (m *SharedMutex) SetRepair(fn func() error) {
-	if fn == nil {
-		m.repair.Store(nil)
-		return
-	}
-	m.repair.Store(&fn)
-}
+func (m *SharedMutex) SetRepair(fn func() error) { setRepair(&m.repair, fn) }
 
 // Name returns the object's name in its region.
 func (m *SharedMutex) Name() string { return m.name }
@@ -327,23 +320,7 @@ func (m *SharedMutex) lockSlowLocker() {
 
 // afterLocker finishes Lock and TryLock, which cannot return errors.
 func (m *SharedMutex) afterLocker(err error) {
-	if err == nil {
-		return
-	}
-	if errors.Is(err, ErrOwnerDead) {
-		fn := m.repair.Load()
-		if fn == nil {
-			panic(fmt.Errorf("%w (Lock has no repair function: use LockContext, or SetRepair)", err))
-		}
-		if rerr := (*fn)(); rerr != nil {
-			panic(fmt.Errorf("%w; the repair function failed: %w", err, rerr))
-		}
-		if cerr := m.MarkConsistent(); cerr != nil {
-			panic(cerr)
-		}
-		return
-	}
-	panic(err)
+	repairAfterLocker(err, &m.repair, m.MarkConsistent)
 }
 
 //go:noinline
@@ -437,16 +414,7 @@ func (m *SharedMutex) lockSlow(ctx context.Context) error {
 	}
 	err := m.lockSlowWait(ctx, &start)
 	if stats && (err == nil || errors.Is(err, ErrOwnerDead)) {
-		word64(m.obj, mutexObjAcquired).Add(1)
-		word64(m.obj, mutexObjSlow).Add(1)
-		ns := uint64(time.Since(start))
-		word64(m.obj, mutexObjWaitNs).Add(ns)
-		for mx := word64(m.obj, mutexObjWaitMaxNs); ; {
-			old := mx.Load()
-			if ns <= old || mx.CompareAndSwap(old, ns) {
-				break
-			}
-		}
+		countSlowAcquisition(m.obj, start)
 	}
 	return err
 }
@@ -482,14 +450,10 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 	if start.IsZero() {
 		*start = time.Now()
 	}
-	var stopWake func() bool
-	if ctx.Done() != nil {
-		// A cancelled context must end a kernel sleep at once, not at the
-		// next liveness check: wake this lock's sleepers (at most one per
-		// process; the others go back to sleep).
-		stopWake = context.AfterFunc(ctx, func() { wait.FutexWake(m.word, math.MaxInt32, wait.Shared) })
-		defer stopWake()
-	}
+	// A cancelled context must end a kernel sleep at once, not at the
+	// next liveness check: wake this lock's sleepers (at most one per
+	// process; the others go back to sleep).
+	defer wakeOnDone(ctx, func() { wait.FutexWake(m.word, math.MaxInt32, wait.Shared) })()
 	slept := false
 	reported := false
 	var checked time.Time // when the holder was last checked; zero: never
@@ -565,11 +529,9 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 // reportIfStuck logs one stuck report once the wait passes the threshold.
 // It reports whether the wait is done reporting.
 func (m *SharedMutex) reportIfStuck(start time.Time, owner, pid uint32) bool {
-	threshold := DefaultStuckThreshold
-	if ns := m.stuckNs.Load(); ns < 0 {
+	threshold, on := stuckThreshold(&m.stuckNs)
+	if !on {
 		return true
-	} else if ns > 0 {
-		threshold = time.Duration(ns)
 	}
 	waited := time.Since(start)
 	if waited < threshold {
@@ -581,14 +543,6 @@ func (m *SharedMutex) reportIfStuck(start time.Time, owner, pid uint32) bool {
 	} else {
 		alive, pid = m.r.tokenAlive(owner)
 	}
-	slog.Warn("lockword: goroutine still waiting for a shared lock past the stuck threshold; the holder process may be stopped, deadlocked, or slow (a live holder is never robbed)",
-		"lock", m.name,
-		"kind", "SharedMutex",
-		"region", m.r.path,
-		"holder_pid", pid,
-		"holder_alive", alive,
-		"waited", waited.Round(time.Millisecond),
-		"threshold", threshold,
-		"hint", "run `lockword inspect "+m.r.path+"` to see every lock's holder; `kill -QUIT <holder_pid>` dumps a Go holder's goroutines")
+	logSharedStuck("SharedMutex", m.name, m.r.path, pid, alive, waited, threshold)
 	return true
 }

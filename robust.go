@@ -1,0 +1,105 @@
+package lockword
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// Helpers shared by the robust locks in regions (SharedMutex,
+// SharedTicketMutex, SharedRWMutex): the statistics block and held-since
+// stamp that every robust kind keeps at the same offsets of its first cache
+// line (mutexObj*), stuck reports naming the holder process, and the repair
+// step of the sync.Locker methods.
+
+// countSlowAcquisition adds one slow-path acquisition that waited since
+// start to the statistics block of obj, which all processes share.
+func countSlowAcquisition(obj []byte, start time.Time) {
+	word64(obj, mutexObjAcquired).Add(1)
+	word64(obj, mutexObjSlow).Add(1)
+	ns := uint64(time.Since(start))
+	word64(obj, mutexObjWaitNs).Add(ns)
+	for mx := word64(obj, mutexObjWaitMaxNs); ; {
+		old := mx.Load()
+		if ns <= old || mx.CompareAndSwap(old, ns) {
+			return
+		}
+	}
+}
+
+// stuckThreshold turns a SetStuckThreshold value into a threshold, or
+// reports that stuck reports are off.
+func stuckThreshold(stuckNs *atomic.Int64) (time.Duration, bool) {
+	switch ns := stuckNs.Load(); {
+	case ns < 0:
+		return 0, false
+	case ns > 0:
+		return time.Duration(ns), true
+	}
+	return DefaultStuckThreshold, true
+}
+
+// logSharedStuck is the stuck report of a robust lock: a goroutine has
+// waited past the threshold for a lock whose holder is another process (or
+// this one), which is never robbed while it lives.
+func logSharedStuck(kind, name, path string, holderPID uint32, alive bool, waited, threshold time.Duration, extra ...any) {
+	args := []any{
+		"lock", name,
+		"kind", kind,
+		"region", path,
+		"holder_pid", holderPID,
+		"holder_alive", alive,
+		"waited", waited.Round(time.Millisecond),
+		"threshold", threshold,
+	}
+	args = append(args, extra...)
+	args = append(args, "hint", "run `lockword inspect "+path+"` to see every lock's holder; `kill -QUIT <holder_pid>` dumps a Go holder's goroutines")
+	slog.Warn("lockword: goroutine still waiting for a shared lock past the stuck threshold; the holder process may be stopped, deadlocked, or slow (a live holder is never robbed)", args...)
+}
+
+// repairAfterLocker finishes a sync.Locker-style acquisition (Lock, which
+// cannot return an error) that returned err: on ErrOwnerDead it runs the
+// repair function, holding the lock, and marks the lock consistent; with no
+// repair function, or one that fails, or any other error, it panics (see
+// SharedMutex, "Owner death and sync.Locker").
+func repairAfterLocker(err error, repair *atomic.Pointer[func() error], markConsistent func() error) {
+	if err == nil {
+		return
+	}
+	if errors.Is(err, ErrOwnerDead) {
+		fn := repair.Load()
+		if fn == nil {
+			panic(fmt.Errorf("%w (Lock has no repair function: use LockContext, or SetRepair)", err))
+		}
+		if rerr := (*fn)(); rerr != nil {
+			panic(fmt.Errorf("%w; the repair function failed: %w", err, rerr))
+		}
+		if cerr := markConsistent(); cerr != nil {
+			panic(cerr)
+		}
+		return
+	}
+	panic(err)
+}
+
+// setRepair stores fn for repairAfterLocker; nil removes it.
+func setRepair(repair *atomic.Pointer[func() error], fn func() error) {
+	if fn == nil {
+		repair.Store(nil)
+		return
+	}
+	repair.Store(&fn)
+}
+
+// wakeOnDone arranges for wake to run when ctx ends, so that a goroutine
+// asleep in the kernel (which no channel can interrupt) returns at once
+// rather than at its next liveness check. The returned stop must be called.
+func wakeOnDone(ctx context.Context, wake func()) (stop func() bool) {
+	if ctx == nil || ctx.Done() == nil {
+		return func() bool { return false }
+	}
+	return context.AfterFunc(ctx, wake)
+}
