@@ -27,7 +27,9 @@ type ObjectInfo struct {
 	// State is "free", "held", "contended" (held, and some process may
 	// be asleep waiting), "owner-dead" (the holder died and nobody has
 	// recovered the lock yet, or a recoverer holds it and has not called
-	// MarkConsistent: see HolderAlive), or "not-recoverable".
+	// MarkConsistent: see HolderAlive), or "not-recoverable". An RW mutex
+	// may also be "read-held" (readers only, see Readers); a Cond is
+	// "cond".
 	State string `json:"state"`
 	// HolderPID is the holding process's PID (0 when free), and
 	// HolderAlive whether it is still running (a stopped process is
@@ -43,6 +45,13 @@ type ObjectInfo struct {
 	HeldForKnown bool          `json:"held_for_known"`
 	// Waiters is the lock word's hint that a process sleeps waiting.
 	Waiters bool `json:"waiters"`
+	// Queued is how many tickets wait behind the holder (ticket mutexes,
+	// and an RW mutex's writers): one per waiting process.
+	Queued int `json:"queued,omitempty"`
+	// Readers is how many read holds an RW mutex counts: holding, or
+	// waiting behind a writer. Readers are counted, not owned: a reader
+	// process that died holding stays counted (see SharedRWMutex).
+	Readers int `json:"readers,omitempty"`
 	// Stats, when statistics are enabled (EnableStats), summed over all
 	// processes.
 	Stats *Stats `json:"stats,omitempty"`

@@ -110,7 +110,7 @@ func createRegion(path string, size int64, mode os.FileMode) (r *Region, err err
 
 func newRegion(path string, f *os.File, data []byte) *Region {
 	return &Region{path: path, file: f, data: data,
-		objects: map[string]regionObject{}, mutexes: map[string]*SharedMutex{}}
+		objects: map[string]regionObject{}, mutexes: map[string]*SharedMutex{}, handles: map[string]regionHandle{}}
 }
 
 // openExisting opens and validates an existing region file, waiting until
@@ -406,6 +406,11 @@ func (r *Region) close() error {
 	}
 	for name, m := range r.mutexes {
 		if m.word.Load()&ownerMask == r.token {
+			return fmt.Errorf("%w: this process holds %q in %s; unlock it first (unmapping a held lock would strand it)", ErrRegionBusy, name, r.path)
+		}
+	}
+	for name, h := range r.handles {
+		if h.holdsLock() {
 			return fmt.Errorf("%w: this process holds %q in %s; unlock it first (unmapping a held lock would strand it)", ErrRegionBusy, name, r.path)
 		}
 	}

@@ -28,7 +28,9 @@ For each object it prints its name, kind and offset and, for locks:
   STATE    free, held, contended (held, a process may be asleep waiting),
            owner-dead (the holder died; the next acquirer recovers it, or
            a recoverer holds it and has not marked it consistent), or
-           not-recoverable
+           not-recoverable; for a ticket mutex (and an rwmutex's writers)
+           ", N queued" counts the processes waiting their turn, and for
+           an rwmutex "read-held" and ", N readers" count read holds
   HOLDER   the holding process's PID, and whether it is alive (a stopped
            process, kill -STOP, is alive: it is never robbed)
   HELD FOR how long the current hold has lasted: exact when it began on
@@ -117,6 +119,12 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo) {
 			state := o.State
 			if o.Inconsistent && o.HolderAlive {
 				state += " (recovering)"
+			}
+			if o.Queued > 0 {
+				state += fmt.Sprintf(", %d queued", o.Queued)
+			}
+			if o.Readers > 0 {
+				state += fmt.Sprintf(", %d readers", o.Readers)
 			}
 			stats := "off"
 			if s := o.Stats; s != nil {

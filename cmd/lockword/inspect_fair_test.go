@@ -1,0 +1,84 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockword/lockword"
+)
+
+// TestInspectFairKinds: inspect shows the shared ticket mutex (holder,
+// queue length) in text and JSON.
+func TestInspectFairKinds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "region")
+	r, err := lockword.CreateRegion(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	other, err := lockword.OpenRegion(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+
+	tm, _ := r.TicketMutex("tickets")
+	otm, _ := other.TicketMutex("tickets")
+	tm.Lock()
+	done := make(chan struct{})
+	go func() { otm.Lock(); otm.Unlock(); close(done) }()
+	waitFor(t, func(o lockword.ObjectInfo) bool { return o.Name == "tickets" && o.Queued == 1 }, path)
+
+	stdout, stderr, status := runCLI(t, "inspect", "-json", path)
+	if status != exitOK {
+		t.Fatalf("inspect -json: %d %s", status, stderr)
+	}
+	var info lockword.RegionInfo
+	if err := json.Unmarshal([]byte(stdout), &info); err != nil {
+		t.Fatal(err)
+	}
+	objs := map[string]lockword.ObjectInfo{}
+	for _, o := range info.Objects {
+		objs[o.Name] = o
+	}
+	if o := objs["tickets"]; o.Kind != "ticket mutex" || o.State != "contended" || o.HolderPID != os.Getpid() || !o.HolderAlive || o.Queued != 1 {
+		t.Errorf("ticket mutex: %+v", o)
+	}
+	if !strings.Contains(stdout, `"queued": 1`) {
+		t.Errorf("JSON lacks the queue length:\n%s", stdout)
+	}
+	stdout, _, status = runCLI(t, "inspect", path)
+	t.Logf("\n%s", stdout)
+	for _, want := range []string{"tickets", "ticket mutex", "contended, 1 queued"} {
+		if status != exitOK || !strings.Contains(stdout, want) {
+			t.Errorf("inspect text lacks %q (status %d)", want, status)
+		}
+	}
+	tm.Unlock()
+	<-done
+}
+
+// waitFor polls InspectRegion until some object satisfies ok.
+func waitFor(t *testing.T, ok func(lockword.ObjectInfo) bool, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		info, err := lockword.InspectRegion(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range info.Objects {
+			if ok(o) {
+				return
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatal("inspect never showed the expected state")
+}
