@@ -865,8 +865,10 @@ func (insp *inspector) queue(obj []byte, info *ObjectInfo, next, serving, flags,
 		info.State = "held"
 	}
 	now := monoNowNs()
-	if stamp.Load() == s {
-		info.HeldFor = time.Duration(max(now-int64(word64(obj, mutexObjHeldSince).Load()), 0))
+	// A zero held-since is a fresh object's, not a time: the zero stamp
+	// then names ticket 0 without describing its hold.
+	if since := word64(obj, mutexObjHeldSince).Load(); stamp.Load() == s && since != 0 {
+		info.HeldFor = time.Duration(max(now-int64(since), 0))
 		info.HeldForKnown = true
 		return
 	}
