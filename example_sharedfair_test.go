@@ -34,3 +34,32 @@ func ExampleSharedTicketMutex() {
 	mu.Unlock()
 	// Output: holding the lock; TryLock from elsewhere: false
 }
+
+// A SharedRWMutex lets readers in several processes share the data while
+// writers take turns; a writer's LockContext reports a writer that died
+// holding it.
+func ExampleSharedRWMutex() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	r, _ := lockword.CreateRegion(filepath.Join(dir, "config"), 0, nil)
+	defer r.Close()
+	rw, _ := r.RWMutex("settings")
+
+	rw.RLock()
+	rw.RLock() // readers share it (here two in one process)
+	fmt.Println("TryLock while read:", rw.TryLock())
+	rw.RUnlock()
+	rw.RUnlock()
+
+	if err := rw.LockContext(context.Background()); errors.Is(err, lockword.ErrOwnerDead) {
+		rw.MarkConsistent() // after repairing what the dead writer left
+	} else if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("writing; TryRLock:", rw.TryRLock())
+	rw.Unlock()
+	// Output:
+	// TryLock while read: false
+	// writing; TryRLock: false
+}

@@ -250,10 +250,20 @@ func TestSharedChild(t *testing.T) {
 		m, _ := r.Mutex("m")
 		m.Lock()
 	default:
-		fail(fmt.Errorf("unknown child mode %q", mode))
+		body := childModes[mode]
+		if body == nil {
+			fail(fmt.Errorf("unknown child mode %q", mode))
+		}
+		if err := body(args); err != nil {
+			fail(err)
+		}
 	}
 	os.Exit(0)
 }
+
+// childModes are TestSharedChild modes that other test files add: each
+// body gets the child's arguments and returns an error to fail it.
+var childModes = map[string]func(args []string) error{}
 
 // localParked counts the goroutines parked at a robust lock's
 // process-local gate.
@@ -262,6 +272,8 @@ func localParked(l robustLocker) int {
 	case *SharedMutex:
 		return wait.Parked(&l.gate.state)
 	case *SharedTicketMutex:
+		return wait.Parked(&l.q.gate.serving)
+	case *SharedRWMutex:
 		return wait.Parked(&l.q.gate.serving)
 	}
 	panic(fmt.Sprintf("localParked: %T", l))
@@ -335,6 +347,8 @@ func robustLock(r *Region, kind, name string) (robustLocker, error) {
 		return r.Mutex(name)
 	case "ticket":
 		return r.TicketMutex(name)
+	case "rw":
+		return r.RWMutex(name)
 	}
 	return nil, fmt.Errorf("unknown lock kind %q", kind)
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // TestInspectFairKinds: inspect shows the shared ticket mutex (holder,
-// queue length) in text and JSON.
+// queue length) and rwmutex (readers) in text and JSON.
 func TestInspectFairKinds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "region")
 	r, err := lockword.CreateRegion(path, 0, nil)
@@ -34,6 +34,10 @@ func TestInspectFairKinds(t *testing.T) {
 	done := make(chan struct{})
 	go func() { otm.Lock(); otm.Unlock(); close(done) }()
 	waitFor(t, func(o lockword.ObjectInfo) bool { return o.Name == "tickets" && o.Queued == 1 }, path)
+	rw, _ := r.RWMutex("settings")
+	orw, _ := other.RWMutex("settings")
+	rw.RLock()
+	orw.RLock()
 
 	stdout, stderr, status := runCLI(t, "inspect", "-json", path)
 	if status != exitOK {
@@ -47,21 +51,28 @@ func TestInspectFairKinds(t *testing.T) {
 	for _, o := range info.Objects {
 		objs[o.Name] = o
 	}
-	if o := objs["tickets"]; o.Kind != "ticket mutex" || o.State != "contended" || o.HolderPID != os.Getpid() || !o.HolderAlive || o.Queued != 1 {
+	// HeldFor: the hold began on the fast path, so inspect stamped it (a
+	// fresh object's zero stamp must not read as "held since boot").
+	if o := objs["tickets"]; o.Kind != "ticket mutex" || o.State != "contended" || o.HolderPID != os.Getpid() || !o.HolderAlive || o.Queued != 1 || !o.HeldForKnown || o.HeldFor > time.Minute {
 		t.Errorf("ticket mutex: %+v", o)
 	}
-	if !strings.Contains(stdout, `"queued": 1`) {
+	if o := objs["settings"]; o.Kind != "rwmutex" || o.State != "read-held" || o.Readers != 2 || o.HolderPID != 0 {
+		t.Errorf("rwmutex: %+v", o)
+	}
+	if !strings.Contains(stdout, `"queued": 1`) || !strings.Contains(stdout, `"readers": 2`) {
 		t.Errorf("JSON lacks the queue length:\n%s", stdout)
 	}
 	stdout, _, status = runCLI(t, "inspect", path)
 	t.Logf("\n%s", stdout)
-	for _, want := range []string{"tickets", "ticket mutex", "contended, 1 queued"} {
+	for _, want := range []string{"tickets", "ticket mutex", "contended, 1 queued", "settings", "rwmutex", "read-held, 2 readers"} {
 		if status != exitOK || !strings.Contains(stdout, want) {
 			t.Errorf("inspect text lacks %q (status %d)", want, status)
 		}
 	}
 	tm.Unlock()
 	<-done
+	rw.RUnlock()
+	orw.RUnlock()
 }
 
 // waitFor polls InspectRegion until some object satisfies ok.
