@@ -4,6 +4,7 @@ package lockword_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -62,4 +63,33 @@ func ExampleSharedRWMutex() {
 	// Output:
 	// TryLock while read: false
 	// writing; TryRLock: false
+}
+
+// A SharedCond lets a process wait for a change that another process makes
+// to data in the region, under a shared lock.
+func ExampleSharedCond() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	r, _ := lockword.CreateRegion(filepath.Join(dir, "jobs"), 0, nil)
+	defer r.Close()
+	mu, _ := r.Mutex("jobs-lock")
+	ready, _ := r.Cond("jobs-ready")
+	pending, _ := r.Bytes("jobs-pending", 8) // guarded by mu
+
+	go func() { // in real use, another process
+		mu.Lock()
+		binary.NativeEndian.PutUint64(pending, 3)
+		mu.Unlock()
+		ready.Signal()
+	}()
+
+	mu.Lock()
+	for binary.NativeEndian.Uint64(pending) == 0 {
+		if err := ready.WaitContext(context.Background(), mu); err != nil {
+			fmt.Println(err) // ErrOwnerDead: repair, MarkConsistent
+		}
+	}
+	fmt.Println("pending jobs:", binary.NativeEndian.Uint64(pending))
+	mu.Unlock()
+	// Output: pending jobs: 3
 }

@@ -29,7 +29,7 @@ type ObjectInfo struct {
 	// recovered the lock yet, or a recoverer holds it and has not called
 	// MarkConsistent: see HolderAlive), or "not-recoverable". An RW mutex
 	// may also be "read-held" (readers only, see Readers); a Cond is
-	// "cond".
+	// "idle" or "waiting" (Queued goroutines wait on it).
 	State string `json:"state"`
 	// HolderPID is the holding process's PID (0 when free), and
 	// HolderAlive whether it is still running (a stopped process is
@@ -46,7 +46,9 @@ type ObjectInfo struct {
 	// Waiters is the lock word's hint that a process sleeps waiting.
 	Waiters bool `json:"waiters"`
 	// Queued is how many tickets wait behind the holder (ticket mutexes,
-	// and an RW mutex's writers): one per waiting process.
+	// and an RW mutex's writers): one per waiting process; for a Cond,
+	// how many goroutines wait on it (a process that died waiting stays
+	// counted).
 	Queued int `json:"queued,omitempty"`
 	// Readers is how many read holds an RW mutex counts: holding, or
 	// waiting behind a writer. Readers are counted, not owned: a reader

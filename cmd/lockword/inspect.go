@@ -30,7 +30,8 @@ For each object it prints its name, kind and offset and, for locks:
            a recoverer holds it and has not marked it consistent), or
            not-recoverable; for a ticket mutex (and an rwmutex's writers)
            ", N queued" counts the processes waiting their turn, and for
-           an rwmutex "read-held" and ", N readers" count read holds
+           an rwmutex "read-held" and ", N readers" count read holds;
+           a cond is "idle", or "waiting, N queued" (goroutines in Wait)
   HOLDER   the holding process's PID, and whether it is alive (a stopped
            process, kill -STOP, is alive: it is never robbed)
   HELD FOR how long the current hold has lasted: exact when it began on

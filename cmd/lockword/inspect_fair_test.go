@@ -14,7 +14,7 @@ import (
 )
 
 // TestInspectFairKinds: inspect shows the shared ticket mutex (holder,
-// queue length) and rwmutex (readers) in text and JSON.
+// queue length), rwmutex (readers) and cond (waiters) in text and JSON.
 func TestInspectFairKinds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "region")
 	r, err := lockword.CreateRegion(path, 0, nil)
@@ -38,6 +38,11 @@ func TestInspectFairKinds(t *testing.T) {
 	orw, _ := other.RWMutex("settings")
 	rw.RLock()
 	orw.RLock()
+	cond, _ := r.Cond("ready")
+	mu, _ := r.Mutex("ready-lock")
+	condDone := make(chan struct{})
+	go func() { mu.Lock(); cond.Wait(mu); mu.Unlock(); close(condDone) }()
+	waitFor(t, func(o lockword.ObjectInfo) bool { return o.Name == "ready" && o.Queued == 1 }, path)
 
 	stdout, stderr, status := runCLI(t, "inspect", "-json", path)
 	if status != exitOK {
@@ -59,12 +64,15 @@ func TestInspectFairKinds(t *testing.T) {
 	if o := objs["settings"]; o.Kind != "rwmutex" || o.State != "read-held" || o.Readers != 2 || o.HolderPID != 0 {
 		t.Errorf("rwmutex: %+v", o)
 	}
+	if o := objs["ready"]; o.Kind != "cond" || o.State != "waiting" || o.Queued != 1 || !o.Waiters {
+		t.Errorf("cond: %+v", o)
+	}
 	if !strings.Contains(stdout, `"queued": 1`) || !strings.Contains(stdout, `"readers": 2`) {
 		t.Errorf("JSON lacks the queue length:\n%s", stdout)
 	}
 	stdout, _, status = runCLI(t, "inspect", path)
 	t.Logf("\n%s", stdout)
-	for _, want := range []string{"tickets", "ticket mutex", "contended, 1 queued", "settings", "rwmutex", "read-held, 2 readers"} {
+	for _, want := range []string{"tickets", "ticket mutex", "contended, 1 queued", "settings", "rwmutex", "read-held, 2 readers", "ready", "cond", "waiting, 1 queued"} {
 		if status != exitOK || !strings.Contains(stdout, want) {
 			t.Errorf("inspect text lacks %q (status %d)", want, status)
 		}
@@ -73,6 +81,14 @@ func TestInspectFairKinds(t *testing.T) {
 	<-done
 	rw.RUnlock()
 	orw.RUnlock()
+	for {
+		select {
+		case <-condDone:
+			return
+		case <-time.After(time.Millisecond):
+			cond.Signal()
+		}
+	}
 }
 
 // waitFor polls InspectRegion until some object satisfies ok.
