@@ -210,7 +210,15 @@ func (rw *SharedRWMutex) TryRLock() bool {
 // RUnlock undoes one RLock. It panics with "lockword: RUnlock of unlocked
 // SharedRWMutex" if more read locks would have ended than began.
 func (rw *SharedRWMutex) RUnlock() {
-	o := rw.out.Add(srwReader)
+	// Fast path: count ourselves out; not the reader a writer waits for,
+	// not more exits than entries: done.
+	if o := rw.out.Add(srwReader); o == rw.target.Load() || int32(rw.in.Load()&srwCountMask-o) < 0 {
+		rw.runlockSlow(o)
+	}
+}
+
+//go:noinline
+func (rw *SharedRWMutex) runlockSlow(o uint32) {
 	if o == rw.target.Load() {
 		// The last reader the writer waits for: wake it. (target is
 		// stored before the writer's last look at out, so either it sees
