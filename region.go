@@ -14,8 +14,8 @@ import (
 )
 
 // A Region is a file mapped MAP_SHARED by every process that opens it,
-// holding a header and named objects (SharedMutex today; the object table
-// leaves room for more kinds). Processes find objects by name:
+// holding a header and named objects (SharedMutex, SharedTicketMutex,
+// SharedRWMutex, SharedCond, plain bytes). Processes find objects by name:
 //
 //	r, err := lockword.OpenOrCreateRegion("orders", 0, nil) // /dev/shm/orders
 //	mu, err := r.Mutex("orders-table")
@@ -508,8 +508,9 @@ func OpenOrCreateRegion(path string, size int64, opts *RegionOptions) (*Region, 
 
 // Close detaches this process from the region and unmaps it. It refuses
 // with ErrRegionBusy while this process holds a lock in the region or has
-// goroutines waiting for one, and returns ErrRegionClosed if already
-// closed. Objects of a closed region must not be used.
+// goroutines waiting for one (read holds of a SharedRWMutex excepted: they
+// are counted, not owned), and returns ErrRegionClosed if already closed.
+// Objects of a closed region must not be used.
 func (r *Region) Close() error { return r.close() }
 
 // Mutex returns the SharedMutex named name (1 to 48 bytes), creating it,

@@ -318,6 +318,9 @@ func TestSharedRWMutexBasics(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
+	if err := b.q.r.Close(); !errors.Is(err, ErrRegionBusy) {
+		t.Fatalf("Close while write-holding = %v, want ErrRegionBusy", err)
+	}
 	if err := r.Close(); err != nil {
 		t.Fatalf("Close while another handle holds: %v", err)
 	}
