@@ -73,7 +73,7 @@ func (c *Cond) Wait() { c.wait(nil, inProcess{}) }
 // the wake-up (nil) instead.
 func (c *Cond) WaitContext(ctx context.Context) error {
 	if ctx == nil {
-		return errNilContext
+		return ErrNilContext
 	}
 	return c.wait(ctx, inProcess{})
 }

@@ -30,19 +30,28 @@
 //	Update     CAS loops for the sync/atomic types (also UpdateIf, UpdateMax,
 //	           UpdateMin)
 //
-// Every lock implements sync.Locker, has a zero value that is unlocked,
-// offers TryLock and a LockContext that gives up when its context ends, and
-// can carry a name, a stuck threshold (a waiter past it logs one log/slog
-// warning) and opt-in contention statistics (EnableStats, Stats). Each
-// type's documentation gives the states of its lock word as a table.
+// Every lock implements sync.Locker and offers TryLock and a LockContext
+// that gives up when its context ends (a nil context is ErrNilContext), a
+// stuck threshold (a waiter past it logs one log/slog warning) and opt-in
+// contention statistics (EnableStats, Stats). The in-process locks also
+// have a zero value that is unlocked and can carry a name (SetName); a
+// SharedMutex comes from (*Region).Mutex, named there. Each type's
+// documentation gives the states of its lock word as a table.
+//
+// Fairness: Mutex and SpinMutex are not fair. A waiter can lose the lock to
+// newcomers again and again; unlike sync.Mutex they have no starvation mode
+// that hands the lock over after 1 ms (the torture's starvation check
+// measured waits of a few ms on 2 cores, 20-100 ms with GOMAXPROCS=1). Use
+// TicketMutex where waits must be bounded: it serves strictly in order.
 //
 // # Waiting: private and shared
 //
 // How a waiter sleeps is decided in one place, the internal/wait package:
 //
-//   - Locks in the Go heap wait privately: the waiting goroutine is parked in a parking lot keyed by
-//     the word's address, so it holds no OS thread, and any number of
-//     goroutines may wait. This works on every platform.
+//   - Locks in the Go heap wait privately: the waiting goroutine is parked
+//     in a parking lot keyed by the word's address, so it holds no OS
+//     thread, and any number of goroutines may wait. This works on every
+//     platform.
 //   - Words in memory shared between processes (SharedMutex) must be woken
 //     by whichever process releases them, so they wait on the kernel futex
 //     without FUTEX_PRIVATE_FLAG. That is Linux-only. A sleeping kernel

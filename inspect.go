@@ -1,6 +1,7 @@
 package lockword
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -13,10 +14,18 @@ type RegionInfo struct {
 	Created   time.Time     `json:"created"`
 	Objects   []ObjectInfo  `json:"objects"`
 	Processes []ProcessInfo `json:"processes"` // attached processes
+	// ReadOnly reports that the file was inspected read-only, without
+	// write access: nothing was stamped, so HeldFor is unknown for holds
+	// that began on the fast path (see InspectRegion).
+	ReadOnly bool `json:"read_only"`
 }
 
-// ObjectInfo describes one object of a region and the live state of its
-// lock word.
+// ObjectInfo describes one object of a region and, for a lock, the live
+// state of its lock word. Offset and Size are in bytes. The fields from
+// Word on describe locks only: for an object that is not a lock (Kind
+// "bytes") they are zero, State is "", and the JSON form (MarshalJSON)
+// leaves them out, so that no reader takes such an object for a free lock
+// of a dead holder.
 type ObjectInfo struct {
 	Name   string `json:"name"`
 	Kind   string `json:"kind"`
@@ -24,23 +33,40 @@ type ObjectInfo struct {
 	Size   int    `json:"size_bytes"`
 	// Word is the raw lock word (layout in the kind's documentation).
 	Word uint32 `json:"word"`
-	// State is "free", "held", "contended" (held, and some process may
-	// be asleep waiting), "owner-dead" (the holder died and nobody has
-	// recovered the lock yet, or a recoverer holds it and has not called
-	// MarkConsistent: see HolderAlive), or "not-recoverable". An RW mutex
-	// may also be "read-held" (readers only, see Readers); a Cond is
-	// "idle" or "waiting" (Queued goroutines wait on it).
+	// State is, for a lock, one of:
+	//
+	//	"free"             nobody holds it
+	//	"held"             a live process holds it; no waiter sleeps
+	//	"contended"        held, and some process may be asleep waiting
+	//	                   (Waiters)
+	//	"owner-dead"       the holder died and nobody has recovered the
+	//	                   lock yet (HolderAlive false), or a recoverer
+	//	                   holds it and has not called MarkConsistent
+	//	                   (HolderAlive and Inconsistent true)
+	//	"not-recoverable"  unlocked after a recovery without
+	//	                   MarkConsistent: nobody holds it, and every
+	//	                   lock call fails with ErrNotRecoverable
+	//	"read-held"        an RW mutex held by readers only (Readers)
+	//
+	// for a Cond, "idle" or "waiting" (Queued goroutines wait on it), and
+	// "" for an object that is neither (bytes).
 	State string `json:"state"`
-	// HolderPID is the holding process's PID (0 when free), and
-	// HolderAlive whether it is still running (a stopped process is
-	// alive).
+	// HolderPID is the holding process's PID: 0 when free, and when
+	// unknown (the holder died and its process-table slot has since been
+	// taken by another process). HolderAlive is whether it is still
+	// running (a stopped process is alive).
 	HolderPID   int  `json:"holder_pid,omitempty"`
 	HolderAlive bool `json:"holder_alive"`
 	// Inconsistent: taken from a dead owner, MarkConsistent not yet called.
 	Inconsistent bool `json:"inconsistent,omitempty"`
-	// HeldFor is how long the lock has been held, when known (HeldForKnown):
-	// exactly for holds that began on the slow path or with statistics
-	// on, else since the first inspection or wait that saw the hold.
+	// HeldFor is how long the lock has been held at least, when known
+	// (HeldForKnown): the time since the hold's held-since stamp, which
+	// follows the hold's start. The acquirer writes it, microseconds after
+	// taking the lock, when the hold began on the slow path or with
+	// statistics on; otherwise the first InspectRegion with write access
+	// that saw the hold did (so that one reports 0 and later ones the
+	// time since). Unknown for a fast-path hold that no such inspection
+	// has seen.
 	HeldFor      time.Duration `json:"held_for_ns,omitempty"`
 	HeldForKnown bool          `json:"held_for_known"`
 	// Waiters is the lock word's hint that a process sleeps waiting.
@@ -59,6 +85,21 @@ type ObjectInfo struct {
 	Stats *Stats `json:"stats,omitempty"`
 }
 
+// MarshalJSON encodes a lock with every field, and an object that is not a
+// lock (State "") with name, kind, offset and size_bytes only.
+func (o ObjectInfo) MarshalJSON() ([]byte, error) {
+	type fields ObjectInfo // the same fields, without this method
+	if o.State != "" {
+		return json.Marshal(fields(o))
+	}
+	return json.Marshal(struct {
+		Name   string `json:"name"`
+		Kind   string `json:"kind"`
+		Offset int64  `json:"offset"`
+		Size   int    `json:"size_bytes"`
+	}{o.Name, o.Kind, o.Offset, o.Size})
+}
+
 // ProcessInfo is one attached process of a region.
 type ProcessInfo struct {
 	Slot  int  `json:"slot"`
@@ -71,22 +112,33 @@ type ProcessInfo struct {
 // It returns the same validation errors as OpenRegion, without waiting for
 // a creator.
 //
-// It writes one thing: for a held lock whose hold began on the fast path
-// (so that no start time was recorded, which would cost the fast path a
-// clock read) it stamps the current time as "held since at most now", so
-// that the next inspection shows the hold growing. The stamp goes in the
-// object's held-since field, never into ownership or waiter bits.
-func InspectRegion(path string) (*RegionInfo, error) {
-	r, err := openRegion(path, 0, &RegionOptions{InitTimeout: -1}, modeObserve)
+// It needs read access only. Where it may also write the file, it stamps
+// each held lock whose hold began on the fast path (which records no start
+// time: that would cost the fast path a clock read): it stores the current
+// time in the object's held-since field, then sets the lock word's timed
+// bit (bit 31) with a compare-and-swap from the word it read, never
+// changing ownership, waiter or other bits, so that the next inspection
+// shows the hold growing. The bit sends the holder's next Unlock down its
+// slow path, which clears it. Without write access (file permissions, a
+// read-only file system) it opens and maps the file read-only, writes
+// nothing, and sets RegionInfo.ReadOnly; such holds' HeldFor is then
+// unknown.
+func InspectRegion(path string) (*RegionInfo, error) { return inspectRegion(path, modeObserve) }
+
+// inspectRegion is InspectRegion; mode modeObserveReadOnly makes it
+// read-only even where it could write.
+func inspectRegion(path string, mode openMode) (*RegionInfo, error) {
+	r, err := openRegion(path, 0, &RegionOptions{InitTimeout: -1}, mode)
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
 	info := &RegionInfo{
-		Path:    r.path,
-		Size:    int64(len(r.data)),
-		Version: int(ne.Uint32(r.data[hdrVersion:])),
-		Created: time.Unix(0, int64(ne.Uint64(r.data[hdrCreatedNs:]))),
+		Path:     r.path,
+		Size:     int64(len(r.data)),
+		Version:  int(ne.Uint32(r.data[hdrVersion:])),
+		Created:  time.Unix(0, int64(ne.Uint64(r.data[hdrCreatedNs:]))),
+		ReadOnly: r.readOnly,
 	}
 	insp := &inspector{r: r, alive: map[uint32]aliveness{}}
 	for _, o := range r.sortedObjects() {
@@ -176,11 +228,19 @@ func inspectMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 		info.HeldForKnown = true
 		return
 	}
+	if insp.r.readOnly {
+		return // cannot stamp: unknown
+	}
 	// Stamp "held since at most now": time first, then the bit, so that a
 	// reader who sees the bit sees the time. If the word changed
-	// meanwhile the CAS fails and nothing is claimed.
+	// meanwhile the CAS fails and nothing is claimed. If it succeeds, the
+	// hold may still have begun after now (released and taken again with
+	// the same token since we read w): stamp again, with a time after the
+	// CAS, when this hold is known to have begun, so that the stamp
+	// never precedes it.
 	since.Store(uint64(now))
 	if word.CompareAndSwap(w, w|sharedTimed) {
+		since.Store(uint64(monoNowNs()))
 		info.HeldForKnown = true
 	}
 }

@@ -26,8 +26,11 @@ const (
 	mutexSpinPause      = 64 // cap on PAUSE/YIELD hints between looks
 )
 
-// errNilContext is returned by the Context methods when given a nil context.
-var errNilContext = errors.New("lockword: nil context.Context")
+// ErrNilContext is returned, without acquiring or waiting, by every method
+// that takes a context.Context (LockContext, RLockContext, WaitContext,
+// Ring's Push and Pop, ...) when that context is nil: pass
+// context.Background() to wait without a deadline.
+var ErrNilContext = errors.New("lockword: nil context.Context (use context.Background())")
 
 // A Mutex is a mutual exclusion lock: the three-state futex mutex of Ulrich
 // Drepper, "Futexes Are Tricky" (2011), mutex #3, with a short spin before
@@ -43,9 +46,11 @@ var errNilContext = errors.New("lockword: nil context.Context")
 // held spins on the word for a moment, then swaps in 2 and sleeps while the
 // word is 2; when woken it swaps in 2 again, so the word stays 2 while anyone
 // may be asleep. Unlock decrements the word: 1→0 is the fast path; from 2
-// it then stores 0 and wakes one sleeper. A woken waiter competes with newcomers: the Mutex is
-// not fair (use TicketMutex for FIFO order), which keeps throughput high
-// under contention.
+// it then stores 0 and wakes one sleeper. A woken waiter competes with
+// newcomers: the Mutex is not fair, which keeps throughput high under
+// contention. Unlike sync.Mutex it has no starvation mode, so under
+// sustained contention a waiter may lose to newcomers for milliseconds; use
+// TicketMutex where waits must be bounded (it serves in FIFO order).
 //
 // Waiters sleep by parking their goroutine (see internal/wait), never by
 // blocking an OS thread, so any number of goroutines may wait.
@@ -94,7 +99,7 @@ func (m *Mutex) TryLock() bool {
 // context.DeadlineExceeded holds) and the caller does not hold the lock.
 // A cancelled waiter never swallows the wake-up of another.
 func (m *Mutex) LockContext(ctx context.Context) error {
-	if m.state.CompareAndSwap(mutexUnlocked, mutexLocked) {
+	if ctx != nil && m.state.CompareAndSwap(mutexUnlocked, mutexLocked) {
 		return nil
 	}
 	return m.lockSlowContext(ctx)
@@ -181,7 +186,7 @@ func (m *Mutex) lockSlow() { m.lockSlowContext(context.Background()) }
 
 func (m *Mutex) lockSlowContext(ctx context.Context) error {
 	if ctx == nil {
-		return errNilContext
+		return ErrNilContext
 	}
 	flag := m.state.Load() & statsFlag
 	if flag != 0 && m.state.CompareAndSwap(flag|mutexUnlocked, flag|mutexLocked) {

@@ -19,10 +19,16 @@ import (
 // since boot, /proc/PID/stat field 22) and the boot ID names one process
 // for the life of the machine. Two processes would need the same PID within
 // one clock tick (10 ms) of the same boot to collide.
+//
+// A PID means something only in its PID namespace: pidNS names the one it
+// was recorded in (the inode number of /proc/self/ns/pid), 0 if unknown.
+// For a region's slots it is the region's namespace record (all of a
+// region's processes share one namespace; see Region).
 type procIdentity struct {
 	pid   uint32
 	start uint64
 	boot  [16]byte
+	pidNS uint64
 }
 
 var self struct {
@@ -40,10 +46,21 @@ func selfIdentity() (procIdentity, error) {
 			self.err = fmt.Errorf("lockword: reading this process's start time: %w", err)
 			return
 		}
-		self.id = procIdentity{pid: uint32(pid), start: start}
+		self.id = procIdentity{pid: uint32(pid), start: start, pidNS: pidNamespace()}
 		self.id.boot, self.err = bootID()
 	})
 	return self.id, self.err
+}
+
+// pidNamespace returns the inode number of this process's PID namespace,
+// which names it among the namespaces that exist (Linux 3.8 and later), or
+// 0 if /proc/self/ns/pid cannot be read.
+func pidNamespace() uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return 0
+	}
+	return st.Ino
 }
 
 // bootID reads /proc/sys/kernel/random/boot_id, a UUID drawn at each boot:
@@ -98,7 +115,9 @@ func readProcStat(pid int) (state byte, start uint64, err error) {
 // zombie (killed, not yet reaped) is dead: its memory is gone and it can
 // never release a lock. It errs towards "alive": a process that exists but
 // whose /proc entry is hidden from us (hidepid) is reported alive, because
-// declaring a live holder dead would let a waiter rob it.
+// declaring a live holder dead would let a waiter rob it. So is one whose
+// PID was recorded in a PID namespace that is not known to be ours: our
+// /proc would show another process under that number, or none.
 func processAlive(id procIdentity) bool {
 	me, err := selfIdentity()
 	if err != nil {
@@ -106,6 +125,9 @@ func processAlive(id procIdentity) bool {
 	}
 	if id.boot != me.boot {
 		return false // registered during an earlier boot
+	}
+	if id.pidNS == 0 || id.pidNS != me.pidNS {
+		return true // cannot check the PID here: never rob
 	}
 	if id.pid == me.pid {
 		return id.start == me.start

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,9 +43,13 @@ import (
 // ErrBadMagic, ErrBadVersion, ErrBadSize (the header's size against the
 // file's), ErrBadChecksum (over the header fields and the used table
 // entries, never over live words), then every table entry: ErrObjectName,
-// ErrObjectKind, ErrObjectBounds, ErrObjectAlignment. No file content can
+// ErrObjectKind, ErrObjectBounds, ErrObjectAlignment, and last the PID
+// namespace: ErrForeignPIDNamespace (below). No file content can
 // make it panic or read outside the mapping (FuzzOpenRegion). A failed open
-// unmaps what it mapped and closes the file.
+// unmaps what it mapped and closes the file. Its error reads "lockword:
+// open region PATH: why" (or "create region"); a failure of the file
+// system itself satisfies errors.Is with fs.ErrNotExist, fs.ErrExist or
+// fs.ErrPermission.
 //
 // Attaching claims a slot in the process table (see SharedMutex for why);
 // Close releases it. Close refuses with ErrRegionBusy while this process
@@ -53,8 +58,19 @@ import (
 // Using an object of a closed Region is a use after free (it faults).
 //
 // Regions are Linux-only; elsewhere every constructor returns
-// ErrUnsupported. All processes sharing a region must share a PID namespace
-// and /proc (owner liveness is checked there).
+// ErrUnsupported.
+//
+// All processes sharing a region must share a PID namespace and /proc:
+// owner liveness is checked there, by PID. The header records the PID
+// namespace of the attached processes (written by the creator before it
+// publishes the header), and an open from another namespace fails with
+// ErrForeignPIDNamespace rather than let a waiter take a live holder for
+// dead. The record binds while any process of the current boot is
+// attached; when none is (every process detached, or the file outlived a
+// reboot) the next process to attach records its own namespace. A record
+// of 0 (a region made before the field existed) is unknown: a process
+// that cannot confirm a holder's namespace never declares it dead, so
+// such a lock is never robbed, and a holder's death is then not detected.
 //
 // A Region is safe for concurrent use by multiple goroutines.
 type Region struct {
@@ -64,6 +80,10 @@ type Region struct {
 
 	slot  uint32 // our process-table slot
 	token uint32 // owner token written into lock words we hold (slot, generation)
+	pidNS uint64 // the region's PID namespace, validated at open; 0: unknown
+	// readOnly: an observer without write access; data is mapped
+	// PROT_READ, and a store to it would fault.
+	readOnly bool
 
 	waiting atomic.Int32 // goroutines in a slow path; Close refuses while > 0
 
@@ -169,6 +189,11 @@ var (
 	// from the file's size (truncated or extended file), or is too small
 	// to hold the header.
 	ErrBadSize = errors.New("lockword: region size does not match the file")
+	// ErrRegionTooSmall is returned by CreateRegion and OpenOrCreateRegion
+	// when the size argument is negative or below the minimum of 45056
+	// bytes (the header and tables): a bad argument, where ErrBadSize
+	// speaks of a file's contents.
+	ErrRegionTooSmall = errors.New("lockword: requested region size is too small")
 	// ErrBadChecksum is returned when the header checksum does not match
 	// the header fields and object table: the header is corrupt.
 	ErrBadChecksum = errors.New("lockword: region header checksum mismatch")
@@ -195,7 +220,29 @@ var (
 	ErrRegionBusy = errors.New("lockword: region in use")
 	// ErrRegionClosed is returned by methods of a closed Region.
 	ErrRegionClosed = errors.New("lockword: region closed")
+	// ErrForeignPIDNamespace is returned by an open (and InspectRegion)
+	// in a process whose PID namespace differs from the one the region's
+	// attached processes are in. Owner-death detection looks holders up
+	// by PID in /proc, which shows one PID namespace: from another, a
+	// live holder could look dead and be robbed. Run every process of a
+	// region in one PID namespace (Kubernetes: shareProcessNamespace).
+	ErrForeignPIDNamespace = errors.New("lockword: region is in use by processes of another PID namespace")
 )
+
+// regionError puts what failed before why, with one "lockword: " prefix for
+// the whole message: "lockword: open region PATH: CAUSE", where CAUSE is
+// err's message less the prefix that the sentinel errors carry (the prefix
+// is there for errors returned bare). errors.Is and errors.As see err.
+type regionError struct {
+	op  string // "open region /dev/shm/x", "object table entry 3"
+	err error
+}
+
+func (e *regionError) Error() string {
+	return "lockword: " + e.op + ": " + strings.TrimPrefix(e.err.Error(), "lockword: ")
+}
+
+func (e *regionError) Unwrap() error { return e.err }
 
 // Region file layout, ABI version 1 (docs/abi.md). Native byte order
 // (little-endian on amd64 and arm64). Offsets are in bytes from the start of
@@ -224,6 +271,7 @@ const (
 	hdrChecksum      = 52 // uint32: CRC-32C (Castagnoli)
 	hdrCountChecksum = 48 // the uint64 holding both, stored at once
 	hdrSlotHint      = 56 // uint32, live: where the next attach starts its slot search
+	hdrPIDNamespace  = 64 // uint64, live: the attached processes' PID namespace (inode), 0: unknown
 
 	regionTableOffset = 4096
 	tableEntrySize    = 64
@@ -283,7 +331,9 @@ type kindInfo struct {
 	// a token that such a word still names, and Close refuses while one
 	// names ours.
 	ownerWords []uint32
-	// inspect describes the object's live state for InspectRegion.
+	// inspect describes the object's live state for InspectRegion. It
+	// must not write to obj when insp.r.readOnly (the mapping is
+	// read-only: a store faults).
 	inspect func(insp *inspector, obj []byte, info *ObjectInfo)
 }
 
@@ -372,10 +422,10 @@ func parseRegionHeader(hdr []byte, fileSize int64) (*regionHeader, error) {
 		e := hdr[regionTableOffset+int(i)*tableEntrySize:][:tableEntrySize]
 		o, err := parseEntry(e, size)
 		if err != nil {
-			return nil, fmt.Errorf("object table entry %d: %w", i, err)
+			return nil, &regionError{op: fmt.Sprint("object table entry ", i), err: err}
 		}
 		if seen[o.name] {
-			return nil, fmt.Errorf("object table entry %d: %w: %q appears twice", i, ErrObjectName, o.name)
+			return nil, &regionError{op: fmt.Sprint("object table entry ", i), err: fmt.Errorf("%w: %q appears twice", ErrObjectName, o.name)}
 		}
 		seen[o.name] = true
 		h.objects = append(h.objects, o)
@@ -443,7 +493,7 @@ const bytesAlign = 64
 // ErrObjectKind if name is an object of another kind, ErrObjectBounds if it
 // exists with another size, ErrRegionFull if there is no room.
 func (r *Region) Bytes(name string, size int) ([]byte, error) {
-	if size <= 0 || size > 1<<31 {
+	if size <= 0 || int64(size) > 1<<31 {
 		return nil, fmt.Errorf("%w: Bytes(%q, %d): size must be 1 to 2^31 bytes", ErrObjectBounds, name, size)
 	}
 	r.mu.Lock()
@@ -481,13 +531,15 @@ const (
 	modeOpen openMode = iota
 	modeCreate
 	modeEither
-	modeObserve // for InspectRegion: shared file lock, no process slot
+	modeObserve         // for InspectRegion: shared file lock, no process slot; read-only if it cannot write
+	modeObserveReadOnly // modeObserve, read-only even where it could write
 )
 
 // CreateRegion creates a new region file of size bytes (0 means
 // DefaultRegionSize; the minimum is 45056, the header and tables) and opens
 // it. It fails with an error satisfying errors.Is(err, fs.ErrExist) if the
-// path exists. A path without a slash is a name under /dev/shm.
+// path exists, and with ErrRegionTooSmall if size is negative or below the
+// minimum. A path without a slash is a name under /dev/shm.
 func CreateRegion(path string, size int64, opts *RegionOptions) (*Region, error) {
 	return openRegion(path, size, opts, modeCreate)
 }

@@ -18,7 +18,7 @@ import (
 func openRegion(path string, size int64, opts *RegionOptions, mode openMode) (*Region, error) {
 	path = regionPath(path)
 	if path == "" {
-		return nil, &fs.PathError{Op: "open region", Path: path, Err: fs.ErrInvalid}
+		return nil, &regionError{op: "open region", err: fs.ErrInvalid}
 	}
 	var o RegionOptions
 	if opts != nil {
@@ -31,18 +31,25 @@ func openRegion(path string, size int64, opts *RegionOptions, mode openMode) (*R
 		o.InitTimeout = DefaultInitTimeout
 	}
 	deadline := time.Now().Add(max(o.InitTimeout, 0))
+	// Failures below return bare causes; they are named here, once.
 	for {
 		if mode == modeCreate || mode == modeEither {
 			r, err := createRegion(path, size, o.Mode)
-			if err == nil || mode == modeCreate || !errors.Is(err, fs.ErrExist) {
-				return r, err
+			if err == nil {
+				return r, nil
+			}
+			if mode == modeCreate || !errors.Is(err, fs.ErrExist) {
+				return nil, &regionError{op: "create region " + path, err: err}
 			}
 		}
 		r, err := openExisting(path, deadline, mode)
 		if mode == modeEither && errors.Is(err, fs.ErrNotExist) && time.Now().Before(deadline) {
 			continue // removed since our create failed: try again
 		}
-		return r, err
+		if err != nil {
+			return nil, &regionError{op: "open region " + path, err: err}
+		}
+		return r, nil
 	}
 }
 
@@ -51,11 +58,11 @@ func createRegion(path string, size int64, mode os.FileMode) (r *Region, err err
 		size = DefaultRegionSize
 	}
 	if size < regionMinSize || size > math.MaxInt {
-		return nil, fmt.Errorf("lockword: create region %s: %w: %d bytes requested, minimum %d", path, ErrBadSize, size, regionMinSize)
+		return nil, fmt.Errorf("%w: %d bytes requested, minimum %d", ErrRegionTooSmall, size, regionMinSize)
 	}
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(mode.Perm()))
 	if err != nil {
-		return nil, &fs.PathError{Op: "create region", Path: path, Err: err}
+		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), path)
 	var data []byte
@@ -68,7 +75,6 @@ func createRegion(path string, size int64, mode os.FileMode) (r *Region, err err
 				unix.Munmap(data)
 			}
 			f.Close()
-			err = fmt.Errorf("lockword: create region %s: %w", path, err)
 		}
 	}()
 	// The umask must not narrow the mode the caller asked for.
@@ -93,6 +99,8 @@ func createRegion(path string, size int64, mode os.FileMode) (r *Region, err err
 	ne.PutUint32(data[hdrTableCap:], regionTableCap)
 	ne.PutUint32(data[hdrProcSlots:], regionProcSlots)
 	ne.PutUint64(data[hdrCreatedNs:], uint64(time.Now().UnixNano()))
+	me, _ := selfIdentity() // an error fails attach, below
+	ne.PutUint64(data[hdrPIDNamespace:], me.pidNS)
 	word64(data, hdrCountChecksum).Store(countChecksumWord(0, headerChecksum(data, 0)))
 	// Publish: a release store of the magic, after every header field.
 	// Openers load it with acquire ordering (Go's atomics are sequentially
@@ -117,15 +125,27 @@ func newRegion(path string, f *os.File, data []byte) *Region {
 // deadline for a concurrent creator to publish its header.
 func openExisting(path string, deadline time.Time, mode openMode) (r *Region, err error) {
 	// O_NONBLOCK: opening a FIFO must not block; regular files ignore it.
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	const flags = unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NONBLOCK
+	readOnly := mode == modeObserveReadOnly
+	access := unix.O_RDWR
+	if readOnly {
+		access = unix.O_RDONLY
+	}
+	fd, err := unix.Open(path, access|flags, 0)
+	if mode == modeObserve && (err == unix.EACCES || err == unix.EPERM || err == unix.EROFS) {
+		// An observer needs only to read (a monitoring user may have
+		// no more than that): map the file read-only, write nothing.
+		readOnly = true
+		fd, err = unix.Open(path, unix.O_RDONLY|flags, 0)
+	}
 	switch err {
 	case unix.ELOOP:
-		return nil, fmt.Errorf("lockword: open region %s: %w (a symbolic link; links are not followed)", path, ErrNotRegularFile)
+		return nil, fmt.Errorf("%w (a symbolic link; links are not followed)", ErrNotRegularFile)
 	case unix.EISDIR, unix.ENXIO:
-		return nil, fmt.Errorf("lockword: open region %s: %w (%v)", path, ErrNotRegularFile, err)
+		return nil, fmt.Errorf("%w (%v)", ErrNotRegularFile, err)
 	}
 	if err != nil {
-		return nil, &fs.PathError{Op: "open region", Path: path, Err: err}
+		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), path)
 	var data []byte
@@ -135,7 +155,6 @@ func openExisting(path string, deadline time.Time, mode openMode) (r *Region, er
 				unix.Munmap(data)
 			}
 			f.Close()
-			err = fmt.Errorf("lockword: open region %s: %w", path, err)
 		}
 	}()
 	var st unix.Stat_t
@@ -168,7 +187,11 @@ func openExisting(path string, deadline time.Time, mode openMode) (r *Region, er
 		if st.Size > math.MaxInt {
 			return nil, fmt.Errorf("%w: %d bytes", ErrBadSize, st.Size)
 		}
-		data, err = unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		prot := unix.PROT_READ | unix.PROT_WRITE
+		if readOnly {
+			prot = unix.PROT_READ
+		}
+		data, err = unix.Mmap(fd, 0, int(st.Size), prot, unix.MAP_SHARED)
 		if err != nil {
 			return nil, err
 		}
@@ -183,8 +206,9 @@ func openExisting(path string, deadline time.Time, mode openMode) (r *Region, er
 		}
 	}
 
+	observe := mode == modeObserve || mode == modeObserveReadOnly
 	how := unix.LOCK_EX
-	if mode == modeObserve {
+	if observe {
 		how = unix.LOCK_SH
 	}
 	if err := flock(fd, how); err != nil {
@@ -209,8 +233,15 @@ func openExisting(path string, deadline time.Time, mode openMode) (r *Region, er
 		return nil, err
 	}
 	r = newRegion(path, f, data)
+	r.readOnly = readOnly
 	r.learn(h.objects)
-	if mode == modeObserve {
+	if observe {
+		// Without our identity (no /proc) nothing can be checked, and
+		// every holder will look alive.
+		me, _ := selfIdentity()
+		if err := r.checkPIDNamespace(me, false); err != nil {
+			return nil, err
+		}
 		return r, nil
 	}
 	if err := r.attach(h.objects); err != nil {
@@ -242,6 +273,9 @@ func (r *Region) attach(objs []regionObject) error {
 	if err != nil {
 		return err
 	}
+	if err := r.checkPIDNamespace(me, true); err != nil {
+		return err
+	}
 	hint := word32(r.data, hdrSlotHint).Load() % regionProcSlots
 	slot, found := uint32(0), false
 	// A free slot first, searching round-robin from the hint so that
@@ -254,12 +288,22 @@ func (r *Region) attach(objs []regionObject) error {
 		}
 	}
 	if !found {
-		for i := range uint32(regionProcSlots) {
-			s := (hint + i) % regionProcSlots
-			st := word32(r.slotWord(s), procState).Load()
-			if alive, _ := r.tokenAlive(makeToken(s, st&procGenMask)); !alive {
-				slot, found = s, true
-				break
+		// Prefer a slot that no lock word names: a dead holder's slot
+		// keeps its identity until the lock is recovered, so that the
+		// recoverer and inspect can name its PID. One pass over the
+		// others, then one over those.
+		named := namedTokens(r.data, objs)
+		for pass := 0; pass < 2 && !found; pass++ {
+			for i := range uint32(regionProcSlots) {
+				s := (hint + i) % regionProcSlots
+				token := makeToken(s, word32(r.slotWord(s), procState).Load()&procGenMask)
+				if named[token] != (pass == 1) {
+					continue
+				}
+				if alive, _ := r.tokenAlive(token); !alive {
+					slot, found = s, true
+					break
+				}
 			}
 		}
 	}
@@ -284,32 +328,77 @@ func (r *Region) attach(objs []regionObject) error {
 	return nil
 }
 
+// checkPIDNamespace compares the region's PID namespace record with ours,
+// under the file lock (exclusive if bind). The record binds while a
+// process of this boot is attached (a live slot, its process dead or not:
+// a dead holder's liveness must stay checkable); otherwise it is stale,
+// and with bind (attach) we record our own namespace. It fails with
+// ErrForeignPIDNamespace when both namespaces are known and differ, and
+// sets r.pidNS, the namespace in which the region's PIDs can be checked.
+func (r *Region) checkPIDNamespace(me procIdentity, bind bool) error {
+	rec := word64(r.data, hdrPIDNamespace)
+	ns := rec.Load()
+	if ns != me.pidNS && !r.attachedThisBoot(me.boot) {
+		if bind {
+			rec.Store(me.pidNS)
+		}
+		ns = me.pidNS
+	}
+	if ns != 0 && me.pidNS != 0 && ns != me.pidNS {
+		return fmt.Errorf("%w: its processes are in PID namespace pid:[%d], this process is in pid:[%d]; "+
+			"owner-death detection looks holders up by PID in /proc, so every process of a region must share one PID namespace "+
+			"(Kubernetes: shareProcessNamespace: true for the containers of a pod)", ErrForeignPIDNamespace, ns, me.pidNS)
+	}
+	r.pidNS = ns
+	return nil
+}
+
+// attachedThisBoot reports whether a live slot holds a process of the boot
+// with ID boot.
+func (r *Region) attachedThisBoot(boot [16]byte) bool {
+	for s := range uint32(regionProcSlots) {
+		sw := r.slotWord(s)
+		if word32(sw, procState).Load()&procLive != 0 &&
+			word64(sw, procBoot).Load() == ne.Uint64(boot[:8]) && word64(sw, procBoot+8).Load() == ne.Uint64(boot[8:]) {
+			return true
+		}
+	}
+	return false
+}
+
 // nextGen returns the generation after gen for slot, skipping 0, the
 // reserved all-ones value, and any generation that an owner word in the
 // region still names (a holder that died long ago): reissuing it would make
 // a dead holder look alive.
 func (r *Region) nextGen(slot, gen uint32, objs []regionObject) uint32 {
-	inUse := map[uint32]bool{}
-	for _, o := range objs {
-		for _, w := range objectKinds[o.kind].ownerWords {
-			if owner := word32(r.data, o.offset+uint64(w)).Load() & ownerMask; tokenSlot(owner) == slot {
-				inUse[tokenGen(owner)] = true
-			}
-		}
-	}
+	inUse := namedTokens(r.data, objs)
 	for {
 		gen++
 		if gen > ownerGenMax {
 			gen = 1
 		}
-		if !inUse[gen] {
+		if !inUse[makeToken(slot, gen)] {
 			return gen
 		}
 	}
 }
 
+// namedTokens returns the owner tokens that the owner words of objs, in the
+// mapping data, name now.
+func namedTokens(data []byte, objs []regionObject) map[uint32]bool {
+	named := map[uint32]bool{}
+	for _, o := range objs {
+		for _, w := range objectKinds[o.kind].ownerWords {
+			named[word32(data, o.offset+uint64(w)).Load()&ownerMask] = true
+		}
+	}
+	return named
+}
+
 // tokenAlive reports whether the process that owns token is alive, and
-// its PID (0 if unknown). It errs towards alive (see processAlive).
+// its PID: 0 if unknown, when the slot no longer carries the token's
+// incarnation (the PID there now is another process's). It errs towards
+// alive (see processAlive).
 func (r *Region) tokenAlive(token uint32) (alive bool, pid uint32) {
 	if token == r.token {
 		return true, uint32(os.Getpid())
@@ -317,13 +406,15 @@ func (r *Region) tokenAlive(token uint32) (alive bool, pid uint32) {
 	sw := r.slotWord(tokenSlot(token))
 	state := word32(sw, procState)
 	st := state.Load()
-	id := procIdentity{pid: word32(sw, procPID).Load(), start: word64(sw, procStart).Load()}
+	id := procIdentity{pid: word32(sw, procPID).Load(), start: word64(sw, procStart).Load(), pidNS: r.pidNS}
 	ne.PutUint64(id.boot[:8], word64(sw, procBoot).Load())
 	ne.PutUint64(id.boot[8:], word64(sw, procBoot+8).Load())
 	if st != procLive|tokenGen(token) || state.Load() != st {
 		// The slot no longer carries this incarnation: it detached
-		// (never while holding) or was reclaimed after it died.
-		return false, id.pid
+		// (never while holding) or was reclaimed after it died. Its
+		// identity is gone with it: whoever is there now is not the
+		// holder.
+		return false, 0
 	}
 	return processAliveFunc(id), id.pid
 }
@@ -359,7 +450,7 @@ func (r *Region) object(name string, kind objectKind, size uint32) (regionObject
 	copy(hdr, r.data)
 	h, err := parseRegionHeader(hdr, int64(len(r.data)))
 	if err != nil {
-		return regionObject{}, fmt.Errorf("lockword: region %s: %w", r.path, err)
+		return regionObject{}, &regionError{op: "region " + r.path, err: err}
 	}
 	r.learn(h.objects)
 	if o, ok := r.objects[name]; ok {

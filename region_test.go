@@ -3,6 +3,7 @@
 package lockword
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -459,8 +460,29 @@ func TestRegionFull(t *testing.T) {
 	if _, err := big.Bytes("table-full", 1); !errors.Is(err, ErrRegionFull) {
 		t.Fatalf("Bytes with a full table = %v, want ErrRegionFull", err)
 	}
-	if _, err := CreateRegion(tempRegionPath(t), regionMinSize-1, nil); !errors.Is(err, ErrBadSize) {
-		t.Fatalf("CreateRegion below the minimum = %v", err)
+}
+
+// TestRegionTooSmall: a size argument below the minimum is a bad argument,
+// reported as such (ErrRegionTooSmall), not as a file whose header
+// disagrees with its size (ErrBadSize); no file is left behind.
+func TestRegionTooSmall(t *testing.T) {
+	for _, size := range []int64{1000, regionMinSize - 1, -1} {
+		path := tempRegionPath(t)
+		for _, create := range []func() (*Region, error){
+			func() (*Region, error) { return CreateRegion(path, size, nil) },
+			func() (*Region, error) { return OpenOrCreateRegion(path, size, nil) },
+		} {
+			_, err := create()
+			if !errors.Is(err, ErrRegionTooSmall) || errors.Is(err, ErrBadSize) {
+				t.Fatalf("size %d: %v, want ErrRegionTooSmall (and not ErrBadSize)", size, err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("%d bytes requested, minimum %d", size, regionMinSize)) || strings.Contains(msg, "does not match the file") {
+				t.Errorf("size %d: message %q", size, msg)
+			}
+			if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("size %d: a file was left at %s (%v)", size, path, err)
+			}
+		}
 	}
 }
 
@@ -493,6 +515,38 @@ func TestRegionProcessTableReuse(t *testing.T) {
 		t.Fatalf("reclaimed slot has generation %d, want 8", tokenGen(o.token))
 	}
 	o.Close()
+}
+
+// TestAttachSparesNamedDeadSlots: when every slot is live, attach reclaims
+// a dead process's slot, but not the one a lock word still names while
+// another is free to take: that slot is all that identifies the dead
+// holder to its recoverer and to inspect.
+func TestAttachSparesNamedDeadSlots(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	boot := mustSelf(t).boot
+	for s := range uint32(regionProcSlots) {
+		if s != r.slot {
+			forgeSlot(r, s, procIdentity{pid: 4194303, start: 1, boot: boot}, 7)
+		}
+	}
+	named := (r.slot + 1) % regionProcSlots
+	holder := forgeSlot(r, named, procIdentity{pid: 4194302, start: 1, boot: boot}, 7)
+	m.word.Store(holder)
+	word32(r.data, hdrSlotHint).Store(named) // the search starts there
+	o, err := OpenRegion(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if o.slot == named {
+		t.Fatalf("attach reclaimed slot %d, which the lock word names", named)
+	}
+	if alive, pid := r.tokenAlive(holder); alive || pid != 4194302 {
+		t.Fatalf("dead holder: alive %v, PID %d; want dead, PID 4194302", alive, pid)
+	}
+	m.word.Store(0)
 }
 
 // TestGenerationSkipsStaleTokens: a lock word still naming (slot, g+1) —
@@ -545,12 +599,13 @@ func forgeSlot(r *Region, slot uint32, id procIdentity, gen uint32) uint32 {
 func TestRegionLayout(t *testing.T) {
 	for _, c := range []struct {
 		name      string
-		got, want int
+		got, want int64
 	}{
 		{"magic", hdrMagic, 0}, {"version", hdrVersion, 8}, {"header size", hdrHeaderSize, 12},
 		{"size", hdrSize, 16}, {"table capacity", hdrTableCap, 24}, {"process slots", hdrProcSlots, 28},
 		{"flags", hdrFlags, 32}, {"created", hdrCreatedNs, 40}, {"object count", hdrObjectCount, 48},
 		{"checksum", hdrChecksum, 52}, {"slot hint", hdrSlotHint, 56},
+		{"pid namespace", hdrPIDNamespace, 64},
 		{"table offset", regionTableOffset, 4096}, {"entry size", tableEntrySize, 64}, {"table capacity value", regionTableCap, 128},
 		{"entry name", entryName, 0}, {"entry name max", entryNameMax, 48}, {"entry kind", entryKind, 48},
 		{"entry size field", entrySize, 52}, {"entry offset", entryOffset, 56},
@@ -560,7 +615,7 @@ func TestRegionLayout(t *testing.T) {
 		{"mutex size", mutexObjSize, 64}, {"mutex word", mutexObjWord, 0}, {"mutex held since", mutexObjHeldSince, 8},
 		{"mutex acquisitions", mutexObjAcquired, 16}, {"mutex slow", mutexObjSlow, 24}, {"mutex parks", mutexObjParks, 32},
 		{"mutex wait total", mutexObjWaitNs, 40}, {"mutex wait max", mutexObjWaitMaxNs, 48},
-		{"kind mutex", int(kindMutex), 1}, {"kind bytes", int(kindBytes), 2},
+		{"kind mutex", int64(kindMutex), 1}, {"kind bytes", int64(kindBytes), 2},
 		{"stats bit", sharedStats, 1 << 28}, {"inconsistent bit", sharedInconsistent, 1 << 29},
 		{"waiters bit", sharedWaiters, 1 << 30}, {"timed bit", sharedTimed, 1 << 31},
 		{"not recoverable", ownerNotRecoverable, 0x0FFFFFFF},
@@ -579,5 +634,165 @@ func TestRegionLayout(t *testing.T) {
 	}
 	if e := b[regionTableOffset:][:tableEntrySize]; string(e[:2]) != "m\x00" || ne.Uint32(e[entryKind:]) != 1 || ne.Uint64(e[entryOffset:]) != regionArenaOffset {
 		t.Errorf("first entry %q", e)
+	}
+}
+
+// TestRegionErrorMessages: every failure reads "lockword: WHAT: WHY" with
+// the package named once, however many layers wrapped it, and the causes
+// stay visible to errors.Is.
+func TestRegionErrorMessages(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	r := mustCreate(t, good, 0)
+	link := filepath.Join(dir, "link")
+	os.Symlink(good, link)
+	corrupt := validRegionBytes(t)
+	corrupt[hdrCreatedNs] ^= 1
+	badEntry := validRegionBytes(t)
+	badEntry[regionTableOffset+entryKind] = 99
+	reseal(badEntry)
+	closed := mustCreate(t, filepath.Join(dir, "closed"), 0)
+	closed.Close()
+	errOf := func(_ any, err error) error { return err }
+	for _, c := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"missing file", errOf(OpenRegion(filepath.Join(dir, "missing"), nil)), fs.ErrNotExist},
+		{"empty path", errOf(OpenRegion("", nil)), fs.ErrInvalid},
+		{"existing file", errOf(CreateRegion(good, 0, nil)), fs.ErrExist},
+		{"too small", errOf(CreateRegion(filepath.Join(dir, "small"), 1, nil)), ErrRegionTooSmall},
+		{"symbolic link", errOf(OpenRegion(link, nil)), ErrNotRegularFile},
+		{"directory", errOf(OpenRegion(dir, nil)), ErrNotRegularFile},
+		{"checksum", openBytes(t, corrupt), ErrBadChecksum},
+		{"table entry", openBytes(t, badEntry), ErrObjectKind},
+		{"inspect", errOf(InspectRegion(filepath.Join(dir, "missing"))), fs.ErrNotExist},
+		{"closed", errOf(closed.Mutex("m")), ErrRegionClosed},
+		{"kind", errOf(r.Bytes(func() string { r.Mutex("m"); return "m" }(), 8)), ErrObjectKind},
+	} {
+		msg := fmt.Sprint(c.err)
+		t.Logf("%s: %s", c.name, msg)
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: %v, want errors.Is %v", c.name, c.err, c.want)
+		}
+		if !strings.HasPrefix(msg, "lockword: ") || strings.Count(msg, "lockword: ") != 1 {
+			t.Errorf("%s: %q: want one \"lockword: \" prefix and no other", c.name, msg)
+		}
+	}
+}
+
+// TestRegionForeignPIDNamespace forges the region's PID namespace record:
+// another namespace's region is refused by every way in, with the reason;
+// ours opens; an unknown one (0) opens, but then no holder is declared
+// dead by PID: its liveness cannot be checked, and a live holder must
+// never be robbed.
+func TestRegionForeignPIDNamespace(t *testing.T) {
+	me := mustSelf(t)
+	if me.pidNS == 0 {
+		t.Skip("/proc/self/ns/pid cannot be read here")
+	}
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	rec := word64(r.data, hdrPIDNamespace)
+	if got := rec.Load(); got != me.pidNS {
+		t.Fatalf("creator recorded PID namespace %d, want ours, %d", got, me.pidNS)
+	}
+	o, err := OpenRegion(path, nil)
+	if err != nil {
+		t.Fatalf("open in our own namespace: %v", err)
+	}
+	o.Close()
+
+	rec.Store(me.pidNS + 1) // r, attached, stands for the other namespace's processes
+	for name, open := range map[string]func() error{
+		"OpenRegion":         func() error { _, err := OpenRegion(path, nil); return err },
+		"OpenOrCreateRegion": func() error { _, err := OpenOrCreateRegion(path, 0, nil); return err },
+		"InspectRegion":      func() error { _, err := InspectRegion(path); return err },
+	} {
+		err := open()
+		if !errors.Is(err, ErrForeignPIDNamespace) || !strings.Contains(err.Error(), "shareProcessNamespace") {
+			t.Errorf("%s of another PID namespace's region = %v, want ErrForeignPIDNamespace with the remedy", name, err)
+		}
+	}
+
+	// Unknown: opens, and a holder whose PID no process has here is
+	// still not robbed.
+	rec.Store(0)
+	o, err = OpenRegion(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if rec.Load() != 0 {
+		t.Fatal("an opener rewrote the namespace record while processes of this boot were attached")
+	}
+	om, _ := o.Mutex("m")
+	slot := (max(r.slot, o.slot) + 1) % regionProcSlots
+	dead := forgeSlot(o, slot, procIdentity{pid: 4194303, start: 1, boot: me.boot}, 3)
+	om.word.Store(dead)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := om.LockContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("LockContext on a holder of unknown namespace = %v, want DeadlineExceeded (never robbed)", err)
+	}
+	if info, err := InspectRegion(path); err != nil || !info.Objects[0].HolderAlive {
+		t.Fatalf("inspect of a holder of unknown namespace: %v %+v, want alive", err, info)
+	}
+
+	// Known to be ours again: the same holder is found dead.
+	rec.Store(me.pidNS)
+	o2, err := OpenRegion(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o2.Close()
+	m2, _ := o2.Mutex("m")
+	if err := m2.LockContext(context.Background()); !errors.Is(err, ErrOwnerDead) {
+		t.Fatalf("LockContext on a dead holder = %v, want ErrOwnerDead", err)
+	}
+	m2.MarkConsistent()
+	m2.Unlock()
+}
+
+// TestRegionPIDNamespaceRebinds: a record that binds nobody (no process of
+// this boot is attached: a file that outlived a reboot, or whose
+// processes all detached) is replaced by the next attacher's namespace;
+// InspectRegion accepts it and writes nothing.
+func TestRegionPIDNamespaceRebinds(t *testing.T) {
+	me := mustSelf(t)
+	if me.pidNS == 0 {
+		t.Skip("/proc/self/ns/pid cannot be read here")
+	}
+	path := tempRegionPath(t)
+	r, err := CreateRegion(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlierBoot := me.boot
+	earlierBoot[0] ^= 0xff
+	forgeSlot(r, (r.slot+1)%regionProcSlots, procIdentity{pid: me.pid, start: me.start, boot: earlierBoot}, 3)
+	word64(r.data, hdrPIDNamespace).Store(me.pidNS + 1)
+	r.Close()
+	if _, err := InspectRegion(path); err != nil {
+		t.Fatalf("inspect of a region nobody of this boot is attached to: %v", err)
+	}
+	record := func() uint64 {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ne.Uint64(b[hdrPIDNamespace:])
+	}
+	if got := record(); got != me.pidNS+1 {
+		t.Fatalf("inspect rewrote the record: %d", got)
+	}
+	o, err := OpenRegion(path, nil)
+	if err != nil {
+		t.Fatalf("open of a region nobody of this boot is attached to: %v", err)
+	}
+	defer o.Close()
+	if got := record(); got != me.pidNS {
+		t.Fatalf("record %d after attach, want ours, %d", got, me.pidNS)
 	}
 }

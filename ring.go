@@ -280,7 +280,7 @@ func (r *Ring[T]) TryPopSlice(dst []T) int {
 // or, if ctx ends first, ctx.Err() with v not pushed. If there is room, v is
 // pushed even when ctx is already done. Only the producer may call it.
 func (r *Ring[T]) Push(ctx context.Context, v T) error {
-	if r.TryPush(v) {
+	if ctx != nil && r.TryPush(v) {
 		return nil
 	}
 	return r.pushSlow(ctx, v)
@@ -304,8 +304,10 @@ func (r *Ring[T]) pushSlow(ctx context.Context, v T) error {
 // item is there, it is returned even when ctx is already done. Only the
 // consumer may call it.
 func (r *Ring[T]) Pop(ctx context.Context) (T, error) {
-	if v, ok := r.TryPop(); ok {
-		return v, nil
+	if ctx != nil {
+		if v, ok := r.TryPop(); ok {
+			return v, nil
+		}
 	}
 	return r.popSlow(ctx)
 }
@@ -328,6 +330,9 @@ func (r *Ring[T]) popSlow(ctx context.Context) (T, error) {
 // many items it pushed: len(src) with a nil error, or fewer with
 // ErrRingClosed or ctx.Err(). Only the producer may call it.
 func (r *Ring[T]) PushSlice(ctx context.Context, src []T) (int, error) {
+	if ctx == nil {
+		return 0, ErrNilContext
+	}
 	n := r.TryPushSlice(src)
 	for n < len(src) {
 		if err := r.waitRoom(ctx, r.sleeper()); err != nil {
@@ -345,6 +350,9 @@ func (r *Ring[T]) PushSlice(ctx context.Context, src []T) (int, error) {
 // drained, or 0 and ctx.Err() if ctx ends first. A dst of length 0 returns
 // 0, nil. Only the consumer may call it.
 func (r *Ring[T]) PopSlice(ctx context.Context, dst []T) (int, error) {
+	if ctx == nil {
+		return 0, ErrNilContext
+	}
 	if len(dst) == 0 {
 		return 0, nil
 	}

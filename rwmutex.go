@@ -182,7 +182,7 @@ func (rw *RWMutex) TryRLock() bool {
 // done. On failure it returns ctx.Err() and the caller holds nothing.
 func (rw *RWMutex) RLockContext(ctx context.Context) error {
 	if ctx == nil {
-		return errNilContext
+		return ErrNilContext
 	}
 	if s := rw.state.Add(rwReader); s&(rwWriter|rwStats|rwGuard) != 0 {
 		return rw.rlockSlowContext(ctx, s)
@@ -219,7 +219,7 @@ func (rw *RWMutex) Lock() { rw.ref().lock(nil, inProcessTickets, &rw.diag, rw) }
 // queued behind it are not held up.
 func (rw *RWMutex) LockContext(ctx context.Context) error {
 	if ctx == nil {
-		return errNilContext
+		return ErrNilContext
 	}
 	return rw.ref().lock(ctx, inProcessTickets, &rw.diag, rw)
 }

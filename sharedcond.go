@@ -113,7 +113,7 @@ func (c *SharedCond) Wait(l sync.Locker) {
 // while it waited, it reports the wake-up (nil) instead.
 func (c *SharedCond) WaitContext(ctx context.Context, l ContextLocker) error {
 	if ctx == nil {
-		return errNilContext
+		return ErrNilContext
 	}
 	v := c.enter()
 	l.Unlock()

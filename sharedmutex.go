@@ -47,7 +47,7 @@ func tokenGen(t uint32) uint32          { return t & (1<<ownerGenBits - 1) }
 const (
 	mutexObjSize      = 64
 	mutexObjWord      = 0  // uint32: the lock word
-	mutexObjHeldSince = 8  // uint64: CLOCK_MONOTONIC ns when the hold began; valid while sharedTimed
+	mutexObjHeldSince = 8  // uint64: CLOCK_MONOTONIC ns at or just after the hold began; valid while sharedTimed
 	mutexObjAcquired  = 16 // uint64: statistics, all processes together
 	mutexObjSlow      = 24 // uint64
 	mutexObjParks     = 32 // uint64: kernel sleeps
@@ -87,12 +87,23 @@ var (
 // holds for it; errors.As gives the dead holder's PID.
 type OwnerDeadError struct {
 	Lock, Region string // the lock's name and its region's path
-	PID          int    // the dead holder's process ID
+	// PID is the dead holder's process ID, or 0 if it is unknown: the
+	// holder's process-table slot was reclaimed by another process
+	// before the death was noticed, and its identity went with it.
+	PID int
 }
 
 // Error names the lock, its region and the dead holder.
 func (e *OwnerDeadError) Error() string {
-	return fmt.Sprintf("%v (lock %q in %s; previous holder PID %d)", ErrOwnerDead, e.Lock, e.Region, e.PID)
+	return fmt.Sprintf("%v (lock %q in %s; previous holder PID %s)", ErrOwnerDead, e.Lock, e.Region, pidText(uint32(e.PID)))
+}
+
+// pidText formats a holder's PID for messages: "unknown" for 0.
+func pidText(pid uint32) string {
+	if pid == 0 {
+		return "unknown"
+	}
+	return fmt.Sprint(pid)
 }
 
 // Is reports whether target is ErrOwnerDead.
@@ -135,7 +146,9 @@ func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
 // token's generation (reclaimed, which requires its process to have been
 // found dead, or detached, which Close refuses while holding), or the
 // slot's process is gone, a zombie, or a different incarnation (another
-// start time or boot). A reused PID therefore never makes a dead holder
+// start time or boot). PIDs are looked up only in the PID namespace that
+// the region records for its processes (see Region): where that is
+// unknown, a holder of this boot is never declared dead by PID. A reused PID therefore never makes a dead holder
 // look alive, and a stopped or slow holder is never robbed, however long it
 // holds: waiters report it instead (a log/slog warning naming the lock, the
 // holder PID and how long they have waited, past the stuck threshold). The
@@ -159,10 +172,13 @@ func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
 //   - Lock (and so sync.Locker) cannot return an error. If a repair function
 //     was set with SetRepair, Lock runs it on an owner death while holding
 //     the lock and marks the lock consistent when it returns nil; otherwise,
-//     or if it fails, Lock panics with an error that wraps ErrOwnerDead (the
-//     lock stays held by this process; if the process dies, the next
-//     acquirer is told again). Lock panics with ErrNotRecoverable likewise.
-//     So a sync.Locker user either declared how to repair, or stops.
+//     or if it fails (or panics), Lock unlocks without marking, which makes
+//     the lock not recoverable for every process, and panics with an error
+//     that wraps ErrOwnerDead and ErrNotRecoverable. Giving the lock up
+//     first matters: a recovered panic (net/http recovers its handlers')
+//     must not leave a live process holding it forever, where no waiter
+//     would ever take it. Lock panics with ErrNotRecoverable likewise. So a
+//     sync.Locker user either declared how to repair, or stops.
 //   - TryLock never waits and never inspects the holder: it takes a free
 //     lock or reports false (also for a not-recoverable lock).
 //
@@ -175,7 +191,8 @@ func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
 //
 // A SharedMutex belongs to one Region handle; ownership is per process (per
 // handle), not per goroutine: any goroutine of the holding process may
-// Unlock. Unlock by a process that does not hold it panics.
+// Unlock through that handle. Unlock through a handle that does not hold
+// it panics, a second handle of the same process included.
 type SharedMutex struct {
 	_     noCopy
 	word  *atomic.Uint32 // in the mapping
@@ -212,7 +229,13 @@ func init() {
 }
 
 // Lock locks m, waiting until it is available. On an owner death it runs
-// the repair function (SetRepair) or panics; see the type's documentation.
+// the repair function (SetRepair) and marks m consistent. Without one, or
+// if it fails, Lock unlocks m unrepaired, which makes it not recoverable
+// for every process (ErrNotRecoverable from then on), and panics with an
+// error wrapping ErrOwnerDead and ErrNotRecoverable (or, if the repair
+// function panicked, with its panic). So neither its return nor its panic
+// leaves the caller holding a lock whose data was not repaired. It panics
+// with ErrNotRecoverable on a lock that is not recoverable.
 func (m *SharedMutex) Lock() {
 	if m.word.CompareAndSwap(0, m.token) {
 		return
@@ -243,16 +266,17 @@ func (m *SharedMutex) TryLock() bool {
 //   - ctx.Err() (errors.Is with context.Canceled or DeadlineExceeded): the
 //     caller does not hold it.
 func (m *SharedMutex) LockContext(ctx context.Context) error {
-	if m.word.CompareAndSwap(0, m.token) {
+	if ctx != nil && m.word.CompareAndSwap(0, m.token) {
 		return nil
 	}
 	return m.lockSlow(ctx)
 }
 
 // Unlock unlocks m. If m was taken from a dead owner and MarkConsistent was
-// not called, it becomes not recoverable. Unlock panics if this process
-// does not hold m ("lockword: Unlock of unlocked SharedMutex" or "... held
-// by another process").
+// not called, it becomes not recoverable. Unlock panics if this handle
+// does not hold m ("lockword: Unlock of unlocked SharedMutex", "... held
+// by another process", or "... held through another Region handle in this
+// process").
 func (m *SharedMutex) Unlock() {
 	// Fast path: held by us, no waiters, no flags.
 	if m.word.CompareAndSwap(m.token, 0) {
@@ -277,10 +301,13 @@ func (m *SharedMutex) MarkConsistent() error {
 	}
 }
 
-// SetRepair sets the function that Lock and TryLock run, holding the lock,
-// when they take it from a dead owner; if it returns nil the lock is marked
-// consistent. A nil fn removes it. It is per handle: every process sets its
-// own.
+// SetRepair sets the function that Lock runs, holding the lock, when it
+// takes the lock from a dead owner; if it returns nil the lock is marked
+// consistent. If it returns an error or panics, Lock unlocks without
+// marking, so the lock becomes not recoverable, and panics (see Lock).
+// TryLock never takes a lock from a dead owner, so never runs it, and
+// LockContext returns ErrOwnerDead instead. A nil fn removes it. It is per
+// handle: every process sets its own.
 func (m *SharedMutex) SetRepair(fn func() error) { setRepair(&m.repair, fn) }
 
 // Name returns the object's name in its region.
@@ -318,9 +345,13 @@ func (m *SharedMutex) lockSlowLocker() {
 	m.afterLocker(m.lockSlow(context.Background()))
 }
 
-// afterLocker finishes Lock and TryLock, which cannot return errors.
+// afterLocker finishes Lock, which cannot return an error.
 func (m *SharedMutex) afterLocker(err error) {
-	repairAfterLocker(err, &m.repair, m.MarkConsistent)
+	repairAfterLocker(err, &m.repair, m.MarkConsistent, func() {
+		if m.word.Load()&ownerMask == m.token {
+			m.Unlock()
+		}
+	})
 }
 
 //go:noinline
@@ -368,8 +399,13 @@ func (m *SharedMutex) unlockMisuse(owner uint32) {
 	case ownerNotRecoverable:
 		panic(fmt.Sprintf("lockword: Unlock of not-recoverable SharedMutex %q, which nobody holds", m.name))
 	}
-	_, pid := m.r.tokenAlive(owner)
-	panic(fmt.Sprintf("lockword: Unlock of SharedMutex %q held by another process (PID %d)", m.name, pid))
+	alive, pid := m.r.tokenAlive(owner)
+	if alive && int(pid) == m.r.pid() {
+		// Our PID and start time, another slot: a second Region handle
+		// of this process. Ownership is per handle.
+		panic(fmt.Sprintf("lockword: Unlock of SharedMutex %q held through another Region handle in this process (unlock through the handle that locked it)", m.name))
+	}
+	panic(fmt.Sprintf("lockword: Unlock of SharedMutex %q held by another process (PID %s)", m.name, pidText(pid)))
 }
 
 // take tries to move a free word w to held by us, keeping the statistics
@@ -393,7 +429,7 @@ func (m *SharedMutex) errNotRecoverable() error {
 
 func (m *SharedMutex) lockSlow(ctx context.Context) error {
 	if ctx == nil {
-		return errNilContext
+		return ErrNilContext
 	}
 	m.r.waiting.Add(1)
 	defer m.r.waiting.Add(-1)

@@ -4,6 +4,7 @@ package lockword
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -43,7 +44,14 @@ type child struct {
 
 func startChild(t *testing.T, mode string, args ...string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSharedChild$", "-test.v=false")
+	return startChildIn(t, nil, mode, args...)
+}
+
+// startChildIn starts a child under a wrapper command (unshare, say).
+func startChildIn(t *testing.T, wrapper []string, mode string, args ...string) *child {
+	t.Helper()
+	argv := append(append([]string(nil), wrapper...), os.Args[0], "-test.run=^TestSharedChild$", "-test.v=false")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "LOCKWORD_SHARED_CHILD="+mode, "LOCKWORD_SHARED_ARGS="+strings.Join(args, ","))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -145,10 +153,14 @@ func TestSharedChild(t *testing.T) {
 		}
 		fmt.Println("stamp " + regionStamp(r))
 		r.Close()
-	case "hold":
+	case "hold", "create-hold":
 		// Lock and hold until killed. args: path, name[, kind (see
 		// robustLock)].
-		r, err := OpenRegion(args[0], nil)
+		open := func() (*Region, error) { return OpenRegion(args[0], nil) }
+		if mode == "create-hold" {
+			open = func() (*Region, error) { return OpenOrCreateRegion(args[0], 0, nil) }
+		}
+		r, err := open()
 		if err != nil {
 			fail(err)
 		}
@@ -240,6 +252,19 @@ func TestSharedChild(t *testing.T) {
 		}
 		m, _ := r.Mutex("fresh")
 		m.Unlock()
+	case "lock-owner-dead-recover":
+		// As lock-owner-dead, but recover the panic and live on.
+		r, err := OpenRegion(args[0], nil)
+		if err != nil {
+			fail(err)
+		}
+		m, _ := r.Mutex("m")
+		func() {
+			defer func() { fmt.Println("recovered", recover()) }()
+			m.Lock()
+		}()
+		fmt.Println("alive")
+		time.Sleep(time.Hour)
 	case "lock-owner-dead":
 		// Lock (the sync.Locker path) on a lock whose owner died, with no
 		// repair function: must panic with ErrOwnerDead.
@@ -513,9 +538,12 @@ func TestSharedMutexOwnerDeathTryPaths(t *testing.T) {
 	c := startHolder(t, path, "m")
 	c.cmd.Process.Kill()
 	c.exit()
-	if m.TryLock() {
-		t.Fatal("TryLock took a lock whose holder died without telling")
+	repairs := 0
+	m.SetRepair(func() error { repairs++; return nil })
+	if m.TryLock() || repairs != 0 {
+		t.Fatalf("TryLock took a lock whose holder died (repair ran %d times): it must report false and leave it to Lock or LockContext", repairs)
 	}
+	m.SetRepair(nil)
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := m.LockContext(done); !errors.Is(err, ErrOwnerDead) {
@@ -595,24 +623,39 @@ func TestSharedMutexLockerOwnerDead(t *testing.T) {
 	if repaired != 1 {
 		t.Fatalf("repair ran on a healthy lock")
 	}
-	// A failing repair panics, holding the lock, still inconsistent.
-	deadOwner()
-	m.SetRepair(func() error { return errors.New("disk on fire") })
-	func() {
-		defer func() {
-			p := recover()
-			err, _ := p.(error)
-			if !errors.Is(err, ErrOwnerDead) || !strings.Contains(err.Error(), "disk on fire") {
-				t.Fatalf("panic %v, want ErrOwnerDead and the repair's error", p)
-			}
+	// A repair that fails, or panics: Lock gives the lock up unrepaired,
+	// so it is not recoverable, and panics saying so.
+	for i, repair := range []func() error{
+		func() error { return errors.New("disk on fire") },
+		func() error { panic(errors.New("disk on fire")) },
+	} {
+		f, _ := r.Mutex(fmt.Sprint("failing-repair-", i))
+		f.word.Store(forgeSlot(r, (r.slot+1)%regionProcSlots, procIdentity{pid: 4194303, start: 1, boot: mustSelf(t).boot}, 3))
+		f.SetRepair(repair)
+		func() {
+			defer func() {
+				p := recover()
+				err, _ := p.(error)
+				if i == 1 { // the repair's own panic goes on unchanged
+					if err == nil || err.Error() != "disk on fire" {
+						t.Fatalf("panic %v, want the repair's", p)
+					}
+					return
+				}
+				if !errors.Is(err, ErrOwnerDead) || !errors.Is(err, ErrNotRecoverable) || !strings.Contains(err.Error(), "disk on fire") ||
+					strings.Count(err.Error(), "lockword: ") != 1 {
+					t.Fatalf("panic %v: want ErrOwnerDead, ErrNotRecoverable and the repair's error, in one message", p)
+				}
+			}()
+			f.Lock()
 		}()
-		m.Lock()
-	}()
-	if w := m.word.Load(); w&ownerMask != m.token || w&sharedInconsistent == 0 {
-		t.Fatalf("after failed repair word %#x: want held by us, inconsistent", w)
+		if w := f.word.Load(); w&ownerMask != ownerNotRecoverable {
+			t.Fatalf("after a failed repair word %#x: want not recoverable, held by nobody", w)
+		}
+		if err := f.LockContext(context.Background()); !errors.Is(err, ErrNotRecoverable) {
+			t.Fatalf("after a failed repair LockContext = %v, want ErrNotRecoverable", err)
+		}
 	}
-	m.MarkConsistent()
-	m.Unlock()
 
 	// No repair function: Lock panics (observed from a child).
 	m.SetRepair(nil)
@@ -621,6 +664,28 @@ func TestSharedMutexLockerOwnerDead(t *testing.T) {
 	err := c.exit()
 	if err == nil || !strings.Contains(c.output(), "previous holder of the shared lock died") || !strings.Contains(c.output(), "SetRepair") {
 		t.Fatalf("Lock without repair did not panic with ErrOwnerDead: %v\n%s", err, c.output())
+	}
+}
+
+// TestSharedMutexLockerOwnerDeadRecovered: a process whose Lock panics on
+// an owner death, without a repair function, recovers the panic (as
+// net/http does for a handler) and lives on. It must not hold the lock:
+// Lock gave it up, not recoverable, so other processes learn that at once
+// instead of waiting forever on a live holder.
+func TestSharedMutexLockerOwnerDeadRecovered(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	m.word.Store(forgeSlot(r, (r.slot+1)%regionProcSlots, procIdentity{pid: 4194303, start: 1, boot: mustSelf(t).boot}, 3))
+	c := startChild(t, "lock-owner-dead-recover", path)
+	if msg := c.expect(t, "recovered "); !strings.Contains(msg, "not recoverable") {
+		t.Errorf("panic value %q does not say the lock is now not recoverable", msg)
+	}
+	c.expect(t, "alive")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := m.LockContext(ctx); !errors.Is(err, ErrNotRecoverable) {
+		t.Fatalf("LockContext after the child recovered from Lock's panic = %v, want ErrNotRecoverable", err)
 	}
 }
 
@@ -639,6 +704,23 @@ func TestSharedMutexMisuse(t *testing.T) {
 			t.Fatalf("%s: %v, output lacks %q:\n%s", c.mode, err, c.msg, ch.output())
 		}
 	}
+	// A second handle in this process: not "another process" with our
+	// own PID.
+	other, err := OpenRegion(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	om, _ := other.Mutex("m")
+	func() {
+		defer func() {
+			p := fmt.Sprint(recover())
+			if !strings.Contains(p, "lockword: Unlock of SharedMutex \"m\" held through another Region handle in this process") {
+				t.Fatalf("Unlock through a second handle panicked with %q", p)
+			}
+		}()
+		om.Unlock()
+	}()
 	m.Unlock()
 	if err := m.MarkConsistent(); err == nil {
 		t.Fatal("MarkConsistent of a lock we do not hold succeeded")
@@ -669,10 +751,10 @@ func TestSharedMutexPIDReuse(t *testing.T) {
 		id   procIdentity
 		dead bool
 	}{
-		{"live parent, its incarnation", procIdentity{uint32(parent), parentStart, me.boot}, false},
-		{"parent's PID, earlier incarnation", procIdentity{uint32(parent), parentStart - 1, me.boot}, true},
-		{"our PID, another start time", procIdentity{me.pid, me.start + 100, me.boot}, true},
-		{"our PID and start, another boot", procIdentity{me.pid, me.start, otherBoot}, true},
+		{"live parent, its incarnation", procIdentity{pid: uint32(parent), start: parentStart, boot: me.boot}, false},
+		{"parent's PID, earlier incarnation", procIdentity{pid: uint32(parent), start: parentStart - 1, boot: me.boot}, true},
+		{"our PID, another start time", procIdentity{pid: me.pid, start: me.start + 100, boot: me.boot}, true},
+		{"our PID and start, another boot", procIdentity{pid: me.pid, start: me.start, boot: otherBoot}, true},
 	}
 	try := func(id procIdentity) error {
 		m.word.Store(forgeSlot(r, slot, id, 5))
@@ -931,3 +1013,145 @@ func TestInspectRegion(t *testing.T) {
 }
 
 var _ = io.Discard
+
+// TestSharedMutexHolderUnknownAfterSlotReuse: a holder died and its
+// process-table slot now belongs to another, live process. The holder's
+// PID is unknown; no message, error or inspection may name the slot's new
+// occupant instead.
+func TestSharedMutexHolderUnknownAfterSlotReuse(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	me := mustSelf(t)
+	slot := (r.slot + 1) % regionProcSlots
+	dead := forgeSlot(r, slot, procIdentity{pid: 4194303, start: 1, boot: me.boot}, 5)
+	m.word.Store(dead)
+	// The slot is reclaimed by a live process (our parent, say).
+	parent := os.Getppid()
+	_, parentStart, err := readProcStat(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgeSlot(r, slot, procIdentity{pid: uint32(parent), start: parentStart, boot: me.boot}, 6)
+	occupant := "PID " + strconv.Itoa(parent)
+
+	if alive, pid := r.tokenAlive(dead); alive || pid != 0 {
+		t.Fatalf("tokenAlive of the old incarnation = %v, PID %d; want dead, PID 0 (unknown)", alive, pid)
+	}
+	info, err := InspectRegion(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := info.Objects[0]; o.State != "owner-dead" || o.HolderPID != 0 || o.HolderAlive {
+		t.Fatalf("inspect: %+v; want owner-dead, holder PID 0 (unknown), not alive", o)
+	}
+	func() {
+		defer func() {
+			if p := fmt.Sprint(recover()); !strings.Contains(p, "PID unknown") || strings.Contains(p, occupant) {
+				t.Fatalf("Unlock of a lock we do not hold panicked with %q; want PID unknown", p)
+			}
+		}()
+		m.Unlock()
+	}()
+	err = m.LockContext(context.Background())
+	var od *OwnerDeadError
+	if !errors.As(err, &od) || od.PID != 0 || !strings.Contains(err.Error(), "PID unknown") || strings.Contains(err.Error(), occupant) {
+		t.Fatalf("LockContext = %v; want an OwnerDeadError with PID 0, \"PID unknown\"", err)
+	}
+	m.MarkConsistent()
+	m.Unlock()
+}
+
+// TestSharedMutexForeignPIDNamespace runs a holder in a PID namespace of
+// its own (unshare, where the test may create one), where its PIDs mean
+// nothing to us, and ours to it. A waiter here would take the live
+// holder for dead (its PID, 1, names another process here) and rob it;
+// instead opening the region across namespaces fails, both ways, and
+// InspectRegion too. TestRegionForeignPIDNamespace checks the same with
+// a forged namespace record, wherever this cannot run.
+func TestSharedMutexForeignPIDNamespace(t *testing.T) {
+	unshare := []string{"unshare", "--pid", "--fork", "--mount-proc", "--kill-child"}
+	if out, err := exec.Command(unshare[0], append(unshare[1:], "true")...).CombinedOutput(); err != nil {
+		t.Skipf("cannot make a PID namespace here (%v: %s)", err, out)
+	}
+	firstLine := func(c *child) string {
+		select {
+		case line := <-c.lines:
+			return line
+		case <-time.After(30 * time.Second):
+			t.Fatalf("child printed nothing in 30s:\n%s", c.output())
+			return ""
+		}
+	}
+
+	// The region is ours; a holder in another namespace must not attach.
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	c := startChildIn(t, unshare, "hold", path, "m")
+	if line := firstLine(c); !strings.Contains(line, ErrForeignPIDNamespace.Error()[len("lockword: "):]) {
+		t.Fatalf("holder in another PID namespace: %q, want ErrForeignPIDNamespace\n%s", line, c.output())
+	}
+	c.exit()
+	if !m.TryLock() {
+		t.Fatal("lock taken by a holder that could not attach")
+	}
+	m.Unlock()
+	r.Close()
+
+	// The region is theirs, held: we must not attach, nor inspect it.
+	path = tempRegionPath(t)
+	c = startChildIn(t, unshare, "create-hold", path, "m")
+	if line := firstLine(c); line != "locked" {
+		t.Fatalf("holder: %q\n%s", line, c.output())
+	}
+	if _, err := OpenRegion(path, nil); !errors.Is(err, ErrForeignPIDNamespace) {
+		t.Fatalf("OpenRegion of a region held in another PID namespace = %v, want ErrForeignPIDNamespace", err)
+	}
+	if _, err := InspectRegion(path); !errors.Is(err, ErrForeignPIDNamespace) {
+		t.Fatalf("InspectRegion of a region held in another PID namespace = %v, want ErrForeignPIDNamespace", err)
+	}
+}
+
+// TestInspectRegionReadOnly: an inspection without write access (forced
+// here: the test runs as root, whom permissions do not stop; the command's
+// TestInspectReadOnlyUser runs one as an unprivileged user) maps the file
+// read-only, where any store would fault, writes nothing, and says that a
+// fast-path hold's held-for is unknown. One with write access stamps it,
+// and read-only inspections then read the stamp.
+func TestInspectRegionReadOnly(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	m.Lock() // the fast path: no stamp
+	before := append([]byte(nil), m.obj...)
+	info, err := inspectRegion(path, modeObserveReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := info.Objects[0]; !info.ReadOnly || o.State != "held" || o.HolderPID != os.Getpid() || !o.HolderAlive || o.HeldForKnown {
+		t.Fatalf("read-only: %+v, read-only %v; want held by us, held-for unknown", o, info.ReadOnly)
+	}
+	if !bytes.Equal(before, m.obj) {
+		t.Fatalf("a read-only inspection changed the object:\n%x\n%x", before, m.obj)
+	}
+	info, err = InspectRegion(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := info.Objects[0]; info.ReadOnly || !o.HeldForKnown || m.word.Load()&sharedTimed == 0 {
+		t.Fatalf("with write access: %+v, word %#x; want the hold stamped", o, m.word.Load())
+	}
+	time.Sleep(20 * time.Millisecond)
+	info, err = inspectRegion(path, modeObserveReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := info.Objects[0]; !o.HeldForKnown || o.HeldFor < 20*time.Millisecond {
+		t.Fatalf("read-only after a stamp: %+v; want held for at least 20ms", o)
+	}
+	m.Unlock()
+	if w := m.word.Load(); w != 0 {
+		t.Fatalf("word %#x after Unlock", w)
+	}
+}

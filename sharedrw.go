@@ -182,7 +182,7 @@ func (rw *SharedRWMutex) RLock() {
 // wrapping ErrNotRecoverable (the caller holds nothing).
 func (rw *SharedRWMutex) RLockContext(ctx context.Context) error {
 	if ctx == nil {
-		return errNilContext
+		return ErrNilContext
 	}
 	if s := rw.in.Add(srwReader); s&(srwWriter|srwStats) != 0 {
 		return rw.rlockSlow(ctx, s)
@@ -362,9 +362,15 @@ func (rw *SharedRWMutex) reportReaderStuck(start time.Time, blocker uint32, aliv
 
 // Lock locks rw for writing, waiting for the writers ahead of it and then
 // for the readers inside to leave. On an owner death it runs the repair
-// function (SetRepair) or panics, as SharedMutex.Lock does.
+// function (SetRepair); without one, or if it fails, Lock unlocks rw
+// unrepaired (it becomes not recoverable) and panics, as SharedMutex.Lock
+// does.
 func (rw *SharedRWMutex) Lock() {
-	repairAfterLocker(rw.LockContext(context.Background()), &rw.q.repair, rw.MarkConsistent)
+	repairAfterLocker(rw.LockContext(context.Background()), &rw.q.repair, rw.MarkConsistent, func() {
+		if rw.q.heldByUs() {
+			rw.Unlock()
+		}
+	})
 }
 
 // LockContext locks rw for writing, waiting until it can or ctx is done.
@@ -379,7 +385,7 @@ func (rw *SharedRWMutex) Lock() {
 //     queued behind it are not held up.
 func (rw *SharedRWMutex) LockContext(ctx context.Context) error {
 	if ctx == nil {
-		return errNilContext
+		return ErrNilContext
 	}
 	q := &rw.q
 	if err := q.gate.LockContext(ctx); err != nil {

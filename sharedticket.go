@@ -554,8 +554,13 @@ func (q *ticketQueue) unlockMisuse() {
 	case tok == 0 || state != recHolding:
 		panic(fmt.Sprintf("lockword: Unlock of unlocked %s %q", q.kind, q.name))
 	}
-	_, pid := q.r.tokenAlive(tok)
-	panic(fmt.Sprintf("lockword: Unlock of %s %q held by another process (PID %d)", q.kind, q.name, pid))
+	alive, pid := q.r.tokenAlive(tok)
+	if alive && int(pid) == q.r.pid() {
+		// Our PID, another slot: a second Region handle of this
+		// process. Ownership is per handle.
+		panic(fmt.Sprintf("lockword: Unlock of %s %q held through another Region handle in this process (unlock through the handle that locked it)", q.kind, q.name))
+	}
+	panic(fmt.Sprintf("lockword: Unlock of %s %q held by another process (PID %s)", q.kind, q.name, pidText(pid)))
 }
 
 // markConsistent is MarkConsistent.
@@ -715,9 +720,14 @@ func (q *ticketQueue) init(r *Region, name, kind string, obj []byte, next, servi
 }
 
 // Lock locks t, waiting for its turn. On an owner death it runs the repair
-// function (SetRepair) or panics; see SharedMutex.
+// function (SetRepair); without one, or if it fails, Lock unlocks t
+// unrepaired (it becomes not recoverable) and panics; see SharedMutex.Lock.
 func (t *SharedTicketMutex) Lock() {
-	repairAfterLocker(t.LockContext(context.Background()), &t.q.repair, t.MarkConsistent)
+	repairAfterLocker(t.LockContext(context.Background()), &t.q.repair, t.MarkConsistent, func() {
+		if t.q.heldByUs() {
+			t.Unlock()
+		}
+	})
 }
 
 // TryLock locks t if it is free and consistent, without waiting, and
@@ -759,7 +769,7 @@ func (t *SharedTicketMutex) TryLock() bool {
 //     over so that the waiters behind it are not held up.
 func (t *SharedTicketMutex) LockContext(ctx context.Context) error {
 	if ctx == nil {
-		return errNilContext
+		return ErrNilContext
 	}
 	if err := t.q.gate.LockContext(ctx); err != nil {
 		return err
@@ -871,6 +881,9 @@ func (insp *inspector) queue(obj []byte, info *ObjectInfo, next, serving, flags,
 		info.HeldFor = time.Duration(max(now-int64(since), 0))
 		info.HeldForKnown = true
 		return
+	}
+	if insp.r.readOnly {
+		return // cannot stamp: unknown
 	}
 	// Stamp "held since at most now"; the stamp names the ticket it
 	// describes, so a later holder never inherits it.

@@ -640,3 +640,58 @@ func TestSharedTicketMutexLayout(t *testing.T) {
 		t.Error("the records do not end the object")
 	}
 }
+
+// TestSharedFairLockerOwnerDead: Lock (sync.Locker) on a ticket mutex or
+// an RW mutex whose holder died runs the repair function; without one it
+// gives the lock up unrepaired (not recoverable) and panics with an error
+// that is both ErrOwnerDead and ErrNotRecoverable, as SharedMutex.Lock.
+func TestSharedFairLockerOwnerDead(t *testing.T) {
+	for _, kind := range []string{"ticket", "rw"} {
+		t.Run(kind, func(t *testing.T) {
+			path := tempRegionPath(t)
+			r := mustCreate(t, path, 0)
+			l, _ := robustLock(r, kind, "m")
+			var q *ticketQueue
+			switch l := l.(type) {
+			case *SharedTicketMutex:
+				q = &l.q
+			case *SharedRWMutex:
+				q = &l.q
+				l.in.Or(srwWriter | srwPhase) // the dead writer had shut readers out
+			}
+			dead := deadToken(t, r, (r.slot+1)%regionProcSlots)
+			forgeHolder := func() {
+				s := q.next.Load()
+				q.rec(s).Store(packRecord(s, dead, recHolding))
+				q.next.Store(s + 1)
+			}
+			// With a repair function: repaired, marked, held.
+			forgeHolder()
+			repaired := 0
+			setRepair(&q.repair, func() error { repaired++; return nil })
+			l.Lock()
+			if repaired != 1 || q.flags.Load()&queueInconsistent != 0 {
+				t.Fatalf("repair ran %d times, flags %#x", repaired, q.flags.Load())
+			}
+			l.Unlock()
+			// Without: panics, and the lock is not recoverable.
+			setRepair(&q.repair, nil)
+			if rw, ok := l.(*SharedRWMutex); ok {
+				rw.in.Add(rwArrive(rw.in.Load()))
+			}
+			forgeHolder()
+			func() {
+				defer func() {
+					err, _ := recover().(error)
+					if !errors.Is(err, ErrOwnerDead) || !errors.Is(err, ErrNotRecoverable) {
+						t.Fatalf("Lock without repair panicked with %v", err)
+					}
+				}()
+				l.Lock()
+			}()
+			if err := l.LockContext(context.Background()); !errors.Is(err, ErrNotRecoverable) {
+				t.Fatalf("after the unrepaired give-up: %v, want ErrNotRecoverable", err)
+			}
+		})
+	}
+}

@@ -48,7 +48,8 @@ const (
 // shared while the lock is held; only the set takes it exclusive.
 //
 // Prefer it to Mutex for very short critical sections when goroutines
-// rarely outnumber cores; it is not fair.
+// rarely outnumber cores. It is not fair and, like Mutex, has no
+// starvation mode.
 //
 // Ordering: the set that claims the lock is an acquire and the store that
 // releases it a release (Go's atomics are sequentially consistent, which is
@@ -89,7 +90,7 @@ func (s *SpinMutex) TryLock() bool {
 // is free it is taken even when ctx is already done. On failure it returns
 // ctx.Err() and the caller does not hold the lock.
 func (s *SpinMutex) LockContext(ctx context.Context) error {
-	if s.state.CompareAndSwap(0, spinHeld) {
+	if ctx != nil && s.state.CompareAndSwap(0, spinHeld) {
 		return nil
 	}
 	return s.lockSlowContext(ctx)
@@ -148,7 +149,7 @@ func (s *SpinMutex) lockSlow() { s.lockSlowContext(context.Background()) }
 
 func (s *SpinMutex) lockSlowContext(ctx context.Context) error {
 	if ctx == nil {
-		return errNilContext
+		return ErrNilContext
 	}
 	if s.tryAcquire(s.state.Load()) {
 		// Free: we came here only to be counted (or to pass sleepers).

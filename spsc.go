@@ -207,7 +207,7 @@ func (x *spscIndex) waitItems(ctx context.Context, sl ringSleeper) error {
 func (x *spscIndex) await(ctx context.Context, word *atomic.Uint32, sleeps *atomic.Uint64, sl ringSleeper,
 	closedFirst bool, ready func() bool) error {
 	if ctx == nil {
-		return errNilContext
+		return ErrNilContext
 	}
 	backoff := uint32(ringSpinFirst)
 	for i := 0; i < ringSpinIterations+ringYieldRounds; i++ {

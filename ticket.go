@@ -288,7 +288,7 @@ func (t *TicketMutex) TryLock() bool {
 // ticket is passed over so that the waiters behind it are not held up.
 func (t *TicketMutex) LockContext(ctx context.Context) error {
 	if ctx == nil {
-		return errNilContext
+		return ErrNilContext
 	}
 	return t.wait(ctx, t.next.Add(1)-1)
 }

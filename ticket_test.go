@@ -50,6 +50,9 @@ func recordedSkips(serving *atomic.Uint32) int {
 // queued is how many tickets are outstanding beyond the holder's.
 func (t *TicketMutex) queued() int { return int(t.next.Load()-t.serving.Load()) - 1 }
 
+// parked is how many of its waiters are parked (not spinning).
+func (t *TicketMutex) parked() int { return wait.Parked(&t.serving) }
+
 func TestTicketMutexStateTable(t *testing.T) {
 	var m TicketMutex
 	words := func() [3]uint32 { return [3]uint32{m.next.Load(), m.serving.Load(), m.aux.Load()} }
@@ -185,11 +188,12 @@ type ctxLock interface {
 
 // strandedAfterCancel holds l with a waiter next in line whose context is
 // cancelled at a random moment (before Unlock, racing with it, or a little
-// after it, while the waiter parks, spins or is being woken), and a plain
+// after it, while the waiter parks, spins or is being woken, or once both
+// waiters are parked), and a plain
 // waiter behind it. It returns an error if the plain waiter does not get
 // the lock within patience: the cancelled waiter stalled the queue. On
 // error it calls unstick, which must let the stranded waiter through.
-func strandedAfterCancel(l ctxLock, queued func() int, rounds int, patience time.Duration, unstick func()) error {
+func strandedAfterCancel(l ctxLock, queued, parked func() int, rounds int, patience time.Duration, unstick func()) error {
 	for i := range rounds {
 		l.Lock()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -217,7 +221,12 @@ func strandedAfterCancel(l ctxLock, queued func() int, rounds int, patience time
 			go cancel()
 			l.Unlock()
 		case 2:
-			time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond) // parked, likely
+			// Both waiters parked: the cancellation, not the handover,
+			// wakes the first, so a lock that loses abandoned turns is
+			// caught here however the scheduler runs the spinning.
+			for end := time.Now().Add(time.Second); parked() < 2 && time.Now().Before(end); {
+				time.Sleep(20 * time.Microsecond)
+			}
 			cancel()
 			l.Unlock()
 		case 3:
@@ -250,7 +259,7 @@ func TestTicketMutexCancelNextInLine(t *testing.T) {
 		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
 			withGOMAXPROCS(t, procs)
 			m := new(TicketMutex)
-			if err := strandedAfterCancel(m, m.queued, scaled(4000), 10*time.Second, func() {}); err != nil {
+			if err := strandedAfterCancel(m, m.queued, m.parked, scaled(4000), 10*time.Second, func() {}); err != nil {
 				t.Fatal(err)
 			}
 			if err := m.atRest(); err != nil {
@@ -272,6 +281,7 @@ func (e *envTicket) ref() ticketRef { return ticketRef{&e.next, &e.serving, &e.a
 func (e *envTicket) Lock()          { e.LockContext(context.Background()) }
 func (e *envTicket) Unlock()        { e.ref().unlock(e.env, "envTicket") }
 func (e *envTicket) queued() int    { return int(e.next.Load()-e.serving.Load()) - 1 }
+func (e *envTicket) parked() int    { return wait.Parked(&e.serving) }
 
 func (e *envTicket) LockContext(ctx context.Context) error {
 	ticket := e.next.Add(1) - 1
@@ -300,7 +310,7 @@ func TestCancelCheckerCatchesLostTurn(t *testing.T) {
 		// Serve the forgotten ticket by hand.
 		e.ref().unlock(e.env, "envTicket")
 	}
-	if err := strandedAfterCancel(e, e.queued, 40, 200*time.Millisecond, unstick); err == nil {
+	if err := strandedAfterCancel(e, e.queued, e.parked, 40, 200*time.Millisecond, unstick); err == nil {
 		t.Fatal("a ticket lock that forgets cancelled tickets passed: the check cannot fail")
 	}
 }
@@ -390,7 +400,7 @@ func TestTicketMutexWrap(t *testing.T) {
 		t.Fatalf("hammer across the wrap: %v", r)
 	}
 	m = fresh()
-	if err := strandedAfterCancel(m, m.queued, 40, 10*time.Second, func() {}); err != nil {
+	if err := strandedAfterCancel(m, m.queued, m.parked, 40, 10*time.Second, func() {}); err != nil {
 		t.Fatal("across the wrap:", err)
 	}
 	m = fresh()

@@ -33,19 +33,37 @@ For each object it prints its name, kind and offset and, for locks:
            an rwmutex "read-held" and ", N readers" count read holds;
            a cond is "idle", or "waiting, N queued" (goroutines in Wait)
   HOLDER   the holding process's PID, and whether it is alive (a stopped
-           process, kill -STOP, is alive: it is never robbed)
-  HELD FOR how long the current hold has lasted: exact when it began on
-           the slow path or with statistics on; otherwise inspect stamps
-           the hold when it first sees it ("≥"), so that running inspect
-           again shows it growing
+           process, kill -STOP, is alive: it is never robbed); "unknown"
+           when the holder died and its process-table slot has since been
+           taken by another process
+  HELD FOR at least how long the current hold has lasted ("≥"), from a
+           stamp that follows the hold's start: the acquirer's, written
+           microseconds after it took the lock, for holds that began on
+           the slow path or with statistics on; otherwise the stamp that
+           inspect wrote when it first saw the hold (shown as ≥0s then),
+           so that running inspect again shows it growing. "unknown" for
+           such a hold when inspect cannot write the file (see below)
   STATS    acquisitions, slow-path share and longest wait, when statistics
            are enabled (SharedMutex.EnableStats)
 
-It then lists the attached processes. Inspect writes nothing to the region
-but that held-since stamp.
+It then lists the attached processes.
+
+Inspect needs only read access to the file. When it may write, it stamps
+each hold that began on the fast path: it stores the time in the lock's
+held-since field and sets the lock word's timed bit (bit 31) by
+compare-and-swap, changing no ownership or waiter bit; the holder's next
+Unlock takes its slow path once, which clears the bit. Nothing else is
+written. Without write access (a monitoring user, a read-only mount) it
+opens the file read-only, writes nothing at all, and prints "Read-only:"
+(-json: "read_only": true); HELD FOR is then unknown for fast-path holds
+that no earlier inspection stamped.
 
 Flags:
-  -json   print the region as one JSON object (lockword.RegionInfo)
+  -json   print the region as one JSON object (lockword.RegionInfo); an
+          object that is not a lock (kind bytes) has only name, kind,
+          offset and size_bytes, a lock also state (one of the STATE
+          values above), word, holder_pid, holder_alive, held_for_ns,
+          held_for_known, waiters, inconsistent and stats
 
 Exit status:
   0  the region was read
@@ -56,7 +74,7 @@ Exit status:
 Examples:
   lockword inspect orders                 # /dev/shm/orders
   watch -n1 lockword inspect /dev/shm/orders
-  lockword inspect -json orders | jq '.objects[] | select(.state != "free")'
+  lockword inspect -json orders | jq '.objects[] | select(has("state") and .state != "free")'
 `)
 }
 
@@ -80,7 +98,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	}
 	info, err := lockword.InspectRegion(fs.Arg(0))
 	if err != nil {
-		fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
+		fmt.Fprintf(stderr, "lockword inspect: %s\n", errText(err))
 		return exitUsage
 	}
 	if *asJSON {
@@ -99,6 +117,9 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 func writeInspectText(w io.Writer, info *lockword.RegionInfo) {
 	fmt.Fprintf(w, "Region: %s (%d bytes, ABI version %d, created %s)\n",
 		info.Path, info.Size, info.Version, info.Created.Format(time.RFC3339))
+	if info.ReadOnly {
+		fmt.Fprintln(w, "Read-only: no write access to the file, so nothing was stamped: HELD FOR is unknown for holds that began on the fast path")
+	}
 	fmt.Fprintf(w, "Objects: %d\n", len(info.Objects))
 	if len(info.Objects) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
@@ -109,8 +130,14 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo) {
 				continue
 			}
 			holder, alive, held := "-", "-", "-"
-			if o.HolderPID != 0 {
-				holder = fmt.Sprint(o.HolderPID)
+			switch o.State {
+			case "free", "not-recoverable", "read-held", "idle", "waiting":
+				// Nobody holds it (readers are counted, not owned).
+			default:
+				holder = "unknown" // died, and its slot was taken since
+				if o.HolderPID != 0 {
+					holder = fmt.Sprint(o.HolderPID)
+				}
 				alive = yesNo(o.HolderAlive)
 				held = "unknown"
 				if o.HeldForKnown {

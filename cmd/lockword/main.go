@@ -13,7 +13,9 @@
 //	help      show help for lockword or for one command
 //
 // Run "lockword help torture" for the torture flags. Exit status is 0 on
-// success, 1 when a check failed and 2 on a usage error.
+// success, 1 when a check failed and 2 on a usage error; an interrupted
+// torture -procs run exits 128 + the signal (130 for SIGINT, 143 for
+// SIGTERM, 129 for SIGHUP) after removing its region file.
 //
 // Each command lives in its own file and is listed in commands below; main
 // only dispatches, so that tests can call run with their own arguments and
@@ -53,6 +55,11 @@ var commands = []command{
 	{name: "torture", summary: tortureSummary, run: runTorture, help: tortureHelp},
 	{name: "inspect", summary: inspectSummary, run: runInspect, help: inspectHelp},
 }
+
+// errText is err's message for a line that already names the command
+// ("lockword inspect: ..."): without the "lockword: " that the library's
+// errors start with, so that no line says lockword twice.
+func errText(err error) string { return strings.TrimPrefix(err.Error(), "lockword: ") }
 
 // main runs the command line and exits with run's status.
 func main() {
@@ -146,9 +153,11 @@ Run 'lockword help <command>' or 'lockword <command> -help' for a
 command's flags, output and examples.
 
 Exit status:
-  0  success (torture: every lock passed)
-  1  a check failed (torture: some lock lost updates or let two holders in)
-  2  usage error: unknown command, unknown flag or bad flag value
+  0    success (torture: every lock passed)
+  1    a check failed (torture: some lock lost updates or let two holders in)
+  2    usage error: unknown command, unknown flag or bad flag value
+  130  torture -procs interrupted by SIGINT (143: SIGTERM, 129: SIGHUP);
+       its region file is removed
 
 Examples:
   lockword torture                  # 16 workers x 100000 additions on every lock

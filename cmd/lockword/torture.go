@@ -68,6 +68,10 @@ type config struct {
 	// progress is where progress bars go: stderr when it is a terminal,
 	// nil when bars must not be drawn (piped output, tests).
 	progress io.Writer
+	// interrupt reports SIGINT, SIGTERM and SIGHUP during -procs runs, which
+	// then stop early (interrupt.go); nil for in-process runs, which a
+	// signal ends at once: they leave nothing behind.
+	interrupt *interrupts
 }
 
 // timed reports whether the run is bounded by time rather than a count.
@@ -79,13 +83,23 @@ func runTorture(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return status
 	}
+	if opts.cfg.procs > 0 {
+		// Worker processes and a region file to clean up: catch SIGINT,
+		// SIGTERM and SIGHUP, stop the run, report what it did.
+		in := catchInterrupts()
+		defer in.stop()
+		opts.cfg.interrupt = in
+	}
 	failed, printed := false, 0
 	for _, k := range opts.kinds {
+		if opts.cfg.interrupt.interrupted() {
+			break // the kinds not yet run are not run
+		}
 		r, err := k.run(&opts.cfg)
 		if err != nil {
 			// The run could not even be set up: not a verdict on the
 			// lock, but not a pass either.
-			fmt.Fprintf(stderr, "lockword torture: %s: %v\n", k.name, err)
+			fmt.Fprintf(stderr, "lockword torture: %s: %s\n", k.name, errText(err))
 			failed = true
 			continue
 		}
@@ -104,6 +118,10 @@ func runTorture(args []string, stdout, stderr io.Writer) int {
 		}
 		r.writeText(stdout)
 		printed++
+	}
+	if in := opts.cfg.interrupt; in.interrupted() {
+		fmt.Fprintf(stderr, "lockword torture: interrupted by %s: worker processes stopped, region file removed\n", in.name())
+		return in.exitStatus()
 	}
 	if failed {
 		return exitFail
@@ -221,7 +239,10 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 	case iters < 1:
 		return usageErr("-iters must be at least 1, got %d", iters)
 	case value < 1 || value > maxValue:
-		return usageErr("-value must be between 1 and %d, got %d (0 would hide lost updates)", maxValue, value)
+		if value < 1 {
+			return usageErr("-value must be between 1 and %d, got %d (0 would hide lost updates)", maxValue, value)
+		}
+		return usageErr("-value must be between 1 and %d, got %d", maxValue, value)
 	case work < 0 || work > maxWork:
 		return usageErr("-work must be between 0 and %d, got %d", maxWork, work)
 	case duration < 0:
@@ -244,8 +265,10 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 		return usageErr("-kill needs -procs N: it kills worker processes")
 	case kill && set["iters"]:
 		return usageErr("-kill runs until -kills kills (or -duration), not a count of -iters")
-	case kills < 1 || (set["kills"] && !kill):
-		return usageErr("-kills must be at least 1 and needs -kill, got %d", kills)
+	case set["kills"] && !kill:
+		return usageErr("-kills needs -kill: it is the number of kills of a -kill run (got -kills %d without -kill)", kills)
+	case kills < 1:
+		return usageErr("-kills must be at least 1, got %d", kills)
 	}
 	spec := *f.lock
 	if procs > 0 && spec == "all" {
@@ -381,9 +404,12 @@ Fairness (in-process kinds), three lines:
   Wait latency: p50, p99 and max of the time from calling Lock to
     holding the lock, timed on one acquisition in 16 per worker.
   Starvation check: for 200ms one goroutine re-locks in a tight loop
-    while another locks repeatedly; the other's longest wait. For ticket
-    it must stay under 10ms, or the run fails; for the others it is
-    information. (rw: a writer re-locks, a reader waits; rw-read-mostly:
+    while another locks repeatedly; the other's longest wait, and how
+    often the re-locking goroutine acquired during that wait (overtakes).
+    For ticket it must stay under 10ms, or the run fails; an attempt that
+    reaches 10ms is run again, up to 3 attempts, and the last decides (a
+    loaded host can stop a thread for 10ms once; a starving lock fails
+    every attempt). For the others it is information. (rw: a writer re-locks, a reader waits; rw-read-mostly:
     a reader re-locks, a writer waits; cond: a goroutine signals, another
     waits for a Signal.)
   rw kinds add the reads and writes made and the reader-writer overlaps
@@ -400,12 +426,16 @@ Output (-json), one object per kind and line, with the fields
   slow_path_fraction (0..1, null when the lock keeps no statistics),
   stats_acquisitions (the lock's own count of acquisitions, null without
   statistics; it must equal additions, or the run fails), duration_s
-  (measured wall time), result ("PASS" or "FAIL"), failures (the
-  reasons, only when it failed), and, for in-process kinds, fairness:
+  (measured wall time), result ("PASS", "FAIL", or "INTERRUPTED": see
+  below), failures (the reasons, only when it failed), interrupted (the
+  signal that stopped a -procs run early, only then), and, for
+  in-process kinds, fairness:
   {shares, shares_at, min_share, max_share, max_min (null when a worker
   made none), flagged, wait_sampled_every, wait_samples, wait_p50_ns,
-  wait_p99_ns, wait_max_ns, starvation: {what, max_wait_ns,
-  acquisitions, limit_ns (null: information only), passed}, notes}.
+  wait_p99_ns, wait_max_ns, starvation: {what, max_wait_ns, overtakes,
+  earlier_max_wait_ns (attempts that reached the limit and were run
+  again), acquisitions, limit_ns (null: information only), passed},
+  notes}.
 
 Across processes (-procs N):
   The shared kinds run the same experiment with the workers spread over N
@@ -425,6 +455,17 @@ Across processes (-procs N):
   for 10 s, or a recovery that never came: must be 0). Expected is the
   sum of every worker's committed additions; the counter must match it
   exactly. -json adds processes and a kill object with the same fields.
+  SIGINT (Ctrl-C), SIGTERM or SIGHUP stops a -procs run early: the
+  supervisor tells the workers to stop between updates (they run in a
+  process group of their own and ignore these signals), waits for them
+  (killing any that have not stopped within 10 s, a hang, or at once on
+  a second signal, after which it recovers the lock as a worker would),
+  removes the region file, prints the report so far with "Interrupted:
+  by SIGINT after T" and the additions made until then, and exits 128 +
+  the signal: 130 (SIGINT), 143 (SIGTERM), 129 (SIGHUP). The kernel
+  kills the workers if the supervisor itself is killed (SIGKILL).
+  Its result is INTERRUPTED, or FAIL if a check already failed. Kinds not
+  yet started are skipped. In-process runs just end, leaving nothing.
 
 Progress:
   A kind that runs longer than about a second shows a progress bar on
@@ -432,9 +473,11 @@ Progress:
   report is printed. Nothing is drawn when stderr is not a terminal.
 
 Exit status:
-  0  every kind passed
-  1  at least one kind failed (lost additions or owner-slot violations)
-  2  usage error: unknown flag or lock kind, bad flag value, stray argument
+  0    every kind passed
+  1    at least one kind failed (lost additions or owner-slot violations)
+  2    usage error: unknown flag or lock kind, bad flag value, stray argument
+  130  a -procs run was interrupted by SIGINT (143: SIGTERM, 129: SIGHUP),
+       whatever the partial result: see Across processes
 
 The none kind must fail: it shows that the checks catch a lock that does
 not exclude. It needs at least 2 workers to fail (one worker cannot race),
@@ -664,8 +707,8 @@ type lockerTarget struct {
 	// instrumentation, and yield in the middle of the update.
 	unprotected bool
 	// starvationLimit fails the run when the starvation check's waiting
-	// goroutine waits this long or longer (fairness.go); 0: the check
-	// is information only.
+	// goroutine waits this long or longer in every attempt (fairness.go);
+	// 0: the check is information only.
 	starvationLimit time.Duration
 }
 
@@ -840,6 +883,9 @@ type report struct {
 	// what a -kill run's supervisor saw (torture_procs.go).
 	procs  int
 	killed *killReport
+	// interrupted names the signal that stopped a -procs run early
+	// ("SIGINT"); the report then covers the additions made until then.
+	interrupted string
 
 	// fair is the fairness block (fairness.go): shares, wait latency,
 	// starvation check; nil for kinds without one.
@@ -928,12 +974,16 @@ func (r *report) failures() []string {
 // passed reports whether the lock excluded: no failures.
 func (r *report) passed() bool { return len(r.failures()) == 0 }
 
-// result is the verdict as printed: PASS or FAIL.
+// result is the verdict as printed: PASS, FAIL, or INTERRUPTED for a run
+// stopped early by a signal in which no check failed so far.
 func (r *report) result() string {
-	if r.passed() {
-		return "PASS"
+	switch {
+	case !r.passed():
+		return "FAIL"
+	case r.interrupted != "":
+		return "INTERRUPTED"
 	}
-	return "FAIL"
+	return "PASS"
 }
 
 // writeText prints the report in the text format documented in the help.
@@ -947,14 +997,21 @@ func (r *report) writeText(w io.Writer) {
 	if r.procs > 0 {
 		fmt.Fprintf(w, "Processes: %d\n", r.procs)
 	}
-	if r.duration > 0 {
+	if r.interrupted != "" {
+		fmt.Fprintf(w, "Interrupted: by %s after %v; a partial report, of the additions made until then\n",
+			r.interrupted, r.elapsed.Round(time.Millisecond))
+	}
+	lo, hi := r.perWorker[0], r.perWorker[0]
+	for _, c := range r.perWorker {
+		lo, hi = min(lo, c), max(hi, c)
+	}
+	switch {
+	case r.duration > 0:
 		fmt.Fprintf(w, "Duration: %v\n", r.duration)
-		lo, hi := r.perWorker[0], r.perWorker[0]
-		for _, c := range r.perWorker {
-			lo, hi = min(lo, c), max(hi, c)
-		}
 		fmt.Fprintf(w, "Additions per worker: varies, min %d, max %d (%d total)\n", lo, hi, r.total())
-	} else {
+	case r.interrupted != "" && r.killed == nil:
+		fmt.Fprintf(w, "Additions per worker: %d asked, made: min %d, max %d (%d total)\n", r.iters, lo, hi, r.total())
+	default:
 		fmt.Fprintf(w, "Additions per worker: %d\n", r.iters)
 	}
 	fmt.Fprintf(w, "Value per addition: %d\n", r.value)
@@ -978,6 +1035,8 @@ func (r *report) writeText(w io.Writer) {
 	}
 	if why := r.failures(); len(why) > 0 {
 		fmt.Fprintf(w, "Result: FAIL (%s)\n", strings.Join(why, "; "))
+	} else if r.interrupted != "" {
+		fmt.Fprintln(w, "Result: INTERRUPTED (no check failed until then)")
 	} else {
 		fmt.Fprintln(w, "Result: PASS")
 	}
@@ -1002,8 +1061,9 @@ type reportJSON struct {
 	Result            string   `json:"result"`
 	Failures          []string `json:"failures,omitempty"`
 	// Multi-process runs only.
-	Processes *int        `json:"processes,omitempty"`
-	Kill      *killReport `json:"kill,omitempty"`
+	Processes   *int        `json:"processes,omitempty"`
+	Interrupted string      `json:"interrupted,omitempty"` // the signal, when one stopped the run
+	Kill        *killReport `json:"kill,omitempty"`
 	// In-process kinds: fairness.go.
 	Fairness *fairnessJSON `json:"fairness,omitempty"`
 }
@@ -1035,6 +1095,7 @@ func (r *report) writeJSON(w io.Writer) error {
 	if r.procs > 0 {
 		j.Processes = &r.procs
 	}
+	j.Interrupted = r.interrupted
 	j.Kill = r.killed
 	if r.fair != nil {
 		j.Fairness = r.fair.json()

@@ -6,6 +6,9 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
+
+	"github.com/lockword/lockword"
 	"testing"
 	"time"
 )
@@ -138,28 +141,44 @@ func TestTortureCondTimedOddWorkers(t *testing.T) {
 	}
 }
 
-// starvingLock makes every tenth acquisition wait 15 ms: a lock that lets
-// a waiter starve, for the starvation check to catch.
+// starvingLock holds every tenth Lock call back for 15 ms while other
+// goroutines take and release the lock past it: a lock that lets a waiter
+// starve, for the starvation check to catch.
 type starvingLock struct {
 	mu sync.Mutex
-	n  int
+	n  atomic.Int64
 }
 
 func (l *starvingLock) Lock() {
+	if l.n.Add(1)%10 == 0 {
+		time.Sleep(15 * time.Millisecond)
+	}
 	l.mu.Lock()
-	l.n++
-	if l.n%10 == 0 {
+}
+
+func (l *starvingLock) Unlock() { l.mu.Unlock() }
+
+// stallingLock, a FIFO lock, holds everyone up for 15 ms once, at its
+// tenth acquisition, as a loaded host that does not run the process does.
+type stallingLock struct {
+	mu lockword.TicketMutex
+	n  int
+}
+
+func (l *stallingLock) Lock() {
+	l.mu.Lock()
+	if l.n++; l.n == 10 {
 		time.Sleep(15 * time.Millisecond)
 	}
 }
 
-func (l *starvingLock) Unlock() { l.mu.Unlock() }
+func (l *stallingLock) Unlock() { l.mu.Unlock() }
 
 // TestStarvationCheckCatchesStarvingLock shows that the starvation check,
 // and with it ticket's 10 ms limit, can fail.
 func TestStarvationCheckCatchesStarvingLock(t *testing.T) {
 	s := lockerStarvation(new(starvingLock), ticketStarvationLimit)
-	if s.passed() {
+	if s.passed() || len(s.earlier) != starvationAttempts-1 {
 		t.Fatalf("a lock that makes waiters wait 15 ms passed the 10 ms starvation check (longest wait %v)", s.maxWait)
 	}
 	f := &fairness{shares: []int64{1, 1}, starve: s}
@@ -168,8 +187,24 @@ func TestStarvationCheckCatchesStarvingLock(t *testing.T) {
 	}
 }
 
+// TestStarvationCheckStallIsNotStarvation: one stall that reaches the
+// limit is run again and reported, not failed; a starving lock fails
+// every attempt (TestStarvationCheckCatchesStarvingLock).
+func TestStarvationCheckStallIsNotStarvation(t *testing.T) {
+	s := lockerStarvation(new(stallingLock), ticketStarvationLimit)
+	if !s.passed() || len(s.earlier) != 1 || s.earlier[0] < ticketStarvationLimit {
+		t.Fatalf("one stall: passed %v, earlier attempts %v, last longest wait %v; want passed after one retried attempt", s.passed(), s.earlier, s.maxWait)
+	}
+	var b strings.Builder
+	(&fairness{shares: []int64{1, 1}, starve: s}).writeText(&b)
+	if !strings.Contains(b.String(), "attempt 1 of the check had reached the limit") {
+		t.Fatalf("the retried attempt is not reported:\n%s", b.String())
+	}
+}
+
 // TestFairnessFlag: the locktorture flag is raised exactly when the
-// busiest worker made more than twice the least busy one's acquisitions.
+// busiest worker made more than twice the least busy one's acquisitions,
+// and only when the window held enough acquisitions to judge.
 func TestFairnessFlag(t *testing.T) {
 	for _, c := range []struct {
 		shares []int64
@@ -179,7 +214,9 @@ func TestFairnessFlag(t *testing.T) {
 		{[]int64{100, 100, 100}, false, 1},
 		{[]int64{100, 200}, false, 2},
 		{[]int64{100, 201}, true, 2.01},
-		{[]int64{0, 5}, true, math.Inf(1)},
+		{[]int64{0, 500}, true, math.Inf(1)},
+		{[]int64{0, 5}, false, math.Inf(1)}, // too few to judge
+		{[]int64{1, 99}, false, 99},
 	} {
 		f := &fairness{shares: c.shares}
 		if f.flagged() != c.flag || f.ratio() != c.ratio {

@@ -20,10 +20,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lockword/lockword"
@@ -120,13 +122,18 @@ type workerSpec struct {
 // workerMain is a worker process: it attaches to the region and runs its
 // workers until they finish or the supervisor says stop.
 func workerMain(specJSON string) int {
+	// The supervisor stops us through the region, between updates, when
+	// it gets SIGINT, SIGTERM or SIGHUP (we run in a process group of our
+	// own, see workerAttr); the same signal sent to all of lockword's
+	// processes must not kill a holder mid-update.
+	signal.Ignore(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	var spec workerSpec
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
 		fmt.Fprintln(os.Stderr, "lockword torture worker:", err)
 		return exitUsage
 	}
 	fail := func(err error) int {
-		fmt.Fprintf(os.Stderr, "lockword torture worker %d: %v\n", os.Getpid(), err)
+		fmt.Fprintf(os.Stderr, "lockword torture worker %d: %s\n", os.Getpid(), errText(err))
 		return exitFail
 	}
 	r, err := lockword.OpenRegion(spec.Region, nil)
@@ -284,13 +291,19 @@ type killReport struct {
 	MaxDetectionMs float64 `json:"max_detection_latency_ms"`
 	MaxRecoveryMs  float64 `json:"max_recovery_latency_ms"`
 	Hangs          int     `json:"hangs"`
-	// WorkerErrors lists worker processes that failed by themselves.
+	// WorkerErrors lists worker processes that failed by themselves, or
+	// did not stop when told to.
 	WorkerErrors []string `json:"worker_errors,omitempty"`
 	// Robbed lists recoveries from a PID the supervisor never killed: a
 	// live holder declared dead. Must be empty.
 	Robbed []int `json:"robbed,omitempty"`
 
 	killed map[int]bool // PIDs the supervisor killed
+	// awaiting: the run was interrupted while a killed holder's recovery
+	// was still to come; awaitingFrom is the recovery count then (the
+	// kill is counted in HolderKills already).
+	awaiting     bool
+	awaitingFrom uint64
 }
 
 func (k *killReport) writeText(w io.Writer) {
@@ -376,6 +389,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		js, _ := json.Marshal(s)
 		w := &workerProc{cmd: exec.Command(exe), ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
 		w.cmd.Env = append(os.Environ(), workerEnv+"="+string(js))
+		w.cmd.SysProcAttr = workerAttr()
 		w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
 		if err := w.cmd.Start(); err != nil {
 			return nil, err
@@ -422,6 +436,9 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("worker processes did not attach within a minute")
 		}
+		if cfg.interrupt.interrupted() {
+			return nil, fmt.Errorf("interrupted by %s before the workers started", cfg.interrupt.name())
+		}
 	}
 	start := time.Now()
 	put(st, stGo, 1)
@@ -435,33 +452,22 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	if cfg.kill {
 		kr = killLoop(cfg, path, st, procs, spawn)
 	} else if cfg.timed() {
-		time.Sleep(cfg.duration)
-	}
-	if cfg.kill || cfg.timed() {
-		put(st, stStop, 1)
-	}
-	var failed []string
-	hung := false
-	for _, w := range procs {
-		wait := hangTimeout
-		if !cfg.kill && !cfg.timed() {
-			wait = 24 * time.Hour // a counted run ends when its workers do
-		}
 		select {
-		case <-w.done:
-			if w.err != nil {
-				failed = append(failed, fmt.Sprintf("PID %d: %v: %s", w.cmd.Process.Pid, w.err, strings.TrimSpace(w.out.String())))
-			}
-		case <-time.After(wait):
-			hung = true
-			failed = append(failed, fmt.Sprintf("PID %d did not stop within %v", w.cmd.Process.Pid, wait))
-			w.cmd.Process.Kill()
-			<-w.done
+		case <-time.After(cfg.duration):
+		case <-cfg.interrupt.done():
 		}
 	}
+	failed, hung, killedAtEnd := stopWorkers(cfg, st, procs)
 	elapsed := time.Since(start)
 	prog.stop()
-	if kr != nil && !unprotected {
+	interrupted := cfg.interrupt.interrupted()
+	if kr != nil {
+		for _, pid := range killedAtEnd {
+			kr.Kills++
+			kr.killed[pid] = true
+		}
+	}
+	if (kr != nil || len(killedAtEnd) > 0) && !unprotected {
 		// A holder killed after the workers stopped waiting would leave
 		// the state half done: recover it as a worker would.
 		ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
@@ -469,10 +475,15 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		cancel()
 		var od *lockword.OwnerDeadError
 		if errors.As(err, &od) {
+			// The recovery that an interrupted killLoop was waiting
+			// for, if none came since: that kill is counted already.
+			awaited := kr != nil && kr.awaiting && get(st, stRecoveries) == kr.awaitingFrom
 			if err := recoverState(st, &spec, m, od.PID); err != nil {
 				return nil, err
 			}
-			kr.HolderKills++ // it died holding; its recovery is this one
+			if kr != nil && !awaited {
+				kr.HolderKills++ // it died holding; its recovery is this one
+			}
 		} else if err != nil {
 			return nil, err
 		}
@@ -482,7 +493,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	run := hammerRun{perWorker: make([]int64, cfg.workers), elapsed: elapsed}
 	for i := range run.perWorker {
 		run.perWorker[i] = int64(get(st, committedOff(cfg.procs, i+1))) / cfg.value
-		if spec.Iters > 0 {
+		if spec.Iters > 0 && !interrupted {
 			// Counted: every worker made exactly its additions (it
 			// exits only then); Expected is the full count.
 			run.perWorker[i] = spec.Iters
@@ -490,6 +501,9 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	}
 	rep := newReport(cfg, name, run)
 	rep.procs = cfg.procs
+	if interrupted {
+		rep.interrupted = cfg.interrupt.name()
+	}
 	rep.actual = int64(get(st, stCounter))
 	rep.ownerViolations = int64(get(st, stViolations))
 	if kr != nil {
@@ -516,10 +530,12 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		s := m.Stats()
 		frac := s.SlowPathFraction()
 		rep.slowPath = &frac
-		if kr == nil {
+		if kr == nil && !interrupted {
 			// Every acquisition was a worker's: the counts must agree,
 			// less, in a timed run, the one acquisition in which each
-			// worker found the stop flag and added nothing.
+			// worker found the stop flag and added nothing. (Not after
+			// an interruption: a worker that had finished its count by
+			// then never saw the flag.)
 			n := s.Acquisitions
 			if cfg.timed() {
 				n -= uint64(cfg.workers)
@@ -530,6 +546,75 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	return rep, nil
 }
 
+// stopWorkers ends the run's worker processes and reaps them. A counted run
+// ends when its workers finish; a timed or -kill run, or one interrupted
+// by a signal (at any moment, this wait included: see interrupts), is stopped
+// through the region's stop flag, which a worker reads only holding the
+// lock, between updates. A worker that has not stopped hangTimeout after
+// the flag is hung (failed, hung): it is killed. So is every worker still
+// running on a second signal, which asks not to wait (killed, not failed).
+// killed lists the PIDs that this killed.
+func stopWorkers(cfg *config, st []byte, procs []*workerProc) (failed []string, hung bool, killed []int) {
+	var deadline <-chan time.Time // nil until the stop flag is set
+	stop := func() {
+		put(st, stStop, 1)
+		deadline = time.After(hangTimeout)
+	}
+	intr, hurry := cfg.interrupt.done(), cfg.interrupt.hurry()
+	if cfg.kill || cfg.timed() || cfg.interrupt.interrupted() {
+		stop()
+		intr = nil
+	}
+	for _, w := range procs {
+		kill := false
+	wait:
+		for {
+			select {
+			case <-w.done:
+				break wait
+			case <-intr:
+				stop()
+				intr = nil
+			case <-deadline:
+				deadline = closedTimer // the others had as long
+				if !exited(w) {
+					hung, kill = true, true
+					failed = append(failed, fmt.Sprintf("PID %d did not stop within %v", w.cmd.Process.Pid, hangTimeout))
+				}
+				break wait
+			case <-hurry:
+				kill = !exited(w)
+				break wait
+			}
+		}
+		if kill {
+			w.cmd.Process.Kill()
+			<-w.done
+			killed = append(killed, w.cmd.Process.Pid)
+		} else if w.err != nil {
+			failed = append(failed, fmt.Sprintf("PID %d: %v: %s", w.cmd.Process.Pid, w.err, strings.TrimSpace(w.out.String())))
+		}
+	}
+	return failed, hung, killed
+}
+
+// exited reports whether w has exited and been reaped.
+func exited(w *workerProc) bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// closedTimer is a ready timer channel: a deadline that has passed.
+var closedTimer = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
+
 // killLoop is the -kill supervisor: kill a worker process (half the time
 // the lock's holder), start a replacement with the same worker ids, and,
 // when the victim held the lock, wait for its recovery and time it.
@@ -537,7 +622,7 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 	kr := &killReport{killed: map[int]bool{}}
 	start := time.Now()
 	lastTotal, lastProgress := get(st, stCounter), time.Now()
-	for kr.Kills < cfg.kills && (!cfg.timed() || time.Since(start) < cfg.duration) {
+	for kr.Kills < cfg.kills && (!cfg.timed() || time.Since(start) < cfg.duration) && !cfg.interrupt.interrupted() {
 		time.Sleep(rand.N(killMaxGap))
 		victim := rand.IntN(len(procs))
 		if rand.IntN(2) == 0 {
@@ -580,6 +665,10 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 		if held {
 			kr.HolderKills++
 			for get(st, stRecoveries) == recoveredBefore {
+				if cfg.interrupt.interrupted() {
+					kr.awaiting, kr.awaitingFrom = true, recoveredBefore
+					return kr
+				}
 				if time.Since(killedAt) > hangTimeout {
 					kr.Hangs++
 					return kr

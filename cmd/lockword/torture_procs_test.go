@@ -3,11 +3,15 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -113,14 +117,27 @@ func TestTortureProcsKillCatchesBrokenRepair(t *testing.T) {
 }
 
 func TestTortureProcsUsage(t *testing.T) {
-	for _, args := range [][]string{
-		{"-procs", "-1"}, {"-procs", "2", "-lock", "mutex"}, {"-lock", "shared"}, {"-kill"},
-		{"-procs", "2", "-kill", "-iters", "5"}, {"-kills", "5"}, {"-procs", "2", "-kill", "-kills", "0"},
-		{"-procs", "8", "-workers", "4"},
+	for _, c := range []struct {
+		args []string
+		msg  string // what the first line of stderr must say
+	}{
+		{[]string{"-procs", "-1"}, "-procs must be between 0 and"},
+		{[]string{"-procs", "2", "-lock", "mutex"}, "kind mutex runs in one process"},
+		{[]string{"-lock", "shared"}, "kind shared runs across processes"},
+		{[]string{"-kill"}, "-kill needs -procs N"},
+		{[]string{"-procs", "2", "-kill", "-iters", "5"}, "-kill runs until -kills kills"},
+		// A valid count without -kill: the missing flag is the error,
+		// not the count ("must be at least 1, got 5" would puzzle).
+		{[]string{"-kills", "5"}, "-kills needs -kill"},
+		{[]string{"-procs", "2", "-kills", "5"}, "-kills needs -kill"},
+		{[]string{"-kills", "0"}, "-kills needs -kill"},
+		{[]string{"-procs", "2", "-kill", "-kills", "0"}, "-kills must be at least 1, got 0"},
+		{[]string{"-procs", "8", "-workers", "4"}, "-procs 8 needs at least as many -workers"},
 	} {
-		_, stderr, status := runCLI(t, append([]string{"torture"}, args...)...)
-		if status != exitUsage || stderr == "" {
-			t.Errorf("torture %v: status %d, stderr %q", args, status, stderr)
+		_, stderr, status := runCLI(t, append([]string{"torture"}, c.args...)...)
+		first, _, _ := strings.Cut(stderr, "\n")
+		if status != exitUsage || !strings.HasPrefix(first, "lockword torture: "+c.msg) {
+			t.Errorf("torture %v: status %d, stderr %q; want 2 and %q", c.args, status, stderr, c.msg)
 		}
 	}
 	// -procs alone picks the shared kind and enough workers.
@@ -230,8 +247,312 @@ func TestInspectErrors(t *testing.T) {
 		if status != exitUsage || stdout != "" || !strings.Contains(stderr, c.msg) {
 			t.Errorf("%v: status %d, stdout %q, stderr %q; want 2 and %q", c.args, status, stdout, stderr, c.msg)
 		}
+		// One prefix, the command's: the library's "lockword: " is not
+		// repeated after it.
+		if strings.Contains(stderr, "lockword: ") || (len(c.args) == 2 && !strings.HasPrefix(stderr, "lockword inspect: open region ")) {
+			t.Errorf("%v: stderr %q: want one prefix, \"lockword inspect: open region PATH: \"", c.args, stderr)
+		}
 	}
 	if stdout, _, status := runCLI(t, "inspect", "-help"); status != exitOK || !strings.Contains(stdout, "Usage: lockword inspect") {
 		t.Errorf("inspect -help: %d %q", status, stdout)
+	}
+}
+
+// TestInspectTextUnknownHolder: a held lock whose holder's PID is unknown
+// (it died and its process-table slot was reused) says so, rather than
+// looking free ("-").
+func TestInspectTextUnknownHolder(t *testing.T) {
+	var b strings.Builder
+	writeInspectText(&b, &lockword.RegionInfo{Path: "r", Objects: []lockword.ObjectInfo{
+		{Name: "orders", Kind: "mutex", State: "owner-dead", HolderPID: 0},
+	}})
+	if !regexp.MustCompile(`orders\s+mutex\s+0\s+owner-dead\s+unknown\s+no\s`).MatchString(b.String()) {
+		t.Fatalf("want holder unknown, alive no:\n%s", b.String())
+	}
+}
+
+// TestInspectReadOnlyUser runs inspect as an unprivileged user (nobody,
+// through setpriv, where the test runs as root) on a region it may read
+// but not write, as a monitoring user would: it must work, say it is
+// read-only, and change no byte of the file.
+func TestInspectReadOnlyUser(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if os.Geteuid() != 0 || err != nil {
+		t.Skip("needs root and setpriv(1) to run inspect as an unprivileged user; TestInspectRegionReadOnly covers the read-only path")
+	}
+	dir, err := os.MkdirTemp("", "lockword-inspect-ro-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	asNobody := func(args ...string) *exec.Cmd {
+		return exec.Command(setpriv, append([]string{"--reuid=65534", "--regid=65534", "--clear-groups"}, args...)...)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := asNobody("test", "-x", dir).CombinedOutput(); err != nil {
+		t.Skipf("nobody cannot reach %s (%v %s)", dir, err, out)
+	}
+	bin := filepath.Join(dir, "lockword")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	path := filepath.Join(dir, "region")
+	r, err := lockword.CreateRegion(path, 0, &lockword.RegionOptions{Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	m, _ := r.Mutex("orders")
+	m.Lock() // the fast path: inspect would stamp it, if it could write
+	defer m.Unlock()
+	before, _ := os.ReadFile(path)
+
+	out, err := asNobody(bin, "inspect", "-json", path).Output()
+	if err != nil {
+		t.Fatalf("inspect as nobody: %v\n%s", err, out)
+	}
+	var info lockword.RegionInfo
+	if err := json.Unmarshal(out, &info); err != nil {
+		t.Fatal(err)
+	}
+	if o := info.Objects[0]; !info.ReadOnly || o.State != "held" || o.HolderPID != os.Getpid() || !o.HolderAlive || o.HeldForKnown {
+		t.Fatalf("inspect as nobody: %s\nwant read-only, held by live PID %d, held-for unknown", out, os.Getpid())
+	}
+	out, err = asNobody(bin, "inspect", path).Output()
+	if err != nil || !strings.Contains(string(out), "Read-only: ") || !regexp.MustCompile(`orders\s+mutex\s+\d+\s+held\s+\d+\s+yes\s+unknown`).Match(out) {
+		t.Fatalf("inspect as nobody: %v\n%s", err, out)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("inspect as nobody changed the region file")
+	}
+}
+
+// TestTortureProcsInterrupted: SIGINT or SIGTERM stops a -procs run
+// cleanly: the worker processes stop between updates and are reaped, the
+// region file is removed, the report so far (exact: the counter equals the
+// committed additions) says it was interrupted, and the status is 128 +
+// the signal. The SIGINT goes to the whole process group, as a terminal's
+// Ctrl-C does: the workers must not die of it mid-update.
+func TestTortureProcsInterrupted(t *testing.T) {
+	bin := buildLockword(t)
+	for _, c := range []struct {
+		name   string
+		sig    syscall.Signal
+		group  bool // signal the process group, not the supervisor alone
+		status int
+		args   []string
+	}{
+		{"SIGINT", syscall.SIGINT, true, 130, []string{"-procs", "2", "-iters", "1000000000"}},
+		{"SIGTERM", syscall.SIGTERM, false, 143, []string{"-procs", "2", "-kill", "-kills", "1000000"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(bin, append([]string{"torture", "-json"}, c.args...)...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pid := cmd.Process.Pid
+			pattern := filepath.Join(regionDir(), fmt.Sprintf("lockword-torture-%d-*", pid))
+			t.Cleanup(func() {
+				cmd.Process.Kill()
+				if files, _ := filepath.Glob(pattern); len(files) > 0 {
+					for _, f := range files {
+						os.Remove(f)
+					}
+				}
+			})
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+
+			// Wait until both workers have attached, then let them run.
+			var workers []int
+			for deadline := time.Now().Add(30 * time.Second); len(workers) < 2; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("workers did not attach\n%s", stderr.String())
+				}
+				workers = workers[:0]
+				files, _ := filepath.Glob(pattern)
+				if len(files) != 1 {
+					continue
+				}
+				if info, err := lockword.InspectRegion(files[0]); err == nil {
+					for _, p := range info.Processes {
+						if p.PID != pid {
+							workers = append(workers, p.PID)
+						}
+					}
+				}
+			}
+			time.Sleep(300 * time.Millisecond)
+			target := pid
+			if c.group {
+				target = -pid
+			}
+			if err := syscall.Kill(target, c.sig); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			select {
+			case err = <-exited:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("still running 30 s after %s\n%s", c.name, stderr.String())
+			}
+			var exitErr *exec.ExitError
+			if !errors.As(err, &exitErr) || exitErr.ExitCode() != c.status {
+				t.Fatalf("after %s: %v (status %d), want exit status %d\nstdout: %s\nstderr: %s", c.name, err, cmd.ProcessState.ExitCode(), c.status, stdout.String(), stderr.String())
+			}
+			if files, _ := filepath.Glob(pattern); len(files) != 0 {
+				t.Errorf("region file left behind: %v", files)
+			}
+			for _, w := range workers {
+				// The supervisor reaped them before it exited: gone.
+				if err := syscall.Kill(w, 0); err != syscall.ESRCH {
+					t.Errorf("worker process %d still exists after the supervisor exited (kill 0: %v)", w, err)
+				}
+			}
+			var r reportJSON
+			if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+				t.Fatalf("%v: %s", err, stdout.String())
+			}
+			if r.Interrupted != c.name || r.Result != "INTERRUPTED" || r.Additions == 0 || r.Expected != r.Actual || r.OwnerViolations != 0 {
+				t.Errorf("report: %s\nwant interrupted by %s, additions made, counter exact", stdout.String(), c.name)
+			}
+			if k := r.Kill; c.sig == syscall.SIGTERM && (k == nil || k.Kills == 0 || k.Recoveries != int64(k.HolderKills) || k.Hangs != 0) {
+				t.Errorf("kill report: %s", stdout.String())
+			}
+			if !strings.Contains(stderr.String(), "interrupted by "+c.name) {
+				t.Errorf("stderr %q does not say it was interrupted", stderr.String())
+			}
+		})
+	}
+}
+
+// TestTortureInterruptedText: the text report of an interrupted counted
+// run says so and gives the additions made, not the count asked for.
+func TestTortureInterruptedText(t *testing.T) {
+	cfg := &config{workers: 2, iters: 1000, value: 5, procs: 2}
+	r := newReport(cfg, "shared", hammerRun{perWorker: []int64{10, 20}, elapsed: time.Second})
+	r.procs, r.actual, r.interrupted = 2, 150, "SIGINT"
+	var b strings.Builder
+	r.writeText(&b)
+	for _, line := range []string{"Interrupted: by SIGINT after 1s; a partial report, of the additions made until then",
+		"Additions per worker: 1000 asked, made: min 10, max 20 (30 total)", "Expected: 150", "Result: INTERRUPTED (no check failed until then)"} {
+		if !hasLine(b.String(), line) {
+			t.Errorf("report lacks %q:\n%s", line, b.String())
+		}
+	}
+	if r.actual = 145; r.result() != "FAIL" {
+		t.Errorf("an interrupted run whose counter is off: result %s, want FAIL", r.result())
+	}
+}
+
+// TestInspectJSONNotALock: inspect -json gives an object that is not a
+// lock no lock fields (no "state": "", "word": 0, "holder_alive": false).
+func TestInspectJSONNotALock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "region")
+	r, err := lockword.CreateRegion(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.Mutex("orders")
+	r.Bytes("orders-data", 100)
+	stdout, stderr, status := runCLI(t, "inspect", "-json", path)
+	if status != exitOK {
+		t.Fatalf("inspect: %d %s", status, stderr)
+	}
+	var info struct {
+		Objects []map[string]json.RawMessage `json:"objects"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &info); err != nil || len(info.Objects) != 2 {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	lock, data := info.Objects[0], info.Objects[1]
+	if string(lock["state"]) != `"free"` || lock["word"] == nil || lock["holder_alive"] == nil {
+		t.Errorf("lock lacks its fields: %s", stdout)
+	}
+	for _, k := range []string{"state", "word", "holder_alive", "held_for_known", "waiters"} {
+		if v, ok := data[k]; ok {
+			t.Errorf("bytes object has %q: %s", k, v)
+		}
+	}
+}
+
+// TestInspectCorruptFiles: inspect of a damaged region file, or of a file
+// that never was one, exits 2 with one line on stderr that names the file
+// and the check that failed, prints nothing on stdout, and never panics.
+// Garbage where the header does not look (process table, lock words)
+// cannot be told from live state; it must not crash inspect either.
+func TestInspectCorruptFiles(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	r, err := lockword.CreateRegion(good, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Mutex("orders")
+	r.Bytes("orders-data", 100)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	valid, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	changed := func(off int, b []byte) []byte {
+		c := bytes.Clone(valid)
+		copy(c[off:], b)
+		return c
+	}
+	const (
+		tableOffset = 4096  // docs/abi.md: the object table
+		procOffset  = 12288 // the process table
+	)
+	for _, c := range []struct {
+		name    string
+		content []byte
+		msg     string // in the error; "" means the header is intact: exit 0
+	}{
+		{"empty", nil, "never initialized"},
+		{"truncated to 100 bytes", valid[:100], "size does not match the file: header says 1048576 bytes, file has 100"},
+		{"truncated in the process table", valid[:20000], "size does not match the file"},
+		{"truncated to half", valid[:len(valid)/2], "size does not match the file"},
+		{"one byte past the end", append(bytes.Clone(valid), 0), "size does not match the file"},
+		{"magic overwritten", changed(0, []byte("XXXXXXXX")), "not a lockword region (bad magic)"},
+		{"version 99", changed(8, []byte{99, 0, 0, 0}), "unsupported region ABI version"},
+		{"object table entry changed", changed(tableOffset+3, []byte{'!'}), "checksum"},
+		{"zero bytes", make([]byte, len(valid)), "never initialized"},
+		{"random bytes, region size", random(len(valid)), "bad magic"},
+		{"random bytes, 100", random(100), "bad magic"},
+		{"random process table and objects", changed(procOffset, random(len(valid)-procOffset)), ""},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-"))
+		if err := os.WriteFile(path, c.content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, status := runCLI(t, "inspect", path)
+		if c.msg == "" {
+			if status != exitOK {
+				t.Errorf("%s: status %d, stderr %q; want 0 (the header is intact)", c.name, status, stderr)
+			}
+			continue
+		}
+		prefix := "lockword inspect: open region " + path + ": "
+		if status != exitUsage || stdout != "" || !strings.HasPrefix(stderr, prefix) || !strings.Contains(stderr, c.msg) ||
+			strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n") {
+			t.Errorf("%s: status %d, stdout %q, stderr %q; want 2 and one line %q...%q", c.name, status, stdout, stderr, prefix, c.msg)
+		}
 	}
 }

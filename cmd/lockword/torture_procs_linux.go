@@ -1,0 +1,17 @@
+package main
+
+import "syscall"
+
+// workerAttr starts a worker process in a process group of its own, so
+// that a Ctrl-C or a terminal hangup, which the kernel sends to the whole
+// foreground group, reaches only the supervisor, which stops the workers
+// between updates; a worker killed by it mid-update, or mid-start before
+// it could ignore the signal, would count as a failure. It also makes the
+// kernel SIGKILL the worker when the supervisor dies, even by SIGKILL,
+// which nothing can catch: a timed run's workers would otherwise spin on
+// the region forever. That signal follows the death of the thread that
+// started the worker; the Go runtime does not end its threads while the
+// program runs (none of ours is locked to a goroutine that exits).
+func workerAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
