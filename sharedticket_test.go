@@ -3,6 +3,7 @@
 package lockword
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -694,4 +695,45 @@ func TestSharedFairLockerOwnerDead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInspectFairKindsReadOnly: a read-only inspection of a ticket mutex
+// and an RW mutex held on the fast path writes nothing and calls the
+// held-for unknown; one with write access stamps them, and read-only
+// inspections then read the stamp.
+func TestInspectFairKindsReadOnly(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	tm, _ := r.TicketMutex("t")
+	rw, _ := r.RWMutex("rw")
+	tm.Lock()
+	rw.Lock()
+	before := [][]byte{append([]byte(nil), tm.q.obj...), append([]byte(nil), rw.q.obj...)}
+	info, err := inspectRegion(path, modeObserveReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range info.Objects {
+		if o.State != "held" || o.HolderPID != os.Getpid() || o.HeldForKnown {
+			t.Fatalf("read-only: %+v; want held by us, held-for unknown", o)
+		}
+	}
+	if !bytes.Equal(before[0], tm.q.obj) || !bytes.Equal(before[1], rw.q.obj) {
+		t.Fatal("a read-only inspection changed an object")
+	}
+	if _, err := InspectRegion(path); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	info, err = inspectRegion(path, modeObserveReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range info.Objects {
+		if !o.HeldForKnown || o.HeldFor < 20*time.Millisecond || o.HeldFor > time.Minute {
+			t.Fatalf("read-only after a stamp: %+v; want held for at least 20ms", o)
+		}
+	}
+	tm.Unlock()
+	rw.Unlock()
 }
