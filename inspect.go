@@ -47,6 +47,9 @@ type ObjectInfo struct {
 	//	                   MarkConsistent: nobody holds it, and every
 	//	                   lock call fails with ErrNotRecoverable
 	//	"read-held"        an RW mutex held by readers only (Readers)
+	//	"handoff"          a ticket mutex (or an RW mutex's write side)
+	//	                   granted to the next ticket, whose process has
+	//	                   not taken it yet: nobody holds it
 	//
 	// for a Cond, "idle" or "waiting" (Queued goroutines wait on it), and
 	// "" for an object that is neither (bytes).

@@ -589,7 +589,8 @@ func inspectRWMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 	in := word32(obj, rwObjIn).Load()
 	info.Word = in
 	info.Readers = int((in&srwCountMask - word32(obj, rwObjOut).Load()) / srwReader)
-	if info.State == "free" && info.Readers > 0 {
+	if (info.State == "free" || info.State == "handoff") && info.Readers > 0 {
+		// Readers only (a writer may wait for them: Queued).
 		info.State = "read-held"
 	}
 }

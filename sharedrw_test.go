@@ -586,11 +586,24 @@ func TestSharedRWMutexStatsAndInspect(t *testing.T) {
 	if o := info.Objects[0]; o.Kind != "rwmutex" || o.State != "read-held" || o.Readers != 2 || o.Stats == nil || o.Stats.Acquisitions != 2 {
 		t.Fatalf("inspect read-held: %+v", o)
 	}
+	// A writer arrives and waits for them: still read-held (nobody holds
+	// the write side yet), one writer queued.
+	w, _ := openHandles(t, path, 1)[0].RWMutex("m")
+	wrote := make(chan struct{})
+	go func() { w.Lock(); w.Unlock(); close(wrote) }()
+	for rw.in.Load()&srwWriter == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	info, _ = InspectRegion(path)
+	if o := info.Objects[0]; o.State != "read-held" || o.Readers != 2 || o.Queued != 1 || o.HolderPID != 0 {
+		t.Fatalf("inspect read-held with a writer waiting: %+v", o)
+	}
 	rw.RUnlock()
 	rw.RUnlock()
+	<-wrote
 	rw.Lock()
 	info, _ = InspectRegion(path)
-	if o := info.Objects[0]; o.State != "held" || o.HolderPID != os.Getpid() || !o.HolderAlive || o.Readers != 0 || o.Stats.Acquisitions != 3 {
+	if o := info.Objects[0]; o.State != "held" || o.HolderPID != os.Getpid() || !o.HolderAlive || o.Readers != 0 || o.Stats.Acquisitions != 4 {
 		t.Fatalf("inspect write-held: %+v", o)
 	}
 	rw.Unlock()

@@ -860,8 +860,20 @@ func (insp *inspector) queue(obj []byte, info *ObjectInfo, next, serving, flags,
 	info.Queued = int(n - s - 1)
 	info.Waiters = info.Queued > 0
 	r := word64(records, uint64(s%queueRecords)*queueRecordLen).Load()
-	if recTicket(r) != s || recToken(r) == 0 {
-		info.State = "held" // between two holders
+	switch {
+	case recTicket(r) == s && recState(r) == recSkippingDead:
+		// Being retired on behalf of a holder that died.
+		info.State, info.HolderPID = "owner-dead", int(deadPID.Load())
+		return
+	case recTicket(r) != s || recState(r) != recHolding:
+		// Granted to ticket s, whose owner has not taken it yet: it is
+		// waking up, or (an RW mutex's writer) waits for readers to
+		// leave, or the ticket is being skipped. Nobody holds it.
+		info.State = "handoff"
+		info.Queued++
+		if info.Inconsistent {
+			info.State, info.HolderPID = "owner-dead", int(deadPID.Load())
+		}
 		return
 	}
 	a := insp.check(recToken(r))

@@ -31,6 +31,7 @@ For each object it prints its name, kind and offset and, for locks:
            not-recoverable; for a ticket mutex (and an rwmutex's writers)
            ", N queued" counts the processes waiting their turn, and for
            an rwmutex "read-held" and ", N readers" count read holds;
+           "handoff": granted to the next ticket, not yet taken by it;
            a cond is "idle", or "waiting, N queued" (goroutines in Wait)
   HOLDER   the holding process's PID, and whether it is alive (a stopped
            process, kill -STOP, is alive: it is never robbed); "unknown"
@@ -131,7 +132,7 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo) {
 			}
 			holder, alive, held := "-", "-", "-"
 			switch o.State {
-			case "free", "not-recoverable", "read-held", "idle", "waiting":
+			case "free", "not-recoverable", "read-held", "handoff", "idle", "waiting":
 				// Nobody holds it (readers are counted, not owned).
 			default:
 				holder = "unknown" // died, and its slot was taken since
