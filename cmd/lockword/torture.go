@@ -491,6 +491,7 @@ Examples:
   lockword torture -lock none                  # FAIL, exit status 1
   lockword torture -procs 4                    # the shared kind, 4 processes
   lockword torture -procs 4 -kill -kills 1000  # owner death, 1000 times
+  lockword torture -procs 4 -lock shared-ticket -kill  # the same, FIFO lock
   lockword torture -json | jq -c '{lock, throughput_macq_s}'
 `)
 }
