@@ -45,10 +45,11 @@ type ContextLocker interface {
 // is zero. Because seq is read before the lock is released, a Signal made
 // after that (by a holder of the lock, or not) changes seq, and the wait
 // either sees it changed or is woken: no wake-up is lost. The kernel wakes
-// sleepers of one word in the order they went to sleep, so a goroutine
-// that starts waiting after a Signal does not take it from one already
+// sleepers of one word in the order they went to sleep, so a process whose
+// waiter started waiting after a Signal does not take it from one already
 // asleep; a waiter that had read seq but not yet gone to sleep sees it
-// changed and returns. As with any condition variable Wait may return
+// changed and returns, and one that read seq after the Signal keeps
+// waiting. As with any condition variable Wait may return
 // without a notification (when notifications race with it, or when a
 // WaitContext elsewhere gives up), so wait in a loop that re-checks the
 // condition.
@@ -57,8 +58,10 @@ type ContextLocker interface {
 // while signalling, leaves at most a waiters count that never drops (the
 // cost: Signal makes a system call that wakes nobody). Owner death of the
 // lock is the lock's business, reported by WaitContext when it re-locks.
-// Each waiting goroutine sleeps in the kernel on its own OS thread (unlike
-// waiters for the shared locks, which queue as goroutines).
+// Within a process one waiting goroutine sleeps in the kernel and the
+// others park as goroutines, so waiters cost no OS thread each; a
+// notification that reaches a process wakes all of its waiters that it
+// concerns, which then re-check the condition.
 //
 // In the terminology of the Go memory model, a call to Signal or Broadcast
 // synchronizes before any Wait call that it unblocks, across processes.
@@ -68,6 +71,9 @@ type SharedCond struct {
 	waiters *atomic.Uint32
 	r       *Region
 	name    string
+	// sleeper is 1 while one of this process's waiters sleeps in the
+	// kernel; the others park on local (see sleep).
+	sleeper, local atomic.Uint32
 }
 
 func init() {
@@ -134,22 +140,43 @@ func (c *SharedCond) enter() uint32 {
 }
 
 // sleep waits while seq is v, then counts the caller out.
+//
+// One goroutine per process (the sleeper) sleeps in the kernel on seq; the
+// others park as goroutines on local, which the sleeper bumps whenever it
+// wakes, and look at seq again. So a thousand waiting goroutines cost one
+// OS thread, and a notification that wakes a process's sleeper wakes every
+// goroutine of that process whose sequence value it changed (condition
+// variables allow the extra returns).
 func (c *SharedCond) sleep(ctx context.Context, v uint32) error {
 	defer c.waiters.Add(^uint32(0))
 	c.r.waiting.Add(1)
 	defer c.r.waiting.Add(-1)
-	// A kernel sleep cannot watch a channel: wake every sleeper when ctx
-	// ends (the others see a spurious wake-up and sleep again).
-	defer wakeOnDone(ctx, func() { wait.FutexWake(c.seq, wakeAll, wait.Shared) })()
 	for c.seq.Load() == v {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if !c.sleeper.CompareAndSwap(0, 1) {
+			// Read local, look once more, then park while local is
+			// unchanged: a sleeper that wakes after the look bumps it.
+			lv := c.local.Load()
+			if c.sleeper.Load() == 0 || c.seq.Load() != v {
+				continue
+			}
+			wait.Wait(ctx, &c.local, lv)
+			continue
 		}
 		timeout := time.Duration(-1) // without limit
 		if dl, ok := ctx.Deadline(); ok {
 			timeout = max(time.Until(dl), 0)
 		}
+		// A kernel sleep cannot watch a channel: wake every sleeper when
+		// ctx ends (the others see a spurious wake-up and sleep again).
+		stop := wakeOnDone(ctx, func() { wait.FutexWake(c.seq, wakeAll, wait.Shared) })
 		wait.FutexWait(c.seq, v, timeout, wait.Shared)
+		stop()
+		c.sleeper.Store(0)
+		c.local.Add(1)
+		wait.Wake(&c.local, wakeAll)
 	}
 	return nil
 }

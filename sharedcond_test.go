@@ -6,15 +6,52 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/internal/wait"
 )
 
 func init() {
 	childModes["condstress"] = childCondStress
+	childModes["cond-threads"] = func(args []string) error {
+		// args: path, goroutines: wait on cond "c" under mutex "m" until
+		// a Broadcast; report the OS threads while they wait.
+		r, err := OpenRegion(args[0], nil)
+		if err != nil {
+			return err
+		}
+		m, _ := r.Mutex("m")
+		c, _ := r.Cond("c")
+		flag, _ := r.Bytes("flag", 8)
+		n, _ := strconv.Atoi(args[1])
+		var done atomic.Int64
+		for range n {
+			go func() {
+				m.Lock()
+				for word32(flag, 0).Load() == 0 {
+					c.Wait(m)
+				}
+				m.Unlock()
+				done.Add(1)
+			}()
+		}
+		for wait.Parked(&c.local) < n-1 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond)
+		fmt.Println("threads", threadCountNow(), runtime.GOMAXPROCS(0))
+		for done.Load() < int64(n) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		fmt.Println("done", done.Load())
+		return nil
+	}
 	childModes["cond-wait"] = func(args []string) error {
 		// Wait on cond "c" under mutex "m" until killed. args: path.
 		r, err := OpenRegion(args[0], nil)
@@ -363,5 +400,40 @@ func TestSharedCondOwnerDeath(t *testing.T) {
 func TestSharedCondLayout(t *testing.T) {
 	if kindCond != 5 || condObjSize != 64 || condObjSeq != 0 || condObjWaiters != 4 {
 		t.Fatal("SharedCond layout differs from docs/abi.md")
+	}
+}
+
+// TestSharedCondThousandWaiters: 1,000 goroutines waiting in each of two
+// processes cost a few OS threads each (one sleeps in the kernel, the
+// others park), and a Broadcast from here releases them all.
+func TestSharedCondThousandWaiters(t *testing.T) {
+	defer watchdog("1,000 cond waiters × 2 processes", 2*time.Minute)()
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	c, _ := r.Cond("c")
+	flag, _ := r.Bytes("flag", 8)
+	a := startChild(t, "cond-threads", path, "1000")
+	b := startChild(t, "cond-threads", path, "1000")
+	for _, ch := range []*child{a, b} {
+		var threads, procs int
+		fmt.Sscan(ch.expect(t, "threads "), &threads, &procs)
+		t.Logf("child %d: %d OS threads with 1,000 goroutines in Wait (GOMAXPROCS %d)", ch.pid(), threads, procs)
+		if threads > procs+64 {
+			t.Errorf("child has %d OS threads, want at most %d", threads, procs+64)
+		}
+	}
+	m.Lock()
+	word32(flag, 0).Store(1)
+	m.Unlock()
+	c.Broadcast()
+	for _, ch := range []*child{a, b} {
+		if got := ch.expect(t, "done "); got != "1000" {
+			t.Errorf("child completed %s of 1000", got)
+		}
+		ch.wait(t)
+	}
+	if n := c.waiters.Load(); n != 0 {
+		t.Fatalf("%d waiters counted after all left", n)
 	}
 }
