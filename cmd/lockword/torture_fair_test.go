@@ -192,8 +192,10 @@ func TestStarvationCheckCatchesStarvingLock(t *testing.T) {
 // every attempt (TestStarvationCheckCatchesStarvingLock).
 func TestStarvationCheckStallIsNotStarvation(t *testing.T) {
 	s := lockerStarvation(new(stallingLock), ticketStarvationLimit)
-	if !s.passed() || len(s.earlier) != 1 || s.earlier[0] < ticketStarvationLimit {
-		t.Fatalf("one stall: passed %v, earlier attempts %v, last longest wait %v; want passed after one retried attempt", s.passed(), s.earlier, s.maxWait)
+	// The host may add stalls of its own (a second retried attempt), but
+	// the lock stalls only once, so the last attempt passes.
+	if !s.passed() || len(s.earlier) == 0 || s.earlier[0] < ticketStarvationLimit {
+		t.Fatalf("one stall: passed %v, earlier attempts %v, last longest wait %v; want passed after a retried attempt", s.passed(), s.earlier, s.maxWait)
 	}
 	var b strings.Builder
 	(&fairness{shares: []int64{1, 1}, starve: s}).writeText(&b)
