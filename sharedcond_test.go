@@ -437,3 +437,44 @@ func TestSharedCondThousandWaiters(t *testing.T) {
 		t.Fatalf("%d waiters counted after all left", n)
 	}
 }
+
+// TestSharedCondSignalNotStolen: a waiter (here, of another handle: as
+// another process) that starts waiting after a Signal does not take it
+// from the one already waiting.
+func TestSharedCondSignalNotStolen(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	hs := openHandles(t, path, 2)
+	m, _ := r.Mutex("m")
+	c, _ := r.Cond("c")
+	early, _ := hs[0].Cond("c")
+	late, _ := hs[1].Cond("c")
+	woke := make(chan string, 2)
+	waitOn := func(name string, cv *SharedCond) {
+		m.Lock()
+		cv.Wait(m)
+		m.Unlock()
+		woke <- name
+	}
+	go waitOn("early", early)
+	for c.waiters.Load() != 1 || early.sleeper.Load() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond) // asleep in the kernel
+	m.Lock()
+	c.Signal()
+	go waitOn("late", late) // reads seq after the Signal, once we unlock
+	m.Unlock()
+	if got := <-woke; got != "early" {
+		t.Fatalf("%s took the Signal", got)
+	}
+	select {
+	case got := <-woke:
+		t.Fatalf("%s returned without a Signal of its own", got)
+	case <-time.After(50 * time.Millisecond):
+	}
+	c.Signal()
+	if got := <-woke; got != "late" {
+		t.Fatalf("second Signal woke %s", got)
+	}
+}
