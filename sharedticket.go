@@ -662,6 +662,20 @@ func (q *ticketQueue) reportIfStuck(start time.Time, blocker uint32, alive bool)
 // checking every 10 ms) for the oldest ticket to be served, outside ticket
 // order.
 //
+// # Cost
+//
+// Order has a price between processes: each handover goes to one chosen
+// process, and when processes outnumber cores that process is usually
+// asleep, so every handover waits for a kernel wake-up and the scheduler.
+// Measured with lockword torture -procs N -lock shared-ticket (2 workers
+// per process, no work inside, on this project's shared 2-core machine
+// with a load average near 5, so the spread is wide): about 1 M
+// acquisitions/s at 2 processes, 0.3-1.2 M at 4, then 0.03-0.3 M at 6 and
+// 0.01-0.06 M at 8 and 16, against 3-5 M for SharedMutex, which lets a
+// running process take the lock again. (Waking the next ticket early so
+// that it spins did not help measurably here.) Use it where the order of
+// processes matters more than throughput.
+//
 // Counters wrap at 2^32. In the terminology of the Go memory model, the
 // n'th call to Unlock synchronizes before the m'th call to Lock (or
 // successful TryLock or LockContext) for any n < m, across processes.
