@@ -46,8 +46,13 @@ type ObjectInfo struct {
 	//	"not-recoverable"  unlocked after a recovery without
 	//	                   MarkConsistent: nobody holds it, and every
 	//	                   lock call fails with ErrNotRecoverable
+	//	"read-held"        an RW mutex held by readers only (Readers)
+	//	"handoff"          a ticket mutex (or an RW mutex's write side)
+	//	                   granted to the next ticket, whose process has
+	//	                   not taken it yet: nobody holds it
 	//
-	// and "" for an object that is not a lock.
+	// for a Cond, "idle" or "waiting" (Queued goroutines wait on it), and
+	// "" for an object that is neither (bytes).
 	State string `json:"state"`
 	// HolderPID is the holding process's PID: 0 when free, and when
 	// unknown (the holder died and its process-table slot has since been
@@ -69,6 +74,15 @@ type ObjectInfo struct {
 	HeldForKnown bool          `json:"held_for_known"`
 	// Waiters is the lock word's hint that a process sleeps waiting.
 	Waiters bool `json:"waiters"`
+	// Queued is how many tickets wait behind the holder (ticket mutexes,
+	// and an RW mutex's writers): one per waiting process; for a Cond,
+	// how many goroutines wait on it (a process that died waiting stays
+	// counted).
+	Queued int `json:"queued,omitempty"`
+	// Readers is how many read holds an RW mutex counts: holding, or
+	// waiting behind a writer. Readers are counted, not owned: a reader
+	// process that died holding stays counted (see SharedRWMutex).
+	Readers int `json:"readers,omitempty"`
 	// Stats, when statistics are enabled (EnableStats), summed over all
 	// processes.
 	Stats *Stats `json:"stats,omitempty"`

@@ -15,8 +15,8 @@ import (
 )
 
 // A Region is a file mapped MAP_SHARED by every process that opens it,
-// holding a header and named objects (SharedMutex today; the object table
-// leaves room for more kinds). Processes find objects by name:
+// holding a header and named objects (SharedMutex, SharedTicketMutex,
+// SharedRWMutex, SharedCond, plain bytes). Processes find objects by name:
 //
 //	r, err := lockword.OpenOrCreateRegion("orders", 0, nil) // /dev/shm/orders
 //	mu, err := r.Mutex("orders-table")
@@ -91,6 +91,49 @@ type Region struct {
 	closed  bool
 	objects map[string]regionObject // validated table entries we have seen
 	mutexes map[string]*SharedMutex
+	// handles are the other kinds' handles, one per name, so that every
+	// call with a name returns the same one; Close asks each whether this
+	// process holds it.
+	handles map[string]regionHandle
+}
+
+// A regionHandle is this process's handle on an object of a region.
+type regionHandle interface {
+	// holdsLock reports whether this process holds the object (for
+	// writing or reading): Close refuses then.
+	holdsLock() bool
+}
+
+// handle returns the cached handle of name, or makes one of kind with
+// newH, allocating the object if the region has none of that name. r.mu
+// must not be held. It fails as (*Region).object does, and with
+// ErrObjectKind if the name is cached as another kind.
+func handle[H regionHandle](r *Region, name string, kind objectKind, newH func(obj []byte) H) (H, error) {
+	var zero H
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h, ok := r.handles[name]; ok && !r.closed {
+		if h, ok := h.(H); ok {
+			return h, nil
+		}
+	}
+	o, err := r.object(name, kind, objectKinds[kind].size)
+	if err != nil {
+		return zero, err
+	}
+	h := newH(r.data[o.offset : o.offset+uint64(o.size) : o.offset+uint64(o.size)])
+	r.handles[name] = h
+	return h, nil
+}
+
+// TicketMutex returns the SharedTicketMutex named name (1 to 48 bytes),
+// creating it, unlocked, if the region has no object of that name. Every
+// call with the same name on one Region returns the same
+// *SharedTicketMutex. It fails with ErrObjectKind if name is an object of
+// another kind, ErrRegionFull if there is no room, ErrRegionClosed after
+// Close.
+func (r *Region) TicketMutex(name string) (*SharedTicketMutex, error) {
+	return handle(r, name, kindTicketMutex, func(obj []byte) *SharedTicketMutex { return newSharedTicketMutex(r, name, obj) })
 }
 
 // RegionOptions adjust how a region is created or opened. A nil
@@ -265,12 +308,13 @@ const (
 type objectKind uint32
 
 const (
-	kindMutex   objectKind = 1 // SharedMutex
-	kindBytes   objectKind = 2 // (*Region).Bytes: plain data
-	kindRing    objectKind = 6 // RingProducer, RingConsumer: shared byte ring (sharedring.go)
-	kindSeqLock objectKind = 7 // RegionSeqLock (seqlock_region.go)
-	// Reserved for the shared forms of the other primitives:
-	// 3 TicketMutex, 4 RWMutex, 5 Cond.
+	kindMutex       objectKind = 1 // SharedMutex
+	kindBytes       objectKind = 2 // (*Region).Bytes: plain data
+	kindTicketMutex objectKind = 3 // SharedTicketMutex
+	kindRWMutex     objectKind = 4 // SharedRWMutex
+	kindCond        objectKind = 5 // SharedCond
+	kindRing        objectKind = 6 // RingProducer, RingConsumer: shared byte ring (sharedring.go)
+	kindSeqLock     objectKind = 7 // RegionSeqLock (seqlock_region.go)
 )
 
 // kindInfo describes one kind of region object: its fixed size and
@@ -516,8 +560,9 @@ func OpenOrCreateRegion(path string, size int64, opts *RegionOptions) (*Region, 
 
 // Close detaches this process from the region and unmaps it. It refuses
 // with ErrRegionBusy while this process holds a lock in the region or has
-// goroutines waiting for one, and returns ErrRegionClosed if already
-// closed. Objects of a closed region must not be used.
+// goroutines waiting for one (read holds of a SharedRWMutex excepted: they
+// are counted, not owned), and returns ErrRegionClosed if already closed.
+// Objects of a closed region must not be used.
 func (r *Region) Close() error { return r.close() }
 
 // Mutex returns the SharedMutex named name (1 to 48 bytes), creating it,

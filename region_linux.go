@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -119,7 +118,7 @@ func createRegion(path string, size int64, mode os.FileMode) (r *Region, err err
 
 func newRegion(path string, f *os.File, data []byte) *Region {
 	return &Region{path: path, file: f, data: data,
-		objects: map[string]regionObject{}, mutexes: map[string]*SharedMutex{}}
+		objects: map[string]regionObject{}, mutexes: map[string]*SharedMutex{}, handles: map[string]regionHandle{}}
 }
 
 // openExisting opens and validates an existing region file, waiting until
@@ -501,6 +500,11 @@ func (r *Region) close() error {
 			return fmt.Errorf("%w: this process holds %q in %s; unlock it first (unmapping a held lock would strand it)", ErrRegionBusy, name, r.path)
 		}
 	}
+	for name, h := range r.handles {
+		if h.holdsLock() {
+			return fmt.Errorf("%w: this process holds %q in %s; unlock it first (unmapping a held lock would strand it)", ErrRegionBusy, name, r.path)
+		}
+	}
 	fd := int(r.file.Fd())
 	if r.token != 0 {
 		if err := flock(fd, unix.LOCK_EX); err != nil {
@@ -520,20 +524,5 @@ func (r *Region) close() error {
 }
 
 // monoNowNs reads CLOCK_MONOTONIC in ns, a clock every process on the
-// machine shares (for held-since stamps). The clock_gettime system call
-// costs microseconds on some hosts, so it is read once and Go's monotonic
-// clock (the same CLOCK_MONOTONIC, through the vDSO) advances it.
-func monoNowNs() int64 {
-	monoBase.once.Do(func() {
-		var ts unix.Timespec
-		unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-		monoBase.at, monoBase.ns = time.Now(), ts.Nano()
-	})
-	return monoBase.ns + int64(time.Since(monoBase.at))
-}
-
-var monoBase struct {
-	once sync.Once
-	at   time.Time
-	ns   int64
-}
+// machine shares (for held-since stamps), cheaply (see wait.MonotonicNs).
+func monoNowNs() int64 { return wait.MonotonicNs() }

@@ -111,8 +111,8 @@ func TestRegionSeqLock(t *testing.T) {
 }
 
 func init() {
-	sharedChildModes["seqlock-write"] = seqlockWriteChild
-	sharedChildModes["seqlock-die"] = seqlockDieChild
+	childModes["seqlock-write"] = seqlockWriteChild
+	childModes["seqlock-die"] = seqlockDieChild
 }
 
 // seqlockWriteChild: args path. It stores consistent payloads with rising

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"sync/atomic"
 	"time"
@@ -309,13 +308,7 @@ func (m *SharedMutex) MarkConsistent() error {
 // TryLock never takes a lock from a dead owner, so never runs it, and
 // LockContext returns ErrOwnerDead instead. A nil fn removes it. It is per
 // handle: every process sets its own.
-func (m *SharedMutex) SetRepair(fn func() error) {
-	if fn == nil {
-		m.repair.Store(nil)
-		return
-	}
-	m.repair.Store(&fn)
-}
+func (m *SharedMutex) SetRepair(fn func() error) { setRepair(&m.repair, fn) }
 
 // Name returns the object's name in its region.
 func (m *SharedMutex) Name() string { return m.name }
@@ -354,46 +347,12 @@ func (m *SharedMutex) lockSlowLocker() {
 
 // afterLocker finishes Lock, which cannot return an error.
 func (m *SharedMutex) afterLocker(err error) {
-	if err == nil {
-		return
-	}
-	if !errors.Is(err, ErrOwnerDead) {
-		panic(err) // not recoverable: not held
-	}
-	repaired := false
-	defer func() {
-		// Unless repaired, give the lock up unmarked (not recoverable, as
-		// POSIX has it) before the panic leaves: a caller that recovers
-		// must not go on holding it, live, with every waiter stuck.
-		if !repaired && m.word.Load()&ownerMask == m.token {
+	repairAfterLocker(err, &m.repair, m.MarkConsistent, func() {
+		if m.word.Load()&ownerMask == m.token {
 			m.Unlock()
 		}
-	}()
-	const gaveUp = "; Lock released it unrepaired, so it is not recoverable now"
-	fn := m.repair.Load()
-	if fn == nil {
-		panic(&lockerPanic{err.Error() + "; Lock has no repair function (use LockContext, or SetRepair)" + gaveUp,
-			[]error{err, ErrNotRecoverable}})
-	}
-	if rerr := (*fn)(); rerr != nil {
-		panic(&lockerPanic{err.Error() + "; the repair function failed: " + rerr.Error() + gaveUp,
-			[]error{err, rerr, ErrNotRecoverable}})
-	}
-	if cerr := m.MarkConsistent(); cerr != nil {
-		panic(cerr)
-	}
-	repaired = true
+	})
 }
-
-// lockerPanic is what Lock panics with when it gave up a lock taken from a
-// dead owner: one message, and errors.Is with each of errs.
-type lockerPanic struct {
-	msg  string
-	errs []error
-}
-
-func (e *lockerPanic) Error() string   { return e.msg }
-func (e *lockerPanic) Unwrap() []error { return e.errs }
 
 //go:noinline
 func (m *SharedMutex) tryLockSlow() bool {
@@ -491,16 +450,7 @@ func (m *SharedMutex) lockSlow(ctx context.Context) error {
 	}
 	err := m.lockSlowWait(ctx, &start)
 	if stats && (err == nil || errors.Is(err, ErrOwnerDead)) {
-		word64(m.obj, mutexObjAcquired).Add(1)
-		word64(m.obj, mutexObjSlow).Add(1)
-		ns := uint64(time.Since(start))
-		word64(m.obj, mutexObjWaitNs).Add(ns)
-		for mx := word64(m.obj, mutexObjWaitMaxNs); ; {
-			old := mx.Load()
-			if ns <= old || mx.CompareAndSwap(old, ns) {
-				break
-			}
-		}
+		countSlowAcquisition(m.obj, start)
 	}
 	return err
 }
@@ -536,14 +486,10 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 	if start.IsZero() {
 		*start = time.Now()
 	}
-	var stopWake func() bool
-	if ctx.Done() != nil {
-		// A cancelled context must end a kernel sleep at once, not at the
-		// next liveness check: wake this lock's sleepers (at most one per
-		// process; the others go back to sleep).
-		stopWake = context.AfterFunc(ctx, func() { wait.FutexWake(m.word, math.MaxInt32, wait.Shared) })
-		defer stopWake()
-	}
+	// A cancelled context must end a kernel sleep at once, not at the
+	// next liveness check: wake this lock's sleepers (at most one per
+	// process; the others go back to sleep).
+	defer wakeOnDone(ctx, func() { wait.FutexWake(m.word, math.MaxInt32, wait.Shared) })()
 	slept := false
 	reported := false
 	var checked time.Time // when the holder was last checked; zero: never
@@ -619,11 +565,9 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 // reportIfStuck logs one stuck report once the wait passes the threshold.
 // It reports whether the wait is done reporting.
 func (m *SharedMutex) reportIfStuck(start time.Time, owner, pid uint32) bool {
-	threshold := DefaultStuckThreshold
-	if ns := m.stuckNs.Load(); ns < 0 {
+	threshold, on := stuckThreshold(&m.stuckNs)
+	if !on {
 		return true
-	} else if ns > 0 {
-		threshold = time.Duration(ns)
 	}
 	waited := time.Since(start)
 	if waited < threshold {
@@ -635,14 +579,6 @@ func (m *SharedMutex) reportIfStuck(start time.Time, owner, pid uint32) bool {
 	} else {
 		alive, pid = m.r.tokenAlive(owner)
 	}
-	slog.Warn("lockword: goroutine still waiting for a shared lock past the stuck threshold; the holder process may be stopped, deadlocked, or slow (a live holder is never robbed)",
-		"lock", m.name,
-		"kind", "SharedMutex",
-		"region", m.r.path,
-		"holder_pid", pid,
-		"holder_alive", alive,
-		"waited", waited.Round(time.Millisecond),
-		"threshold", threshold,
-		"hint", "run `lockword inspect "+m.r.path+"` to see every lock's holder; `kill -QUIT <holder_pid>` dumps a Go holder's goroutines")
+	logSharedStuck("SharedMutex", m.name, m.r.path, pid, alive, waited, threshold)
 	return true
 }

@@ -154,7 +154,8 @@ func TestSharedChild(t *testing.T) {
 		fmt.Println("stamp " + regionStamp(r))
 		r.Close()
 	case "hold", "create-hold":
-		// Lock and hold until killed.
+		// Lock and hold until killed. args: path, name[, kind (see
+		// robustLock)].
 		open := func() (*Region, error) { return OpenRegion(args[0], nil) }
 		if mode == "create-hold" {
 			open = func() (*Region, error) { return OpenOrCreateRegion(args[0], 0, nil) }
@@ -163,7 +164,11 @@ func TestSharedChild(t *testing.T) {
 		if err != nil {
 			fail(err)
 		}
-		m, err := r.Mutex(args[1])
+		kind := "mutex"
+		if len(args) > 2 {
+			kind = args[2]
+		}
+		m, err := robustLock(r, kind, args[1])
 		if err != nil {
 			fail(err)
 		}
@@ -178,14 +183,28 @@ func TestSharedChild(t *testing.T) {
 			fail(err)
 		}
 		var l sync.Locker
+		kind := "mutex"
+		if len(args) > 4 {
+			kind = args[4]
+		}
 		if args[3] == "broken" {
 			l = brokenLock{}
-		} else if l, err = r.Mutex("hammer"); err != nil {
+		} else if l, err = robustLock(r, kind, "hammer"); err != nil {
 			fail(err)
 		}
 		data, err := r.Bytes("guarded", 64)
 		if err != nil {
 			fail(err)
+		}
+		// Start together: a process that ran alone would prove nothing
+		// about mutual exclusion between processes.
+		start, err := r.Bytes("start", 8)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println("ready")
+		for word32(start, 0).Load() == 0 {
+			time.Sleep(time.Millisecond)
 		}
 		v := sharedHammer(l, data, atoi(args[1]), atoi(args[2]), os.Getpid())
 		fmt.Println("violations", v)
@@ -195,7 +214,14 @@ func TestSharedChild(t *testing.T) {
 		if err != nil {
 			fail(err)
 		}
-		m, _ := r.Mutex("m")
+		kind := "mutex"
+		if len(args) > 2 {
+			kind = args[2]
+		}
+		m, err := robustLock(r, kind, "m")
+		if err != nil {
+			fail(err)
+		}
 		n := atoi(args[1])
 		var done atomic.Int64
 		for range n {
@@ -203,7 +229,7 @@ func TestSharedChild(t *testing.T) {
 		}
 		// Everyone but the one goroutine that goes on to the kernel
 		// parks at the process-local gate.
-		for wait.Parked(&m.gate.state) < n-1 {
+		for localParked(m) < n-1 {
 			time.Sleep(5 * time.Millisecond)
 		}
 		time.Sleep(100 * time.Millisecond) // let the kernel sleeper settle
@@ -249,20 +275,34 @@ func TestSharedChild(t *testing.T) {
 		m, _ := r.Mutex("m")
 		m.Lock()
 	default:
-		run := sharedChildModes[mode]
-		if run == nil {
+		body := childModes[mode]
+		if body == nil {
 			fail(fmt.Errorf("unknown child mode %q", mode))
 		}
-		if err := run(args); err != nil {
+		if err := body(args); err != nil {
 			fail(err)
 		}
 	}
 	os.Exit(0)
 }
 
-// sharedChildModes are child modes that other primitives' tests add (from
-// init), each given the child's arguments; an error fails the child.
-var sharedChildModes = map[string]func(args []string) error{}
+// childModes are TestSharedChild modes that other test files add: each
+// body gets the child's arguments and returns an error to fail it.
+var childModes = map[string]func(args []string) error{}
+
+// localParked counts the goroutines parked at a robust lock's
+// process-local gate.
+func localParked(l robustLocker) int {
+	switch l := l.(type) {
+	case *SharedMutex:
+		return wait.Parked(&l.gate.state)
+	case *SharedTicketMutex:
+		return wait.Parked(&l.q.gate.serving)
+	case *SharedRWMutex:
+		return wait.Parked(&l.q.gate.serving)
+	}
+	panic(fmt.Sprintf("localParked: %T", l))
+}
 
 func threadCountNow() int {
 	b, _ := os.ReadFile("/proc/self/status")
@@ -315,26 +355,58 @@ func sharedHammer(l sync.Locker, data []byte, goroutines, iters, pid int) int64 
 	return violations.Load()
 }
 
+// A robustLocker is a robust shared lock as the cross-process tests drive
+// it: SharedMutex, SharedTicketMutex, or the write side of SharedRWMutex.
+type robustLocker interface {
+	Lock()
+	Unlock()
+	LockContext(context.Context) error
+	MarkConsistent() error
+}
+
+// robustLock returns the robust lock of kind ("mutex", "ticket", or "rw"
+// for an RW mutex's write side) named name in r.
+func robustLock(r *Region, kind, name string) (robustLocker, error) {
+	switch kind {
+	case "mutex":
+		return r.Mutex(name)
+	case "ticket":
+		return r.TicketMutex(name)
+	case "rw":
+		return r.RWMutex(name)
+	}
+	return nil, fmt.Errorf("unknown lock kind %q", kind)
+}
+
 // runSharedHammer runs procs child processes of goroutines × iters each
-// and returns the final counter, the expected total and the violations.
-func runSharedHammer(t *testing.T, procs, goroutines, iters int, broken bool) (got, want, violations int64) {
+// on the lock of kind (see robustLock) and returns the final counter, the
+// expected total and the violations.
+func runSharedHammer(t *testing.T, kind string, procs, goroutines, iters int, broken bool) (got, want, violations int64) {
 	path := tempRegionPath(t)
 	r := mustCreate(t, path, 0)
 	data, err := r.Bytes("guarded", 64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Mutex("hammer"); err != nil {
+	if _, err := robustLock(r, kind, "hammer"); err != nil {
 		t.Fatal(err)
 	}
 	mode := "ok"
 	if broken {
 		mode = "broken"
 	}
+	start, err := r.Bytes("start", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var children []*child
 	for range procs {
-		children = append(children, startChild(t, "hammer", path, strconv.Itoa(goroutines), strconv.Itoa(iters), mode))
+		children = append(children, startChild(t, "hammer", path, strconv.Itoa(goroutines), strconv.Itoa(iters), mode, kind))
 	}
+	for _, c := range children {
+		c.expect(t, "ready")
+	}
+	word32(start, 0).Store(1)
 	for _, c := range children {
 		v, err := strconv.ParseInt(c.expect(t, "violations "), 10, 64)
 		if err != nil {
@@ -351,7 +423,7 @@ func runSharedHammer(t *testing.T, procs, goroutines, iters int, broken bool) (g
 func TestSharedMutexHammerProcesses(t *testing.T) {
 	procs := max(4, runtime.NumCPU()+2)
 	iters := scaled(200_000) / 3
-	got, want, violations := runSharedHammer(t, procs, 3, iters, false)
+	got, want, violations := runSharedHammer(t, "mutex", procs, 3, iters, false)
 	t.Logf("%d processes × 3 goroutines × %d: counter %d, want %d, violations %d", procs, iters, got, want, violations)
 	if got != want || violations != 0 {
 		t.Fatalf("counter %d, want %d; %d owner-slot violations", got, want, violations)
@@ -361,7 +433,7 @@ func TestSharedMutexHammerProcesses(t *testing.T) {
 // TestSharedHammerCatchesBrokenLock: the same checks, with a lock that
 // does nothing, must report lost updates and owner-slot violations.
 func TestSharedHammerCatchesBrokenLock(t *testing.T) {
-	got, want, violations := runSharedHammer(t, 3, 2, 20_000, true)
+	got, want, violations := runSharedHammer(t, "mutex", 3, 2, 20_000, true)
 	t.Logf("broken lock: counter %d, want %d, violations %d", got, want, violations)
 	if got == want {
 		t.Error("broken lock: no lost updates: the counter check cannot fail")
@@ -400,10 +472,11 @@ func TestSharedMutexThousandGoroutinesTwoProcesses(t *testing.T) {
 	}
 }
 
-// killHolder starts a child that takes name in the region at path, waits
-// until it holds it, and returns the child.
-func startHolder(t *testing.T, path, name string) *child {
-	c := startChild(t, "hold", path, name)
+// startHolder starts a child that takes name in the region at path (a lock
+// of kind, see robustLock; SharedMutex if none), waits until it holds it,
+// and returns the child.
+func startHolder(t *testing.T, path, name string, kind ...string) *child {
+	c := startChild(t, "hold", append([]string{path, name}, kind...)...)
 	c.expect(t, "locked")
 	return c
 }

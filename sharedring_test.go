@@ -713,8 +713,8 @@ func TestSharedRingCorrupt(t *testing.T) {
 // ---- Across processes ----
 
 func init() {
-	sharedChildModes["ring-produce"] = ringProduceChild
-	sharedChildModes["ring-consume"] = ringConsumeChild
+	childModes["ring-produce"] = ringProduceChild
+	childModes["ring-consume"] = ringConsumeChild
 }
 
 // ringProduceChild: args path, name, capacity, first, count, maxLen, how,

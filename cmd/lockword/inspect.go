@@ -28,7 +28,11 @@ For each object it prints its name, kind and offset and, for locks:
   STATE    free, held, contended (held, a process may be asleep waiting),
            owner-dead (the holder died; the next acquirer recovers it, or
            a recoverer holds it and has not marked it consistent), or
-           not-recoverable
+           not-recoverable; for a ticket mutex (and an rwmutex's writers)
+           ", N queued" counts the processes waiting their turn, and for
+           an rwmutex "read-held" and ", N readers" count read holds;
+           "handoff": granted to the next ticket, not yet taken by it;
+           a cond is "idle", or "waiting, N queued" (goroutines in Wait)
   HOLDER   the holding process's PID, and whether it is alive (a stopped
            process, kill -STOP, is alive: it is never robbed); "unknown"
            when the holder died and its process-table slot has since been
@@ -127,7 +131,10 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo) {
 				continue
 			}
 			holder, alive, held := "-", "-", "-"
-			if o.State != "free" && o.State != "not-recoverable" {
+			switch o.State {
+			case "free", "not-recoverable", "read-held", "handoff", "idle", "waiting":
+				// Nobody holds it (readers are counted, not owned).
+			default:
 				holder = "unknown" // died, and its slot was taken since
 				if o.HolderPID != 0 {
 					holder = fmt.Sprint(o.HolderPID)
@@ -141,6 +148,12 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo) {
 			state := o.State
 			if o.Inconsistent && o.HolderAlive {
 				state += " (recovering)"
+			}
+			if o.Queued > 0 {
+				state += fmt.Sprintf(", %d queued", o.Queued)
+			}
+			if o.Readers > 0 {
+				state += fmt.Sprintf(", %d readers", o.Readers)
 			}
 			stats := "off"
 			if s := o.Stats; s != nil {

@@ -38,6 +38,7 @@ var stallTimeout = 10 * time.Second
 func init() {
 	register(
 		kind{name: "ring", desc: "lockword.Ring: SPSC ring, one producer and one consumer, single and batched calls",
+			acrossProcs: "shared-ring",
 			run: func(cfg *config) (*report, error) {
 				r, err := lockword.NewRing[uint64](ringTortureCapacity)
 				if err != nil {

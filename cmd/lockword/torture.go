@@ -280,9 +280,9 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 		return usageErr("%v", err)
 	}
 	for i, k := range chosen {
-		// A kind with a form across processes, named shared-KIND (ring:
-		// shared-ring), turns into it with -procs.
-		if twin := lookupKind("shared-" + k.name); procs > 0 && !k.procs && twin != nil && twin.procs {
+		// A kind with a form across processes (ring: shared-ring) turns
+		// into it with -procs.
+		if twin := lookupKind(k.acrossProcs); procs > 0 && twin != nil {
 			chosen[i], k = twin, twin
 		}
 		switch {
@@ -497,6 +497,7 @@ Examples:
   lockword torture -lock none                  # FAIL, exit status 1
   lockword torture -procs 4                    # the shared kind, 4 processes
   lockword torture -procs 4 -kill -kills 1000  # owner death, 1000 times
+  lockword torture -procs 4 -lock shared-ticket -kill  # the same, FIFO lock
   lockword torture -lock ring -procs 2         # the shared ring, 10,000,000 messages
   lockword torture -json | jq -c '{lock, throughput_macq_s}'
 `)
@@ -512,6 +513,10 @@ type kind struct {
 	// with -procs means the procs kinds marked inAll, and without it the
 	// others.
 	procs bool
+	// acrossProcs names the kind that -procs runs instead of this
+	// in-process one (ring: shared-ring), so that "-lock ring -procs 2"
+	// works as the issue writes it; "" for none.
+	acrossProcs string
 	// run tortures one fresh lock of this kind under cfg and reports what
 	// it found. An error means the run could not be set up (a shared
 	// mapping that failed, say), not that the lock failed: a lock that

@@ -54,6 +54,12 @@ func init() {
 		kind{name: "shared", procs: true, inAll: true,
 			desc: "lockword.SharedMutex in a region shared by -procs processes (robust: see -kill)",
 			run:  func(cfg *config) (*report, error) { return tortureProcs(cfg, "shared", false) }},
+		kind{name: "shared-ticket", procs: true,
+			desc: "lockword.SharedTicketMutex in a region shared by -procs processes (robust, FIFO: see -kill)",
+			run:  func(cfg *config) (*report, error) { return tortureProcs(cfg, "shared-ticket", false) }},
+		kind{name: "shared-rw", procs: true,
+			desc: "lockword.SharedRWMutex's write side in a region shared by -procs processes (robust: see -kill)",
+			run:  func(cfg *config) (*report, error) { return tortureProcs(cfg, "shared-rw", false) }},
 		kind{name: "shared-none", procs: true,
 			desc: "no lock, across -procs processes sharing the region: must FAIL",
 			run:  func(cfg *config) (*report, error) { return tortureProcs(cfg, "shared-none", true) }},
@@ -103,10 +109,32 @@ var ne = binary.NativeEndian
 func get(b []byte, off int) uint64    { return ne.Uint64(b[off:]) }
 func put(b []byte, off int, v uint64) { ne.PutUint64(b[off:], v) }
 
+// A procLock is the robust shared lock a -procs run tortures.
+type procLock interface {
+	LockContext(ctx context.Context) error
+	Unlock()
+	MarkConsistent() error
+	SetStuckThreshold(time.Duration)
+	EnableStats()
+	Stats() lockword.Stats
+}
+
+// openProcLock returns the torture lock of the -procs kind named kind.
+func openProcLock(r *lockword.Region, kind string) (procLock, error) {
+	switch kind {
+	case "shared-ticket":
+		return r.TicketMutex(lockName)
+	case "shared-rw":
+		return r.RWMutex(lockName)
+	}
+	return r.Mutex(lockName)
+}
+
 // workerSpec tells a worker process what to do; it travels as JSON in
 // workerEnv.
 type workerSpec struct {
 	Region      string `json:"region"`
+	Kind        string `json:"kind"` // the torture kind: which lock (openProcLock)
 	Proc        int    `json:"proc"` // ready slot, or -1 for a replacement
 	Procs       int    `json:"procs"`
 	Workers     int    `json:"workers"`
@@ -140,7 +168,7 @@ func workerMain(specJSON string) int {
 	if err != nil {
 		return fail(err)
 	}
-	m, err := r.Mutex(lockName)
+	m, err := openProcLock(r, spec.Kind)
 	if err != nil {
 		return fail(err)
 	}
@@ -174,7 +202,7 @@ func workerMain(specJSON string) int {
 	return exitOK
 }
 
-func procWorker(spec *workerSpec, m *lockword.SharedMutex, st []byte, id int) error {
+func procWorker(spec *workerSpec, m procLock, st []byte, id int) error {
 	rng := rand.New(rand.NewPCG(rand.Uint64(), uint64(id)))
 	var sink uint64
 	for n := int64(0); spec.Iters == 0 || n < spec.Iters; n++ {
@@ -247,7 +275,7 @@ func procSection(st []byte, spec *workerSpec, id int, steps int, sink *uint64) (
 // holder's owner mark, mark the lock consistent, and only then count the
 // recovery, so that the supervisor, which reads the lock's state before the
 // count, cannot miss a recovery in progress.
-func recoverState(st []byte, spec *workerSpec, m *lockword.SharedMutex, deadPID int) error {
+func recoverState(st []byte, spec *workerSpec, m procLock, deadPID int) error {
 	put(st, stDetected, uint64(time.Now().UnixNano()))
 	put(st, stRecovering, uint64(deadPID))
 	repairState(st, spec, spec.BreakRepair)
@@ -365,7 +393,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	}
 	defer os.Remove(path)
 	defer r.Close()
-	m, err := r.Mutex(lockName)
+	m, err := openProcLock(r, name)
 	if err != nil {
 		return nil, err
 	}
@@ -378,7 +406,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		return nil, err
 	}
 
-	spec := workerSpec{Region: path, Procs: cfg.procs, Workers: cfg.workers, Value: cfg.value,
+	spec := workerSpec{Region: path, Kind: name, Procs: cfg.procs, Workers: cfg.workers, Value: cfg.value,
 		Work: cfg.work, Unprotected: unprotected, Kill: cfg.kill, BreakRepair: os.Getenv(breakRepairEnv) != ""}
 	if !cfg.kill && !cfg.timed() {
 		spec.Iters = cfg.iters

@@ -110,10 +110,23 @@ func buildLockword(t *testing.T) string {
 // but do not roll the half-done update back must fail the accounting.
 func TestTortureProcsKillCatchesBrokenRepair(t *testing.T) {
 	t.Setenv(breakRepairEnv, "1")
-	stdout, _, status := runCLI(t, "torture", "-procs", "3", "-kill", "-kills", "40")
-	if status != exitFail || !strings.Contains(stdout, "Result: FAIL (the counter is off by") {
-		t.Fatalf("status %d, want a FAIL of the accounting:\n%s", status, stdout)
+	// The accounting fails only if some kill lands on a holder inside
+	// its update. Of 40 kills about half aim at the holder, and nearly
+	// all of those land inside, but on a loaded machine a run once had
+	// none that did: up to three runs, and the broken repair must be
+	// caught in one of them.
+	var stdout string
+	var status int
+	for range 3 {
+		stdout, _, status = runCLI(t, "torture", "-procs", "3", "-kill", "-kills", "40")
+		if status == exitFail && strings.Contains(stdout, "Result: FAIL (the counter is off by") {
+			return
+		}
+		if status != exitOK {
+			break
+		}
 	}
+	t.Fatalf("status %d, want a FAIL of the accounting:\n%s", status, stdout)
 }
 
 func TestTortureProcsUsage(t *testing.T) {

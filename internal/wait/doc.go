@@ -25,8 +25,12 @@
 //   - Kernel waiting (FutexWait, FutexWake) is the futex(2) syscall, in the
 //     shared flavour for words in memory mapped by several processes (any of
 //     them may wake a sleeper, so FUTEX_PRIVATE_FLAG must not be set) and in
-//     the private flavour for completeness. It is Linux-only; elsewhere it
-//     returns ErrUnsupported. Every kernel sleeper pins an OS thread, so
-//     callers put at most one goroutine per process per word to sleep here and
-//     queue the rest with private waiting.
+//     the private flavour for completeness. FutexWaitBitset and
+//     FutexWakeBitset are its keyed form (FUTEX_WAIT_BITSET,
+//     FUTEX_WAKE_BITSET): a sleeper names a 32-bit set and only wake-ups
+//     sharing a bit with it wake it, so a shared ticket lock keyed by ticket
+//     mod 32 wakes the next holder's process alone. It is Linux-only;
+//     elsewhere it returns ErrUnsupported. Every kernel sleeper pins an OS
+//     thread, so callers put at most one goroutine per process per word to
+//     sleep here and queue the rest with private waiting.
 package wait

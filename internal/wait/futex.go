@@ -6,6 +6,10 @@ import "errors"
 // wake-up.
 var ErrTimeout = errors.New("lockword: futex wait timed out")
 
+// ErrZeroBitset is returned by FutexWaitBitset and FutexWakeBitset for a
+// bitset of 0, which matches no waiter.
+var ErrZeroBitset = errors.New("lockword: futex bitset must not be 0")
+
 // ErrUnsupported is returned by the kernel futex functions on platforms
 // other than Linux.
 var ErrUnsupported = errors.New("lockword: kernel futex not supported on this platform (Linux only)")

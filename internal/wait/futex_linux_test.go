@@ -1,6 +1,7 @@
 package wait
 
 import (
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -77,7 +78,7 @@ func TestFutexWaitEINTRResumesWithRemaining(t *testing.T) {
 	saved := futexWaitRaw
 	defer func() { futexWaitRaw = saved }()
 	var timeouts []time.Duration
-	futexWaitRaw = func(addr *atomic.Uint32, val uint32, op uintptr, ts *unix.Timespec) unix.Errno {
+	futexWaitRaw = func(addr *atomic.Uint32, val uint32, op uintptr, ts *unix.Timespec, _ uint32) unix.Errno {
 		d := time.Duration(ts.Nano())
 		timeouts = append(timeouts, d)
 		if d > 25*time.Millisecond {
@@ -112,7 +113,7 @@ func TestFutexWaitEAGAINAndSpuriousReturn(t *testing.T) {
 	saved := futexWaitRaw
 	defer func() { futexWaitRaw = saved }()
 	for _, errno := range []unix.Errno{unix.EAGAIN, 0} {
-		futexWaitRaw = func(*atomic.Uint32, uint32, uintptr, *unix.Timespec) unix.Errno { return errno }
+		futexWaitRaw = func(*atomic.Uint32, uint32, uintptr, *unix.Timespec, uint32) unix.Errno { return errno }
 		var w atomic.Uint32
 		if err := FutexWait(&w, 0, time.Second, Shared); err != nil {
 			t.Fatalf("errno %v: FutexWait = %v, want nil", errno, err)
@@ -148,5 +149,143 @@ func TestFutexWaitUnderSignals(t *testing.T) {
 	}
 	if elapsed < 150*time.Millisecond || elapsed > 1500*time.Millisecond {
 		t.Fatalf("wait under signals took %v, want about 150ms", elapsed)
+	}
+}
+
+// TestFutexBitsetWakesOnlyMatchingBits: two sleepers on one word with
+// disjoint bitsets; a wake-up for one bit wakes only its sleeper, and a
+// plain FutexWake matches every bit.
+func TestFutexBitsetWakesOnlyMatchingBits(t *testing.T) {
+	for _, scope := range []Scope{Shared, Private} {
+		var w, stop atomic.Uint32
+		returned := make(chan uint32, 100) // a sleeper's bit, each time it returns
+		var done sync.WaitGroup
+		for _, bit := range []uint32{1 << 3, 1 << 7} {
+			done.Go(func() {
+				for stop.Load() == 0 {
+					FutexWaitBitset(&w, 0, bit, 10*time.Second, scope)
+					returned <- bit
+				}
+			})
+		}
+		// Wake bit 7 until a sleeper was in the kernel to be woken; the
+		// word stays 0, so woken sleepers go back to sleep.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			n, err := FutexWakeBitset(&w, 2, 1<<7, scope)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				if n != 1 {
+					t.Fatalf("scope %d: a wake-up for bit 7 woke %d sleepers", scope, n)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the bit-7 sleeper never reached the kernel")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if got := <-returned; got != 1<<7 {
+			t.Fatalf("scope %d: a wake-up for bit 7 woke the sleeper of %#x", scope, got)
+		}
+		select {
+		case got := <-returned:
+			t.Fatalf("scope %d: the sleeper of %#x returned without a matching wake-up", scope, got)
+		case <-time.After(30 * time.Millisecond):
+		}
+		// A plain wake matches every bit: stop both.
+		stop.Store(1)
+		w.Store(1)
+		FutexWake(&w, 2, scope)
+		done.Wait()
+	}
+}
+
+// TestFutexBitsetCheckerCatchesUnkeyedWake: the checks above must fail
+// against a wake-up that ignores keys (FUTEX_BITSET_MATCH_ANY, what a plain
+// FUTEX_WAKE does): it wakes the other bit's sleeper too.
+func TestFutexBitsetCheckerCatchesUnkeyedWake(t *testing.T) {
+	var w atomic.Uint32
+	returned := make(chan uint32, 2)
+	for _, bit := range []uint32{1 << 3, 1 << 7} {
+		go func() {
+			for FutexWaitBitset(&w, 0, bit, 10*time.Second, Shared) == nil && w.Load() == 0 {
+			}
+			returned <- bit
+		}()
+	}
+	// Both in the kernel: an unkeyed wake then wakes both ("n != 1").
+	woken := 0
+	for deadline := time.Now().Add(5 * time.Second); woken < 2 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		n, _ := FutexWakeBitset(&w, 2, ^uint32(0), Shared)
+		woken += n
+	}
+	w.Store(1)
+	FutexWake(&w, 2, Shared)
+	<-returned
+	<-returned
+	if woken != 2 {
+		t.Fatalf("an unkeyed wake-up woke %d sleepers, want both: the check could not tell keyed from unkeyed", woken)
+	}
+}
+
+func TestFutexBitsetTimeoutAndErrors(t *testing.T) {
+	var w atomic.Uint32
+	start := time.Now()
+	if err := FutexWaitBitset(&w, 0, 1, 30*time.Millisecond, Shared); err != ErrTimeout {
+		t.Fatalf("FutexWaitBitset = %v, want ErrTimeout", err)
+	}
+	if d := time.Since(start); d < 30*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("timed out after %v, want about 30ms", d)
+	}
+	if err := FutexWaitBitset(&w, 1, 1, time.Second, Shared); err != nil {
+		t.Fatalf("value mismatch: %v, want nil", err)
+	}
+	if err := FutexWaitBitset(&w, 0, 0, time.Second, Shared); err != ErrZeroBitset {
+		t.Fatalf("bitset 0: %v", err)
+	}
+	if _, err := FutexWakeBitset(&w, 1, 0, Shared); err != ErrZeroBitset {
+		t.Fatalf("wake bitset 0: %v", err)
+	}
+	if n, err := FutexWakeBitset(&w, 1, 1, Shared); n != 0 || err != nil {
+		t.Fatalf("wake with no sleepers: %d, %v", n, err)
+	}
+}
+
+// TestFutexBitsetEINTRKeepsDeadline: interrupted bitset waits resume with
+// the same absolute deadline, so the whole wait ends on time.
+func TestFutexBitsetEINTRKeepsDeadline(t *testing.T) {
+	saved := futexWaitRaw
+	defer func() { futexWaitRaw = saved }()
+	var deadlines []int64
+	futexWaitRaw = func(addr *atomic.Uint32, val uint32, op uintptr, ts *unix.Timespec, bitset uint32) unix.Errno {
+		if op&^futexPrivateFlag != futexWaitBitset || bitset != 1<<5 {
+			t.Errorf("op %d bitset %#x", op, bitset)
+		}
+		deadlines = append(deadlines, ts.Nano())
+		if len(deadlines) < 3 {
+			return unix.EINTR
+		}
+		return unix.ETIMEDOUT
+	}
+	var w atomic.Uint32
+	before := MonotonicNs()
+	if err := FutexWaitBitset(&w, 0, 1<<5, 100*time.Millisecond, Shared); err != ErrTimeout {
+		t.Fatalf("FutexWaitBitset = %v", err)
+	}
+	if len(deadlines) != 3 || deadlines[0] != deadlines[2] || deadlines[0] < before+int64(100*time.Millisecond) {
+		t.Fatalf("deadlines %v (started at %d): want one absolute deadline 100ms on", deadlines, before)
+	}
+}
+
+// TestMonotonicNsIsTheKernelClock: the cached reading tracks
+// CLOCK_MONOTONIC, which the kernel compares bitset deadlines against.
+func TestMonotonicNsIsTheKernelClock(t *testing.T) {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	if d := MonotonicNs() - ts.Nano(); d < -int64(50*time.Millisecond) || d > int64(50*time.Millisecond) {
+		t.Fatalf("MonotonicNs is %v away from CLOCK_MONOTONIC", time.Duration(d))
 	}
 }

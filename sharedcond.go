@@ -1,0 +1,213 @@
+package lockword
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockword/lockword/internal/wait"
+)
+
+// SharedCond object layout (kind 5, 64 bytes, 64-aligned: one cache line).
+const (
+	condObjSize    = 64
+	condObjSeq     = 0 // uint32: bumped by every Signal and Broadcast
+	condObjWaiters = 4 // uint32: goroutines in Wait, all processes
+)
+
+// A ContextLocker is a lock whose acquisition can be cancelled and can
+// report errors: Mutex, TicketMutex, SharedMutex, SharedTicketMutex, and a
+// SharedRWMutex's write side. SharedCond.WaitContext re-locks one with
+// LockContext so that an owner death is reported, not hidden.
+type ContextLocker interface {
+	LockContext(ctx context.Context) error
+	Unlock()
+}
+
+// A SharedCond is a condition variable in a Region, shared by every
+// process that maps it: goroutines of any process wait on it for a change
+// to data in the region guarded by a lock (a SharedMutex or
+// SharedTicketMutex, typically), and goroutines of any process announce
+// the change. Get one with (*Region).Cond. It is Cond's protocol on words
+// in the region, waiting with the kernel futex in its shared flavour.
+//
+// Its object (kind 5, 64 bytes; docs/abi.md):
+//
+//	offset  word
+//	0       seq: bumped by every Signal and Broadcast; wraps at 2^32
+//	4       waiters: goroutines in Wait, in all processes (a hint)
+//
+// Wait adds itself to waiters, reads seq while holding the lock, releases
+// the lock, sleeps in the kernel (FUTEX_WAIT) while seq is unchanged,
+// leaves waiters and locks again. Signal and Broadcast add one to seq, then
+// FUTEX_WAKE one or every sleeper, skipping the system call when waiters
+// is zero. Because seq is read before the lock is released, a Signal made
+// after that (by a holder of the lock, or not) changes seq, and the wait
+// either sees it changed or is woken: no wake-up is lost. The kernel wakes
+// sleepers of one word in the order they went to sleep, so a process whose
+// waiter started waiting after a Signal does not take it from one already
+// asleep; a waiter that had read seq but not yet gone to sleep sees it
+// changed and returns, and one that read seq after the Signal keeps
+// waiting. As with any condition variable Wait may return
+// without a notification (when notifications race with it, or when a
+// WaitContext elsewhere gives up), so wait in a loop that re-checks the
+// condition.
+//
+// Nothing in a SharedCond is owned: a process that dies while waiting, or
+// while signalling, leaves at most a waiters count that never drops (the
+// cost: Signal makes a system call that wakes nobody). Owner death of the
+// lock is the lock's business, reported by WaitContext when it re-locks.
+// Within a process one waiting goroutine sleeps in the kernel and the
+// others park as goroutines, so waiters cost no OS thread each; a
+// notification that reaches a process wakes all of its waiters that it
+// concerns, which then re-check the condition.
+//
+// In the terminology of the Go memory model, a call to Signal or Broadcast
+// synchronizes before any Wait call that it unblocks, across processes.
+type SharedCond struct {
+	_       noCopy
+	seq     *atomic.Uint32
+	waiters *atomic.Uint32
+	r       *Region
+	name    string
+	// sleeper is 1 while one of this process's waiters sleeps in the
+	// kernel; the others park on local (see sleep).
+	sleeper, local atomic.Uint32
+}
+
+func init() {
+	registerKind(kindCond, &kindInfo{
+		name: "cond", size: condObjSize, align: condObjSize,
+		inspect: inspectCond,
+	})
+}
+
+// Cond returns the SharedCond named name (1 to 48 bytes), creating it if
+// the region has no object of that name. Every call with the same name on
+// one Region returns the same *SharedCond. It fails with ErrObjectKind if
+// name is an object of another kind, ErrRegionFull if there is no room,
+// ErrRegionClosed after Close.
+func (r *Region) Cond(name string) (*SharedCond, error) {
+	return handle(r, name, kindCond, func(obj []byte) *SharedCond {
+		return &SharedCond{seq: word32(obj, condObjSeq), waiters: word32(obj, condObjWaiters), r: r, name: name}
+	})
+}
+
+// Wait atomically unlocks l, which the caller holds, and suspends the
+// calling goroutine until a Signal or Broadcast; it locks l again before
+// returning (with l.Lock: a shared robust lock's Lock runs its repair
+// function or panics on an owner death; use WaitContext to be told).
+func (c *SharedCond) Wait(l sync.Locker) {
+	v := c.enter()
+	l.Unlock()
+	c.sleep(context.Background(), v)
+	l.Lock()
+}
+
+// WaitContext is Wait that gives up when ctx is done, and that re-locks l
+// with l.LockContext(context.Background()), so it reports what the lock
+// reports. It returns:
+//
+//   - nil: woken (or spuriously), l held;
+//   - ctx.Err(): ctx ended first, l held;
+//   - an error with errors.Is(err, ErrOwnerDead): l held, its previous
+//     holder died holding it (repair, MarkConsistent);
+//   - an error wrapping ErrNotRecoverable: l is not held.
+//
+// A waiter that gives up never swallows a notification: if seq changed
+// while it waited, it reports the wake-up (nil) instead.
+func (c *SharedCond) WaitContext(ctx context.Context, l ContextLocker) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	v := c.enter()
+	l.Unlock()
+	err := c.sleep(ctx, v)
+	if lerr := l.LockContext(context.Background()); lerr != nil {
+		return lerr
+	}
+	return err
+}
+
+// enter counts the caller in as a waiter and reads seq: before the lock is
+// released, so that any later notification changes it, and after the
+// count, so that such a notification sees the count and makes its system
+// call.
+func (c *SharedCond) enter() uint32 {
+	c.waiters.Add(1)
+	return c.seq.Load()
+}
+
+// sleep waits while seq is v, then counts the caller out.
+//
+// One goroutine per process (the sleeper) sleeps in the kernel on seq; the
+// others park as goroutines on local, which the sleeper bumps whenever it
+// wakes, and look at seq again. So a thousand waiting goroutines cost one
+// OS thread, and a notification that wakes a process's sleeper wakes every
+// goroutine of that process whose sequence value it changed (condition
+// variables allow the extra returns).
+func (c *SharedCond) sleep(ctx context.Context, v uint32) error {
+	defer c.waiters.Add(^uint32(0))
+	c.r.waiting.Add(1)
+	defer c.r.waiting.Add(-1)
+	for c.seq.Load() == v {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !c.sleeper.CompareAndSwap(0, 1) {
+			// Read local, look once more, then park while local is
+			// unchanged: a sleeper that wakes after the look bumps it.
+			lv := c.local.Load()
+			if c.sleeper.Load() == 0 || c.seq.Load() != v {
+				continue
+			}
+			wait.Wait(ctx, &c.local, lv)
+			continue
+		}
+		timeout := time.Duration(-1) // without limit
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = max(time.Until(dl), 0)
+		}
+		// A kernel sleep cannot watch a channel: wake every sleeper when
+		// ctx ends (the others see a spurious wake-up and sleep again).
+		stop := wakeOnDone(ctx, func() { wait.FutexWake(c.seq, wakeAll, wait.Shared) })
+		wait.FutexWait(c.seq, v, timeout, wait.Shared)
+		stop()
+		c.sleeper.Store(0)
+		c.local.Add(1)
+		wait.Wake(&c.local, wakeAll)
+	}
+	return nil
+}
+
+// Signal wakes one goroutine waiting on c, in any process, if there is
+// one: the one that has slept longest.
+func (c *SharedCond) Signal() { c.notify(1) }
+
+// Broadcast wakes every goroutine waiting on c, in every process.
+func (c *SharedCond) Broadcast() { c.notify(wakeAll) }
+
+func (c *SharedCond) notify(n int) {
+	c.seq.Add(1) // before the wake: a waiter not yet asleep sees it and returns
+	if c.waiters.Load() != 0 {
+		wait.FutexWake(c.seq, n, wait.Shared)
+	}
+}
+
+// Name returns the object's name in its region.
+func (c *SharedCond) Name() string { return c.name }
+
+// holdsLock: a condition variable is never held.
+func (c *SharedCond) holdsLock() bool { return false }
+
+func inspectCond(_ *inspector, obj []byte, info *ObjectInfo) {
+	info.Word = word32(obj, condObjSeq).Load()
+	n := word32(obj, condObjWaiters).Load()
+	info.Queued = int(n)
+	info.Waiters = n != 0
+	info.State = "idle"
+	if n != 0 {
+		info.State = "waiting"
+	}
+}
