@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword"
 )
 
 // sharedRingTestItems is the CI size of the shared ring torture: the
@@ -105,12 +107,15 @@ func TestTortureSharedRingInterrupted(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
 	pattern := filepath.Join(regionDir(), fmt.Sprintf("lockword-torture-ring-%d-*", cmd.Process.Pid))
+	// Wait until the supervisor and both sides have attached to the region.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if files, _ := filepath.Glob(pattern); len(files) > 0 {
-			break
+			if info, err := lockword.InspectRegion(files[0]); err == nil && len(info.Processes) >= 3 {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no region file\n%s", stderr.String())
+			t.Fatalf("the ring's processes did not attach\n%s", stderr.String())
 		}
 	}
 	time.Sleep(300 * time.Millisecond) // the stream is running
