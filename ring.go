@@ -158,7 +158,7 @@ func (r *Ring[T]) TryPush(v T) bool {
 	r.buf[t&r.mask] = v
 	// Publish: the slot write above happens before this store, and the
 	// consumer's load of tail before its read of the slot.
-	r.tail.Store(t + 1)
+	publishIndex(&r.tail, t+1)
 	// Then look for a sleeping consumer (see spscIndex on why this
 	// order cannot lose a wake-up).
 	if r.notEmpty.Load()&ringSleeping != 0 {
@@ -183,7 +183,7 @@ func (r *Ring[T]) TryPop() (v T, ok bool) {
 	}
 	// Release the slot: our read above happens before the producer
 	// reuses it.
-	r.head.Store(h + 1)
+	publishIndex(&r.head, h+1)
 	if r.notFull.Load()&ringSleeping != 0 {
 		r.wakeProducer()
 	}
@@ -237,7 +237,7 @@ func (r *Ring[T]) TryPushSlice(src []T) int {
 	i := t & r.mask
 	c := copy(r.buf[i:], src[:n]) // up to the end of the buffer
 	copy(r.buf, src[c:n])         // the rest from its start
-	r.tail.Store(t + n)
+	publishIndex(&r.tail, t+n)
 	if r.notEmpty.Load()&ringSleeping != 0 {
 		r.wakeConsumer()
 	}
@@ -268,7 +268,7 @@ func (r *Ring[T]) TryPopSlice(dst []T) int {
 		clear(r.buf[i : i+uint64(c)])
 		clear(r.buf[:n-uint64(c)])
 	}
-	r.head.Store(h + n)
+	publishIndex(&r.head, h+n)
 	if r.notFull.Load()&ringSleeping != 0 {
 		r.wakeProducer()
 	}

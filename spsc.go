@@ -279,3 +279,14 @@ func ringAwait(ctx context.Context, word *atomic.Uint32, sleeps *atomic.Uint64, 
 		}
 	}
 }
+
+// publishIndex stores a side's index before that side loads the other's
+// wake word: the store-then-load half of the Dekker pair that keeps
+// wake-ups from being lost, which needs the store ordered before the load.
+// Go's atomic Store is sequentially consistent and gives that, but under
+// the race detector Store is only a release store and Load an acquire load
+// (ThreadSanitizer's Go interface), which lets the load pass the store
+// (TestSharedRingNoLostWakeups caught a consumer asleep for its whole
+// slice). A swap is a read-modify-write, ordered in both builds; on amd64
+// it is the same XCHG instruction that Store compiles to.
+func publishIndex(w *atomic.Uint64, v uint64) { w.Swap(v) }
