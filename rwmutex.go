@@ -215,8 +215,17 @@ func (rw *RWMutex) Lock() { rw.ref().lock(nil, inProcessTickets, &rw.diag, rw) }
 
 // LockContext locks rw for writing, waiting until it can or ctx is done. If
 // rw is free it is taken even when ctx is already done. On failure it
-// returns ctx.Err(), the caller holds nothing, and readers and writers
-// queued behind it are not held up.
+// returns ctx.Err() and the caller holds nothing. A writer that gives up
+// while queued behind other writers leaves at once. One that gives up
+// while waiting for readers to leave has already closed the door to new
+// readers, and it stays closed until those readers have left: the last of
+// them then releases on the writer's behalf, as if it had taken and
+// released the lock. So a cancelled LockContext can hold new readers (and
+// the writers behind it) up for as long as the longest read hold that was
+// in progress when it arrived, never longer. (The reader count cannot tell
+// the readers it waited for from those that arrived after it, which is
+// what an earlier reopening would need; SharedRWMutex, whose readers
+// count in and out on two words, reopens at once.)
 func (rw *RWMutex) LockContext(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext

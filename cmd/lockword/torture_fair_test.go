@@ -141,16 +141,18 @@ func TestTortureCondTimedOddWorkers(t *testing.T) {
 	}
 }
 
-// starvingLock holds every tenth Lock call back for 15 ms while other
+// starvingLock holds every third Lock call back for 15 ms while other
 // goroutines take and release the lock past it: a lock that lets a waiter
-// starve, for the starvation check to catch.
+// starve, for the starvation check to catch. (Every third, so that even a
+// loaded host's few dozen attempts of the waiter are all but sure to
+// include one in each of the check's three runs.)
 type starvingLock struct {
 	mu sync.Mutex
 	n  atomic.Int64
 }
 
 func (l *starvingLock) Lock() {
-	if l.n.Add(1)%10 == 0 {
+	if l.n.Add(1)%3 == 0 {
 		time.Sleep(15 * time.Millisecond)
 	}
 	l.mu.Lock()
