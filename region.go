@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // A Region is a file mapped MAP_SHARED by every process that opens it,
@@ -126,7 +128,7 @@ func handle[H regionHandle](r *Region, name string, kind objectKind, newH func(o
 	return h, nil
 }
 
-// TicketMutex returns the SharedTicketMutex named name (1 to 48 bytes),
+// TicketMutex returns the SharedTicketMutex named name (1 to 48 bytes of UTF-8 without control characters, else ErrObjectName),
 // creating it, unlocked, if the region has no object of that name. Every
 // call with the same name on one Region returns the same
 // *SharedTicketMutex. It fails with ErrObjectKind if name is an object of
@@ -489,9 +491,12 @@ const bytesAlign = 64
 // Bytes returns the named plain-data object of size bytes, creating it,
 // zero-filled, if the region has none of that name: the place for the data
 // that the region's locks protect. The slice aliases the mapping (writes are
-// seen by every process) and must not be used after Close. It fails with
-// ErrObjectKind if name is an object of another kind, ErrObjectBounds if it
-// exists with another size, ErrRegionFull if there is no room.
+// seen by every process) and must not be used after Close. size is 1 to
+// 2^31 bytes; name is 1 to 48 bytes of UTF-8 without control characters.
+// It fails with ErrObjectName for a bad name, ErrObjectBounds for a bad
+// size or if name exists with another size, ErrObjectKind if name is an
+// object of another kind, ErrRegionFull if there is no room, and
+// ErrRegionClosed after Close.
 func (r *Region) Bytes(name string, size int) ([]byte, error) {
 	if size <= 0 || int64(size) > 1<<31 {
 		return nil, fmt.Errorf("%w: Bytes(%q, %d): size must be 1 to 2^31 bytes", ErrObjectBounds, name, size)
@@ -508,10 +513,21 @@ func (r *Region) Bytes(name string, size int) ([]byte, error) {
 	return r.data[o.offset : o.offset+uint64(o.size) : o.offset+uint64(o.size)], nil
 }
 
-// checkObjectName accepts names of 1 to 48 bytes without NUL.
+// checkObjectName accepts names of 1 to 48 bytes of UTF-8 without control
+// characters (so without NUL, which pads names in the table): lockword
+// inspect prints them in a table, where a newline or an escape sequence in
+// a name could forge a row or garble a monitoring user's terminal.
 func checkObjectName(name string) error {
-	if name == "" || len(name) > entryNameMax || bytes.IndexByte([]byte(name), 0) >= 0 {
-		return fmt.Errorf("%w: %q (want 1 to %d bytes, no NUL)", ErrObjectName, name, entryNameMax)
+	bad := name == "" || len(name) > entryNameMax || !utf8.ValidString(name)
+	for _, c := range name {
+		bad = bad || unicode.IsControl(c)
+	}
+	if bad {
+		shown := name
+		if len(shown) > 2*entryNameMax {
+			shown = shown[:2*entryNameMax] + "…"
+		}
+		return fmt.Errorf("%w: %q (%d bytes; want 1 to %d bytes of UTF-8 without control characters)", ErrObjectName, shown, len(name), entryNameMax)
 	}
 	return nil
 }
@@ -553,7 +569,9 @@ func OpenRegion(path string, opts *RegionOptions) (*Region, error) {
 
 // OpenOrCreateRegion opens the region at path, creating it with size bytes
 // if it does not exist. Of several processes racing here, exactly one
-// creates and initializes it; the others wait for its header.
+// creates and initializes it; the others wait for its header. size matters
+// only to the creator: an existing region is opened at the size it was
+// created with, whatever size says (Region.Size reports it).
 func OpenOrCreateRegion(path string, size int64, opts *RegionOptions) (*Region, error) {
 	return openRegion(path, size, opts, modeEither)
 }
@@ -565,7 +583,7 @@ func OpenOrCreateRegion(path string, size int64, opts *RegionOptions) (*Region, 
 // Objects of a closed region must not be used.
 func (r *Region) Close() error { return r.close() }
 
-// Mutex returns the SharedMutex named name (1 to 48 bytes), creating it,
+// Mutex returns the SharedMutex named name (1 to 48 bytes of UTF-8 without control characters, else ErrObjectName), creating it,
 // unlocked, if the region has no object of that name. Every call with the
 // same name on one Region returns the same *SharedMutex. It fails with
 // ErrObjectKind if name is an object of another kind, ErrRegionFull if

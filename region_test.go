@@ -74,10 +74,22 @@ func TestRegionCreateOpenClose(t *testing.T) {
 	if _, err := r.Bytes("orders-data", 50); !errors.Is(err, ErrObjectBounds) {
 		t.Fatalf("Bytes with another size = %v, want ErrObjectBounds", err)
 	}
-	for _, bad := range []string{"", strings.Repeat("x", 49), "a\x00b"} {
+	for _, bad := range []string{"", strings.Repeat("x", 49), "a\x00b", "a\nb", "\xff\xfe", "red\x1b[31m", "tab\there"} {
 		if _, err := r.Mutex(bad); !errors.Is(err, ErrObjectName) {
 			t.Fatalf("Mutex(%q) = %v, want ErrObjectName", bad, err)
 		}
+		if _, err := r.Bytes(bad, 8); !errors.Is(err, ErrObjectName) {
+			t.Fatalf("Bytes(%q) = %v, want ErrObjectName", bad, err)
+		}
+	}
+	for _, good := range []string{"commandes-été", "日本語", "with space"} {
+		if _, err := r.Mutex(good); err != nil {
+			t.Fatalf("Mutex(%q) = %v", good, err)
+		}
+	}
+	// A huge name is not echoed whole.
+	if _, err := r.Mutex(strings.Repeat("x", 10000)); !errors.Is(err, ErrObjectName) || len(err.Error()) > 300 {
+		t.Fatalf("Mutex of a 10000-byte name: %d-byte error %.400v", len(err.Error()), err)
 	}
 
 	// A second process (here a second handle) sees the same objects.

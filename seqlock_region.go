@@ -40,7 +40,7 @@ func init() {
 	})
 }
 
-// RegionSeqLock returns the SeqLock named name (1 to 48 bytes) in region r,
+// RegionSeqLock returns the SeqLock named name (1 to 48 bytes of UTF-8 without control characters, else ErrObjectName) in region r,
 // creating it, holding the zero T, if the region has no object of that
 // name: a seqlock that every process mapping the region can Store to and
 // Load from. T must hold no pointers (ErrHasPointers), and every process

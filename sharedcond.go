@@ -83,7 +83,7 @@ func init() {
 	})
 }
 
-// Cond returns the SharedCond named name (1 to 48 bytes), creating it if
+// Cond returns the SharedCond named name (1 to 48 bytes of UTF-8 without control characters, else ErrObjectName), creating it if
 // the region has no object of that name. Every call with the same name on
 // one Region returns the same *SharedCond. It fails with ErrObjectKind if
 // name is an object of another kind, ErrRegionFull if there is no room,

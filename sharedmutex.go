@@ -113,8 +113,23 @@ func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
 // process that maps the region, and robust: when a holder process dies
 // while holding it, the next acquirer is told (ErrOwnerDead) and may repair
 // the data, as with a POSIX PTHREAD_MUTEX_ROBUST mutex. Get one with
-// (*Region).Mutex. Its lock word is in the table above (constants
-// ownerMask and shared*).
+// (*Region).Mutex. Its lock word, a uint32 at offset 0 of its 64-byte
+// object (docs/abi.md gives the whole object and every transition):
+//
+//	bits   meaning
+//	0-17   owner generation: with the slot, the owner token; 0 when free
+//	18-27  owner slot in the region's process table
+//	28     statistics enabled: fast paths fail, slow paths count
+//	29     inconsistent: taken from a dead owner, MarkConsistent not yet called
+//	30     waiters: a process may sleep in the kernel; Unlock must FUTEX_WAKE
+//	31     timed: the object's held-since stamp describes this hold
+//
+//	word                        state
+//	0                           unlocked
+//	token                       locked by the token's process
+//	token | waiters             locked, a process may sleep
+//	token | inconsistent        locked after an owner death, not yet repaired
+//	bits 0-27 all ones          not recoverable (ErrNotRecoverable)
 //
 // # Protocol
 //

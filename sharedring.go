@@ -356,7 +356,7 @@ type RingProducer struct {
 }
 
 // RingProducer attaches this process as the producer of the shared ring
-// named name (1 to 48 bytes), creating the ring with capacity bytes of
+// named name (1 to 48 bytes of UTF-8 without control characters, else ErrObjectName), creating the ring with capacity bytes of
 // record space if the region has no object of that name. capacity must be
 // a power of two from MinSharedRingCapacity to MaxSharedRingCapacity, and
 // equal to an existing ring's. It returns ErrRingBusy if a live process

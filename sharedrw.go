@@ -150,7 +150,7 @@ func init() {
 	})
 }
 
-// RWMutex returns the SharedRWMutex named name (1 to 48 bytes), creating
+// RWMutex returns the SharedRWMutex named name (1 to 48 bytes of UTF-8 without control characters, else ErrObjectName), creating
 // it, unlocked, if the region has no object of that name. Every call with
 // the same name on one Region returns the same *SharedRWMutex. It fails
 // with ErrObjectKind if name is an object of another kind, ErrRegionFull if

@@ -10,8 +10,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/lockword/lockword"
 )
@@ -127,7 +130,7 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo) {
 		fmt.Fprintln(tw, "  NAME\tKIND\tOFFSET\tSTATE\tHOLDER\tALIVE\tHELD FOR\tWAITERS\tSTATS")
 		for _, o := range info.Objects {
 			if o.State == "" { // not a lock
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t-\t-\t-\t-\t-\t%d bytes\n", o.Name, o.Kind, o.Offset, o.Size)
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t-\t-\t-\t-\t-\t%d bytes\n", shownName(o.Name), o.Kind, o.Offset, o.Size)
 				continue
 			}
 			holder, alive, held := "-", "-", "-"
@@ -159,7 +162,7 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo) {
 			if s := o.Stats; s != nil {
 				stats = fmt.Sprintf("%d acq, %.1f%% slow, max wait %v", s.Acquisitions, 100*s.SlowPathFraction(), s.WaitMax.Round(time.Microsecond))
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Name, o.Kind, o.Offset, state, holder, alive, held, yesNo(o.Waiters), stats)
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", shownName(o.Name), o.Kind, o.Offset, state, holder, alive, held, yesNo(o.Waiters), stats)
 		}
 		tw.Flush()
 	}
@@ -185,4 +188,18 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// shownName is an object name as the table prints it: quoted (Go syntax)
+// if it is not plain printable UTF-8 or holds a tab or space, which
+// lockword never creates but a foreign or damaged file may hold, so that
+// a name can neither forge a row nor send escape sequences to the
+// terminal.
+func shownName(name string) string {
+	for _, c := range name {
+		if c == utf8.RuneError || c == ' ' || !unicode.IsPrint(c) {
+			return strconv.Quote(name)
+		}
+	}
+	return name
 }

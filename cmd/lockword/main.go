@@ -13,7 +13,8 @@
 //	help      show help for lockword or for one command
 //
 // Run "lockword help torture" for the torture flags. Exit status is 0 on
-// success, 1 when a check failed and 2 on a usage error; an interrupted
+// success, 1 when a check failed and 2 on a usage error (for inspect, also
+// a file that cannot be read as a region); an interrupted
 // torture -procs run exits 128 + the signal (130 for SIGINT, 143 for
 // SIGTERM, 129 for SIGHUP) after removing its region file.
 //
@@ -156,6 +157,7 @@ Exit status:
   0    success (torture: every lock passed)
   1    a check failed (torture: some lock lost updates or let two holders in)
   2    usage error: unknown command, unknown flag or bad flag value
+       (inspect: also a file that cannot be opened as a region)
   130  torture -procs interrupted by SIGINT (143: SIGTERM, 129: SIGHUP);
        its region file is removed
 

@@ -176,14 +176,16 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 				"Cannot be combined with -iters."),
 		items: fs.Int64("items", 0,
 			"`N` items through the ring kinds, or reads of the seqlock kinds.\n"+
-				"0 (the default) means the kind's own default (see above).\n"+
+				"0 (the default) means the kind's own default (see \"Rings and\n"+
+				"seqlocks\" below).\n"+
 				"Lock kinds ignore it. Cannot be combined with -duration."),
 		json: fs.Bool("json", false,
 			"print one JSON object per kind, one per line, instead of text."),
 		procs: fs.Int("procs", 0,
 			"run the workers in `N` processes (this binary re-executed) that\n"+
 				"share one region file, with the counter and owner slot in it; the\n"+
-				"workers are spread evenly over them. Only the shared kinds run\n"+
+				"workers are spread evenly over them; -workers defaults to at least\n"+
+				"N. Only the shared kinds run\n"+
 				"across processes; with -procs, all means shared, and ring means\n"+
 				"shared-ring (-procs 2: a producer and a consumer). 0: in-process."),
 		kill: fs.Bool("kill", false,
@@ -231,6 +233,11 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 
 	workers, iters, value, work, duration, items := *f.workers, *f.iters, *f.value, *f.work, *f.duration, *f.items
 	procs, kill, kills := *f.procs, *f.kill, *f.kills
+	if procs < 0 || procs > maxProcs {
+		// Checked first: -workers follows -procs below, and its range
+		// error would name the wrong flag.
+		return usageErr("-procs must be between 0 and %d, got %d", maxProcs, procs)
+	}
 	if procs > workers && !set["workers"] {
 		workers = procs // at least one worker per process
 	}

@@ -135,6 +135,7 @@ func TestTortureProcsUsage(t *testing.T) {
 		msg  string // what the first line of stderr must say
 	}{
 		{[]string{"-procs", "-1"}, "-procs must be between 0 and"},
+		{[]string{"-procs", "1000000"}, "-procs must be between 0 and 512, got 1000000"},
 		{[]string{"-procs", "2", "-lock", "mutex"}, "kind mutex runs in one process"},
 		{[]string{"-lock", "shared"}, "kind shared runs across processes"},
 		{[]string{"-kill"}, "-kill needs -procs N"},
