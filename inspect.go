@@ -214,16 +214,7 @@ func inspectMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 		info.State = "not-recoverable"
 		return
 	}
-	a := insp.check(owner)
-	info.HolderPID, info.HolderAlive = int(a.pid), a.alive
-	switch {
-	case !a.alive || info.Inconsistent:
-		info.State = "owner-dead"
-	case info.Waiters:
-		info.State = "contended"
-	default:
-		info.State = "held"
-	}
+	setHolder(info, insp.check(owner))
 	since := word64(obj, mutexObjHeldSince)
 	now := monoNowNs()
 	if w&sharedTimed != 0 {
@@ -245,5 +236,19 @@ func inspectMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 	if word.CompareAndSwap(w, w|sharedTimed) {
 		since.Store(uint64(monoNowNs()))
 		info.HeldForKnown = true
+	}
+}
+
+// setHolder fills in a held lock's holder and its state from the holder's
+// aliveness (info.Inconsistent and info.Waiters already set).
+func setHolder(info *ObjectInfo, a aliveness) {
+	info.HolderPID, info.HolderAlive = int(a.pid), a.alive
+	switch {
+	case !a.alive || info.Inconsistent:
+		info.State = "owner-dead"
+	case info.Waiters:
+		info.State = "contended"
+	default:
+		info.State = "held"
 	}
 }

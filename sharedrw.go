@@ -139,13 +139,9 @@ var _ interface {
 } = (*SharedRWMutex)(nil)
 
 func init() {
-	owners := make([]uint32, queueRecords)
-	for i := range owners {
-		owners[i] = ticketObjRecords + uint32(i)*queueRecordLen
-	}
 	registerKind(kindRWMutex, &kindInfo{
 		name: "rwmutex", size: rwObjSize, align: 64,
-		ownerWords: owners,
+		ownerWords: queueOwnerWords(),
 		inspect:    inspectRWMutex,
 	})
 }

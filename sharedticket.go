@@ -705,14 +705,21 @@ const (
 	ticketObjRecords = 128
 )
 
-func init() {
+// queueOwnerWords are the offsets of the owner tokens of a robust ticket
+// queue's records, for kindInfo.ownerWords: the ticket mutex's and the
+// RW mutex's writers' queue.
+func queueOwnerWords() []uint32 {
 	owners := make([]uint32, queueRecords)
 	for i := range owners {
 		owners[i] = ticketObjRecords + uint32(i)*queueRecordLen
 	}
+	return owners
+}
+
+func init() {
 	registerKind(kindTicketMutex, &kindInfo{
 		name: "ticket mutex", size: ticketObjSize, align: 64,
-		ownerWords: owners,
+		ownerWords: queueOwnerWords(),
 		inspect:    inspectTicketMutex,
 	})
 }
@@ -890,16 +897,7 @@ func (insp *inspector) queue(obj []byte, info *ObjectInfo, next, serving, flags,
 		}
 		return
 	}
-	a := insp.check(recToken(r))
-	info.HolderPID, info.HolderAlive = int(a.pid), a.alive
-	switch {
-	case !a.alive || info.Inconsistent:
-		info.State = "owner-dead"
-	case info.Waiters:
-		info.State = "contended"
-	default:
-		info.State = "held"
-	}
+	setHolder(info, insp.check(recToken(r)))
 	now := monoNowNs()
 	// A zero held-since is a fresh object's, not a time: the zero stamp
 	// then names ticket 0 without describing its hold.
