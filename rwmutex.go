@@ -222,10 +222,10 @@ func (rw *RWMutex) Lock() { rw.ref().lock(nil, inProcessTickets, &rw.diag, rw) }
 // them then releases on the writer's behalf, as if it had taken and
 // released the lock. So a cancelled LockContext can hold new readers (and
 // the writers behind it) up for as long as the longest read hold that was
-// in progress when it arrived, never longer. (The reader count cannot tell
-// the readers it waited for from those that arrived after it, which is
-// what an earlier reopening would need; SharedRWMutex, whose readers
-// count in and out on two words, reopens at once.)
+// in progress when it arrived, never longer. Reopening earlier would let
+// the next writer flip the phase back to the value that a reader counted
+// in, but not yet running, still waits on, and that reader would wait for
+// a writer that waits for it. SharedRWMutex does the same.
 func (rw *RWMutex) LockContext(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext

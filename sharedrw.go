@@ -3,6 +3,7 @@ package lockword
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,9 +22,20 @@ const (
 	srwCountMask  = ^uint32(srwReader - 1)
 	srwWriterBits = srwWriter | srwPhase
 	// srwNoTarget, in the target word, says that no writer waits for
-	// readers to leave: reader counts are multiples of srwReader, so no
-	// count equals it.
+	// readers to leave. Any word without srwTargetSet says so (a fresh
+	// object's is 0); this is the value written.
 	srwNoTarget = 1
+	// srwTargetSet marks a target: the word is the readers-in count a
+	// waiting writer needs readers-out to reach (a multiple of
+	// srwReader, so the low bits are free), plus this bit.
+	srwTargetSet = 4
+	// srwAbandoned, added to a target, says that the writer that set the
+	// writer bits and waited for that count gave up (or died) before the
+	// readers left. Its bits stay set, so that the phase never returns to
+	// a value a slow reader may still be waiting on: the last of those
+	// readers clears them, unless the next writer adopts the arrival
+	// first. Whichever CASes the target first does it.
+	srwAbandoned = 2
 )
 
 // SharedRWMutex object layout (kind 4, 704 bytes, 64-aligned). The first
@@ -56,6 +68,16 @@ const (
 // one writer, a writer for the writers ahead of it and one batch of
 // readers each.
 //
+// A writer that gives up (LockContext) or dies while the readers it
+// counted are still inside leaves its writer bits set and marks its
+// target abandoned: the last of those readers clears the bits, or the
+// next writer adopts the arrival (keeps the bits, waits for the same
+// count) if it comes first. Clearing them at once would let the next
+// writer flip the phase back to the value a slow reader, counted in but
+// not yet running, still waits on: that reader would then wait for a
+// writer that waits for it. So, as with RWMutex, new readers stay out
+// until the readers inside when the writer arrived have left.
+//
 // # Shared layout
 //
 // The object (kind 4, 704 bytes; docs/abi.md): offsets 0-639 are the
@@ -69,7 +91,9 @@ const (
 //	        bit 2 parked   readers may sleep on in: release must wake them
 //	        bit 3 stats    statistics on: RLock's fast path fails
 //	644     out: reader exits, counted in the same units (wrapping)
-//	648     target: the out value a waiting writer needs (1: none waits)
+//	648     target: the out value a waiting writer needs, plus 4 (bit 2,
+//	        set); bit 1: that writer gave up or died (abandoned); a word
+//	        without bit 2 (0 or 1): no writer waits
 //
 //	in & ~15 - out  readers holding, or waiting behind the writer
 //	writer bit      a writer is inside, or waits for out to reach target
@@ -208,18 +232,23 @@ func (rw *SharedRWMutex) TryRLock() bool {
 func (rw *SharedRWMutex) RUnlock() {
 	// Fast path: count ourselves out; not the reader a writer waits for,
 	// not more exits than entries: done.
-	if o := rw.out.Add(srwReader); o == rw.target.Load() || int32(rw.in.Load()&srwCountMask-o) < 0 {
+	if o := rw.out.Add(srwReader); o == rw.target.Load()&^(srwAbandoned|srwTargetSet) || int32(rw.in.Load()&srwCountMask-o) < 0 {
 		rw.runlockSlow(o)
 	}
 }
 
 //go:noinline
 func (rw *SharedRWMutex) runlockSlow(o uint32) {
-	if o == rw.target.Load() {
+	switch t := rw.target.Load(); t {
+	case o | srwTargetSet:
 		// The last reader the writer waits for: wake it. (target is
 		// stored before the writer's last look at out, so either it sees
 		// our exit or we see its target.)
 		wait.FutexWake(rw.out, 1, wait.Shared)
+	case o | srwTargetSet | srwAbandoned:
+		// The last reader a writer that gave up waited for: release on
+		// its behalf, unless the next writer adopted its arrival.
+		rw.releaseAbandoned(t)
 	}
 	if int32(rw.in.Load()&srwCountMask-o) < 0 {
 		rw.out.Add(^uint32(srwReader - 1))
@@ -377,8 +406,9 @@ func (rw *SharedRWMutex) Lock() {
 //     the write lock, whose previous holder died holding it; repair the
 //     data, call MarkConsistent, Unlock;
 //   - an error wrapping ErrNotRecoverable: the caller holds nothing;
-//   - ctx.Err(): the caller holds nothing, and the readers and writers
-//     queued behind it are not held up.
+//   - ctx.Err(): the caller holds nothing; the writers queued behind it
+//     are served, and new readers stay out until the readers that were
+//     inside when it arrived have left (see the type's doc).
 func (rw *SharedRWMutex) LockContext(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
@@ -402,30 +432,53 @@ func (rw *SharedRWMutex) LockContext(ctx context.Context) error {
 }
 
 // arrive shuts readers out and waits for those inside to leave. The
-// caller's ticket is served and not yet held. If ctx ends first it clears
-// its writer bits (admitting the readers that queued behind it) and gives
-// the ticket up.
+// caller's ticket is served and not yet held. If ctx ends first it
+// abandons its arrival (see srwAbandoned) and gives the ticket up.
 func (rw *SharedRWMutex) arrive(ctx context.Context, slow *bool, start *time.Time) error {
-	s := rw.in.Load()
-	if s&srwWriter != 0 {
-		// Left by a writer that died holding (the lock is inconsistent
-		// or not recoverable): readers are already out; it is ours.
-		return nil
+	var target uint32
+	adopted := false
+	for s := rw.in.Load(); s&srwWriter != 0; s = rw.in.Load() {
+		if rw.q.flags.Load()&(queueInconsistent|queueNotRecoverable) != 0 {
+			// Left by a writer that died holding: readers are already
+			// out; it is ours (afterServed reports the owner death).
+			return nil
+		}
+		// Left by a writer that gave up, or died, while readers it
+		// counted were still inside: adopt its arrival (same bits, same
+		// count to wait for) rather than flip the phase back to a value
+		// that a reader it counted may still be waiting on.
+		if t := rw.target.Load(); t&(srwTargetSet|srwAbandoned) == srwTargetSet|srwAbandoned && rw.target.CompareAndSwap(t, t&^srwAbandoned) {
+			target, adopted = t&srwCountMask, true
+			break
+		}
+		// The last of those readers is clearing the bits (between its
+		// CAS of the target and its clear): let it finish. If it died
+		// there, every reader that writer counted has left, and the
+		// bits are ours to clear.
+		rw.awaitBitsCleared()
 	}
-	// Only the served writer changes the writer and phase bits: one add
-	// sets ours and reads how many readers ever entered.
-	s = rw.in.Add(rwArrive(s))
-	target := s & srwCountMask
-	if rw.out.Load() == target {
-		return nil
+	if !adopted {
+		// Only the served writer changes the writer and phase bits: one
+		// add sets ours and reads how many readers ever entered.
+		s := rw.in.Load()
+		s = rw.in.Add(rwArrive(s))
+		target = s & srwCountMask
+		if rw.out.Load() == target {
+			return nil
+		}
+		rw.target.Store(target | srwTargetSet) // before our next look at out: see RUnlock
 	}
 	if !*slow {
 		*slow, *start = true, time.Now()
 		rw.q.r.waiting.Add(1)
 		defer rw.q.r.waiting.Add(-1)
 	}
-	rw.target.Store(target) // before our next look at out: see RUnlock
-	defer rw.target.Store(srwNoTarget)
+	gaveUp := false
+	defer func() {
+		if !gaveUp {
+			rw.target.Store(srwNoTarget)
+		}
+	}()
 	defer wakeOnDone(ctx, func() { wait.FutexWake(rw.out, wakeAll, wait.Shared) })()
 	backoff := uint32(1)
 	for range sharedSpinIterations {
@@ -442,7 +495,10 @@ func (rw *SharedRWMutex) arrive(ctx context.Context, slow *bool, start *time.Tim
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
-			rw.releaseBits()
+			// Leave our bits set for the readers we counted (see
+			// srwAbandoned), then pass the writers' ticket on.
+			gaveUp = true
+			rw.abandonArrival(target)
 			rw.q.hold(rw.q.ticket)
 			rw.q.finish(rw.q.ticket, packRecord(rw.q.ticket, rw.q.token, recHolding))
 			return err
@@ -468,6 +524,53 @@ func (rw *SharedRWMutex) arrive(ctx context.Context, slow *bool, start *time.Tim
 	}
 }
 
+// abandonArrival gives up a writer's arrival whose readers (up to count
+// target) have not all left: it marks the target abandoned, so that the
+// last of them, or the next writer, takes the bits over; if they have
+// all left meanwhile, it releases the bits itself.
+func (rw *SharedRWMutex) abandonArrival(target uint32) {
+	if !rw.target.CompareAndSwap(target|srwTargetSet, target|srwTargetSet|srwAbandoned) {
+		return // already abandoned (a retire on our behalf) or adopted
+	}
+	if rw.out.Load() == target {
+		rw.releaseAbandoned(target | srwTargetSet | srwAbandoned)
+	}
+}
+
+// releaseAbandoned clears the writer bits of an abandoned arrival whose
+// readers have all left, unless someone else (another reader, the writer
+// itself, or the next writer adopting it) took the target t first.
+func (rw *SharedRWMutex) releaseAbandoned(t uint32) {
+	if rw.target.CompareAndSwap(t, srwNoTarget) {
+		rw.releaseBits()
+	}
+}
+
+// awaitBitsCleared waits for the writer bits, left with no abandoned
+// target by a reader that is clearing them, to clear. That is two
+// instructions away, so it spins, then yields; if they are still set
+// after ownerCheckInterval the reader died in between, and it clears
+// them itself.
+func (rw *SharedRWMutex) awaitBitsCleared() {
+	deadline := time.Now().Add(ownerCheckInterval)
+	for i := 0; rw.in.Load()&srwWriter != 0; i++ {
+		if rw.target.Load()&srwAbandoned != 0 {
+			return // a retire marked one meanwhile: adopt it
+		}
+		if i < sharedSpinIterations {
+			procyield(1)
+			continue
+		}
+		if time.Now().After(deadline) {
+			if rw.target.Load()&srwTargetSet == 0 {
+				rw.releaseBits()
+			}
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
 // releaseBits clears the writer and parked bits, keeping the phase (the
 // next writer flips it), and wakes the readers parked behind them.
 func (rw *SharedRWMutex) releaseBits() {
@@ -486,8 +589,18 @@ func (rw *SharedRWMutex) retire(_ context.Context, _ uint32, dead bool) error {
 	if dead || rw.q.flags.Load()&(queueInconsistent|queueNotRecoverable) != 0 {
 		return nil
 	}
-	if rw.in.Load()&srwWriter != 0 {
+	if rw.in.Load()&srwWriter == 0 {
+		return nil
+	}
+	switch t := rw.target.Load(); {
+	case t&srwTargetSet == 0:
+		// It died before it stored its target (or after its readers
+		// left): nobody waits for it to clear them.
 		rw.releaseBits()
+	case t&srwAbandoned == 0:
+		// It died waiting for readers: leave its bits to them (or to the
+		// next writer), as a writer that gives up does.
+		rw.abandonArrival(t & srwCountMask)
 	}
 	return nil
 }

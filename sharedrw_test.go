@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,6 +49,23 @@ func init() {
 			time.Sleep(5 * time.Millisecond)
 		}
 		fmt.Println("done", done.Load())
+		return nil
+	}
+	childModes["rlock-once"] = func(args []string) error {
+		// Take a read lock once and leave. args: path, name.
+		r, err := OpenRegion(args[0], nil)
+		if err != nil {
+			return err
+		}
+		rw, err := r.RWMutex(args[1])
+		if err != nil {
+			return err
+		}
+		fmt.Println("rlocking")
+		rw.RLock()
+		fmt.Println("rlocked")
+		rw.RUnlock()
+		fmt.Println("runlocked")
 		return nil
 	}
 	childModes["rlock-hold"] = func(args []string) error {
@@ -300,11 +318,13 @@ func TestSharedRWMutexBasics(t *testing.T) {
 		t.Fatalf("LockContext while read-held = %v", err)
 	}
 	cancel()
-	// The writer that gave up let readers in again.
-	if !b.TryRLock() {
-		t.Fatal("TryRLock failed after a writer gave up")
+	// The writer that gave up keeps new readers out until the readers it
+	// counted (a's and b's) have left, or the next writer adopts its
+	// arrival (see srwAbandoned): a reader can then never see its phase
+	// come back.
+	if b.TryRLock() {
+		t.Fatal("TryRLock succeeded while readers that a writer who gave up counted were inside")
 	}
-	b.RUnlock()
 	got := make(chan error)
 	go func() { got <- b.LockContext(context.Background()) }()
 	for a.in.Load()&srwWriter == 0 {
@@ -524,16 +544,24 @@ func TestSharedRWMutexDeadWaitingWriterSkipped(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	c.cmd.Process.Kill()
 	c.exit()
+	// The dead writer's bits stay until the reader it counted (ours)
+	// leaves, as a writer that gives up leaves them (see srwAbandoned);
+	// the retire on its behalf happens within the waiters' owner checks.
+	select {
+	case err := <-readErr:
+		t.Fatalf("a reader got in (%v) while a reader the dead writer counted was inside", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	rw.RUnlock()
 	select {
 	case err := <-readErr:
 		if err != nil {
 			t.Fatal(err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("readers stayed out behind a dead writer that never held the lock")
+		t.Fatal("readers stayed out behind a dead writer that never held the lock, after the readers it counted left")
 	}
 	other.RUnlock()
-	rw.RUnlock()
 	if err := rw.LockContext(context.Background()); err != nil {
 		t.Fatalf("next writer: %v, want the lock and no owner death", err)
 	}
@@ -720,4 +748,126 @@ func TestSharedRWMutexCancelStress(t *testing.T) {
 		t.Fatalf("at rest: in %#x, out %#x", in, out)
 	}
 	t.Logf("%d writes, %d cancelled", writes.Load(), cancelled.Load())
+}
+
+// TestSharedRWMutexSlowReaderAfterAbandonedWriter: a reader waits behind
+// writer 1 and is not running (SIGSTOP) while writer 1 leaves, writer 2
+// arrives, counts it inside and gives up, and writer 3 arrives. Had
+// writer 2 cleared its bits, writer 3 would flip the phase back to writer
+// 1's, and the reader, seeing the bits it waited on, would wait for
+// writer 3, which waits for it: a deadlock (found by review). The reader
+// must get its read lock when it runs again, and writer 3 the lock after.
+func TestSharedRWMutexSlowReaderAfterAbandonedWriter(t *testing.T) {
+	defer watchdog("shared rw slow reader after abandoned writer", time.Minute)()
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	rw, _ := r.RWMutex("m")
+	rw.Lock() // writer 1
+	c := startChild(t, "rlock-once", path, "m")
+	c.expect(t, "rlocking")
+	for rw.in.Load()&srwCountMask == rw.out.Load() {
+		time.Sleep(time.Millisecond) // until its entry is counted
+	}
+	time.Sleep(20 * time.Millisecond) // and it waits on the bits it saw
+	c.cmd.Process.Signal(syscall.SIGSTOP)
+	defer c.cmd.Process.Signal(syscall.SIGCONT)
+	waitStopped(t, c.cmd.Process.Pid)
+	rw.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	err := rw.LockContext(ctx) // writer 2: counts the stopped reader
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("writer 2 behind a stopped reader: %v, want DeadlineExceeded; in %#x out %#x target %#x\n%s", err, rw.in.Load(), rw.out.Load(), rw.target.Load(), c.output())
+	}
+	third := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		third <- rw.LockContext(ctx) // writer 3
+	}()
+	time.Sleep(50 * time.Millisecond) // writer 3 arrives
+	c.cmd.Process.Signal(syscall.SIGCONT)
+	if err := <-third; err != nil {
+		t.Fatalf("writer 3: %v, want the lock once the reader it was counted with left:\n%s", err, c.output())
+	}
+	rw.Unlock()
+	c.expect(t, "runlocked")
+	if err := c.exit(); err != nil {
+		t.Fatalf("reader: %v\n%s", err, c.output())
+	}
+	if err := queueAtRest(&rw.q); err != nil {
+		t.Fatal(err)
+	}
+	if s, o, tg := rw.in.Load(), rw.out.Load(), rw.target.Load(); s&srwWriter != 0 || s&srwCountMask != o || tg != srwNoTarget {
+		t.Fatalf("at rest: in %#x, out %#x, target %#x", s, o, tg)
+	}
+}
+
+// TestSharedRWMutexAbandonedWriterReleasedByLastReader: with no writer
+// after it, the bits of a writer that gave up are cleared by the last
+// reader it counted, and the readers that queued behind it get in.
+func TestSharedRWMutexAbandonedWriterReleasedByLastReader(t *testing.T) {
+	defer watchdog("shared rw abandoned writer released", time.Minute)()
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	rw, _ := r.RWMutex("m")
+	rw.RLock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	err := rw.LockContext(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("writer behind a reader: %v", err)
+	}
+	if rw.TryRLock() {
+		t.Fatal("a new reader got in while a reader the abandoned writer counted was inside")
+	}
+	late := make(chan error, 1)
+	go func() { late <- rw.RLockContext(context.Background()) }()
+	time.Sleep(20 * time.Millisecond)
+	rw.RUnlock() // the last counted reader: clears the bits
+	select {
+	case err := <-late:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reader behind the abandoned writer was never admitted")
+	}
+	rw.RUnlock()
+	if err := rw.LockContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rw.Unlock()
+	if s, o, tg := rw.in.Load(), rw.out.Load(), rw.target.Load(); s&srwWriter != 0 || s&srwCountMask != o || tg != srwNoTarget {
+		t.Fatalf("at rest: in %#x, out %#x, target %#x", s, o, tg)
+	}
+}
+
+// waitStopped waits until every thread of process pid is stopped: kill
+// returns before a thread running on another CPU has taken the signal.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopped := true
+		for _, task := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+			if err != nil {
+				stopped = false
+				break
+			}
+			// The state follows the command name, which is in parentheses.
+			if i := strings.LastIndexByte(string(b), ')'); i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return
+		}
+	}
+	t.Fatalf("process %d did not stop within 10s", pid)
 }
