@@ -181,8 +181,13 @@ func (c *SharedCond) sleep(ctx context.Context, v uint32) error {
 	return nil
 }
 
-// Signal wakes one goroutine waiting on c, in any process, if there is
-// one: the one that has slept longest.
+// Signal wakes at least one goroutine waiting on c, in any process, if
+// there is one. It wakes one kernel sleeper, the one of some process that
+// sleeps for all that process's waiters; that process's waiters then all
+// look again, so one Signal can return from several Waits of one process
+// (allowed: callers re-check their condition in a loop), and which
+// goroutine goes first within a process is not defined. A goroutine that
+// starts waiting after the Signal never takes it.
 func (c *SharedCond) Signal() { c.notify(1) }
 
 // Broadcast wakes every goroutine waiting on c, in every process.

@@ -293,6 +293,13 @@ func (q *ticketQueue) complete(ctx context.Context, s, state uint32) bool {
 		}
 	}
 	if state == recSkippingDead {
+		if q.serving.Load() != s {
+			// Its owner had moved serving on (finish) and died before
+			// it freed its record, after we had looked: it released the
+			// lock, and the next holder may hold it now. Nothing to mark.
+			q.rec(s).CompareAndSwap(packRecord(s, q.token, state), 0)
+			return true
+		}
 		q.flags.Or(queueInconsistent)
 	}
 	q.serving.CompareAndSwap(s, s+1) // fails only if a dead actor got this far

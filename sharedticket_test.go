@@ -737,3 +737,32 @@ func TestInspectFairKindsReadOnly(t *testing.T) {
 	tm.Unlock()
 	rw.Unlock()
 }
+
+// TestSharedTicketDeadAfterReleaseNotInconsistent: a holder that moved
+// serving on and died before freeing its record had released the lock;
+// a resolver that looked just before and then retires it as dead must not
+// mark the lock inconsistent, which would make the next holder's plain
+// Unlock turn it not recoverable (found by review).
+func TestSharedTicketDeadAfterReleaseNotInconsistent(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.TicketMutex("t")
+	q := &m.q
+	s := q.next.Load()
+	q.rec(s).Store(packRecord(s, q.token, recSkippingDead)) // the resolver's CAS won
+	q.next.Store(s + 1)
+	q.serving.Store(s + 1) // the dead holder's finish had moved serving on
+	if !q.complete(context.Background(), s, recSkippingDead) {
+		t.Fatal("complete gave up")
+	}
+	if q.flags.Load()&queueInconsistent != 0 {
+		t.Fatal("a holder that released before dying made the lock inconsistent")
+	}
+	if err := m.LockContext(context.Background()); err != nil {
+		t.Fatalf("next acquisition: %v, want the lock and no owner death", err)
+	}
+	m.Unlock()
+	if err := queueAtRest(q); err != nil {
+		t.Fatal(err)
+	}
+}
