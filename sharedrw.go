@@ -594,8 +594,13 @@ func (rw *SharedRWMutex) retire(_ context.Context, _ uint32, dead bool) error {
 	}
 	switch t := rw.target.Load(); {
 	case t&srwTargetSet == 0:
-		// It died before it stored its target (or after its readers
-		// left): nobody waits for it to clear them.
+		// It died after its readers left, or in the few instructions
+		// between its add to in and its store of the target: the count
+		// it read died with it, so its bits are cleared at once. In the
+		// second case a reader it counted that has not run since it
+		// arrived can still meet the phase reuse that abandoned targets
+		// prevent (see srwAbandoned), if two more writers come before it
+		// runs: a known, narrow limit.
 		rw.releaseBits()
 	case t&srwAbandoned == 0:
 		// It died waiting for readers: leave its bits to them (or to the
