@@ -413,29 +413,12 @@ func TestSharedCondThousandWaiters(t *testing.T) {
 	m, _ := r.Mutex("m")
 	c, _ := r.Cond("c")
 	flag, _ := r.Bytes("flag", 8)
-	a := startChild(t, "cond-threads", path, "1000")
-	b := startChild(t, "cond-threads", path, "1000")
-	for _, ch := range []*child{a, b} {
-		var threads, procs int
-		fmt.Sscan(ch.expect(t, "threads "), &threads, &procs)
-		t.Logf("child %d: %d OS threads with 1,000 goroutines in Wait (GOMAXPROCS %d)", ch.pid(), threads, procs)
-		if threads > procs+64 {
-			t.Errorf("child has %d OS threads, want at most %d", threads, procs+64)
-		}
-	}
-	m.Lock()
-	word32(flag, 0).Store(1)
-	m.Unlock()
-	c.Broadcast()
-	for _, ch := range []*child{a, b} {
-		if got := ch.expect(t, "done "); got != "1000" {
-			t.Errorf("child completed %s of 1000", got)
-		}
-		ch.wait(t)
-	}
-	if n := c.waiters.Load(); n != 0 {
-		t.Fatalf("%d waiters counted after all left", n)
-	}
+	thousandBlocked(t, func() {
+		m.Lock()
+		word32(flag, 0).Store(1)
+		m.Unlock()
+		c.Broadcast()
+	}, "1,000 goroutines in Wait", "cond-threads", path, "1000")
 }
 
 // TestSharedCondSignalNotStolen: a waiter (here, of another handle: as

@@ -453,23 +453,7 @@ func TestSharedMutexThousandGoroutinesTwoProcesses(t *testing.T) {
 	r := mustCreate(t, path, 0)
 	m, _ := r.Mutex("m")
 	m.Lock()
-	a := startChild(t, "threads", path, "1000")
-	b := startChild(t, "threads", path, "1000")
-	for _, c := range []*child{a, b} {
-		var threads, procs int
-		fmt.Sscan(c.expect(t, "threads "), &threads, &procs)
-		t.Logf("child %d: %d OS threads with 1,000 goroutines blocked (GOMAXPROCS %d)", c.pid(), threads, procs)
-		if threads > procs+64 {
-			t.Errorf("child has %d OS threads, want at most %d", threads, procs+64)
-		}
-	}
-	m.Unlock()
-	for _, c := range []*child{a, b} {
-		if got := c.expect(t, "done "); got != "1000" {
-			t.Errorf("child completed %s of 1000", got)
-		}
-		c.wait(t)
-	}
+	thousandBlocked(t, m.Unlock, "1,000 goroutines", "threads", path, "1000")
 }
 
 // startHolder starts a child that takes name in the region at path (a lock
@@ -561,13 +545,7 @@ func TestSharedMutexOwnerDeathTryPaths(t *testing.T) {
 	if m.TryLock() {
 		t.Fatal("TryLock took a not-recoverable lock")
 	}
-	info, err := InspectRegion(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := info.Objects[0].State; s != "not-recoverable" {
-		t.Fatalf("inspect state %q, want not-recoverable", s)
-	}
+	wantInspectState(t, path, "not-recoverable")
 }
 
 // TestSharedMutexNotRecoverableWakesWaiters: waiters asleep when the
@@ -1153,5 +1131,43 @@ func TestInspectRegionReadOnly(t *testing.T) {
 	m.Unlock()
 	if w := m.word.Load(); w != 0 {
 		t.Fatalf("word %#x after Unlock", w)
+	}
+}
+
+// thousandBlocked starts two children of mode (args: path, "1000", ...)
+// that each block 1,000 goroutines on a lock the caller holds, checks that
+// each stays under GOMAXPROCS+64 OS threads, calls release, and checks that
+// all their goroutines complete.
+func thousandBlocked(t *testing.T, release func(), what, mode string, args ...string) {
+	t.Helper()
+	a := startChild(t, mode, args...)
+	b := startChild(t, mode, args...)
+	for _, c := range []*child{a, b} {
+		var threads, procs int
+		fmt.Sscan(c.expect(t, "threads "), &threads, &procs)
+		t.Logf("child %d: %d OS threads with %s blocked (GOMAXPROCS %d)", c.pid(), threads, what, procs)
+		if threads > procs+64 {
+			t.Errorf("child has %d OS threads, want at most %d", threads, procs+64)
+		}
+	}
+	release()
+	for _, c := range []*child{a, b} {
+		if got := c.expect(t, "done "); got != "1000" {
+			t.Errorf("child completed %s of 1000", got)
+		}
+		c.wait(t)
+	}
+}
+
+// wantInspectState checks the state lockword inspect gives the region's
+// first object.
+func wantInspectState(t *testing.T, path, want string) {
+	t.Helper()
+	info, err := InspectRegion(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := info.Objects[0].State; s != want {
+		t.Fatalf("inspect state %q, want %s", s, want)
 	}
 }

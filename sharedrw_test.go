@@ -669,23 +669,7 @@ func TestSharedRWMutexThousandReaders(t *testing.T) {
 	r := mustCreate(t, path, 0)
 	rw, _ := r.RWMutex("m")
 	rw.Lock()
-	a := startChild(t, "rthreads", path, "1000")
-	b := startChild(t, "rthreads", path, "1000")
-	for _, c := range []*child{a, b} {
-		var threads, procs int
-		fmt.Sscan(c.expect(t, "threads "), &threads, &procs)
-		t.Logf("child %d: %d OS threads with 1,000 readers blocked (GOMAXPROCS %d)", c.pid(), threads, procs)
-		if threads > procs+64 {
-			t.Errorf("child has %d OS threads, want at most %d", threads, procs+64)
-		}
-	}
-	rw.Unlock()
-	for _, c := range []*child{a, b} {
-		if got := c.expect(t, "done "); got != "1000" {
-			t.Errorf("child completed %s of 1000", got)
-		}
-		c.wait(t)
-	}
+	thousandBlocked(t, rw.Unlock, "1,000 readers", "rthreads", path, "1000")
 }
 
 // TestSharedRWMutexCancelStress: readers and writers over three handles,

@@ -278,13 +278,7 @@ func TestSharedTicketMutexOwnerDeathNoWaiter(t *testing.T) {
 	if m.TryLock() {
 		t.Fatal("TryLock took a not-recoverable lock")
 	}
-	info, err := InspectRegion(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := info.Objects[0].State; s != "not-recoverable" {
-		t.Fatalf("inspect state %q, want not-recoverable", s)
-	}
+	wantInspectState(t, path, "not-recoverable")
 }
 
 // TestSharedTicketMutexDeadWaiterSkipped: a process that dies while
@@ -598,23 +592,7 @@ func testThousandGoroutines(t *testing.T, kind string) {
 	r := mustCreate(t, path, 0)
 	m, _ := robustLock(r, kind, "m")
 	m.Lock()
-	a := startChild(t, "threads", path, "1000", kind)
-	b := startChild(t, "threads", path, "1000", kind)
-	for _, c := range []*child{a, b} {
-		var threads, procs int
-		fmt.Sscan(c.expect(t, "threads "), &threads, &procs)
-		t.Logf("%s: child %d: %d OS threads with 1,000 goroutines blocked (GOMAXPROCS %d)", kind, c.pid(), threads, procs)
-		if threads > procs+64 {
-			t.Errorf("child has %d OS threads, want at most %d", threads, procs+64)
-		}
-	}
-	m.Unlock()
-	for _, c := range []*child{a, b} {
-		if got := c.expect(t, "done "); got != "1000" {
-			t.Errorf("child completed %s of 1000", got)
-		}
-		c.wait(t)
-	}
+	thousandBlocked(t, m.Unlock, kind+": 1,000 goroutines", "threads", path, "1000", kind)
 }
 
 // TestSharedTicketMutexLayout pins the object layout of docs/abi.md.
