@@ -176,7 +176,17 @@ func openExisting(path string, deadline time.Time, mode openMode) (r *Region, er
 		var head [8]byte
 		n, _ := unix.Pread(fd, head[:], 0)
 		if !allZero(head[:max(n, 0)]) {
-			break // content, but too short: validation will say what is wrong
+			// Content, but short: unless the creator sized and wrote the
+			// file between our stat and our read (then look again), it
+			// is too short, and validation will say what is wrong.
+			size := st.Size
+			if err := unix.Fstat(fd, &st); err != nil {
+				return nil, err
+			}
+			if st.Size == size || !time.Now().Before(deadline) {
+				break
+			}
+			continue
 		}
 		if !time.Now().Before(deadline) {
 			return nil, fmt.Errorf("%w: %d bytes, all zero so far (creator died? remove the file)", ErrNotInitialized, st.Size)
