@@ -221,13 +221,19 @@ func strandedAfterCancel(l ctxLock, queued, parked func() int, rounds int, patie
 			go cancel()
 			l.Unlock()
 		case 2:
-			// Both waiters parked: the cancellation, not the handover,
-			// wakes the first, so a lock that loses abandoned turns is
-			// caught here however the scheduler runs the spinning.
+			// Both waiters parked, and the first has given up before
+			// Unlock: the cancellation, not the handover, ends its wait,
+			// so a lock that loses abandoned turns is caught here however
+			// the scheduler runs the goroutines. (Without waiting for it
+			// to return, a slow first waiter woken by the cancellation
+			// can still be dequeued by Unlock's wake-up first and take
+			// its turn: correct, and under load it happened every time.)
 			for end := time.Now().Add(time.Second); parked() < 2 && time.Now().Before(end); {
 				time.Sleep(20 * time.Microsecond)
 			}
 			cancel()
+			err := <-first
+			first <- err
 			l.Unlock()
 		case 3:
 			go func() {
