@@ -190,7 +190,7 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 				"shared-ring (-procs 2: a producer and a consumer). 0: in-process."),
 		kill: fs.Bool("kill", false,
 			"with -procs: a supervisor SIGKILLs a random worker process at random\n"+
-				"moments (often the lock's holder) and starts a replacement, until\n"+
+				"moments (every other kill aimed at the lock's holder) and starts a replacement, until\n"+
 				"-kills kills (or -duration). Every update is guarded by an intent\n"+
 				"record, so a recovery rolls a half-done update back; the counter\n"+
 				"must equal the sum of every worker's committed additions."),
@@ -458,8 +458,10 @@ Across processes (-procs N):
   first writes an intent record (whose update, the counter and the
   worker's total before it) and clears it after.
   With -kill, a supervisor SIGKILLs a worker process every few
-  milliseconds, half the time the one holding the lock, and starts a
-  replacement that carries on with the same worker ids. The next acquirer
+  milliseconds, half the time the one holding the lock (found through the
+  owner slot and stopped inside its critical section, so the kill lands
+  mid-update), and starts a replacement that carries on with the same
+  worker ids. The next acquirer
   gets the lock with ErrOwnerDead, rolls a half-done update back from the
   intent record, and marks the lock consistent. The report then adds
   Kills (and how many hit the holder), Recoveries (each kill of a holder
