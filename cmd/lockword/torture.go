@@ -419,10 +419,13 @@ Fairness (in-process kinds), three lines:
   Starvation check: for 200ms one goroutine re-locks in a tight loop
     while another locks repeatedly; the other's longest wait, and how
     often the re-locking goroutine acquired during that wait (overtakes).
-    For ticket it must stay under 10ms, or the run fails; an attempt that
-    reaches 10ms is run again, up to 3 attempts, and the last decides (a
-    loaded host can stop a thread for 10ms once; a starving lock fails
-    every attempt). For the others it is information. (rw: a writer re-locks, a reader waits; rw-read-mostly:
+    For ticket it must stay under 10ms, or the run fails: counted less the
+    time the two goroutines' threads were runnable but had no CPU (the
+    kernel's per-thread schedstat; a loaded 2-core host can keep a thread
+    waiting for a CPU over 10ms, which is not the lock's doing, while a
+    lock that makes its waiter wait keeps it asleep, which counts in
+    full). An attempt that reaches 10ms is run again, up to 3 attempts,
+    and the last decides. For the others it is information. (rw: a writer re-locks, a reader waits; rw-read-mostly:
     a reader re-locks, a writer waits; cond: a goroutine signals, another
     waits for a Signal.)
   rw kinds add the reads and writes made and the reader-writer overlaps
@@ -445,9 +448,12 @@ Output (-json), one object per kind and line, with the fields
   in-process kinds, fairness:
   {shares, shares_at, min_share, max_share, max_min (null when a worker
   made none), flagged, wait_sampled_every, wait_samples, wait_p50_ns,
-  wait_p99_ns, wait_max_ns, starvation: {what, max_wait_ns, overtakes,
-  earlier_max_wait_ns (attempts that reached the limit and were run
-  again), acquisitions, limit_ns (null: information only), passed},
+  wait_p99_ns, wait_max_ns, starvation: {what, max_wait_ns,
+  counted_max_wait_ns (the longest wait less the threads' time without a
+  CPU: what the limit applies to), sched_delay_ns (that time), overtakes,
+  earlier_max_wait_ns (the counted waits of attempts that reached the
+  limit and were run again), acquisitions, limit_ns (null: information
+  only), passed},
   notes}.
 
 Across processes (-procs N):
