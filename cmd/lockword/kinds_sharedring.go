@@ -47,8 +47,8 @@ const (
 
 func init() {
 	register(kind{name: "shared-ring", procs: true,
-		desc: "lockword.RingProducer/RingConsumer: byte ring between 2 processes (also -lock ring -procs 2)",
-		run:  tortureSharedRing})
+		desc:  "lockword.RingProducer/RingConsumer: byte ring between 2 processes (also -lock ring -procs 2)",
+		usage: sharedRingUsage, run: tortureSharedRing})
 	kindHelp = append(kindHelp, fmt.Sprintf(`Shared ring (-lock ring -procs 2, or -lock shared-ring -procs 2):
   a producer process sends the messages 1..N (N = -items, default %d)
   through a shared byte ring of %d bytes in a region to a consumer
@@ -219,13 +219,21 @@ type sharedRingReport struct {
 	errs        []string // a side that failed
 }
 
-func tortureSharedRing(cfg *config) (*report, error) {
+// sharedRingUsage checks the flags the shared ring constrains: exactly two
+// processes, and no -kill (it kills lock holders; the ring has none).
+func sharedRingUsage(cfg *config) error {
 	if cfg.kill {
-		return nil, fmt.Errorf("-kill kills lock holders; the shared ring's peer-death tests are in the library's tests")
+		return fmt.Errorf("-kill kills lock holders; the shared ring's peer-death tests are in the library's tests")
 	}
 	if cfg.procs != 2 {
-		return nil, fmt.Errorf("the shared ring has one producer and one consumer process: use -procs 2, not %d", cfg.procs)
+		return fmt.Errorf("the shared ring has one producer and one consumer process: use -procs 2, not %d", cfg.procs)
 	}
+	return nil
+}
+
+// tortureSharedRing runs the shared ring experiment; parseTorture has
+// checked the flags with sharedRingUsage.
+func tortureSharedRing(cfg *config) (*report, error) {
 	exe := "/proc/self/exe"
 	if _, err := os.Stat(exe); err != nil {
 		if exe, err = os.Executable(); err != nil {

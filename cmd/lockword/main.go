@@ -10,6 +10,7 @@
 //
 //	torture   hammer locks from many goroutines and check that they exclude
 //	inspect   show the objects and lock states of a shared region file
+//	version   print the build's module version, commit and Go version
 //	help      show help for lockword or for one command
 //
 // Run "lockword help torture" for the torture flags. Exit status is 0 on
@@ -55,6 +56,7 @@ type command struct {
 var commands = []command{
 	{name: "torture", summary: tortureSummary, run: runTorture, help: tortureHelp},
 	{name: "inspect", summary: inspectSummary, run: runInspect, help: inspectHelp},
+	{name: "version", summary: versionSummary, run: runVersion, help: versionHelp},
 }
 
 // errText is err's message for a line that already names the command
@@ -109,11 +111,11 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "lockword help: unknown command %q (commands: %s)\n", args[0], commandNames())
-		return exitUsage
 	default:
 		fmt.Fprintln(stderr, "lockword help: expected at most one command name")
-		return exitUsage
 	}
+	fmt.Fprintln(stderr, "Run 'lockword -help' for usage.")
+	return exitUsage
 }
 
 // lookupCommand returns the command called name, or nil.

@@ -300,21 +300,26 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 		}
 	}
 
-	opts = tortureOptions{
-		cfg: config{
-			workers:  workers,
-			iters:    iters,
-			value:    value,
-			work:     work,
-			duration: duration,
-			items:    items,
-			procs:    procs,
-			kill:     kill,
-			kills:    kills,
-		},
-		kinds: chosen,
-		json:  *f.json,
+	cfg := config{
+		workers:  workers,
+		iters:    iters,
+		value:    value,
+		work:     work,
+		duration: duration,
+		items:    items,
+		procs:    procs,
+		kill:     kill,
+		kills:    kills,
 	}
+	for _, k := range chosen {
+		if k.usage == nil {
+			continue
+		}
+		if err := k.usage(&cfg); err != nil {
+			return usageErr("%s: %v", k.name, err)
+		}
+	}
+	opts = tortureOptions{cfg: cfg, kinds: chosen, json: *f.json}
 	if isTerminal(stderr) {
 		opts.cfg.progress = stderr
 	}
@@ -524,6 +529,10 @@ type kind struct {
 	// in-process one (ring: shared-ring), so that "-lock ring -procs 2"
 	// works as the issue writes it; "" for none.
 	acrossProcs string
+	// usage, when set, checks the flags that only this kind constrains
+	// (the shared ring needs exactly -procs 2): an error is a usage error,
+	// reported before anything runs, with exit status 2.
+	usage func(cfg *config) error
 	// run tortures one fresh lock of this kind under cfg and reports what
 	// it found. An error means the run could not be set up (a shared
 	// mapping that failed, say), not that the lock failed: a lock that
