@@ -279,7 +279,7 @@ func TestInspectTextUnknownHolder(t *testing.T) {
 	var b strings.Builder
 	writeInspectText(&b, &lockword.RegionInfo{Path: "r", Objects: []lockword.ObjectInfo{
 		{Name: "orders", Kind: "mutex", State: "owner-dead", HolderPID: 0},
-	}})
+	}}, false)
 	if !regexp.MustCompile(`orders\s+mutex\s+0\s+owner-dead\s+unknown\s+no\s`).MatchString(b.String()) {
 		t.Fatalf("want holder unknown, alive no:\n%s", b.String())
 	}
