@@ -62,6 +62,7 @@ func init() {
   fails as stalled.
 `, defaultSharedRingItems, sharedRingCapacity, sharedRingMaxMsg, stallTimeout))
 	if spec := os.Getenv(sharedRingWorkerEnv); spec != "" {
+		nameWorkerProcess()
 		os.Exit(sharedRingWorkerMain(spec))
 	}
 }
@@ -279,7 +280,11 @@ func tortureSharedRing(cfg *config) (*report, error) {
 	for i := range sides {
 		js, _ := json.Marshal(sharedRingSpec{Region: path, Producer: i == 0, Items: items,
 			Broken: i == 0 && os.Getenv(sharedRingBreakEnv) != ""})
-		s := &side{cmd: exec.Command(exe), done: make(chan struct{})}
+		role := "consumer"
+		if i == 0 {
+			role = "producer"
+		}
+		s := &side{cmd: workerCommand(exe, "shared-ring", role, path), done: make(chan struct{})}
 		s.cmd.SysProcAttr = workerAttr() // signals reach the supervisor only; die with it
 		s.cmd.Env = append(os.Environ(), sharedRingWorkerEnv+"="+string(js))
 		s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.err

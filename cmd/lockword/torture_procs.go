@@ -67,6 +67,7 @@ func init() {
 	// A re-executed worker process runs its workers and exits here, before
 	// main (or a test binary's tests) starts.
 	if spec := os.Getenv(workerEnv); spec != "" {
+		nameWorkerProcess()
 		os.Exit(workerMain(spec))
 	}
 }
@@ -415,7 +416,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		s := spec
 		s.Proc, s.IDs = proc, ids
 		js, _ := json.Marshal(s)
-		w := &workerProc{cmd: exec.Command(exe), ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
+		w := &workerProc{cmd: workerCommand(exe, name, path), ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
 		w.cmd.Env = append(os.Environ(), workerEnv+"="+string(js))
 		w.cmd.SysProcAttr = workerAttr()
 		w.cmd.Stdout, w.cmd.Stderr = w.out, w.out

@@ -1,6 +1,11 @@
 package main
 
-import "syscall"
+import (
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 // workerAttr starts a worker process in a process group of its own, so
 // that a Ctrl-C or a terminal hangup, which the kernel sends to the whole
@@ -14,4 +19,13 @@ import "syscall"
 // program runs (none of ours is locked to a goroutine that exits).
 func workerAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// nameWorkerProcess sets this process's command name (comm: what ps -e,
+// top and pgrep show) to workerComm. Exec'ing /proc/self/exe named it
+// "exe". It runs from init, on the main thread, which names the process;
+// threads started later inherit the name.
+func nameWorkerProcess() {
+	name := []byte(workerComm + "\x00")
+	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0)
 }
