@@ -311,14 +311,8 @@ func tortureSharedRing(cfg *config) (*report, error) {
 	}
 	start := time.Now()
 	put(st, srGo, 1)
-	spec := progressSpec{label: "shared-ring", start: start, timed: cfg.timed(), unit: "items", max: items,
-		acquisitions: func() int64 { return int64(get(st, srReceived)) },
-		position:     func() int64 { return int64(get(st, srReceived)) }}
-	if cfg.timed() {
-		spec.max = cfg.duration.Milliseconds()
-		spec.position = func() int64 { return time.Since(start).Milliseconds() }
-	}
-	prog := startProgress(cfg.progress, spec)
+	prog := startProgress(cfg.progress, runProgress(cfg, "shared-ring", start, items,
+		func() int64 { return int64(get(st, srReceived)) }, "items"))
 	rep := &sharedRingReport{items: items, duration: cfg.duration}
 	tick := time.NewTicker(min(stallTimeout/20, 10*time.Millisecond)) // -duration ends on time
 	last, since := uint64(0), time.Now()

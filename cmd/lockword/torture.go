@@ -488,7 +488,11 @@ Across processes (-procs N):
 Progress:
   A kind that runs longer than about a second shows a progress bar on
   stderr, when stderr is a terminal; the bar is erased before the kind's
-  report is printed. Nothing is drawn when stderr is not a terminal.
+  report is printed. Nothing is drawn when stderr is not a terminal. It
+  shows the share of the run done, by what bounds it (acquisitions of
+  -iters, items, kills of a -kill run, or time with -duration: with both
+  -kills and -duration, whichever is nearer its end), the rate, and the
+  time left (for a count, assuming the rate so far holds).
 
 Exit status:
   0    every kind passed
@@ -661,21 +665,13 @@ func hammer(cfg *config, label string, body func(id, steps int)) hammerRun {
 	}
 
 	start := time.Now()
-	spec := progressSpec{label: label, start: start, timed: cfg.timed()}
-	spec.acquisitions = func() int64 {
+	spec := runProgress(cfg, label, start, int64(cfg.workers)*cfg.iters, func() int64 {
 		var n int64
 		for i := range slots {
 			n += slots[i].done.Load()
 		}
 		return n
-	}
-	if cfg.timed() {
-		spec.max = cfg.duration.Milliseconds()
-		spec.position = func() int64 { return time.Since(start).Milliseconds() }
-	} else {
-		spec.max = int64(cfg.workers) * cfg.iters
-		spec.position = spec.acquisitions
-	}
+	}, "")
 	close(gate)
 	if cfg.timed() {
 		timer := time.AfterFunc(cfg.duration, func() { stop.Store(true) })

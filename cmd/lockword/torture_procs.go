@@ -25,6 +25,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -471,15 +472,14 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	}
 	start := time.Now()
 	put(st, stGo, 1)
-	prog := startProgress(cfg.progress, progressSpec{label: name, start: start, timed: true,
-		max:          max(int64(cfg.kills), cfg.duration.Milliseconds()),
-		position:     func() int64 { return time.Since(start).Milliseconds() },
-		acquisitions: func() int64 { return int64(get(st, stCounter)) / cfg.value },
-	})
+	var kills atomic.Int64 // replacements started, one per kill: the bar's count
+	prog := startProgress(cfg.progress, procsProgress(cfg, name, start, kills.Load,
+		func() int64 { return int64(get(st, stCounter)) / cfg.value }))
 
 	var kr *killReport
 	if cfg.kill {
-		kr = killLoop(cfg, path, st, procs, spawn)
+		respawn := func(proc int, ids []int) (*workerProc, error) { kills.Add(1); return spawn(proc, ids) }
+		kr = killLoop(cfg, path, st, procs, respawn)
 	} else if cfg.timed() {
 		select {
 		case <-time.After(cfg.duration):
