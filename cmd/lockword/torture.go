@@ -412,13 +412,16 @@ Output (text), per kind, a blank line between kinds:
   (in-process kinds except none), and Result: PASS, or FAIL with the
   reasons.
 
-Fairness (in-process kinds), three lines:
+Fairness (in-process kinds), up to three lines:
   Fairness: each worker's acquisitions over the window in which all of
     them contend (from the moment the last one first reaches the lock to
     the first one's finish, or to the end of a -duration run), min, max
-    and max/min, FLAGGED when max > 2×min, as the kernel's locktorture
-    flags starvation. A flag is information, not a failure: mutex, spin
-    and sync are unfair on purpose.
+    and max/min, "even", or "uneven" when max > 2×min, as the kernel's
+    locktorture flags starvation. Uneven is information, not a failure:
+    mutex, spin and sync are unfair on purpose. The line appears only
+    when the window held at least 100 acquisitions per worker on average:
+    with fewer (a fast lock whose first worker is done before the last
+    one starts), who started first decides the shares, not the lock.
   Wait latency: p50, p99 and max of the time from calling Lock to
     holding the lock, timed on one acquisition in 16 per worker.
   Starvation check: for 200ms one goroutine re-locks in a tight loop
@@ -449,7 +452,8 @@ Output (-json), one object per kind and line, with the fields
   signal that stopped a -procs run early, only then), and, for
   in-process kinds, fairness:
   {shares, shares_at, min_share, max_share, max_min (null when a worker
-  made none), flagged, wait_sampled_every, wait_samples, wait_p50_ns,
+  made none), judged (whether the shares mean something: see
+  Fairness), flagged (judged and uneven), wait_sampled_every, wait_samples, wait_p50_ns,
   wait_p99_ns, wait_max_ns, starvation: {what, max_wait_ns, overtakes,
   earlier_max_wait_ns (attempts that reached the limit and were run
   again), acquisitions, limit_ns (null: information only), passed},
