@@ -473,10 +473,17 @@ Across processes (-procs N):
   intent record, and marks the lock consistent. The report then adds
   Kills (and how many hit the holder), Recoveries (each kill of a holder
   must be recovered exactly once; more would mean a live holder was
-  robbed), Max recovery latency (kill to recovery), and Hangs (no progress
-  for 10 s, or a recovery that never came: must be 0). Expected is the
-  sum of every worker's committed additions; the counter must match it
-  exactly. -json adds processes and a kill object with the same fields.
+  robbed), Recovery latency (kill to repaired lock) and Detection latency
+  (kill to a waiter's ErrOwnerDead): p50, p99 and max over the timed
+  recoveries; a waiter checks the holder every 10 ms, so on an idle host
+  both sit near 10 ms, and on a busy one they add the wait for a CPU.
+  Then Hangs (no progress for 10 s, or a recovery that never came: must
+  be 0). Expected is the sum of every worker's committed additions; the
+  counter must match it exactly. -json adds processes and a kill object:
+  {kills, holder_kills, recoveries, rolled_back,
+  max_detection_latency_ms, max_recovery_latency_ms, hangs,
+  detection_latency_ms and recovery_latency_ms: {samples, p50_ms, p99_ms,
+  max_ms}, worker_errors, robbed}.
   SIGINT (Ctrl-C), SIGTERM or SIGHUP stops a -procs run early: the
   supervisor tells the workers to stop between updates (they run in a
   process group of their own and ignore these signals), waits for them

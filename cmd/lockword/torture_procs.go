@@ -328,7 +328,14 @@ type killReport struct {
 	// live holder declared dead. Must be empty.
 	Robbed []int `json:"robbed,omitempty"`
 
+	// Detection and Recovery are the distributions of the two latencies
+	// (kill_latency.go), filled in by MarshalJSON.
+	Detection *latencyDist `json:"detection_latency_ms,omitempty"`
+	Recovery  *latencyDist `json:"recovery_latency_ms,omitempty"`
+
 	killed map[int]bool // PIDs the supervisor killed
+	// detections and repairs are each timed recovery's latencies.
+	detections, repairs []time.Duration
 	// awaiting: the run was interrupted while a killed holder's recovery
 	// was still to come; awaitingFrom is the recovery count then (the
 	// kill is counted in HolderKills already).
@@ -339,7 +346,7 @@ type killReport struct {
 func (k *killReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Kills: %d (%d of the lock's holder)\n", k.Kills, k.HolderKills)
 	fmt.Fprintf(w, "Recoveries: %d (%d half-done updates rolled back)\n", k.Recoveries, k.RolledBack)
-	fmt.Fprintf(w, "Max recovery latency: %.1f ms (kill to repaired; %.1f ms to detection)\n", k.MaxRecoveryMs, k.MaxDetectionMs)
+	k.writeLatencies(w)
 	fmt.Fprintf(w, "Hangs: %d\n", k.Hangs)
 }
 
@@ -707,10 +714,8 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 			if got := int(get(st, recoveredOff(cfg.procs, cfg.workers, recoveredBefore))); got != w.cmd.Process.Pid {
 				kr.WorkerErrors = append(kr.WorkerErrors, fmt.Sprintf("kill %d of PID %d, a holder, was followed by a recovery from PID %d", kr.Kills, w.cmd.Process.Pid, got))
 			}
-			lat := time.Duration(int64(get(st, stLastRecovery)) - killedAt.UnixNano())
-			kr.MaxRecoveryMs = max(kr.MaxRecoveryMs, float64(lat)/1e6)
-			det := time.Duration(int64(get(st, stDetected)) - killedAt.UnixNano())
-			kr.MaxDetectionMs = max(kr.MaxDetectionMs, float64(det)/1e6)
+			kr.recovered(time.Duration(int64(get(st, stDetected))-killedAt.UnixNano()),
+				time.Duration(int64(get(st, stLastRecovery))-killedAt.UnixNano()))
 		}
 		if total := get(st, stCounter); total != lastTotal {
 			lastTotal, lastProgress = total, time.Now()

@@ -95,6 +95,9 @@ func TestTortureProcsKill(t *testing.T) {
 	if k.MaxRecoveryMs > 1000 {
 		t.Errorf("max recovery latency %.1f ms", k.MaxRecoveryMs)
 	}
+	if d := k.Recovery; d == nil || d.Samples < 1 || d.Samples > k.HolderKills || !(d.P50Ms <= d.P99Ms && d.P99Ms <= d.MaxMs) || d.MaxMs != k.MaxRecoveryMs {
+		t.Errorf("recovery latency distribution %+v for %d holder kills, max %.1f ms", d, k.HolderKills, k.MaxRecoveryMs)
+	}
 }
 
 // buildLockword builds the command, without the race detector.
