@@ -66,18 +66,9 @@ func TestInspectRegionJSON(t *testing.T) {
 // TestInspectRing: InspectRegion reports a shared ring's roles and their
 // liveness, fill level, closed flag and traffic, and impossible indices.
 func TestInspectRing(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	defer r.Close()
 	const capacity = 4096
-	p, err := r.RingProducer("events", capacity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := r.RingConsumer("events", capacity)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, p, c := ringPair(t, capacity)
+	path := r.path
 	ctx := context.Background()
 	for range 3 {
 		if err := p.Send(ctx, make([]byte, 10)); err != nil { // 24 bytes of record each
@@ -108,7 +99,7 @@ func TestInspectRing(t *testing.T) {
 		t.Errorf("closed by the producer: %+v, want %+v", got, want)
 	}
 
-	obj := ringObject(r, "events")
+	obj := ringObject(r, "q")
 	dead := deadToken(t, r, 5)
 	word32(obj, shringProducerRole).Store(dead)
 	want.Producer = &ProcessInfo{Slot: 5, PID: 4194303}
@@ -135,7 +126,6 @@ func ringInfoEqual(a, b RingInfo) bool {
 func TestInspectSeqLock(t *testing.T) {
 	path := tempRegionPath(t)
 	r := mustCreate(t, path, 0)
-	defer r.Close()
 	s, err := RegionSeqLock[tornPayload](r, "quote")
 	if err != nil {
 		t.Fatal(err)

@@ -233,16 +233,26 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo, all bool) {
 
 // writeRings prints the Rings table: one row per shared byte ring.
 func writeRings(w io.Writer, rings []lockword.ObjectInfo) {
-	if len(rings) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "Rings: %d\n", len(rings))
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NAME\tCAPACITY\tFILL\tCLOSED\tPRODUCER\tCONSUMER\tMESSAGES SENT/RECEIVED\tBYTES SENT/RECEIVED")
+	var rows []string
 	for _, o := range rings {
 		ri := o.Ring
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d/%d\n", shownName(o.Name), ri.Capacity, ringFill(ri), yesNo(ri.Closed),
-			roleText(ri.Producer), roleText(ri.Consumer), ri.MessagesSent, ri.MessagesReceived, ri.BytesSent, ri.BytesReceived)
+		rows = append(rows, fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d/%d", shownName(o.Name), ri.Capacity, ringFill(ri), yesNo(ri.Closed),
+			roleText(ri.Producer), roleText(ri.Consumer), ri.MessagesSent, ri.MessagesReceived, ri.BytesSent, ri.BytesReceived))
+	}
+	writeSection(w, "Rings", "NAME\tCAPACITY\tFILL\tCLOSED\tPRODUCER\tCONSUMER\tMESSAGES SENT/RECEIVED\tBYTES SENT/RECEIVED", rows)
+}
+
+// writeSection prints a titled table, "Title: n" and its tab-separated
+// rows under header, or nothing when it has no rows.
+func writeSection(w io.Writer, title, header string, rows []string) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s: %d\n", title, len(rows))
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  "+header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, "  "+r)
 	}
 	tw.Flush()
 }
@@ -281,12 +291,7 @@ func roleText(p *lockword.ProcessInfo) string {
 
 // writeSeqLocks prints the Seqlocks table: sequence and writer state.
 func writeSeqLocks(w io.Writer, seqlocks []lockword.ObjectInfo) {
-	if len(seqlocks) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "Seqlocks: %d\n", len(seqlocks))
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NAME\tSEQUENCE\tSTORES\tWRITER")
+	var rows []string
 	for _, o := range seqlocks {
 		sl := o.SeqLock
 		writer := "idle"
@@ -296,9 +301,9 @@ func writeSeqLocks(w io.Writer, seqlocks []lockword.ObjectInfo) {
 		case sl.Writing:
 			writer = fmt.Sprintf("storing (PID %d, alive)", o.HolderPID)
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\n", shownName(o.Name), sl.Sequence, sl.Stores, writer)
+		rows = append(rows, fmt.Sprintf("%s\t%d\t%d\t%s", shownName(o.Name), sl.Sequence, sl.Stores, writer))
 	}
-	tw.Flush()
+	writeSection(w, "Seqlocks", "NAME\tSEQUENCE\tSTORES\tWRITER", rows)
 }
 
 // writeProcesses prints the attached processes: the live ones, and the

@@ -34,12 +34,7 @@ func TestShownName(t *testing.T) {
 // -json prints one line (JSON Lines, as torture -json); what is wrong
 // with a bad command line is said exactly, with exit status 2.
 func TestInspectFlagsAnywhere(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "region")
-	r, err := lockword.CreateRegion(path, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, path := testRegion(t)
 	if _, err := r.Mutex("orders"); err != nil {
 		t.Fatal(err)
 	}
@@ -81,12 +76,7 @@ func TestInspectFlagsAnywhere(t *testing.T) {
 // closed flag, roles and traffic, and a seqlock's sequence and writer,
 // from a real region.
 func TestInspectRingsAndSeqLocks(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "region")
-	r, err := lockword.CreateRegion(path, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, path := testRegion(t)
 	p, err := r.RingProducer("events", 4096)
 	if err != nil {
 		t.Fatal(err)
@@ -161,4 +151,17 @@ func TestInspectTextHidesDeadProcesses(t *testing.T) {
 	if out := b.String(); !regexp.MustCompile(`Processes attached: 3 \(1 alive\)\n\s+SLOT\s+PID\s+ALIVE\n\s+0\s+42\s+yes\n\s+1\s+41\s+no\n\s+2\s+43\s+no\n$`).MatchString(out) {
 		t.Errorf("-all: want every slot listed:\n%s", out)
 	}
+}
+
+// testRegion creates an empty region in a temporary directory, closed at
+// the end of the test.
+func testRegion(t *testing.T) (*lockword.Region, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "region")
+	r, err := lockword.CreateRegion(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r, path
 }
