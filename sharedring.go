@@ -58,10 +58,12 @@ const (
 	shringNotEmpty       = 136 // uint32: the consumer's wake word (ringSleeping, ringClosed)
 	shringProducerSleeps = 144 // uint64: statistics
 	shringProducerWakes  = 152 // uint64
+	shringMessagesSent   = 160 // uint64: messages published, for inspection (producer)
 	shringHead           = 256 // uint64: bytes released by the consumer (free-running)
 	shringNotFull        = 264 // uint32: the producer's wake word
 	shringConsumerSleeps = 272 // uint64
 	shringConsumerWakes  = 280 // uint64
+	shringMessagesRecvd  = 288 // uint64: messages received, for inspection (consumer)
 	shringData           = 512 // capacity bytes of records
 	shringAlign          = falseSharingRange
 
@@ -88,7 +90,7 @@ func init() {
 	registerKind(kindRing, &kindInfo{
 		name: "ring", align: shringAlign,
 		ownerWords: []uint32{shringProducerRole, shringConsumerRole},
-		inspect:    func(*inspector, []byte, *ObjectInfo) {},
+		inspect:    inspectRing,
 	})
 }
 
@@ -115,6 +117,7 @@ type ringEnd struct {
 	notEmpty, notFull  *atomic.Uint32
 	sleeps, wakes      *atomic.Uint64 // our side's statistics
 	peerSleeps, peerWk *atomic.Uint64
+	messages           *atomic.Uint64 // our side's message count (inspection only)
 
 	token     uint32      // our owner token, written into role
 	sl        ringSleeper // futex in bounded slices, checking the peer
@@ -218,13 +221,15 @@ func (r *Region) attachRing(e *ringEnd, name string, capacity int, producer bool
 		notEmpty: word32(obj, shringNotEmpty), notFull: word32(obj, shringNotFull),
 		sleeps: word64(obj, shringConsumerSleeps), wakes: word64(obj, shringConsumerWakes),
 		peerSleeps: word64(obj, shringProducerSleeps), peerWk: word64(obj, shringProducerWakes),
-		token: r.token,
+		messages: word64(obj, shringMessagesRecvd),
+		token:    r.token,
 	}
 	if producer {
 		e.side, e.peer = e.peer, e.side
 		e.role, e.peerRole = e.peerRole, e.role
 		e.sleeps, e.peerSleeps = e.peerSleeps, e.sleeps
 		e.wakes, e.peerWk = e.peerWk, e.wakes
+		e.messages = word64(obj, shringMessagesSent)
 	}
 	e.sl = sharedRingSleeper{e}
 	e.reopenIfOver()
@@ -494,6 +499,11 @@ func (p *RingProducer) trySend(msg []byte) (sent bool, need uint64, err error) {
 	// not a Store (the same XCHG on amd64): see publishIndex.
 	p.tail = t + need
 	publishIndex(p.e.tail, p.tail)
+	if need > pad {
+		// Only this side writes the count: a load and a store, no
+		// locked add. It is for inspection and may trail tail by one.
+		p.e.messages.Store(p.e.messages.Load() + 1)
+	}
 	// Then look for a sleeping consumer (the Dekker pair with its
 	// announce-then-look; see spscIndex).
 	if p.e.notEmpty.Load()&ringSleeping != 0 {
@@ -643,6 +653,7 @@ func (c *RingConsumer) tryReceive(buf []byte) (msg []byte, ok bool, err error) {
 			}
 			msg = append(buf[:0], d[off+recHeaderSize:off+recHeaderSize+length]...)
 			c.release(h + size)
+			c.e.messages.Store(c.e.messages.Load() + 1) // as in trySend
 			return msg, true, nil
 		}
 	}

@@ -180,6 +180,7 @@ func TestSharedRingLayout(t *testing.T) {
 		{"producer sleeps", shringProducerSleeps, 144}, {"producer wakes", shringProducerWakes, 152},
 		{"head", shringHead, 256}, {"notFull", shringNotFull, 264},
 		{"consumer sleeps", shringConsumerSleeps, 272}, {"consumer wakes", shringConsumerWakes, 280},
+		{"messages sent", shringMessagesSent, 160}, {"messages received", shringMessagesRecvd, 288},
 		{"data", shringData, 512}, {"alignment", shringAlign, 128},
 		{"record length", recLength, 0}, {"record type", recType, 4}, {"record header", recHeaderSize, 8},
 		{"message type", recMessage, 0}, {"padding type", recPadding, 1},

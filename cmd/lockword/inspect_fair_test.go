@@ -69,7 +69,7 @@ func TestInspectFairKinds(t *testing.T) {
 	if o := objs["ready"]; o.Kind != "cond" || o.State != "waiting" || o.Queued != 1 || !o.Waiters {
 		t.Errorf("cond: %+v", o)
 	}
-	if !strings.Contains(stdout, `"queued": 1`) || !strings.Contains(stdout, `"readers": 2`) {
+	if !strings.Contains(stdout, `"queued":1`) || !strings.Contains(stdout, `"readers":2`) {
 		t.Errorf("JSON lacks the queue length:\n%s", stdout)
 	}
 	stdout, _, status = runCLI(t, "inspect", path)

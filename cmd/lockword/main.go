@@ -12,6 +12,7 @@
 //	inspect   show the objects and lock states of a shared region file
 //	ls        list the region files in a directory and who is attached
 //	rm        remove region files that no live process is attached to
+//	version   print the build's module version, commit and Go version
 //	help      show help for lockword or for one command
 //
 // Run "lockword help torture" for the torture flags. Exit status is 0 on
@@ -59,6 +60,7 @@ var commands = []command{
 	{name: "inspect", summary: inspectSummary, run: runInspect, help: inspectHelp},
 	{name: "ls", summary: lsSummary, run: runLs, help: lsHelp},
 	{name: "rm", summary: rmSummary, run: runRm, help: rmHelp},
+	{name: "version", summary: versionSummary, run: runVersion, help: versionHelp},
 }
 
 // errText is err's message for a line that already names the command
@@ -113,11 +115,11 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "lockword help: unknown command %q (commands: %s)\n", args[0], commandNames())
-		return exitUsage
 	default:
 		fmt.Fprintln(stderr, "lockword help: expected at most one command name")
-		return exitUsage
 	}
+	fmt.Fprintln(stderr, "Run 'lockword -help' for usage.")
+	return exitUsage
 }
 
 // lookupCommand returns the command called name, or nil.

@@ -300,21 +300,26 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 		}
 	}
 
-	opts = tortureOptions{
-		cfg: config{
-			workers:  workers,
-			iters:    iters,
-			value:    value,
-			work:     work,
-			duration: duration,
-			items:    items,
-			procs:    procs,
-			kill:     kill,
-			kills:    kills,
-		},
-		kinds: chosen,
-		json:  *f.json,
+	cfg := config{
+		workers:  workers,
+		iters:    iters,
+		value:    value,
+		work:     work,
+		duration: duration,
+		items:    items,
+		procs:    procs,
+		kill:     kill,
+		kills:    kills,
 	}
+	for _, k := range chosen {
+		if k.usage == nil {
+			continue
+		}
+		if err := k.usage(&cfg); err != nil {
+			return usageErr("%s: %v", k.name, err)
+		}
+	}
+	opts = tortureOptions{cfg: cfg, kinds: chosen, json: *f.json}
 	if isTerminal(stderr) {
 		opts.cfg.progress = stderr
 	}
@@ -407,13 +412,16 @@ Output (text), per kind, a blank line between kinds:
   (in-process kinds except none), and Result: PASS, or FAIL with the
   reasons.
 
-Fairness (in-process kinds), three lines:
+Fairness (in-process kinds), up to three lines:
   Fairness: each worker's acquisitions over the window in which all of
     them contend (from the moment the last one first reaches the lock to
     the first one's finish, or to the end of a -duration run), min, max
-    and max/min, FLAGGED when max > 2×min, as the kernel's locktorture
-    flags starvation. A flag is information, not a failure: mutex, spin
-    and sync are unfair on purpose.
+    and max/min, "even", or "uneven" when max > 2×min, as the kernel's
+    locktorture flags starvation. Uneven is information, not a failure:
+    mutex, spin and sync are unfair on purpose. The line appears only
+    when the window held at least 100 acquisitions per worker on average:
+    with fewer (a fast lock whose first worker is done before the last
+    one starts), who started first decides the shares, not the lock.
   Wait latency: p50, p99 and max of the time from calling Lock to
     holding the lock, timed on one acquisition in 16 per worker.
   Starvation check: for 200ms one goroutine re-locks in a tight loop
@@ -447,13 +455,14 @@ Output (-json), one object per kind and line, with the fields
   signal that stopped a -procs run early, only then), and, for
   in-process kinds, fairness:
   {shares, shares_at, min_share, max_share, max_min (null when a worker
-  made none), flagged, wait_sampled_every, wait_samples, wait_p50_ns,
-  wait_p99_ns, wait_max_ns, starvation: {what, max_wait_ns,
-  counted_max_wait_ns (the longest wait less the threads' time without a
-  CPU: what the limit applies to), sched_delay_ns (that time), overtakes,
-  earlier_max_wait_ns (the counted waits of attempts that reached the
-  limit and were run again), acquisitions, limit_ns (null: information
-  only), passed},
+  made none), judged (whether the shares mean something: see
+  Fairness), flagged (judged and uneven), wait_sampled_every,
+  wait_samples, wait_p50_ns, wait_p99_ns, wait_max_ns, starvation: {what,
+  max_wait_ns, counted_max_wait_ns (the longest wait less the threads'
+  time without a CPU: what the limit applies to), sched_delay_ns (that
+  time), overtakes, earlier_max_wait_ns (the counted waits of attempts
+  that reached the limit and were run again), acquisitions, limit_ns
+  (null: information only), passed},
   notes}.
 
 Across processes (-procs N):
@@ -472,10 +481,17 @@ Across processes (-procs N):
   intent record, and marks the lock consistent. The report then adds
   Kills (and how many hit the holder), Recoveries (each kill of a holder
   must be recovered exactly once; more would mean a live holder was
-  robbed), Max recovery latency (kill to recovery), and Hangs (no progress
-  for 10 s, or a recovery that never came: must be 0). Expected is the
-  sum of every worker's committed additions; the counter must match it
-  exactly. -json adds processes and a kill object with the same fields.
+  robbed), Recovery latency (kill to repaired lock) and Detection latency
+  (kill to a waiter's ErrOwnerDead): p50, p99 and max over the timed
+  recoveries; a waiter checks the holder every 10 ms, so on an idle host
+  both sit near 10 ms, and on a busy one they add the wait for a CPU.
+  Then Hangs (no progress for 10 s, or a recovery that never came: must
+  be 0). Expected is the sum of every worker's committed additions; the
+  counter must match it exactly. -json adds processes and a kill object:
+  {kills, holder_kills, recoveries, rolled_back,
+  max_detection_latency_ms, max_recovery_latency_ms, hangs,
+  detection_latency_ms and recovery_latency_ms: {samples, p50_ms, p99_ms,
+  max_ms}, worker_errors, robbed}.
   SIGINT (Ctrl-C), SIGTERM or SIGHUP stops a -procs run early: the
   supervisor tells the workers to stop between updates (they run in a
   process group of their own and ignore these signals), waits for them
@@ -491,7 +507,11 @@ Across processes (-procs N):
 Progress:
   A kind that runs longer than about a second shows a progress bar on
   stderr, when stderr is a terminal; the bar is erased before the kind's
-  report is printed. Nothing is drawn when stderr is not a terminal.
+  report is printed. Nothing is drawn when stderr is not a terminal. It
+  shows the share of the run done, by what bounds it (acquisitions of
+  -iters, items, kills of a -kill run, or time with -duration: with both
+  -kills and -duration, whichever is nearer its end), the rate, and the
+  time left (for a count, assuming the rate so far holds).
 
 Exit status:
   0    every kind passed
@@ -532,6 +552,10 @@ type kind struct {
 	// in-process one (ring: shared-ring), so that "-lock ring -procs 2"
 	// works as the issue writes it; "" for none.
 	acrossProcs string
+	// usage, when set, checks the flags that only this kind constrains
+	// (the shared ring needs exactly -procs 2): an error is a usage error,
+	// reported before anything runs, with exit status 2.
+	usage func(cfg *config) error
 	// run tortures one fresh lock of this kind under cfg and reports what
 	// it found. An error means the run could not be set up (a shared
 	// mapping that failed, say), not that the lock failed: a lock that
@@ -660,21 +684,13 @@ func hammer(cfg *config, label string, body func(id, steps int)) hammerRun {
 	}
 
 	start := time.Now()
-	spec := progressSpec{label: label, start: start, timed: cfg.timed()}
-	spec.acquisitions = func() int64 {
+	spec := runProgress(cfg, label, start, int64(cfg.workers)*cfg.iters, func() int64 {
 		var n int64
 		for i := range slots {
 			n += slots[i].done.Load()
 		}
 		return n
-	}
-	if cfg.timed() {
-		spec.max = cfg.duration.Milliseconds()
-		spec.position = func() int64 { return time.Since(start).Milliseconds() }
-	} else {
-		spec.max = int64(cfg.workers) * cfg.iters
-		spec.position = spec.acquisitions
-	}
+	}, "")
 	close(gate)
 	if cfg.timed() {
 		timer := time.AfterFunc(cfg.duration, func() { stop.Store(true) })

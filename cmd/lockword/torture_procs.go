@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -73,6 +74,7 @@ func init() {
 	// A re-executed worker process runs its workers and exits here, before
 	// main (or a test binary's tests) starts.
 	if spec := os.Getenv(workerEnv); spec != "" {
+		nameWorkerProcess()
 		os.Exit(workerMain(spec))
 	}
 }
@@ -332,7 +334,14 @@ type killReport struct {
 	// live holder declared dead. Must be empty.
 	Robbed []int `json:"robbed,omitempty"`
 
+	// Detection and Recovery are the distributions of the two latencies
+	// (kill_latency.go), filled in by MarshalJSON.
+	Detection *latencyDist `json:"detection_latency_ms,omitempty"`
+	Recovery  *latencyDist `json:"recovery_latency_ms,omitempty"`
+
 	killed map[int]bool // PIDs the supervisor killed
+	// detections and repairs are each timed recovery's latencies.
+	detections, repairs []time.Duration
 	// awaiting: the run was interrupted while a killed holder's recovery
 	// was still to come; awaitingFrom is the recovery count then (the
 	// kill is counted in HolderKills already).
@@ -343,7 +352,7 @@ type killReport struct {
 func (k *killReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Kills: %d (%d of the lock's holder)\n", k.Kills, k.HolderKills)
 	fmt.Fprintf(w, "Recoveries: %d (%d half-done updates rolled back)\n", k.Recoveries, k.RolledBack)
-	fmt.Fprintf(w, "Max recovery latency: %.1f ms (kill to repaired; %.1f ms to detection)\n", k.MaxRecoveryMs, k.MaxDetectionMs)
+	k.writeLatencies(w)
 	fmt.Fprintf(w, "Hangs: %d\n", k.Hangs)
 }
 
@@ -421,7 +430,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		s := spec
 		s.Proc, s.IDs = proc, ids
 		js, _ := json.Marshal(s)
-		w := &workerProc{cmd: exec.Command(exe), ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
+		w := &workerProc{cmd: workerCommand(exe, name, path), ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
 		w.cmd.Env = append(os.Environ(), workerEnv+"="+string(js))
 		w.cmd.SysProcAttr = workerAttr()
 		w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
@@ -476,15 +485,14 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	}
 	start := time.Now()
 	put(st, stGo, 1)
-	prog := startProgress(cfg.progress, progressSpec{label: name, start: start, timed: true,
-		max:          max(int64(cfg.kills), cfg.duration.Milliseconds()),
-		position:     func() int64 { return time.Since(start).Milliseconds() },
-		acquisitions: func() int64 { return int64(get(st, stCounter)) / cfg.value },
-	})
+	var kills atomic.Int64 // replacements started, one per kill: the bar's count
+	prog := startProgress(cfg.progress, procsProgress(cfg, name, start, kills.Load,
+		func() int64 { return int64(get(st, stCounter)) / cfg.value }))
 
 	var kr *killReport
 	if cfg.kill {
-		kr = killLoop(cfg, path, st, procs, spawn)
+		respawn := func(proc int, ids []int) (*workerProc, error) { kills.Add(1); return spawn(proc, ids) }
+		kr = killLoop(cfg, path, st, procs, respawn)
 	} else if cfg.timed() {
 		select {
 		case <-time.After(cfg.duration):
@@ -708,10 +716,8 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 			if got := int(get(st, recoveredOff(cfg.procs, cfg.workers, recoveredBefore))); got != w.cmd.Process.Pid {
 				kr.WorkerErrors = append(kr.WorkerErrors, fmt.Sprintf("kill %d of PID %d, a holder, was followed by a recovery from PID %d", kr.Kills, w.cmd.Process.Pid, got))
 			}
-			lat := time.Duration(int64(get(st, stLastRecovery)) - killedAt.UnixNano())
-			kr.MaxRecoveryMs = max(kr.MaxRecoveryMs, float64(lat)/1e6)
-			det := time.Duration(int64(get(st, stDetected)) - killedAt.UnixNano())
-			kr.MaxDetectionMs = max(kr.MaxDetectionMs, float64(det)/1e6)
+			kr.recovered(time.Duration(int64(get(st, stDetected))-killedAt.UnixNano()),
+				time.Duration(int64(get(st, stLastRecovery))-killedAt.UnixNano()))
 		}
 		if total := get(st, stCounter); total != lastTotal {
 			lastTotal, lastProgress = total, time.Now()

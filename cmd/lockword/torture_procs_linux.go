@@ -6,6 +6,9 @@ import (
 	"os"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // workerAttr starts a worker process in a process group of its own, so
@@ -48,3 +51,12 @@ func stopProcess(p *os.Process, wait time.Duration) bool {
 
 // continueProcess undoes stopProcess.
 func continueProcess(p *os.Process) { p.Signal(syscall.SIGCONT) }
+
+// nameWorkerProcess sets this process's command name (comm: what ps -e,
+// top and pgrep show) to workerComm. Exec'ing /proc/self/exe named it
+// "exe". It runs from init, on the main thread, which names the process;
+// threads started later inherit the name.
+func nameWorkerProcess() {
+	name := []byte(workerComm + "\x00")
+	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0)
+}

@@ -13,3 +13,6 @@ func workerAttr() *syscall.SysProcAttr { return nil }
 
 func stopProcess(*os.Process, time.Duration) bool { return false }
 func continueProcess(*os.Process)                 {}
+
+// nameWorkerProcess: no worker process runs here.
+func nameWorkerProcess() {}

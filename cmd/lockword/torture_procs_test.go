@@ -107,6 +107,9 @@ func TestTortureProcsKill(t *testing.T) {
 	if k.MaxRecoveryMs > 1000 {
 		t.Errorf("max recovery latency %.1f ms", k.MaxRecoveryMs)
 	}
+	if d := k.Recovery; d == nil || d.Samples < 1 || d.Samples > k.HolderKills || !(d.P50Ms <= d.P99Ms && d.P99Ms <= d.MaxMs) || d.MaxMs != k.MaxRecoveryMs {
+		t.Errorf("recovery latency distribution %+v for %d holder kills, max %.1f ms", d, k.HolderKills, k.MaxRecoveryMs)
+	}
 }
 
 // buildLockword builds the command, without the race detector.
@@ -291,7 +294,7 @@ func TestInspectTextUnknownHolder(t *testing.T) {
 	var b strings.Builder
 	writeInspectText(&b, &lockword.RegionInfo{Path: "r", Objects: []lockword.ObjectInfo{
 		{Name: "orders", Kind: "mutex", State: "owner-dead", HolderPID: 0},
-	}})
+	}}, false)
 	if !regexp.MustCompile(`orders\s+mutex\s+0\s+owner-dead\s+unknown\s+no\s`).MatchString(b.String()) {
 		t.Fatalf("want holder unknown, alive no:\n%s", b.String())
 	}
