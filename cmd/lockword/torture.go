@@ -926,6 +926,9 @@ type report struct {
 	// what a -kill run's supervisor saw (torture_procs.go).
 	procs  int
 	killed *killReport
+	// workerErrors lists -procs worker processes that failed by
+	// themselves in a run without -kill (with -kill: killed.WorkerErrors).
+	workerErrors []string
 	// interrupted names the signal that stopped a -procs run early
 	// ("SIGINT"); the report then covers the additions made until then.
 	interrupted string
@@ -1007,6 +1010,9 @@ func (r *report) failures() []string {
 	}
 	if r.killed != nil {
 		why = append(why, r.killed.failures()...)
+	}
+	for _, e := range r.workerErrors {
+		why = append(why, e)
 	}
 	if r.fair != nil {
 		why = append(why, r.fair.allFailures()...)

@@ -368,7 +368,7 @@ func (k *killReport) failures() []string {
 		why = append(why, fmt.Sprintf("%d recoveries for %d kills of a holder", k.Recoveries, k.HolderKills))
 	}
 	for _, e := range k.WorkerErrors {
-		why = append(why, "worker failed: "+e)
+		why = append(why, e)
 	}
 	return why
 }
@@ -535,7 +535,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	run := hammerRun{perWorker: make([]int64, cfg.workers), elapsed: elapsed}
 	for i := range run.perWorker {
 		run.perWorker[i] = int64(get(st, committedOff(cfg.procs, i+1))) / cfg.value
-		if spec.Iters > 0 && !interrupted {
+		if spec.Iters > 0 && !interrupted && len(failed) == 0 {
 			// Counted: every worker made exactly its additions (it
 			// exits only then); Expected is the full count.
 			run.perWorker[i] = spec.Iters
@@ -563,8 +563,11 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		}
 		kr.WorkerErrors = append(kr.WorkerErrors, failed...)
 		rep.killed = kr
-	} else if len(failed) > 0 {
-		return nil, fmt.Errorf("worker processes failed: %s", strings.Join(failed, "; "))
+	} else {
+		// A worker that failed (killed from outside, say) fails the
+		// run, with the report of what the others did: Expected is
+		// then the committed additions, as in a -kill run.
+		rep.workerErrors = failed
 	}
 	if unprotected {
 		rep.noStats = "no lock, nothing to measure"
@@ -572,7 +575,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		s := m.Stats()
 		frac := s.SlowPathFraction()
 		rep.slowPath = &frac
-		if kr == nil && !interrupted {
+		if kr == nil && !interrupted && len(failed) == 0 {
 			// Every acquisition was a worker's: the counts must agree,
 			// less, in a timed run, the one acquisition in which each
 			// worker found the stop flag and added nothing. (Not after
@@ -634,7 +637,7 @@ func stopWorkers(cfg *config, st []byte, procs []*workerProc) (failed []string, 
 			<-w.done
 			killed = append(killed, w.cmd.Process.Pid)
 		} else if w.err != nil {
-			failed = append(failed, fmt.Sprintf("PID %d: %v: %s", w.cmd.Process.Pid, w.err, strings.TrimSpace(w.out.String())))
+			failed = append(failed, workerFailure(w))
 		}
 	}
 	return failed, hung, killed
@@ -676,7 +679,7 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 		// A worker that exited by itself has failed.
 		select {
 		case <-w.done:
-			kr.WorkerErrors = append(kr.WorkerErrors, fmt.Sprintf("PID %d exited: %v: %s", w.cmd.Process.Pid, w.err, strings.TrimSpace(w.out.String())))
+			kr.WorkerErrors = append(kr.WorkerErrors, workerFailure(w))
 			return kr
 		default:
 		}
@@ -812,4 +815,22 @@ func procKindNames() string {
 		}
 	}
 	return strings.Join(names, ", ")
+}
+
+// workerFailure says how a worker process that ended by itself failed: its
+// exit status or the signal that killed it (not sent by this run), and
+// what it printed.
+func workerFailure(w *workerProc) string {
+	how := fmt.Sprint(w.err)
+	var ee *exec.ExitError
+	if errors.As(w.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			how = fmt.Sprintf("died of signal %d (%v), which this run did not send", int(ws.Signal()), ws.Signal())
+		}
+	}
+	msg := fmt.Sprintf("worker process PID %d %s", w.cmd.Process.Pid, how)
+	if out := strings.TrimSpace(w.out.String()); out != "" {
+		msg += ": " + out
+	}
+	return msg
 }

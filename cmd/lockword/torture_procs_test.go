@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -584,4 +585,55 @@ func TestInspectCorruptFiles(t *testing.T) {
 			t.Errorf("%s: status %d, stdout %q, stderr %q; want 2 and one line %q...%q", c.name, status, stdout, stderr, prefix, c.msg)
 		}
 	}
+}
+
+// TestTortureProcsWorkerKilledFromOutside: a worker process killed by
+// someone else fails the run with a report of what the others did and a
+// reason that says so, not with a bare error.
+func TestTortureProcsWorkerKilledFromOutside(t *testing.T) {
+	bin := buildLockword(t)
+	cmd := exec.Command(bin, "torture", "-procs", "3", "-duration", "30s")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// A worker: a child of the supervisor, once the run has started.
+	var victim int
+	for deadline := time.Now().Add(time.Minute); victim == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("no worker process appeared")
+		}
+		victim = childOf(cmd.Process.Pid)
+	}
+	// Timing assumption: the workers attach and the run starts within
+	// 2 s of the first one's start (milliseconds idle; under a second at
+	// load 20); a kill before that is reported as a failed start.
+	time.Sleep(2 * time.Second)
+	syscall.Kill(victim, syscall.SIGKILL)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitFail {
+		t.Fatalf("exit %v, want %d\n%s", err, exitFail, &out)
+	}
+	want := fmt.Sprintf("Result: FAIL (worker process PID %d died of signal 9", victim)
+	if s := out.String(); !strings.Contains(s, want) || !strings.Contains(s, "Expected: ") {
+		t.Fatalf("output lacks the report or %q:\n%s", want, s)
+	}
+}
+
+// childOf returns the PID of a child process of pid, or 0: the children
+// files of its threads (any thread may have forked it).
+func childOf(pid int) int {
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, w := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(w); err == nil {
+				return n
+			}
+		}
+	}
+	return 0
 }
