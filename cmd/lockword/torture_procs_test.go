@@ -592,7 +592,7 @@ func TestInspectCorruptFiles(t *testing.T) {
 // reason that says so, not with a bare error.
 func TestTortureProcsWorkerKilledFromOutside(t *testing.T) {
 	bin := buildLockword(t)
-	cmd := exec.Command(bin, "torture", "-procs", "3", "-duration", "30s")
+	cmd := exec.Command(bin, "torture", "-procs", "3", "-duration", "6s")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
