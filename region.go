@@ -494,7 +494,9 @@ const bytesAlign = 64
 // Bytes returns the named plain-data object of size bytes, creating it,
 // zero-filled, if the region has none of that name: the place for the data
 // that the region's locks protect. The slice aliases the mapping (writes are
-// seen by every process) and must not be used after Close. size is 1 to
+// seen by every process) and must not be used after Close. Its first byte
+// is 64-byte aligned, so atomics on aligned words in it (sync/atomic on
+// pointers into the slice, via unsafe) are legal. size is 1 to
 // 2^31 bytes; name is 1 to 48 bytes of UTF-8 without control characters.
 // It fails with ErrObjectName for a bad name, ErrObjectBounds for a bad
 // size or if name exists with another size, ErrObjectKind if name is an

@@ -82,7 +82,7 @@ var (
 	// lock; the data it protects cannot be trusted. The way out: restore
 	// the data by other means, then SharedMutex.Reinitialize (or use a new
 	// object name, or a new region).
-	ErrNotRecoverable = errors.New("lockword: shared lock is not recoverable: a holder unlocked it after an owner death without marking it consistent")
+	ErrNotRecoverable = errors.New("lockword: shared lock is not recoverable: after an owner death it was unlocked without MarkConsistent (or Lock had no repair function)")
 )
 
 // OwnerDeadError is the error LockContext returns, with the lock held,

@@ -90,6 +90,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if strings.HasPrefix(name, "-") {
+		if v := strings.TrimLeft(name, "-"); lookupCommand(v) != nil {
+			// --version, say: the command is spelt without dashes.
+			fmt.Fprintf(stderr, "lockword: %s is not a flag; the command is 'lockword %s'\n", name, v)
+			fmt.Fprintln(stderr, "Run 'lockword -help' for usage.")
+			return exitUsage
+		}
 		fmt.Fprintf(stderr, "lockword: flag %s given before the command: flags belong to a command, as in 'lockword torture %s'\n", name, name)
 		fmt.Fprintln(stderr, "Run 'lockword -help' for usage.")
 		return exitUsage
@@ -110,6 +116,10 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return exitOK
 	case 1:
+		if args[0] == "help" {
+			usage(stdout)
+			return exitOK
+		}
 		if cmd := lookupCommand(args[0]); cmd != nil {
 			cmd.help(stdout)
 			return exitOK

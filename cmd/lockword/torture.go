@@ -473,10 +473,12 @@ Across processes (-procs N):
   first writes an intent record (whose update, the counter and the
   worker's total before it) and clears it after.
   With -kill, a supervisor SIGKILLs a worker process every few
-  milliseconds, half the time the one holding the lock (found through the
-  owner slot and stopped inside its critical section, so the kill lands
-  mid-update), and starts a replacement that carries on with the same
-  worker ids. The next acquirer
+  milliseconds, and starts a replacement that carries on with the same
+  worker ids. Every other kill is aimed at the process holding the lock
+  (found through the owner slot and stopped inside its critical section,
+  so the kill lands mid-update); the others pick a process at random,
+  which holds the lock too as often as the lock is busy, so "of the
+  lock's holder" is at least about half of the kills (shared: 60-80%). The next acquirer
   gets the lock with ErrOwnerDead, rolls a half-done update back from the
   intent record, and marks the lock consistent. The report then adds
   Kills (and how many hit the holder), Recoveries (each kill of a holder
