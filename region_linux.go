@@ -382,7 +382,7 @@ func (r *Region) attachedThisBoot(boot [16]byte) bool {
 // a dead holder look alive.
 func (r *Region) nextGen(slot, gen uint32, objs []regionObject) uint32 {
 	inUse := namedTokens(r.data, objs)
-	for {
+	for range ownerGenMax { // every generation once: if all are named, reuse the next
 		gen++
 		if gen > ownerGenMax {
 			gen = 1
@@ -391,6 +391,9 @@ func (r *Region) nextGen(slot, gen uint32, objs []regionObject) uint32 {
 			return gen
 		}
 	}
+	// Only a region whose owner words were written to name every
+	// generation of this slot gets here; their "owners" are not ours.
+	return gen%ownerGenMax + 1
 }
 
 // namedTokens returns the owner tokens that the owner words of objs, in the
