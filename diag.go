@@ -59,6 +59,7 @@ type lockInfo struct {
 	parks    atomic.Uint64
 	waitNs   atomic.Int64
 	waitMax  atomic.Int64
+	skips    ticketSkips // ticket locks: tickets given up, to skip (ticket.go)
 }
 
 func (d *diag) getInfo() *lockInfo {
