@@ -144,6 +144,18 @@ func inspectRegion(path string, mode openMode) (*RegionInfo, error) {
 		return nil, err
 	}
 	defer r.close()
+	// A monitor must survive what it monitors: a file truncated while we
+	// read it faults, and that is reported (ErrTruncated), not fatal.
+	var info *RegionInfo
+	err = guardFault(func() error { return &regionError{op: "inspect region " + r.path, err: r.faultCause()} }, func() error {
+		info = r.inspect()
+		return nil
+	})
+	return info, err
+}
+
+// inspect describes r's objects and processes (see InspectRegion).
+func (r *Region) inspect() *RegionInfo {
 	info := &RegionInfo{
 		Path:     r.path,
 		Size:     int64(len(r.data)),
@@ -165,7 +177,7 @@ func inspectRegion(path string, mode openMode) (*RegionInfo, error) {
 		a := insp.check(makeToken(s, st&procGenMask))
 		info.Processes = append(info.Processes, ProcessInfo{Slot: int(s), PID: int(a.pid), Alive: a.alive})
 	}
-	return info, nil
+	return info
 }
 
 func (r *Region) sortedObjects() []regionObject {
