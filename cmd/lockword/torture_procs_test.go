@@ -556,7 +556,7 @@ func TestInspectCorruptFiles(t *testing.T) {
 		msg     string // in the error; "" means the header is intact: exit 0
 	}{
 		{"empty", nil, "never initialized"},
-		{"truncated to 100 bytes", valid[:100], "size does not match the file: header says 1048576 bytes, file has 100"},
+		{"truncated to 100 bytes", valid[:100], "region file truncated (region size does not match the file): header says 1048576 bytes, file has 100"},
 		{"truncated in the process table", valid[:20000], "size does not match the file"},
 		{"truncated to half", valid[:len(valid)/2], "size does not match the file"},
 		{"one byte past the end", append(bytes.Clone(valid), 0), "size does not match the file"},
