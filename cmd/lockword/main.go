@@ -19,7 +19,7 @@
 // success, 1 when a check failed and 2 on a usage error (for inspect, also
 // a file that cannot be read as a region); an interrupted
 // torture -procs run exits 128 + the signal (130 for SIGINT, 143 for
-// SIGTERM, 129 for SIGHUP) after removing its region file.
+// SIGTERM, 129 for SIGHUP) after releasing its region.
 //
 // Each command lives in its own file and is listed in commands below; main
 // only dispatches, so that tests can call run with their own arguments and
@@ -175,7 +175,7 @@ Exit status:
   2    usage error: unknown command, unknown flag or bad flag value
        (inspect: also a file that cannot be opened as a region)
   130  torture -procs interrupted by SIGINT (143: SIGTERM, 129: SIGHUP);
-       its region file is removed
+       its region is released
 
 Examples:
   lockword torture                  # 16 workers x 100000 additions on every lock
