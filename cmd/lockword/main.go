@@ -55,6 +55,7 @@ type command struct {
 var commands = []command{
 	{name: "torture", summary: tortureSummary, run: runTorture, help: tortureHelp},
 	{name: "inspect", summary: inspectSummary, run: runInspect, help: inspectHelp},
+	{name: "bench", summary: benchSummary, run: runBench, help: benchHelp},
 }
 
 // errText is err's message for a line that already names the command

@@ -132,7 +132,7 @@ func Groups(kinds []string, grid []int, exe string) []Group {
 	}
 	if len(ring) > 0 {
 		gs = append(gs, Group{Name: "ring", Title: fmt.Sprintf("SPSC queues, capacity %d", ringCapacity), Unit: "items",
-			Axis: "goroutines", Grid: []int{2}, Subjects: ring})
+			Axis: "goroutines", Grid: []int{2}, Subjects: ring, ChartX: "a producer and a consumer goroutine"})
 	}
 	if want("shared") {
 		gs = append(gs, Group{Name: "shared", Title: "Cross-process locks", Unit: "acq", Axis: "processes", Grid: procsGrid,

@@ -48,6 +48,9 @@ type Group struct {
 	Axis     string // what Grid counts: "goroutines", "processes", "goroutines (producer + consumer)"
 	Grid     []int
 	Subjects []Subject
+	// ChartX, if set, replaces the chart's x axis label and the grid's
+	// numbers (a group of one grid point: the ring's two goroutines).
+	ChartX string
 }
 
 // A Measurement is one sample of one subject, as -json prints it (one
