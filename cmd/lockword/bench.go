@@ -39,10 +39,10 @@ const (
 
 // benchOptions is a validated bench command line.
 type benchOptions struct {
-	cfg   bench.Config
-	json  bool
-	chart string // "" for none
-	note  string
+	cfg    bench.Config
+	json   bool
+	charts []string // files to draw the charts into
+	note   string
 }
 
 type benchFlagValues struct {
@@ -90,8 +90,9 @@ func defineBenchFlags(fs *flag.FlagSet) benchFlagValues {
 				"instead of the table."),
 		chart: fs.String("chart", "",
 			"also draw the results into `FILE`, an SVG or PNG by its extension\n"+
-				"(.svg, .png): throughput bars per goroutine count, each kind beside\n"+
-				"its peer, and the wait-time distributions."),
+				"(.svg, .png; several files separated by commas): throughput bars per\n"+
+				"goroutine count, each kind beside its peer, and the wait-time\n"+
+				"distributions."),
 		note: fs.String("note", "",
 			"a `TEXT` added to the chart's caption and the table's header, such\n"+
 				"as \"machine shared with other jobs\"."),
@@ -144,9 +145,13 @@ func parseBench(args []string, stdout, stderr io.Writer) (opts benchOptions, sta
 	case n < 1 || n > maxBenchCount:
 		return usageErr("-count must be between 1 and %d, got %d", maxBenchCount, n)
 	}
-	if c := *f.chart; c != "" {
-		if ext := strings.ToLower(filepath.Ext(c)); ext != ".svg" && ext != ".png" {
-			return usageErr("-chart %s: the file name must end in .svg or .png", c)
+	var charts []string
+	if *f.chart != "" {
+		for c := range strings.SplitSeq(*f.chart, ",") {
+			if ext := strings.ToLower(filepath.Ext(c)); ext != ".svg" && ext != ".png" {
+				return usageErr("-chart %s: the file name must end in .svg or .png", c)
+			}
+			charts = append(charts, c)
 		}
 	}
 	// Re-execute this very binary: /proc/self/exe names its inode even if
@@ -154,7 +159,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (opts benchOptions, sta
 	return benchOptions{
 		cfg: bench.Config{Groups: bench.Groups(kinds, grid, "/proc/self/exe"), Duration: *f.duration,
 			Count: *f.count, Section: sec, ReadFraction: read},
-		json: *f.json, chart: *f.chart, note: *f.note,
+		json: *f.json, charts: charts, note: *f.note,
 	}, exitOK, true
 }
 
@@ -265,19 +270,21 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lockword bench: %v\n", errText(runErr))
 		status = exitFail
 	}
-	if opts.chart != "" && len(ms) > 0 {
+	if len(opts.charts) > 0 && len(ms) > 0 {
 		settings := fmt.Sprintf("lockword bench %s: %d rounds of %v per sample, section %s, rw reads %g%%",
 			shellWords(args), cfg.Count, cfg.Duration, cfg.Section, 100*cfg.ReadFraction)
 		if interrupted {
 			settings += fmt.Sprintf("; interrupted after %d of %d samples", len(ms), cfg.Samples())
 		}
 		chart := &bench.Chart{Groups: cfg.Groups, Sums: sums, Machine: machine, Settings: settings, Note: opts.note}
-		if err := writeChart(opts.chart, chart); err != nil {
-			fmt.Fprintf(stderr, "lockword bench: -chart: %v\n", err)
-			return exitFail
-		}
-		if !opts.json {
-			fmt.Fprintf(stdout, "\nchart written to %s\n", opts.chart)
+		for _, path := range opts.charts {
+			if err := writeChart(path, chart); err != nil {
+				fmt.Fprintf(stderr, "lockword bench: -chart: %v\n", err)
+				return exitFail
+			}
+			if !opts.json {
+				fmt.Fprintf(stdout, "\nchart written to %s\n", path)
+			}
 		}
 	}
 	return status

@@ -85,8 +85,11 @@ func waitQ(s *Summary, q float64) string {
 }
 
 func fairness(s *Summary) string {
-	if s.Fairness == 0 {
+	switch {
+	case s.Fairness == 0:
 		return "-"
+	case s.Fairness >= 100:
+		return fmt.Sprintf("%.0f", s.Fairness)
 	}
 	return fmt.Sprintf("%.2f", s.Fairness)
 }
