@@ -271,8 +271,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		status = exitFail
 	}
 	if len(opts.charts) > 0 && len(ms) > 0 {
-		settings := fmt.Sprintf("lockword bench %s: %d rounds of %v per sample, section %s, rw reads %g%%",
-			shellWords(args), cfg.Count, cfg.Duration, cfg.Section, 100*cfg.ReadFraction)
+		settings := fmt.Sprintf("lockword bench%s: %d rounds of %v per sample, section %s, rw reads %g%%",
+			" "+shellWords(measuringArgs(args)), cfg.Count, cfg.Duration, cfg.Section, 100*cfg.ReadFraction)
 		if interrupted {
 			settings += fmt.Sprintf("; interrupted after %d of %d samples", len(ms), cfg.Samples())
 		}
@@ -305,6 +305,23 @@ func writeChart(path string, c *bench.Chart) error {
 		err = cerr
 	}
 	return err
+}
+
+// measuringArgs is args without -chart and -note, which change what is
+// drawn but not what is measured: the caption's command line.
+func measuringArgs(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if strings.HasPrefix(args[i], "-") && (name == "chart" || name == "note") {
+			if !hasValue {
+				i++ // the value is the next argument
+			}
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
 
 // shellWords joins args as a shell would read them back.

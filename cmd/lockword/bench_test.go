@@ -108,3 +108,15 @@ func TestBenchTableAndChart(t *testing.T) {
 		t.Errorf("chart: %v, %d bytes", err, len(b))
 	}
 }
+
+// TestMeasuringArgs: the caption's command line keeps what changes the
+// measurement and drops where the charts go and the note.
+func TestMeasuringArgs(t *testing.T) {
+	got := shellWords(measuringArgs([]string{"-procs", "-chart", "a.svg,b.png", "-note=shared box", "--note", "x y", "-count", "3", "-section", "1us/2us"}))
+	if want := "-procs -count 3 -section 1us/2us"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := shellWords([]string{"-note", "a b"}); got != `-note "a b"` {
+		t.Errorf("shellWords: %q", got)
+	}
+}

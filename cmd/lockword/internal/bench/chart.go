@@ -242,8 +242,11 @@ func barsPanel(g *Group, sums []*Summary, legend *plot.Legend) *plot.Plot {
 				if s.Kind == sub.Name && s.Goroutines == n {
 					x := float64(i) - groupWidth/2 + (float64(j)+0.5)*width
 					label := ""
-					if len(s.Ratios) > 0 && s.Ratios[0] > 0 {
-						label = fmt.Sprintf("%.2gx", s.Ratios[0])
+					switch r := firstRatio(s); {
+					case r >= 10:
+						label = fmt.Sprintf("%.0fx", r)
+					case r > 0:
+						label = fmt.Sprintf("%.2fx", r)
 					}
 					b.add(x, s.OpsPerSec/1e6, s.Lo/1e6, s.Hi/1e6, label)
 				}
@@ -286,6 +289,14 @@ func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return ts
+}
+
+// firstRatio is s's ratio to its first peer, 0 for none.
+func firstRatio(s *Summary) float64 {
+	if len(s.Ratios) == 0 {
+		return 0
+	}
+	return s.Ratios[0]
 }
 
 // legendName is a subject's legend entry: a kind says what it is compared

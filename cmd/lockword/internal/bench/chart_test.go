@@ -128,7 +128,7 @@ func TestChartSVGGolden(t *testing.T) {
 		`text "sync.Mutex (peer)"`, `text "Mutex (vs sync.Mutex)"`, `text "TicketMutex (vs sync.Mutex)"`,
 		`text "Ring batch (vs chan [64])"`,
 		`text "Wait for the lock at 16 goroutines (CDF)"`,
-		`text "0.12x"`, `text "1.5x"`, // ratios over the bars
+		`text "0.12x"`, `text "1.50x"`, // ratios over the bars
 		`text "99.9%"`, `text "1us"`, // the CDF's axes
 		`text "250"`,     // a linear axis's labels, without trailing zeros
 		"fill #1F77B4 6", // Mutex's 3 bars, Ring's 1, a legend swatch for each
