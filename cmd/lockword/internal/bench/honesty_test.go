@@ -147,8 +147,11 @@ func TestRunAllKindsBriefly(t *testing.T) {
 		switch {
 		case m.Ops <= 0 || m.OpsPerSec <= 0:
 			t.Errorf("%s: no operations: %+v", name, m)
-		case contended && (m.Waits == nil || m.Waits.N != uint64(m.Ops) || m.WaitMaxNs <= 0):
-			t.Errorf("%s: waits not timed for every acquisition: %+v", name, m)
+		case contended && (m.Waits == nil || m.WaitMaxNs <= 0 || m.Waits.N < uint64(m.Ops)/waitSampleEvery ||
+			m.Waits.N > uint64(m.Ops)/waitSampleEvery+uint64(m.Goroutines)*2):
+			// Each worker times its acquisitions 0, 32, 64, ..., one of
+			// them perhaps not counted (made after the stop).
+			t.Errorf("%s: not one wait in %d timed: %+v", name, waitSampleEvery, m)
 		case contended && m.WorkerMax == 0:
 			t.Errorf("%s: no per-worker counts", name)
 		case !contended && m.Waits != nil:

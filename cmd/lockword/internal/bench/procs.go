@@ -2,7 +2,7 @@ package bench
 
 // Cross-process subjects: Params.Goroutines processes (this binary
 // re-executed, see ChildMain) hammer one lock for Params.Duration, each
-// timing its own waits; a plain counter in a shared region, incremented
+// timing its own waits (one in waitSampleEvery); a plain counter in a shared region, incremented
 // under the lock, must come out equal to the sum of their acquisitions, or
 // the lock did not exclude and the sample is an error.
 //
@@ -255,12 +255,22 @@ func child(specText string, stdin io.Reader, stdout io.Writer) error {
 	end := time.Unix(0, startNs).Add(spec.Duration)
 	res := childResult{Waits: new(Histogram)}
 	local := 0
-	for {
-		t0 := time.Now()
+	for i := uint(0); ; i++ {
+		// Sampled as in-process (see waitSampleEvery); the clock also
+		// says when to stop, so it is read at every sample.
+		timed := i%waitSampleEvery == 0
+		var t0 time.Time
+		if timed {
+			t0 = time.Now()
+		}
 		if err := l.Lock(); err != nil {
 			return err
 		}
-		t1 := time.Now()
+		var t1 time.Time
+		if timed {
+			t1 = time.Now()
+			res.Waits.Record(int64(t1.Sub(t0)))
+		}
 		// Under the lock, checked by the parent: a lock that does not
 		// exclude loses updates made in the spin between read and write.
 		v := ne.Uint64(counter)
@@ -269,10 +279,9 @@ func child(specText string, stdin io.Reader, stdout io.Writer) error {
 		if err := l.Unlock(); err != nil {
 			return err
 		}
-		local += spin(spec.Outside)
 		res.Ops++
-		res.Waits.Record(int64(t1.Sub(t0)))
-		if !t1.Before(end) {
+		local += spin(spec.Outside)
+		if timed && !t1.Before(end) {
 			break
 		}
 	}

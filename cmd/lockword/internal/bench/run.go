@@ -12,10 +12,10 @@
 //
 // What a sample is: Params.Goroutines workers hammer one lock for
 // Params.Duration; throughput is the acquisitions completed before the
-// stop over the time to the stop. With more than one worker every Lock is
-// timed (two clock reads outside the critical section, the same for every
-// subject), giving the wait-time histogram; with one worker nothing is
-// timed and the figure is the uncontended cost, shown as ns/op.
+// stop over the time to the stop. With more than one worker one Lock in
+// waitSampleEvery is timed (two clock reads, the same for every subject),
+// giving the wait-time histogram; with one worker nothing is timed and
+// the figure is the uncontended cost, shown as ns/op.
 package bench
 
 import (
