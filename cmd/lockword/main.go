@@ -10,6 +10,7 @@
 //
 //	torture   hammer locks from many goroutines and check that they exclude
 //	inspect   show the objects and lock states of a shared region file
+//	bench     measure every lock against its peer on this machine
 //	help      show help for lockword or for one command
 //
 // Run "lockword help torture" for the torture flags. Exit status is 0 on
@@ -167,6 +168,7 @@ Examples:
   lockword torture -lock none       # an unprotected counter: must FAIL, exit 1
   lockword torture -procs 4 -kill   # 4 processes, SIGKILLed at random: exact accounting
   lockword inspect /dev/shm/orders  # who holds which lock in a shared region
+  lockword bench -chart bench.svg   # every lock against its peer, about 30 s
   lockword help torture
 `)
 }
