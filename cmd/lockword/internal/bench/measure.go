@@ -148,6 +148,33 @@ type Params struct {
 // the sample; the clock's cost falls on the sampled acquisitions only.
 const waitSampleEvery = 32
 
+// A waitSampler times one Lock in waitSampleEvery for one worker: call
+// before just before Lock and after just after it returns.
+type waitSampler struct {
+	n  uint      // Locks so far
+	on bool      // this one is timed
+	t0 time.Time // when it was asked for
+}
+
+func (s *waitSampler) before() {
+	s.on = s.n%waitSampleEvery == 0
+	s.n++
+	if s.on {
+		s.t0 = time.Now()
+	}
+}
+
+// after records the wait in h if this Lock was timed, and returns the
+// time read (the zero Time if it was not).
+func (s *waitSampler) after(h *Histogram) time.Time {
+	if !s.on {
+		return time.Time{}
+	}
+	now := time.Now()
+	h.Record(int64(now.Sub(s.t0)))
+	return now
+}
+
 // uncontendedBatch is how many Lock/Unlock pairs the single goroutine
 // does between looks at the stop flag.
 const uncontendedBatch = 256
@@ -175,16 +202,11 @@ func runLocker(ctx context.Context, l Locker, p Params) (Sample, error) {
 	}
 	return runWorkers(ctx, p.Goroutines, p.Duration, true, func(_ int, w *worker, stop *atomic.Bool) {
 		local := 0
-		for i := uint(0); ; i++ {
-			timed := i%waitSampleEvery == 0
-			var t0 time.Time
-			if timed {
-				t0 = time.Now()
-			}
+		var ws waitSampler
+		for {
+			ws.before()
 			pl.l.Lock()
-			if timed {
-				w.waits.Record(int64(time.Since(t0)))
-			}
+			ws.after(&w.waits)
 			if stop.Load() {
 				pl.l.Unlock()
 				break
@@ -213,23 +235,22 @@ func runRW(ctx context.Context, rw RWLocker, p Params) (Sample, error) {
 	return runWorkers(ctx, p.Goroutines, p.Duration, timed, func(_ int, w *worker, stop *atomic.Bool) {
 		x := seed.Add(0x9e3779b9) | 1 // xorshift32 state, distinct per worker
 		local := 0
-		for i := uint(0); ; i++ {
+		var ws waitSampler
+		for {
 			x ^= x << 13
 			x ^= x >> 17
 			x ^= x << 5
 			write := x < writeBelow
-			sampled := timed && i%waitSampleEvery == 0
-			var t0 time.Time
-			if sampled {
-				t0 = time.Now()
+			if timed {
+				ws.before()
 			}
 			if write {
 				pl.l.Lock()
 			} else {
 				pl.l.RLock()
 			}
-			if sampled {
-				w.waits.Record(int64(time.Since(t0)))
+			if timed {
+				ws.after(&w.waits)
 			}
 			done := stop.Load()
 			if !done {

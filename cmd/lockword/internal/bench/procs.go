@@ -255,22 +255,13 @@ func child(specText string, stdin io.Reader, stdout io.Writer) error {
 	end := time.Unix(0, startNs).Add(spec.Duration)
 	res := childResult{Waits: new(Histogram)}
 	local := 0
-	for i := uint(0); ; i++ {
-		// Sampled as in-process (see waitSampleEvery); the clock also
-		// says when to stop, so it is read at every sample.
-		timed := i%waitSampleEvery == 0
-		var t0 time.Time
-		if timed {
-			t0 = time.Now()
-		}
+	var ws waitSampler // as in-process; its clock also says when to stop
+	for {
+		ws.before()
 		if err := l.Lock(); err != nil {
 			return err
 		}
-		var t1 time.Time
-		if timed {
-			t1 = time.Now()
-			res.Waits.Record(int64(t1.Sub(t0)))
-		}
+		t1 := ws.after(res.Waits)
 		// Under the lock, checked by the parent: a lock that does not
 		// exclude loses updates made in the spin between read and write.
 		v := ne.Uint64(counter)
@@ -281,7 +272,7 @@ func child(specText string, stdin io.Reader, stdout io.Writer) error {
 		}
 		res.Ops++
 		local += spin(spec.Outside)
-		if timed && !t1.Before(end) {
+		if !t1.IsZero() && !t1.Before(end) {
 			break
 		}
 	}
