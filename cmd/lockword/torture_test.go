@@ -363,7 +363,7 @@ func TestMainUsage(t *testing.T) {
 		out, errOut string
 	}{
 		{nil, exitUsage, "", "no command given"},
-		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus" (commands: torture, inspect)`},
+		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus" (commands: torture, inspect, bench)`},
 		{[]string{"-workers", "4"}, exitUsage, "", "flags belong to a command"},
 		{[]string{"help", "bogus"}, exitUsage, "", `unknown command "bogus"`},
 		{[]string{"--help"}, exitOK, "Commands:", ""},
