@@ -10,6 +10,7 @@
 //
 //	torture   hammer locks from many goroutines and check that they exclude
 //	inspect   show the objects and lock states of a shared region file
+//	bench     measure every lock against its peer on this machine
 //	ls        list the region files in a directory and who is attached
 //	rm        remove region files that no live process is attached to
 //	version   print the build's module version, commit and Go version
@@ -58,6 +59,7 @@ type command struct {
 var commands = []command{
 	{name: "torture", summary: tortureSummary, run: runTorture, help: tortureHelp},
 	{name: "inspect", summary: inspectSummary, run: runInspect, help: inspectHelp},
+	{name: "bench", summary: benchSummary, run: runBench, help: benchHelp},
 	{name: "ls", summary: lsSummary, run: runLs, help: lsHelp},
 	{name: "rm", summary: rmSummary, run: runRm, help: rmHelp},
 	{name: "version", summary: versionSummary, run: runVersion, help: versionHelp},
@@ -182,6 +184,7 @@ Examples:
   lockword torture -lock none       # an unprotected counter: must FAIL, exit 1
   lockword torture -procs 4 -kill   # 4 processes, SIGKILLed at random: exact accounting
   lockword inspect /dev/shm/orders  # who holds which lock in a shared region
+  lockword bench -chart bench.svg   # every lock against its peer, about 30 s
   lockword ls                       # regions under /dev/shm, in use or stale
   lockword rm orders                # remove /dev/shm/orders once nobody uses it
   lockword help torture
