@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Model-check every lock-word protocol with SPIN (see models/README.md).
+#
+# Usage: models/check.sh [name...]   (names: mutex, ticket, ...; default all)
+#
+# Needs spin and gcc on PATH; installs nothing (.ci/run installs spin). For
+# each model it runs the correct protocol, which must pass, and each broken
+# variant (-DBROKEN_...), which SPIN must reject with a counterexample trail.
+# Prints one line per run: states stored, depth reached, seconds. Exits 1 if
+# any correct model fails or any broken variant passes.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+for tool in spin gcc; do
+  command -v "$tool" >/dev/null || { echo "check.sh: $tool not found (apt-get install -y spin gcc)" >&2; exit 2; }
+done
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failed=0
+only=("$@")
+
+# run MODEL EXPECT MODE [SPIN-MACROS...]
+#   EXPECT: pass, or fail (a negative control: SPIN must find an error)
+#   MODE:   safety (assertions and invalid end states), or ltl:NAME (the
+#           model's ltl NAME: acceptance cycles under weak fairness).
+#   Every run is an exhaustive search (no -DBITSTATE).
+run() {
+  local model=$1 expect=$2 mode=$3; shift 3
+  local name=${model%.pml}
+  if [ ${#only[@]} -gt 0 ] && [[ " ${only[*]} " != *" $name "* ]]; then return; fi
+  local dir="$work/$name$(printf '%s' "$mode$*" | tr -c 'A-Za-z0-9' '_')"
+  mkdir -p "$dir"
+  cp ./*.pml "$dir/"
+  local cflags=(-w -O2) panflags=(-m2000000)
+  case $mode in
+    safety) cflags+=(-DSAFETY) ;;
+    ltl:*)  cflags+=(-DNFAIR=4); panflags+=(-a -f -N "${mode#ltl:}") ;;
+    *) echo "check.sh: bad mode $mode" >&2; exit 2 ;;
+  esac
+  local start end out
+  start=$(date +%s.%N)
+  (cd "$dir" && spin -a "$@" "$model" >spin.log 2>&1 && gcc "${cflags[@]}" -o pan pan.c >gcc.log 2>&1) || {
+    echo "FAIL  $name $mode $*: spin or gcc failed:"; cat "$dir/spin.log" "$dir/gcc.log" 2>/dev/null | head -20
+    failed=1; return
+  }
+  out=$(cd "$dir" && ./pan "${panflags[@]}" 2>&1) || true
+  end=$(date +%s.%N)
+  local errors states depth secs verdict
+  errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' <<<"$out" | tail -1)
+  states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' <<<"$out" | tail -1)
+  depth=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' <<<"$out" | tail -1)
+  secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+  if grep -q 'max search depth too small' <<<"$out"; then
+    verdict="FAIL (search truncated: raise -m)"; failed=1
+  elif [ -z "$errors" ]; then
+    verdict="FAIL (pan did not finish)"; failed=1
+  elif [ "$expect" = pass ] && [ "$errors" = 0 ]; then
+    verdict="ok"
+  elif [ "$expect" = fail ] && [ "$errors" != 0 ] && ls "$dir"/*.trail >/dev/null 2>&1; then
+    verdict="ok (rejected: $(grep -m1 -o 'pan:1: [^(]*' <<<"$out" | sed 's/pan:1: //;s/ *$//'))"
+  elif [ "$expect" = fail ]; then
+    verdict="FAIL (broken variant passed)"; failed=1
+  else
+    verdict="FAIL ($errors errors: $(grep -m1 -o 'pan:1: .*' <<<"$out")); trail: spin -t -p $* $model"; failed=1
+  fi
+  printf '%-12s %-22s %-20s states=%-9s depth=%-6s %5ss  %s\n' \
+    "$name" "$mode" "${*:-(as in Go)}" "$states" "$depth" "$secs" "$verdict"
+  if [ "$expect" = pass ] && [ "$verdict" != ok ] && [ -n "${KEEP_TRAILS:-}" ]; then
+    cp "$dir"/*.trail . 2>/dev/null || true
+  fi
+}
+
+#   model          expect mode           macros
+run mutex.pml      pass   safety
+run mutex.pml      fail   safety         -DBROKEN_STORE1
+run mutex.pml      fail   safety         -DBROKEN_CANCEL
+
+if [ "$failed" != 0 ]; then
+  echo "check.sh: FAILED (reproduce one run: cd models && spin -a MACROS MODEL && gcc -DSAFETY -o pan pan.c && ./pan && spin -t -p MACROS MODEL)"
+  exit 1
+fi
+echo "check.sh: all models verified, all negative controls rejected"
