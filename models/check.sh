@@ -34,8 +34,8 @@ run() {
   cp ./*.pml "$dir/"
   local cflags=(-w -O2) panflags=(-m2000000)
   case $mode in
-    safety) cflags+=(-DSAFETY) ;;
-    ltl:*)  cflags+=(-DNFAIR=4); panflags+=(-a -f -N "${mode#ltl:}") ;;
+    safety) cflags+=(-DSAFETY -DNOCLAIM -DCOLLAPSE) ;;
+    ltl:*)  cflags+=(-DNFAIR=4 -DCOLLAPSE); panflags+=(-a -f -N "${mode#ltl:}") ;;
     *) echo "check.sh: bad mode $mode" >&2; exit 2 ;;
   esac
   local start end out
@@ -64,7 +64,7 @@ run() {
   else
     verdict="FAIL ($errors errors: $(grep -m1 -o 'pan:1: .*' <<<"$out")); trail: spin -t -p $* $model"; failed=1
   fi
-  printf '%-12s %-22s %-20s states=%-9s depth=%-6s %5ss  %s\n' \
+  printf '%-12s %-16s %-40s states=%-9s depth=%-6s %5ss  %s\n' \
     "$name" "$mode" "${*:-(as in Go)}" "$states" "$depth" "$secs" "$verdict"
   if [ "$expect" = pass ] && [ "$verdict" != ok ] && [ -n "${KEEP_TRAILS:-}" ]; then
     cp "$dir"/*.trail . 2>/dev/null || true
@@ -75,6 +75,11 @@ run() {
 run mutex.pml      pass   safety
 run mutex.pml      fail   safety         -DBROKEN_STORE1
 run mutex.pml      fail   safety         -DBROKEN_CANCEL
+run ticket.pml     pass   safety         -DSPURIOUS=0
+run ticket.pml     pass   ltl:nostarve   -DROUNDS=1
+run ticket.pml     fail   safety         -DSPURIOUS=0 -DBROKEN_DROP_TURN
+run ticket.pml     fail   ltl:nostarve   -DROUNDS=1 -DBROKEN_DROP_TURN
+run ticket.pml     fail   safety         -DSPURIOUS=0 -DBROKEN_RECORD_FIRST
 
 if [ "$failed" != 0 ]; then
   echo "check.sh: FAILED (reproduce one run: cd models && spin -a MACROS MODEL && gcc -DSAFETY -o pan pan.c && ./pan && spin -t -p MACROS MODEL)"
