@@ -80,6 +80,11 @@ run ticket.pml     pass   ltl:nostarve   -DROUNDS=1
 run ticket.pml     fail   safety         -DSPURIOUS=0 -DBROKEN_DROP_TURN
 run ticket.pml     fail   ltl:nostarve   -DROUNDS=1 -DBROKEN_DROP_TURN
 run ticket.pml     fail   safety         -DSPURIOUS=0 -DBROKEN_RECORD_FIRST
+run cond.pml       pass   safety
+run cond.pml       pass   safety         -DBROADCAST
+run cond.pml       pass   safety         -DSHARED
+run cond.pml       fail   safety         -DBROKEN_NOSEQ
+run cond.pml       fail   safety         -DSHARED -DBROKEN_NOSEQ
 
 if [ "$failed" != 0 ]; then
   echo "check.sh: FAILED (reproduce one run: cd models && spin -a MACROS MODEL && gcc -DSAFETY -o pan pan.c && ./pan && spin -t -p MACROS MODEL)"
