@@ -85,6 +85,11 @@ run cond.pml       pass   safety         -DBROADCAST
 run cond.pml       pass   safety         -DSHARED
 run cond.pml       fail   safety         -DBROKEN_NOSEQ
 run cond.pml       fail   safety         -DSHARED -DBROKEN_NOSEQ
+run ring.pml       pass   safety
+run ring.pml       pass   safety         -DSHARED
+run ring.pml       fail   safety         -DBROKEN_PUBLISH_FIRST
+run ring.pml       fail   safety         -DBROKEN_NO_RECHECK
+run ring.pml       fail   safety         -DSHARED -DBROKEN_PUBLISH_FIRST
 
 if [ "$failed" != 0 ]; then
   echo "check.sh: FAILED (reproduce one run: cd models && spin -a MACROS MODEL && gcc -DSAFETY -o pan pan.c && ./pan && spin -t -p MACROS MODEL)"

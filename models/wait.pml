@@ -34,6 +34,16 @@
 #define SPURIOUS 1
 #endif
 
+/*
+ * TIMEOUT_OK(self): a model may let a sleep end by its timeout under a
+ * condition (the shared kinds sleep in slices of 10 ms to look for a dead
+ * peer or holder: a model grants the timeout only once there is a death
+ * to notice, so a lost wake-up among the living still shows).
+ */
+#ifndef TIMEOUT_OK
+#define TIMEOUT_OK(self) false
+#endif
+
 bool parked[MAXG];   /* goroutine i is queued */
 byte waddr[MAXG];    /* the word it sleeps on */
 byte wkey[MAXG];     /* its key (keyed waiting), else 0 */
@@ -55,6 +65,7 @@ inline wait_sleep(self, cancel, err) {
 	:: !parked[self] -> err = false
 	:: atomic { parked[self] && spurious > 0 -> spurious--; parked[self] = false; err = false }
 	:: atomic { parked[self] && cancel -> parked[self] = false; err = true }
+	:: atomic { parked[self] && TIMEOUT_OK(self) -> parked[self] = false; err = false }
 	fi
 }
 
