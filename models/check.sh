@@ -90,6 +90,13 @@ run ring.pml       pass   safety         -DSHARED
 run ring.pml       fail   safety         -DBROKEN_PUBLISH_FIRST
 run ring.pml       fail   safety         -DBROKEN_NO_RECHECK
 run ring.pml       fail   safety         -DSHARED -DBROKEN_PUBLISH_FIRST
+run seqlock.pml    pass   safety
+run seqlock.pml    pass   ltl:readers_finish
+run seqlock.pml    pass   safety         -DSHARED
+run seqlock.pml    pass   ltl:readers_finish -DSHARED
+run seqlock.pml    fail   safety         -DBROKEN_NO_RECHECK
+run seqlock.pml    fail   safety         -DSHARED -DBROKEN_RESTART
+run seqlock.pml    fail   ltl:readers_finish -DSHARED -DBROKEN_NO_STALL
 
 if [ "$failed" != 0 ]; then
   echo "check.sh: FAILED (reproduce one run: cd models && spin -a MACROS MODEL && gcc -DSAFETY -o pan pan.c && ./pan && spin -t -p MACROS MODEL)"
