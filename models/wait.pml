@@ -70,7 +70,7 @@ inline wait_sleep(self, cancel, err) {
 }
 
 #define WAKE_CAND(k, a, keyed, key) \
-	:: woken < n && k < NG && parked[k] && waddr[k] == a && (!keyed || wkey[k] == key) -> parked[k] = false; woken++
+	:: woken < (n) && k < NG && parked[k] && waddr[k] == (a) && (!(keyed) || wkey[k] == (key)) -> parked[k] = false; woken++
 
 /* wake: wake up to n waiters of word a (keyed: only those with key). */
 inline wake_n(a, n, keyed, key) {
