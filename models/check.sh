@@ -90,6 +90,11 @@ run ring.pml       pass   safety         -DSHARED
 run ring.pml       fail   safety         -DBROKEN_PUBLISH_FIRST
 run ring.pml       fail   safety         -DBROKEN_NO_RECHECK
 run ring.pml       fail   safety         -DSHARED -DBROKEN_PUBLISH_FIRST
+run sharedmutex.pml pass  safety         -DSPURIOUS=0
+run sharedmutex.pml pass  ltl:all_done   -DONEDEATH
+run sharedmutex.pml fail  safety         -DSPURIOUS=0 -DBROKEN_NO_WAITERS
+run sharedmutex.pml fail  safety         -DSPURIOUS=0 -DBROKEN_TAKEOVER
+run sharedmutex.pml fail  ltl:all_done   -DONEDEATH -DBROKEN_PID_TOKEN
 run sharedrw.pml   pass   safety
 run sharedrw.pml   pass   ltl:all_done
 run sharedrw.pml   fail   safety         -DBROKEN_PREFIX
