@@ -536,3 +536,54 @@ func (r *Region) close() error {
 // monoNowNs reads CLOCK_MONOTONIC in ns, a clock every process on the
 // machine shares (for held-since stamps), cheaply (see wait.MonotonicNs).
 func monoNowNs() int64 { return wait.MonotonicNs() }
+
+// removeRegion is RemoveRegion, path already resolved.
+func removeRegion(path string, force bool) error {
+	r, err := openRegion(path, 0, &RegionOptions{InitTimeout: -1}, modeObserve)
+	if err != nil {
+		if !force || errors.Is(err, ErrNotRegularFile) || errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		// Not a valid region: with force, any regular file goes (never
+		// through a link: Lstat, not Stat).
+		if st, serr := os.Lstat(path); serr != nil || !st.Mode().IsRegular() {
+			return err
+		}
+		return os.Remove(path)
+	}
+	defer r.close()
+	fd := int(r.file.Fd())
+	if err := flock(fd, unix.LOCK_EX); err != nil {
+		return err
+	}
+	defer flock(fd, unix.LOCK_UN)
+	if pids := r.livePIDs(); len(pids) > 0 && !force {
+		return fmt.Errorf("%w: PIDs %v (stop them, or force the removal)", ErrRegionInUse, pids)
+	}
+	var opened, now unix.Stat_t
+	if err := unix.Fstat(fd, &opened); err != nil {
+		return err
+	}
+	if err := unix.Lstat(path, &now); err != nil {
+		return err
+	}
+	if opened.Dev != now.Dev || opened.Ino != now.Ino {
+		return fmt.Errorf("%w: the path was replaced while it was being removed", fs.ErrExist)
+	}
+	return unix.Unlink(path)
+}
+
+// livePIDs lists the PIDs of the live processes attached to r.
+func (r *Region) livePIDs() []int {
+	var pids []int
+	for s := range uint32(regionProcSlots) {
+		st := word32(r.slotWord(s), procState).Load()
+		if st&procLive == 0 {
+			continue
+		}
+		if alive, pid := r.tokenAlive(makeToken(s, st&procGenMask)); alive {
+			pids = append(pids, int(pid))
+		}
+	}
+	return pids
+}

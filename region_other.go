@@ -21,3 +21,5 @@ func (r *Region) tokenAlive(token uint32) (bool, uint32) { return true, 0 }
 func (r *Region) pid() int { return 0 }
 
 func monoNowNs() int64 { return 0 }
+
+func removeRegion(path string, force bool) error { return ErrUnsupported }

@@ -79,7 +79,9 @@ var (
 	// ErrNotRecoverable is returned by every acquisition of a lock whose
 	// holder, after an owner death, unlocked it without calling
 	// MarkConsistent (POSIX ENOTRECOVERABLE). The caller does not hold the
-	// lock; the data it protects cannot be trusted. Create a new region.
+	// lock; the data it protects cannot be trusted. The way out: restore
+	// the data by other means, then SharedMutex.Reinitialize (or use a new
+	// object name, or a new region).
 	ErrNotRecoverable = errors.New("lockword: shared lock is not recoverable: a holder unlocked it after an owner death without marking it consistent")
 )
 
@@ -200,6 +202,13 @@ func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
 //   - TryLock never waits and never inspects the holder: it takes a free
 //     lock or reports false (also for a not-recoverable lock).
 //
+// Getting out of ErrNotRecoverable: a lock becomes not recoverable when a
+// holder that took it from a dead owner unlocks without MarkConsistent, so
+// nothing vouches for the data any more. Restore the data by other means,
+// then call Reinitialize (it refuses while any process holds the lock);
+// or use a new object name; or remove the region (RemoveRegion, once no
+// live process is attached) and create a new one.
+//
 // # Memory model
 //
 // The n'th call to Unlock synchronizes before the m'th call to Lock (or
@@ -317,6 +326,42 @@ func (m *SharedMutex) MarkConsistent() error {
 			return nil
 		}
 	}
+}
+
+// Reinitialize makes a not-recoverable m usable again: unlocked and
+// consistent, for every process. It is the one way out of
+// ErrNotRecoverable short of a new region (or a new object name): call it
+// once the data the lock protects has been restored by other means (from
+// a durable copy, say), since the lock itself can no longer vouch for it.
+//
+// It acts only on a not-recoverable lock, which no process holds or waits
+// for (every acquisition fails at once), so resetting it strands nobody:
+// it returns nil and does nothing if m is free, and an error wrapping
+// ErrRegionBusy if m is held, by a live process or a dead one (a dead
+// holder's lock is recovered through LockContext and ErrOwnerDead, not
+// reinitialized). Statistics, if enabled, are kept.
+func (m *SharedMutex) Reinitialize() error {
+	// The word changes under us only by a flag (stats on, inspect's timed
+	// bit): a bounded number of retries, whatever the word holds.
+	for range 100 {
+		w := m.word.Load()
+		switch owner := w & ownerMask; owner {
+		case 0:
+			return nil
+		case ownerNotRecoverable:
+		default:
+			_, pid := m.r.tokenAlive(owner)
+			return fmt.Errorf("%w: SharedMutex %q is held (PID %s); Reinitialize acts only on a not-recoverable lock", ErrRegionBusy, m.name, pidText(pid))
+		}
+		if m.word.CompareAndSwap(w, w&sharedStats) {
+			// No sleeper can be left (acquirers of a not-recoverable
+			// lock return), but one that raced the transition must not
+			// sleep on through the reset.
+			wait.FutexWake(m.word, math.MaxInt32, wait.Shared)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: SharedMutex %q: its word kept changing", ErrRegionBusy, m.name)
 }
 
 // SetRepair sets the function that Lock runs, holding the lock, when it

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -207,7 +208,7 @@ func (f *fairness) flagged() bool {
 func (f *fairness) allFailures() []string {
 	why := f.failures
 	if s := f.starve; s != nil && s.limit > 0 && !s.passed() {
-		why = append(why, fmt.Sprintf("starvation check: the waiting goroutine waited %v, limit %v, in each of %d attempts", round(s.maxWait), s.limit, len(s.earlier)+1))
+		why = append(why, fmt.Sprintf("starvation check: the waiting goroutine waited %v (not counting time without a CPU), limit %v, in each of %d attempts", round(s.counted), s.limit, len(s.earlier)+1))
 	}
 	return why
 }
@@ -237,8 +238,11 @@ func (f *fairness) writeText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "Starvation check (%v of %s): longest wait %v (%d overtakes during it) over %d acquisitions%s\n",
 			starvationRun, s.what, round(s.maxWait), s.overtakes, s.acquisitions, limit)
+		if s.counted != s.maxWait {
+			fmt.Fprintf(w, "  (longest wait not counting the threads' time without a CPU: %v; that wait lost %v to the host)\n", round(s.counted), round(s.schedDelay))
+		}
 		for i, e := range s.earlier {
-			fmt.Fprintf(w, "  (attempt %d of the check had reached the limit, longest wait %v, and was run again)\n", i+1, round(e))
+			fmt.Fprintf(w, "  (attempt %d of the check had reached the limit, longest counted wait %v, and was run again)\n", i+1, round(e))
 		}
 	}
 	for _, line := range f.extra {
@@ -267,6 +271,8 @@ type fairnessJSON struct {
 type starvationObj struct {
 	What         string  `json:"what"`
 	MaxWaitNs    int64   `json:"max_wait_ns"`
+	CountedNs    int64   `json:"counted_max_wait_ns"` // the longest wait less the threads' time without a CPU: what the limit applies to
+	SchedDelayNs int64   `json:"sched_delay_ns"`      // that time, during the wait counted
 	Overtakes    int     `json:"overtakes"`           // the other goroutine's acquisitions during the longest wait
 	EarlierNs    []int64 `json:"earlier_max_wait_ns"` // longest waits of earlier attempts that reached the limit
 	Acquisitions int     `json:"acquisitions"`
@@ -286,7 +292,7 @@ func (f *fairness) json() *fairnessJSON {
 		j.MaxMin = &r
 	}
 	if s := f.starve; s != nil {
-		j.Starvation = &starvationObj{What: s.what, MaxWaitNs: int64(s.maxWait), Overtakes: s.overtakes, EarlierNs: []int64{}, Acquisitions: s.acquisitions, Passed: s.passed()}
+		j.Starvation = &starvationObj{What: s.what, MaxWaitNs: int64(s.maxWait), CountedNs: int64(s.counted), SchedDelayNs: int64(s.schedDelay), Overtakes: s.overtakes, EarlierNs: []int64{}, Acquisitions: s.acquisitions, Passed: s.passed()}
 		if s.limit > 0 {
 			l := int64(s.limit)
 			j.Starvation.LimitNs = &l
@@ -305,8 +311,13 @@ type starvation struct {
 	overtakes    int           // the hog's acquisitions completed during that wait
 	acquisitions int           // the victim's, in the last attempt
 	limit        time.Duration // 0: information only
-	// earlier holds the longest waits of attempts that reached the limit
-	// before the last one.
+	// counted is the longest wait of the last attempt less the time the
+	// two goroutines' threads spent runnable without a CPU meanwhile
+	// (schedDelay of it): what the lock, not the host, made the waiter
+	// wait. It equals maxWait where the kernel reports no such time.
+	counted, schedDelay time.Duration
+	// earlier holds the counted longest waits of attempts that reached
+	// the limit before the last one.
 	earlier []time.Duration
 }
 
@@ -320,7 +331,7 @@ type starvation struct {
 // so in every attempt.
 const starvationAttempts = 3
 
-func (s *starvation) passed() bool { return s.limit <= 0 || s.maxWait < s.limit }
+func (s *starvation) passed() bool { return s.limit <= 0 || s.counted < s.limit }
 
 // starvationCheck runs hog (one acquisition and release) in a tight loop
 // on one goroutine for starvationRun while another runs victim (one
@@ -333,40 +344,77 @@ func (s *starvation) passed() bool { return s.limit <= 0 || s.maxWait < s.limit 
 func starvationCheck(what string, limit time.Duration, hog, victim func()) *starvation {
 	s := &starvation{what: what, limit: limit}
 	for attempt := 1; ; attempt++ {
-		s.maxWait, s.overtakes, s.acquisitions = starvationAttempt(hog, victim)
+		starvationAttempt(s, hog, victim)
 		if s.passed() || attempt == starvationAttempts {
 			return s
 		}
-		s.earlier = append(s.earlier, s.maxWait)
+		s.earlier = append(s.earlier, s.counted)
 	}
 }
 
-// starvationAttempt is one run of the starvation check.
-func starvationAttempt(hog, victim func()) (maxWait time.Duration, overtakes, acquisitions int) {
+// starvationAttempt is one run of the starvation check; it sets s's
+// figures for the run.
+//
+// A wait can be long because the lock made the waiter wait or because the
+// host did not run the threads: on a 2-core machine with other jobs, a
+// runnable thread can wait over 10 ms for a CPU, and the lock cannot be
+// blamed for that. Each goroutine therefore runs on a thread of its own
+// (LockOSThread), and every wait is counted less the time both threads
+// spent runnable without a CPU during it, which the kernel reports per
+// thread (schedstat). The waiter's share is the host's; the re-locker's
+// is subtracted too, since a FIFO lock's waiter waits out the holder's
+// time off the CPU. A lock that makes its waiter wait keeps it asleep,
+// not runnable: that time is counted in full.
+func starvationAttempt(s *starvation, hog, victim func()) {
 	var stop atomic.Bool
 	var hogs atomic.Int64 // the hog's completed acquisitions
+	var hogTid atomic.Int64
 	hogDone := make(chan struct{})
 	go func() {
 		defer close(hogDone)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		hogTid.Store(int64(gettid()))
 		for !stop.Load() {
 			hog()
 			hogs.Add(1)
 		}
 	}()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	me := gettid()
+	for hogTid.Load() == 0 {
+		runtime.Gosched()
+	}
+	other := int(hogTid.Load())
+	runqueue := func() int64 {
+		a, ok1 := threadRunqueueNs(me)
+		b, ok2 := threadRunqueueNs(other)
+		if !ok1 || !ok2 {
+			return 0
+		}
+		return a + b
+	}
+	s.maxWait, s.overtakes, s.acquisitions, s.counted, s.schedDelay = 0, 0, 0, 0, 0
 	deadline := time.Now().Add(starvationRun)
 	for time.Now().Before(deadline) {
 		h0 := hogs.Load()
+		q0 := runqueue()
 		t0 := time.Now()
 		victim()
-		if wait := time.Since(t0); wait > maxWait {
-			maxWait, overtakes = wait, int(hogs.Load()-h0)
+		wait := time.Since(t0)
+		delay := time.Duration(max(runqueue()-q0, 0))
+		if wait > s.maxWait {
+			s.maxWait, s.overtakes = wait, int(hogs.Load()-h0)
 		}
-		acquisitions++
+		if c := max(wait-delay, 0); c > s.counted {
+			s.counted, s.schedDelay = c, min(delay, wait)
+		}
+		s.acquisitions++
 		time.Sleep(starvationPause)
 	}
 	stop.Store(true)
 	<-hogDone
-	return maxWait, overtakes, acquisitions
 }
 
 // lockerStarvation is the starvation check of a plain lock.

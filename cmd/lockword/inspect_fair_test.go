@@ -133,9 +133,7 @@ func TestTortureProcsKillFairKinds(t *testing.T) {
 			if k == nil || k.Kills != kills || k.Hangs != 0 || k.Recoveries != int64(k.HolderKills) || r.Expected != r.Actual || r.Result != "PASS" {
 				t.Fatalf("bad kill report: %s", out)
 			}
-			if k.HolderKills < kills/10 || k.RolledBack == 0 {
-				t.Errorf("only %d of %d kills hit the holder (%d rollbacks): the test barely exercised recovery", k.HolderKills, kills, k.RolledBack)
-			}
+			checkHolderKills(t, k, kills)
 			t.Logf("%s: %d kills, %d of the holder, max recovery %.1f ms", kind, k.Kills, k.HolderKills, k.MaxRecoveryMs)
 		})
 	}

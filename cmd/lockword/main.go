@@ -10,6 +10,8 @@
 //
 //	torture   hammer locks from many goroutines and check that they exclude
 //	inspect   show the objects and lock states of a shared region file
+//	ls        list the region files in a directory and who is attached
+//	rm        remove region files that no live process is attached to
 //	version   print the build's module version, commit and Go version
 //	help      show help for lockword or for one command
 //
@@ -56,6 +58,8 @@ type command struct {
 var commands = []command{
 	{name: "torture", summary: tortureSummary, run: runTorture, help: tortureHelp},
 	{name: "inspect", summary: inspectSummary, run: runInspect, help: inspectHelp},
+	{name: "ls", summary: lsSummary, run: runLs, help: lsHelp},
+	{name: "rm", summary: rmSummary, run: runRm, help: rmHelp},
 	{name: "version", summary: versionSummary, run: runVersion, help: versionHelp},
 }
 
@@ -168,6 +172,8 @@ Examples:
   lockword torture -lock none       # an unprotected counter: must FAIL, exit 1
   lockword torture -procs 4 -kill   # 4 processes, SIGKILLed at random: exact accounting
   lockword inspect /dev/shm/orders  # who holds which lock in a shared region
+  lockword ls                       # regions under /dev/shm, in use or stale
+  lockword rm orders                # remove /dev/shm/orders once nobody uses it
   lockword help torture
 `)
 }

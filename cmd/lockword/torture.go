@@ -190,7 +190,7 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 				"shared-ring (-procs 2: a producer and a consumer). 0: in-process."),
 		kill: fs.Bool("kill", false,
 			"with -procs: a supervisor SIGKILLs a random worker process at random\n"+
-				"moments (often the lock's holder) and starts a replacement, until\n"+
+				"moments (every other kill aimed at the lock's holder) and starts a replacement, until\n"+
 				"-kills kills (or -duration). Every update is guarded by an intent\n"+
 				"record, so a recovery rolls a half-done update back; the counter\n"+
 				"must equal the sum of every worker's committed additions."),
@@ -427,10 +427,13 @@ Fairness (in-process kinds), up to three lines:
   Starvation check: for 200ms one goroutine re-locks in a tight loop
     while another locks repeatedly; the other's longest wait, and how
     often the re-locking goroutine acquired during that wait (overtakes).
-    For ticket it must stay under 10ms, or the run fails; an attempt that
-    reaches 10ms is run again, up to 3 attempts, and the last decides (a
-    loaded host can stop a thread for 10ms once; a starving lock fails
-    every attempt). For the others it is information. (rw: a writer re-locks, a reader waits; rw-read-mostly:
+    For ticket it must stay under 10ms, or the run fails: counted less the
+    time the two goroutines' threads were runnable but had no CPU (the
+    kernel's per-thread schedstat; a loaded 2-core host can keep a thread
+    waiting for a CPU over 10ms, which is not the lock's doing, while a
+    lock that makes its waiter wait keeps it asleep, which counts in
+    full). An attempt that reaches 10ms is run again, up to 3 attempts,
+    and the last decides. For the others it is information. (rw: a writer re-locks, a reader waits; rw-read-mostly:
     a reader re-locks, a writer waits; cond: a goroutine signals, another
     waits for a Signal.)
   rw kinds add the reads and writes made and the reader-writer overlaps
@@ -453,10 +456,14 @@ Output (-json), one object per kind and line, with the fields
   in-process kinds, fairness:
   {shares, shares_at, min_share, max_share, max_min (null when a worker
   made none), judged (whether the shares mean something: see
-  Fairness), flagged (judged and uneven), wait_sampled_every, wait_samples, wait_p50_ns,
-  wait_p99_ns, wait_max_ns, starvation: {what, max_wait_ns, overtakes,
-  earlier_max_wait_ns (attempts that reached the limit and were run
-  again), acquisitions, limit_ns (null: information only), passed},
+  Fairness), flagged (judged and uneven), wait_sampled_every,
+  wait_samples, wait_p50_ns,
+  wait_p99_ns, wait_max_ns, starvation: {what, max_wait_ns,
+  counted_max_wait_ns (the longest wait less the threads' time without a
+  CPU: what the limit applies to), sched_delay_ns (that time), overtakes,
+  earlier_max_wait_ns (the counted waits of attempts that reached the
+  limit and were run again), acquisitions, limit_ns (null: information
+  only), passed},
   notes}.
 
 Across processes (-procs N):
@@ -467,8 +474,10 @@ Across processes (-procs N):
   first writes an intent record (whose update, the counter and the
   worker's total before it) and clears it after.
   With -kill, a supervisor SIGKILLs a worker process every few
-  milliseconds, half the time the one holding the lock, and starts a
-  replacement that carries on with the same worker ids. The next acquirer
+  milliseconds, half the time the one holding the lock (found through the
+  owner slot and stopped inside its critical section, so the kill lands
+  mid-update), and starts a replacement that carries on with the same
+  worker ids. The next acquirer
   gets the lock with ErrOwnerDead, rolls a half-done update back from the
   intent record, and marks the lock consistent. The report then adds
   Kills (and how many hit the holder), Recoveries (each kill of a holder

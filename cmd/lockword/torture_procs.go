@@ -23,6 +23,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,11 @@ const (
 	hangTimeout = 10 * time.Second
 	// killMaxGap is the most the supervisor waits between kills.
 	killMaxGap = 8 * time.Millisecond
+	// holderWait bounds how long the supervisor waits for a worker to
+	// enter the critical section when it aims a kill at the holder:
+	// longer than a dead waiter's turn takes to be skipped (the
+	// ownerCheckInterval of 10 ms, and a wake-up on a loaded host).
+	holderWait = 250 * time.Millisecond
 	// killWindowSteps of busy work sit between the counter's update and
 	// the worker's committed total in -kill runs: a kill of the holder
 	// then usually lands mid-update, the case the intent record is for.
@@ -662,12 +668,8 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 		time.Sleep(rand.N(killMaxGap))
 		victim := rand.IntN(len(procs))
 		if rand.IntN(2) == 0 {
-			if pid, _ := holder(path); pid != 0 {
-				for i, w := range procs {
-					if w.cmd.Process.Pid == pid {
-						victim = i
-					}
-				}
+			if i, ok := catchHolder(st, procs, holderWait); ok {
+				victim = i // stopped inside the critical section
 			}
 		}
 		w := procs[victim]
@@ -725,6 +727,57 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 		}
 	}
 	return kr
+}
+
+// catchHolder finds the process whose worker is inside the critical
+// section and stops it there: it SIGSTOPs the process awaitHolder names
+// and, once the kernel shows it stopped, checks that the owner slot still
+// names one of its workers (else it lets it go on and looks again). The
+// caller's SIGKILL then lands on a holder, at whatever point of its update
+// it was stopped, on any machine state: on a loaded host the few
+// microseconds between reading the slot and a plain kill were often enough
+// for the holder to leave (a third of the aimed kills missed). A stopped
+// waiter that turned out not to hold is a live, stopped process, which the
+// lock must not rob either. It gives up after wait.
+func catchHolder(st []byte, procs []*workerProc, wait time.Duration) (int, bool) {
+	deadline := time.Now().Add(wait)
+	for {
+		i, ok := awaitHolder(st, procs, time.Until(deadline))
+		if !ok {
+			return 0, false
+		}
+		w := procs[i]
+		if stopProcess(w.cmd.Process, time.Until(deadline)) && slices.Contains(w.ids, int(get(st, stOwner))) {
+			return i, true
+		}
+		continueProcess(w.cmd.Process)
+	}
+}
+
+// awaitHolder returns the index of the process whose worker is inside the
+// critical section, waiting up to wait for one to enter it. It reads the
+// owner slot the workers themselves set, not the lock's state: a lock that
+// hands over through a kernel wake-up (the fair kinds) is held for a few
+// microseconds between handovers of tens, and a FIFO lock stands still for
+// ownerCheckInterval after every kill of a waiter, until that waiter's turn
+// is skipped; a single look at the lock then finds no holder almost every
+// time (0-19 of 200 kills hit one), whatever the machine. Spinning on the
+// slot, yielding the CPU each round, catches the next holder as it enters.
+func awaitHolder(st []byte, procs []*workerProc, wait time.Duration) (int, bool) {
+	deadline := time.Now().Add(wait)
+	for {
+		if id := int(get(st, stOwner)); id != 0 {
+			for i, w := range procs {
+				if slices.Contains(w.ids, id) {
+					return i, true
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, false
+		}
+		runtime.Gosched()
+	}
 }
 
 // holder returns the PID of the torture lock's holder (0 if none) and

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
+	"os"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +24,33 @@ import (
 func workerAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
+
+// stopProcess sends p SIGSTOP and waits, up to wait, until the kernel
+// reports it stopped (state T in /proc/PID/stat): kill(2) returns before a
+// process running on another CPU has taken the signal.
+func stopProcess(p *os.Process, wait time.Duration) bool {
+	if p.Signal(syscall.SIGSTOP) != nil {
+		return false
+	}
+	stat := fmt.Sprintf("/proc/%d/stat", p.Pid)
+	for deadline := time.Now().Add(wait); ; time.Sleep(20 * time.Microsecond) {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return false
+		}
+		// "PID (comm) S ...": the state follows the last parenthesis,
+		// since comm may hold any byte.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// continueProcess undoes stopProcess.
+func continueProcess(p *os.Process) { p.Signal(syscall.SIGCONT) }
 
 // nameWorkerProcess sets this process's command name (comm: what ps -e,
 // top and pgrep show) to workerComm. Exec'ing /proc/self/exe named it

@@ -62,6 +62,20 @@ func killRuns() int {
 	return 200
 }
 
+// checkHolderKills asserts that the run really exercised recovery: the
+// supervisor aims every other kill at the holder, stopping it inside its
+// critical section first (catchHolder), so about half the kills, and not
+// fewer than a third on any machine state, must hit it (measured: 102-131
+// of 200 idle, 112-117 with two CPU hogs), and most of those mid-update.
+// Before the aim used the owner slot and a stop, the fair kinds saw 0-19
+// of 200 on a fresh clone.
+func checkHolderKills(t *testing.T, k *killReport, kills int) {
+	t.Helper()
+	if k.HolderKills < kills/3 || k.RolledBack < int64(k.HolderKills/2) {
+		t.Errorf("only %d of %d kills hit the holder (%d rollbacks): the supervisor's aim at the holder failed, and recovery was barely exercised", k.HolderKills, kills, k.RolledBack)
+	}
+}
+
 // TestTortureProcsKill: the CI run of the owner-death torture, at least 200
 // kills (40 under -short). Every kill of the holder is recovered exactly
 // once, without a hang, and the counter equals the committed additions
@@ -86,9 +100,7 @@ func TestTortureProcsKill(t *testing.T) {
 	if k == nil || *r.Processes != 4 || k.Kills != kills || k.Hangs != 0 || k.Recoveries != int64(k.HolderKills) || r.Expected != r.Actual || r.Result != "PASS" {
 		t.Fatalf("bad kill report: %s", out)
 	}
-	if k.HolderKills < kills/10 || k.RolledBack == 0 {
-		t.Errorf("only %d of %d kills hit the holder (%d rollbacks): the test barely exercised recovery", k.HolderKills, kills, k.RolledBack)
-	}
+	checkHolderKills(t, k, kills)
 	// Detection itself is bounded by 100 ms (TestSharedMutexOwnerDeath
 	// in the library asserts that); this latency also counts the wait for
 	// a CPU while the replacement process starts, on a shared machine.
