@@ -180,7 +180,7 @@ func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
 // noticed about 10 ms after it on an idle host (TestSharedMutexOwnerDeath
 // allows 100 ms), and later by as long as the waiter waits for a CPU on a
 // loaded one: at load 14–23 on 2 cores, torture -kill measured a median
-// of 9 ms, a p99 of 55–92 ms and a worst case of 0.4–0.5 s.
+// of 8–9 ms, a p99 of 37–92 ms and a worst case of 81–478 ms.
 //
 // # Owner death and sync.Locker
 //
