@@ -195,39 +195,38 @@ func logStuck(kind, name string, addr any, start time.Time, threshold time.Durat
 
 // acquired ends a slow-path acquisition.
 func (t *waitTrack) acquired() {
-	if t.stuck != nil {
-		t.stuck.done()
-		t.stuck = nil
+	if t.end() {
+		t.info.acquired.Add(1)
+		t.info.slow.Add(1)
+		t.addWait(&t.info.waitNs, &t.info.waitMax)
 	}
-	if t.info == nil || !t.info.statsOn.Load() {
-		return
-	}
-	t.info.acquired.Add(1)
-	t.info.slow.Add(1)
-	if t.start.IsZero() {
-		return
-	}
-	ns := int64(time.Since(t.start))
-	t.info.waitNs.Add(ns)
-	storeMax(&t.info.waitMax, ns)
 }
 
 // abandoned ends a slow-path attempt that gave up (context done).
 func (t *waitTrack) abandoned() {
+	if t.end() {
+		t.info.giveUps.Add(1)
+		t.addWait(&t.info.giveUpNs, &t.info.giveUpMax)
+	}
+}
+
+// end leaves the stuck watcher and reports whether statistics are on.
+func (t *waitTrack) end() bool {
 	if t.stuck != nil {
 		t.stuck.done()
 		t.stuck = nil
 	}
-	if t.info == nil || !t.info.statsOn.Load() {
-		return
-	}
-	t.info.giveUps.Add(1)
+	return t.info != nil && t.info.statsOn.Load()
+}
+
+// addWait adds the wait, if it was timed, to total and max.
+func (t *waitTrack) addWait(total, max *atomic.Int64) {
 	if t.start.IsZero() {
 		return
 	}
 	ns := int64(time.Since(t.start))
-	t.info.giveUpNs.Add(ns)
-	storeMax(&t.info.giveUpMax, ns)
+	total.Add(ns)
+	storeMax(max, ns)
 }
 
 // storeMax raises m to ns if ns is larger. It retries only while other

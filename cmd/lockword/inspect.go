@@ -6,6 +6,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -112,10 +113,15 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {}
 	asJSON := fs.Bool("json", false, "print JSON")
 	all := fs.Bool("all", false, "list dead process slots too")
-	if st := parseInterspersed(fs, args, stdout, stderr, inspectHelp); st >= 0 {
-		return st
+	paths, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			inspectHelp(stdout)
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "Run 'lockword inspect -help' for usage.")
+		return exitUsage
 	}
-	paths := fs.Args()
 	if len(paths) != 1 {
 		if len(paths) == 0 {
 			fmt.Fprintln(stderr, "lockword inspect: expected exactly one region PATH, got none")
@@ -140,6 +146,27 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	}
 	writeInspectText(stdout, info, *all)
 	return exitOK
+}
+
+// parseInterspersed parses fs's flags wherever they stand among args, as
+// users type them ("inspect orders -json"), and returns the other
+// arguments in order. Everything after "--" is an argument, so a path
+// that starts with "-" can still be given.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		left := fs.Args()
+		if len(left) == 0 {
+			return rest, nil
+		}
+		if n := len(args) - len(left); n > 0 && args[n-1] == "--" {
+			return append(rest, left...), nil // Parse stopped at "--"
+		}
+		rest, args = append(rest, left[0]), left[1:]
+	}
 }
 
 func writeInspectText(w io.Writer, info *lockword.RegionInfo, all bool) {

@@ -103,7 +103,7 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {}
 	asJSON := fs.Bool("json", false, "JSON Lines")
 	all := fs.Bool("all", false, "also files that are not regions")
-	if st := parseInterspersed(fs, args, stdout, stderr, lsHelp); st >= 0 {
+	if st := parseFlags(fs, args, stdout, stderr, lsHelp); st >= 0 {
 		return st
 	}
 	if fs.NArg() > 1 {
@@ -177,7 +177,7 @@ func runRm(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {}
 	force := fs.Bool("force", false, "remove even while in use, or not a region")
-	if st := parseInterspersed(fs, args, stdout, stderr, rmHelp); st >= 0 {
+	if st := parseFlags(fs, args, stdout, stderr, rmHelp); st >= 0 {
 		return st
 	}
 	if fs.NArg() == 0 {
@@ -201,30 +201,18 @@ func runRm(args []string, stdout, stderr io.Writer) int {
 	return status
 }
 
-// parseInterspersed parses args with fs, accepting flags after the
-// operands as users type them ("rm PATH -force"). It returns -1 to go on,
-// or the exit status: exitOK after -help, exitUsage after a bad flag.
-func parseInterspersed(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, help func(io.Writer)) int {
-	var operands []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				help(stdout)
-				return exitOK
-			}
-			fmt.Fprintf(stderr, "Run '%s -help' for usage.\n", fs.Name())
-			return exitUsage
+// parseFlags is parseInterspersed for ls and rm: -1 to go on, or the exit
+// status (exitOK after -help, exitUsage after a bad flag); fs.Args() are
+// then the operands.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, help func(io.Writer)) int {
+	operands, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			help(stdout)
+			return exitOK
 		}
-		rest := fs.Args()
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			operands = append(operands, rest...) // after "--", all operands
-			break
-		}
-		if len(rest) == 0 {
-			break
-		}
-		operands = append(operands, rest[0])
-		args = rest[1:]
+		fmt.Fprintf(stderr, "Run '%s -help' for usage.\n", fs.Name())
+		return exitUsage
 	}
 	fs.Parse(append([]string{"--"}, operands...))
 	return -1

@@ -457,13 +457,12 @@ Output (-json), one object per kind and line, with the fields
   {shares, shares_at, min_share, max_share, max_min (null when a worker
   made none), judged (whether the shares mean something: see
   Fairness), flagged (judged and uneven), wait_sampled_every,
-  wait_samples, wait_p50_ns,
-  wait_p99_ns, wait_max_ns, starvation: {what, max_wait_ns,
-  counted_max_wait_ns (the longest wait less the threads' time without a
-  CPU: what the limit applies to), sched_delay_ns (that time), overtakes,
-  earlier_max_wait_ns (the counted waits of attempts that reached the
-  limit and were run again), acquisitions, limit_ns (null: information
-  only), passed},
+  wait_samples, wait_p50_ns, wait_p99_ns, wait_max_ns, starvation: {what,
+  max_wait_ns, counted_max_wait_ns (the longest wait less the threads'
+  time without a CPU: what the limit applies to), sched_delay_ns (that
+  time), overtakes, earlier_max_wait_ns (the counted waits of attempts
+  that reached the limit and were run again), acquisitions, limit_ns
+  (null: information only), passed},
   notes}.
 
 Across processes (-procs N):
