@@ -70,6 +70,7 @@ type lockInfo struct {
 	giveUps   atomic.Uint64 // LockContext calls that gave up
 	giveUpNs  atomic.Int64
 	giveUpMax atomic.Int64
+	skips     ticketSkips // ticket locks: tickets given up, to skip (ticket.go)
 }
 
 func (d *diag) getInfo() *lockInfo {

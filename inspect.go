@@ -2,6 +2,7 @@ package lockword
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -51,9 +52,16 @@ type ObjectInfo struct {
 	//	                   granted to the next ticket, whose process has
 	//	                   not taken it yet: nobody holds it
 	//
+	//	"corrupt"          its words hold a state that no valid history
+	//	                   produces (Reason says which): lock calls
+	//	                   return ErrCorrupt; recreate the region
+	//
 	// for a Cond, "idle" or "waiting" (Queued goroutines wait on it), and
 	// "" for an object that is neither (bytes).
 	State string `json:"state"`
+	// Reason says, for State "corrupt", what is impossible about the
+	// words, with their values.
+	Reason string `json:"reason,omitempty"`
 	// HolderPID is the holding process's PID: 0 when free, and when
 	// unknown (the holder died and its process-table slot has since been
 	// taken by another process). HolderAlive is whether it is still
@@ -194,6 +202,44 @@ func inspectRegion(path string, mode openMode) (*RegionInfo, error) {
 		return nil, err
 	}
 	defer r.close()
+	// A monitor must survive what it monitors: a file truncated while we
+	// read it faults, and that is reported (ErrTruncated), not fatal.
+	var info *RegionInfo
+	err = guardFault(func() error { return &regionError{op: "inspect region " + r.path, err: r.faultCause()} }, func() error {
+		info = r.inspect()
+		return nil
+	})
+	return info, err
+}
+
+// Inspect describes r's objects and processes as InspectRegion does, through
+// this open handle: for a region that has no path to open (CreateMemfdRegion,
+// OpenRegionFile) and for a process that has the region open anyway. It
+// first re-reads the object table under the region's file lock, so objects
+// that other processes created since are included. It stamps fast-path
+// holds as InspectRegion does (unless r is read-only). It returns
+// ErrRegionClosed after Close, and ErrTruncated (and ErrBadSize) if the file
+// has shrunk under the mapping; a corrupt table is reported as an open
+// reports it.
+func (r *Region) Inspect() (*RegionInfo, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrRegionClosed
+	}
+	if err := r.refreshObjects(); err != nil {
+		return nil, err
+	}
+	var info *RegionInfo
+	err := guardFault(func() error { return &regionError{op: "inspect region " + r.path, err: r.faultCause()} }, func() error {
+		info = r.inspect()
+		return nil
+	})
+	return info, err
+}
+
+// inspect describes r's objects and processes (see InspectRegion).
+func (r *Region) inspect() *RegionInfo {
 	info := &RegionInfo{
 		Path:     r.path,
 		Size:     int64(len(r.data)),
@@ -215,7 +261,7 @@ func inspectRegion(path string, mode openMode) (*RegionInfo, error) {
 		a := insp.check(makeToken(s, st&procGenMask))
 		info.Processes = append(info.Processes, ProcessInfo{Slot: int(s), PID: int(a.pid), Alive: a.alive})
 	}
-	return info, nil
+	return info
 }
 
 func (r *Region) sortedObjects() []regionObject {
@@ -270,6 +316,10 @@ func inspectMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 		return
 	case ownerNotRecoverable:
 		info.State = "not-recoverable"
+		return
+	}
+	if !validToken(owner) {
+		info.State, info.Reason = "corrupt", fmt.Sprintf("owner token %#x names no incarnation (generation %d)", owner, tokenGen(owner))
 		return
 	}
 	setHolder(info, insp.check(owner))

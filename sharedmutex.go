@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync/atomic"
 	"time"
@@ -82,7 +83,7 @@ var (
 	// lock; the data it protects cannot be trusted. The way out: restore
 	// the data by other means, then SharedMutex.Reinitialize (or use a new
 	// object name, or a new region).
-	ErrNotRecoverable = errors.New("lockword: shared lock is not recoverable: a holder unlocked it after an owner death without marking it consistent")
+	ErrNotRecoverable = errors.New("lockword: shared lock is not recoverable: after an owner death it was unlocked without MarkConsistent (or Lock had no repair function)")
 )
 
 // OwnerDeadError is the error LockContext returns, with the lock held,
@@ -318,7 +319,7 @@ func (m *SharedMutex) Unlock() {
 // returns an error if this process does not hold m; on a lock that is not
 // inconsistent it does nothing.
 func (m *SharedMutex) MarkConsistent() error {
-	for {
+	for range retryLimit { // a CAS fails only if waiters or the stamp bit came
 		w := m.word.Load()
 		if w&ownerMask != m.token {
 			return fmt.Errorf("lockword: MarkConsistent of SharedMutex %q, which this process does not hold", m.name)
@@ -327,6 +328,11 @@ func (m *SharedMutex) MarkConsistent() error {
 			return nil
 		}
 	}
+	return m.errCorrupt("lock word keeps changing under its holder")
+}
+
+func (m *SharedMutex) errCorrupt(format string, args ...any) error {
+	return &CorruptError{Kind: "SharedMutex", Object: m.name, Region: m.r.path, Reason: fmt.Sprintf(format, args...)}
 }
 
 // Reinitialize makes a not-recoverable m usable again: unlocked and
@@ -433,7 +439,13 @@ func (m *SharedMutex) tryLockSlow() bool {
 
 //go:noinline
 func (m *SharedMutex) unlockSlow() {
-	for {
+	for i := 0; ; i++ {
+		if i == retryLimit {
+			// Only waiters and inspectors change a held word, once
+			// each: one that keeps changing is being overwritten.
+			slog.Warn("lockword: Unlock gave up on a lock word that keeps changing (corrupt)", "lock", m.name, "region", m.r.path)
+			return
+		}
 		w := m.word.Load()
 		if owner := w & ownerMask; owner != m.token {
 			m.unlockMisuse(owner)
@@ -558,7 +570,7 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 	reported := false
 	var checked time.Time // when the holder was last checked; zero: never
 	var holderPID uint32
-	for {
+	for i := 1; ; i++ {
 		w := m.word.Load()
 		owner := w & ownerMask
 		switch owner {
@@ -571,9 +583,17 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 				}
 				return nil
 			}
+			// Lost the race to another taker (or the word changed):
+			// a word that keeps changing must not outlast ctx.
+			if i%retryCheckEvery == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
 			continue
 		case ownerNotRecoverable:
 			return m.errNotRecoverable()
+		}
+		if !validToken(owner) {
+			return m.errCorrupt("owner token %#x names no incarnation (generation %d)", owner, tokenGen(owner))
 		}
 		done := ctx.Err() != nil
 		if owner != m.token && (done || (slept && time.Since(checked) >= ownerCheckInterval)) {

@@ -271,7 +271,7 @@ func (e *ringEnd) reopenIfOver() {
 
 // claim takes our role: free, or held by a process that has died.
 func (e *ringEnd) claim() error {
-	for {
+	for range retryLimit { // a CAS fails only if another claimant moved the word
 		w := e.role.Load()
 		if w == 0 {
 			if e.role.CompareAndSwap(0, e.token) {
@@ -291,6 +291,7 @@ func (e *ringEnd) claim() error {
 			return nil
 		}
 	}
+	return e.corrupt("role word keeps changing while claimed")
 }
 
 // release gives up our role, if we still hold it, and makes the handle

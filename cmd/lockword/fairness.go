@@ -426,8 +426,13 @@ func lockerStarvation(l interface {
 	return starvationCheck("one goroutine re-locking in a tight loop while another locks", limit, once, once)
 }
 
-// round rounds a duration for printing: to 0.1 µs below 1 ms, else to µs.
+// round rounds a duration for printing: not at all below 1 µs (an
+// uncontended wait is tens of ns, not "0s"), to 0.1 µs below 1 ms, else
+// to µs.
 func round(d time.Duration) time.Duration {
+	if d < time.Microsecond {
+		return d
+	}
 	if d < time.Millisecond {
 		return d.Round(100 * time.Nanosecond)
 	}

@@ -196,7 +196,11 @@ func runRm(args []string, stdout, stderr io.Writer) int {
 		case status == exitOK:
 			status = exitFail
 		}
-		fmt.Fprintf(stderr, "lockword rm: %s\n", errText(err))
+		hint := ""
+		if status == exitFail && !errors.Is(err, lockword.ErrRegionInUse) && !*force {
+			hint = " (not a valid region: 'lockword rm -force PATH' removes it anyway)"
+		}
+		fmt.Fprintf(stderr, "lockword rm: %s%s\n", errText(err), hint)
 	}
 	return status
 }

@@ -172,7 +172,7 @@ func workerMain(specJSON string) int {
 		fmt.Fprintf(os.Stderr, "lockword torture worker %d: %s\n", os.Getpid(), errText(err))
 		return exitFail
 	}
-	r, err := lockword.OpenRegion(spec.Region, nil)
+	r, err := openTortureRegion(spec.Region)
 	if err != nil {
 		return fail(err)
 	}
@@ -368,7 +368,7 @@ func (k *killReport) failures() []string {
 		why = append(why, fmt.Sprintf("%d recoveries for %d kills of a holder", k.Recoveries, k.HolderKills))
 	}
 	for _, e := range k.WorkerErrors {
-		why = append(why, "worker failed: "+e)
+		why = append(why, e)
 	}
 	return why
 }
@@ -380,6 +380,46 @@ type workerProc struct {
 	out  *bytes.Buffer
 	done chan struct{} // closed when it has exited and been reaped
 	err  error         // cmd.Wait's result, once done is closed
+}
+
+// tortureRegion creates the region of a -procs run: in an anonymous memory
+// file (CreateMemfdRegion), which the worker processes inherit as fd 3
+// (workerFiles) and which vanishes with the last of them, so that nothing
+// is left behind, even when the supervisor is killed with SIGKILL (its
+// workers then die too: workerAttr). Where memfds are not available it
+// falls back to a file under regionDir, removed by cleanup. name labels
+// it (in /proc/PID/fd, or as the file name).
+func tortureRegion(name string, size int64) (r *lockword.Region, cleanup func(), err error) {
+	label := fmt.Sprintf("%s-%d-%08x", name, os.Getpid(), rand.Uint32())
+	if r, err = lockword.CreateMemfdRegion(label, size, nil); err == nil {
+		return r, func() { r.Close() }, nil
+	}
+	path := filepath.Join(regionDir(), label)
+	if r, err = lockword.CreateRegion(path, size, nil); err != nil {
+		return nil, nil, err
+	}
+	return r, func() { r.Close(); os.Remove(path) }, nil
+}
+
+// workerFiles are the files a worker process of r's run inherits: the
+// region's, as fd 3, when it has no path (a memfd).
+func workerFiles(r *lockword.Region) []*os.File {
+	if strings.HasPrefix(r.Path(), memfdPrefix) {
+		return []*os.File{r.File()}
+	}
+	return nil
+}
+
+// memfdPrefix starts the Path of a region in a memfd.
+const memfdPrefix = "memfd:"
+
+// openTortureRegion is a worker's open of its run's region: the inherited
+// fd 3 for a memfd region (path "memfd:..."), else the file at path.
+func openTortureRegion(path string) (*lockword.Region, error) {
+	if strings.HasPrefix(path, memfdPrefix) {
+		return lockword.OpenRegionFile(os.NewFile(3, path), nil)
+	}
+	return lockword.OpenRegion(path, nil)
 }
 
 // regionDir is where torture puts its region: /dev/shm when it exists.
@@ -400,14 +440,13 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 			return nil, err
 		}
 	}
-	path := filepath.Join(regionDir(), fmt.Sprintf("lockword-torture-%d-%08x", os.Getpid(), rand.Uint32()))
 	size := int64(1<<20 + stateSize(cfg.procs, cfg.workers))
-	r, err := lockword.CreateRegion(path, size, nil)
+	r, cleanup, err := tortureRegion("lockword-torture", size)
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(path)
-	defer r.Close()
+	defer cleanup()
+	path := r.Path()
 	m, err := openProcLock(r, name)
 	if err != nil {
 		return nil, err
@@ -433,6 +472,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		w := &workerProc{cmd: workerCommand(exe, name, path), ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
 		w.cmd.Env = append(os.Environ(), workerEnv+"="+string(js))
 		w.cmd.SysProcAttr = workerAttr()
+		w.cmd.ExtraFiles = workerFiles(r)
 		w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
 		if err := w.cmd.Start(); err != nil {
 			return nil, err
@@ -492,7 +532,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	var kr *killReport
 	if cfg.kill {
 		respawn := func(proc int, ids []int) (*workerProc, error) { kills.Add(1); return spawn(proc, ids) }
-		kr = killLoop(cfg, path, st, procs, respawn)
+		kr = killLoop(cfg, r, st, procs, respawn)
 	} else if cfg.timed() {
 		select {
 		case <-time.After(cfg.duration):
@@ -535,7 +575,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	run := hammerRun{perWorker: make([]int64, cfg.workers), elapsed: elapsed}
 	for i := range run.perWorker {
 		run.perWorker[i] = int64(get(st, committedOff(cfg.procs, i+1))) / cfg.value
-		if spec.Iters > 0 && !interrupted {
+		if spec.Iters > 0 && !interrupted && len(failed) == 0 {
 			// Counted: every worker made exactly its additions (it
 			// exits only then); Expected is the full count.
 			run.perWorker[i] = spec.Iters
@@ -563,8 +603,11 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		}
 		kr.WorkerErrors = append(kr.WorkerErrors, failed...)
 		rep.killed = kr
-	} else if len(failed) > 0 {
-		return nil, fmt.Errorf("worker processes failed: %s", strings.Join(failed, "; "))
+	} else {
+		// A worker that failed (killed from outside, say) fails the
+		// run, with the report of what the others did: Expected is
+		// then the committed additions, as in a -kill run.
+		rep.workerErrors = failed
 	}
 	if unprotected {
 		rep.noStats = "no lock, nothing to measure"
@@ -572,7 +615,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		s := m.Stats()
 		frac := s.SlowPathFraction()
 		rep.slowPath = &frac
-		if kr == nil && !interrupted {
+		if kr == nil && !interrupted && len(failed) == 0 {
 			// Every acquisition was a worker's: the counts must agree,
 			// less, in a timed run, the one acquisition in which each
 			// worker found the stop flag and added nothing. (Not after
@@ -634,7 +677,7 @@ func stopWorkers(cfg *config, st []byte, procs []*workerProc) (failed []string, 
 			<-w.done
 			killed = append(killed, w.cmd.Process.Pid)
 		} else if w.err != nil {
-			failed = append(failed, fmt.Sprintf("PID %d: %v: %s", w.cmd.Process.Pid, w.err, strings.TrimSpace(w.out.String())))
+			failed = append(failed, workerFailure(w))
 		}
 	}
 	return failed, hung, killed
@@ -660,7 +703,7 @@ var closedTimer = func() <-chan time.Time {
 // killLoop is the -kill supervisor: kill a worker process (half the time
 // the lock's holder), start a replacement with the same worker ids, and,
 // when the victim held the lock, wait for its recovery and time it.
-func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn func(int, []int) (*workerProc, error)) *killReport {
+func killLoop(cfg *config, r *lockword.Region, st []byte, procs []*workerProc, spawn func(int, []int) (*workerProc, error)) *killReport {
 	kr := &killReport{killed: map[int]bool{}}
 	start := time.Now()
 	lastTotal, lastProgress := get(st, stCounter), time.Now()
@@ -676,7 +719,7 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 		// A worker that exited by itself has failed.
 		select {
 		case <-w.done:
-			kr.WorkerErrors = append(kr.WorkerErrors, fmt.Sprintf("PID %d exited: %v: %s", w.cmd.Process.Pid, w.err, strings.TrimSpace(w.out.String())))
+			kr.WorkerErrors = append(kr.WorkerErrors, workerFailure(w))
 			return kr
 		default:
 		}
@@ -691,7 +734,7 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 		// the recoverer names the dead PID before it marks), or ended.
 		// Recoveries are counted after the mark, so the inconsistent bit
 		// is never left over from the previous kill's recovery.
-		pid, inconsistent := holder(path)
+		pid, inconsistent := holder(r)
 		held := pid == w.cmd.Process.Pid || inconsistent || int(get(st, stRecovering)) == w.cmd.Process.Pid ||
 			get(st, stRecoveries) != recoveredBefore
 		next, err := spawn(-1, w.ids)
@@ -783,8 +826,8 @@ func awaitHolder(st []byte, procs []*workerProc, wait time.Duration) (int, bool)
 // holder returns the PID of the torture lock's holder (0 if none) and
 // whether the lock is inconsistent: taken from a dead owner by an acquirer
 // that has not yet marked it consistent.
-func holder(path string) (pid int, inconsistent bool) {
-	info, err := lockword.InspectRegion(path)
+func holder(r *lockword.Region) (pid int, inconsistent bool) {
+	info, err := r.Inspect()
 	if err != nil {
 		return 0, false
 	}
@@ -812,4 +855,22 @@ func procKindNames() string {
 		}
 	}
 	return strings.Join(names, ", ")
+}
+
+// workerFailure says how a worker process that ended by itself failed: its
+// exit status or the signal that killed it (not sent by this run), and
+// what it printed.
+func workerFailure(w *workerProc) string {
+	how := fmt.Sprint(w.err)
+	var ee *exec.ExitError
+	if errors.As(w.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			how = fmt.Sprintf("died of signal %d (%v), which this run did not send", int(ws.Signal()), ws.Signal())
+		}
+	}
+	msg := fmt.Sprintf("worker process PID %d %s", w.cmd.Process.Pid, how)
+	if out := strings.TrimSpace(w.out.String()); out != "" {
+		msg += ": " + out
+	}
+	return msg
 }

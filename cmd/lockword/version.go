@@ -71,6 +71,9 @@ func versionLine(info *debug.BuildInfo, ok bool) string {
 		if vcs["vcs.modified"] == "true" {
 			line += " modified"
 		}
+	} else if info.Main.Version == "(devel)" {
+		// go run, or go build with -buildvcs=false (GOFLAGS may say so).
+		line += ", no commit recorded"
 	}
 	return line + ", " + info.GoVersion
 }
