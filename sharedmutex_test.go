@@ -468,68 +468,7 @@ func startHolder(t *testing.T, path, name string, kind ...string) *child {
 // TestSharedMutexOwnerDeath: a holder is SIGKILLed while a waiter is
 // already waiting; the waiter gets the lock with ErrOwnerDead within
 // 100 ms of the kill, repairs, marks it consistent, and the lock works on.
-func TestSharedMutexOwnerDeath(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	m, _ := r.Mutex("m")
-	data, _ := r.Bytes("data", 8)
-	rounds := 5
-	if testing.Short() {
-		rounds = 2
-	}
-	var worst time.Duration
-	for range rounds {
-		c := startHolder(t, path, "m")
-		got := make(chan error, 1)
-		var offCPU time.Duration // the waiter's thread runnable without a CPU, from the kill on
-		tid := make(chan int, 1)
-		start := make(chan int64, 1)
-		go func() {
-			// On a thread of its own, whose time on the kernel's run
-			// queue says how much of the latency is the host's.
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			tid <- syscall.Gettid()
-			err := m.LockContext(context.Background())
-			offCPU = time.Duration(threadRunqueueNs(syscall.Gettid()) - <-start)
-			got <- err
-		}()
-		waiter := <-tid
-		time.Sleep(60 * time.Millisecond) // the waiter is asleep in the kernel
-		start <- threadRunqueueNs(waiter)
-		killed := time.Now()
-		c.cmd.Process.Kill()
-		err := <-got
-		latency := time.Since(killed)
-		c.exit()
-		worst = max(worst, latency)
-		if !errors.Is(err, ErrOwnerDead) {
-			t.Fatalf("waiter got %v, want ErrOwnerDead", err)
-		}
-		if !strings.Contains(err.Error(), strconv.Itoa(c.pid())) {
-			t.Errorf("error does not name the dead holder's PID %d: %v", c.pid(), err)
-		}
-		// The bound is the 10 ms polling's, on a host that runs the
-		// waiter: a loaded 2-core host can keep a runnable thread off
-		// the CPU for hundreds of ms (seen: 525 ms at load 14), which no
-		// polling design can help, so that time is not counted. A waiter
-		// that sleeps through the death sleeps, and counts in full.
-		if counted := latency - max(offCPU, 0); counted > 100*time.Millisecond {
-			t.Errorf("owner death noticed after %v (%v of it runnable without a CPU), want within 100ms", latency, offCPU)
-		}
-		// Repair, mark consistent, unlock: the lock is healthy again.
-		ne.PutUint64(data, ne.Uint64(data)+1)
-		if err := m.MarkConsistent(); err != nil {
-			t.Fatal(err)
-		}
-		m.Unlock()
-		if err := m.LockContext(context.Background()); err != nil {
-			t.Fatalf("after recovery: %v", err)
-		}
-		m.Unlock()
-	}
-	t.Logf("worst detection latency over %d kills: %v", rounds, worst)
-}
+func TestSharedMutexOwnerDeath(t *testing.T) { testOwnerDeath(t, "mutex") }
 
 // TestSharedMutexOwnerDeathTryPaths: a dead holder found by a caller that
 // arrives after the death (no waiter was sleeping), through LockContext
