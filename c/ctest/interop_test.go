@@ -192,4 +192,3 @@ func TestCWaiterDetectsDeadGoHolder(t *testing.T) {
 		}
 	}
 }
-
