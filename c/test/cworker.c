@@ -8,7 +8,7 @@
  *       comma-separated list of worker ids, one thread each. BROKEN 1
  *       takes the lock by storing the token without looking at the word:
  *       the mixed torture must then FAIL.
- *   cworker open PATH             print the open's code: "CODE NAME"
+ *   cworker open PATH...          print each open's code: "CODE NAME"
  *   cworker stress THREADS ITERS [broken]  in-process stress on a fresh
  *                                 region (broken: a trylock ignoring the word)
  *   cworker send REGION RING CAP COUNT   variable-length messages, checked
@@ -253,19 +253,18 @@ static int cmd_torture(int argc, char **argv) {
 }
 
 static int cmd_open(int argc, char **argv) {
-	if (argc != 3)
-		return 2;
-	lw_region *r;
-	int err = lw_region_open_init(argv[2], -1, &r);
-	if (err == 0) {
-		/* Touch every object the opener accepted: a mutex's word, a
-		 * ring's indices (any error but a crash). */
-		lw_mutex *m;
-		if (lw_region_mutex(r, "m", &m) == 0)
-			(void)lw_mutex_word(m);
-		err = lw_region_close(r);
+	for (int i = 2; i < argc; i++) {
+		lw_region *r;
+		int err = lw_region_open_init(argv[i], -1, &r);
+		if (err == 0) {
+			/* Touch an object the opener accepted. */
+			lw_mutex *m;
+			if (lw_region_mutex(r, "m", &m) == 0)
+				(void)lw_mutex_word(m);
+			err = lw_region_close(r);
+		}
+		printf("%d %s\n", err, lw_strerror(err));
 	}
-	printf("%d %s\n", err, lw_strerror(err));
 	return 0;
 }
 
