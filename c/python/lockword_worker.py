@@ -56,6 +56,13 @@ def main(argv):
     def committed(i):
         return word(ST_READY + 8 * procs + 8 * i)
 
+    def note(what, pid):
+        log = os.environ.get("LOCKWORD_TORTURE_LANG_LOG")
+        if log:
+            with open(log, "a") as f:
+                f.write(f"python {what} {os.getpid()} {pid}\n")
+
+    note("start", 0)
     if proc >= 0:
         word(ST_READY + 8 * proc).value = 1
     while word(ST_GO).value == 0:
@@ -76,6 +83,7 @@ def main(argv):
             word(ST_ROLLED_BACK).value += 1
         word(ST_OWNER).value = 0
         check("consistent", lib.lw_mutex_consistent(m))
+        note("recovered", dead_pid)
         n = word(ST_RECOVERIES).value
         word(ST_READY + 8 * procs + 8 * (workers + 1) + 8 * (n % RECOVERY_LOG)).value = dead_pid
         word(ST_LAST_RECOVERY).value = time.time_ns()

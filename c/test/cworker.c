@@ -101,6 +101,20 @@ static size_t recovered_off(int procs, int workers, uint64_t i) {
 	return st_ready + 8 * (size_t)procs + 8 * (size_t)(workers + 1) + 8 * (size_t)(i % recovery_log);
 }
 
+/* note appends a line to $LOCKWORD_TORTURE_LANG_LOG, if set: which
+ * processes are C, and which recoveries C workers made, for the tests that
+ * check that holders of each language were recovered by each. */
+static void note(const char *what, uint32_t pid) {
+	const char *path = getenv("LOCKWORD_TORTURE_LANG_LOG");
+	if (!path)
+		return;
+	FILE *f = fopen(path, "a");
+	if (f) {
+		fprintf(f, "c %s %d %u\n", what, (int)getpid(), pid);
+		fclose(f);
+	}
+}
+
 /* repair_state and recover_state are repairState and recoverState. */
 static void recover_state(struct torture *t, uint32_t dead_pid) {
 	unsigned char *st = t->st;
@@ -118,6 +132,7 @@ static void recover_state(struct torture *t, uint32_t dead_pid) {
 	int err = lw_mutex_consistent(t->m);
 	if (err)
 		die("consistent", err);
+	note("recovered", dead_pid);
 	uint64_t n = get(st, st_recoveries);
 	put(st, recovered_off(t->procs, t->workers, n), dead_pid);
 	put(st, st_last_recovery, (uint64_t)now_unix_ns());
@@ -229,6 +244,7 @@ static int cmd_torture(int argc, char **argv) {
 	int ids[1024], n = 0;
 	for (char *s = argv[11], *tok; n < 1024 && (tok = strtok(s, ",")) != NULL; s = NULL)
 		ids[n++] = atoi(tok);
+	note("start", 0);
 	if (proc >= 0)
 		put(t.st, st_ready + 8 * (size_t)proc, 1);
 	while (get(t.st, st_go) == 0)
