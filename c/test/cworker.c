@@ -18,6 +18,7 @@
  *                                 "CODE DEADPID MS MONO_NS": the wait in ms,
  *                                 and CLOCK_MONOTONIC when it ended
  *   cworker create REGION         create a region with "m", "data", "q"
+ *   cworker bench-child REGION I N  a child of bench/cross_test.go
  */
 #define _GNU_SOURCE
 #include "../lockword.h"
@@ -68,7 +69,7 @@ static int64_t mono_ms(void) {
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void die(const char *what, int code) {
+_Noreturn static void die(const char *what, int code) {
 	fprintf(stderr, "cworker %d: %s: %s\n", (int)getpid(), what, lw_strerror(code));
 	exit(1);
 }
@@ -489,6 +490,35 @@ static int cmd_create(int argc, char **argv) {
 	return 0;
 }
 
+/* cmd_bench_child is a child of bench/cross_test.go's contend: the same
+ * region words as its Go children (bytes "data": counter at 0, go at 64,
+ * ready at 128+8i, done at 256+8i; mutex "bench"), N acquisitions. */
+static int cmd_bench_child(int argc, char **argv) {
+	if (argc != 5)
+		return 2;
+	lw_region *r;
+	lw_mutex *m;
+	void *b;
+	int err = lw_region_open(argv[2], &r);
+	if (err || (err = lw_region_mutex(r, "bench", &m)) != 0 || (err = lw_region_bytes(r, "data", 512, &b)) != 0)
+		die("bench child", err);
+	unsigned char *data = b;
+	size_t idx = strtoull(argv[3], NULL, 10);
+	uint64_t n = strtoull(argv[4], NULL, 10);
+	put(data, 128 + 8 * idx, 1);
+	while (get(data, 64) == 0)
+		usleep(50);
+	for (uint64_t i = 0; i < n; i++) {
+		if ((err = lw_mutex_lock(m)) != 0)
+			die("bench lock", err);
+		(*(uint64_t *)(void *)data)++;
+		lw_mutex_unlock(m);
+	}
+	put(data, 256 + 8 * idx, (uint64_t)now_unix_ns());
+	lw_region_close(r);
+	return 0;
+}
+
 /* ---- death detection ---- */
 
 static int cmd_hold(int argc, char **argv) {
@@ -551,6 +581,8 @@ int main(int argc, char **argv) {
 			return cmd_recv(argc, argv);
 		if (!strcmp(c, "hold"))
 			return cmd_hold(argc, argv);
+		if (!strcmp(c, "bench-child"))
+			return cmd_bench_child(argc, argv);
 		if (!strcmp(c, "create"))
 			return cmd_create(argc, argv);
 		if (!strcmp(c, "wait"))
