@@ -43,4 +43,3 @@ func benchUncontendedC(b *testing.B) {
 	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(b.N), "ns/op")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds()/1e6, "Macq/s")
 }
-
