@@ -84,6 +84,19 @@ func regionPath(t *testing.T) string {
 	return p
 }
 
+// goRegion creates a fresh region from Go, closed at the end of the test,
+// and returns its path.
+func goRegion(t *testing.T) (string, *lockword.Region) {
+	t.Helper()
+	path := regionPath(t)
+	r, err := lockword.CreateRegion(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return path, r
+}
+
 // A proc is a running helper process, C or Go, whose stdout is read line
 // by line.
 type proc struct {

@@ -105,12 +105,7 @@ const (
 // Go waiter asleep on it gets ErrOwnerDead naming the C PID within 100 ms.
 func TestGoWaiterDetectsDeadCHolder(t *testing.T) {
 	b := cBuild(t, "plain")
-	path := regionPath(t)
-	r, err := lockword.CreateRegion(path, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	path, r := goRegion(t)
 	m, _ := r.Mutex("m")
 	var lat time.Duration
 	for round := 1; ; round++ {
@@ -152,12 +147,7 @@ func TestGoWaiterDetectsDeadCHolder(t *testing.T) {
 // C waiter gets LW_EOWNERDEAD naming the Go PID within 100 ms.
 func TestCWaiterDetectsDeadGoHolder(t *testing.T) {
 	b := cBuild(t, "plain")
-	path := regionPath(t)
-	r, err := lockword.CreateRegion(path, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	path, r := goRegion(t)
 	if _, err := r.Mutex("m"); err != nil {
 		t.Fatal(err)
 	}

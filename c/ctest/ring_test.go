@@ -56,12 +56,7 @@ const ringCap = 1 << 16
 func TestRingGoToC(t *testing.T) {
 	b := cBuild(t, "plain")
 	n := ringMessages(t)
-	path := regionPath(t)
-	r, err := lockword.CreateRegion(path, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	path, r := goRegion(t)
 	p, err := r.RingProducer("q", ringCap)
 	if err != nil {
 		t.Fatal(err)
@@ -116,12 +111,7 @@ func receiveChecked(t *testing.T, c *lockword.RingConsumer, timeout time.Duratio
 func TestRingCToGo(t *testing.T) {
 	b := cBuild(t, "plain")
 	n := ringMessages(t)
-	path := regionPath(t)
-	r, err := lockword.CreateRegion(path, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	path, r := goRegion(t)
 	c, err := r.RingConsumer("q", ringCap)
 	if err != nil {
 		t.Fatal(err)
@@ -147,12 +137,7 @@ func TestRingProducerKilled(t *testing.T) {
 	b := cBuild(t, "plain")
 	const forever = "1000000000000"
 	t.Run("C producer, Go consumer", func(t *testing.T) {
-		path := regionPath(t)
-		r, err := lockword.CreateRegion(path, 0, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
+		path, r := goRegion(t)
 		c, err := r.RingConsumer("q", ringCap)
 		if err != nil {
 			t.Fatal(err)
@@ -174,12 +159,7 @@ func TestRingProducerKilled(t *testing.T) {
 		t.Logf("%d messages intact before the C producer's death was reported: %v", got, err)
 	})
 	t.Run("Go producer, C consumer", func(t *testing.T) {
-		path := regionPath(t)
-		r, err := lockword.CreateRegion(path, 0, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
+		path, r := goRegion(t)
 		if _, err := r.Bytes("x", 1); err != nil { // the region exists for both
 			t.Fatal(err)
 		}

@@ -395,22 +395,31 @@ static void msg_fill(unsigned char *b, size_t n, uint64_t i) {
 		b[k] = (unsigned char)(i * 31 + k);
 }
 
+/* attach_ring opens REGION (argv[2]) and attaches to ring argv[3] of
+ * capacity argv[4] as the producer or the consumer, then says "attached". */
+static lw_ring *attach_ring(char **argv, bool producer, lw_region **r) {
+	int err = lw_region_open(argv[2], r);
+	if (err)
+		die("open", err);
+	size_t cap = strtoull(argv[4], NULL, 10);
+	lw_ring *q;
+	err = producer ? lw_region_ring_producer(*r, argv[3], cap, &q) : lw_region_ring_consumer(*r, argv[3], cap, &q);
+	if (err)
+		die(producer ? "producer" : "consumer", err);
+	printf("attached\n");
+	fflush(stdout);
+	return q;
+}
+
 static int cmd_send(int argc, char **argv) {
 	if (argc != 6)
 		return 2;
 	lw_region *r;
-	lw_ring *q;
-	int err = lw_region_open(argv[2], &r);
-	if (err)
-		die("open", err);
-	size_t cap = strtoull(argv[4], NULL, 10);
-	if ((err = lw_region_ring_producer(r, argv[3], cap, &q)) != 0)
-		die("producer", err);
+	lw_ring *q = attach_ring(argv, true, &r);
 	uint64_t count = strtoull(argv[5], NULL, 10);
 	size_t max = lw_ring_max_message(q);
 	unsigned char *buf = malloc(max);
-	printf("attached\n");
-	fflush(stdout);
+	int err;
 	for (uint64_t i = 0; i < count; i++) {
 		size_t n = msg_len(i, max);
 		msg_fill(buf, n, i);
@@ -429,18 +438,11 @@ static int cmd_recv(int argc, char **argv) {
 	if (argc != 6)
 		return 2;
 	lw_region *r;
-	lw_ring *q;
-	int err = lw_region_open(argv[2], &r);
-	if (err)
-		die("open", err);
-	size_t cap = strtoull(argv[4], NULL, 10);
-	if ((err = lw_region_ring_consumer(r, argv[3], cap, &q)) != 0)
-		die("consumer", err);
+	lw_ring *q = attach_ring(argv, false, &r);
+	int err;
 	uint64_t count = strtoull(argv[5], NULL, 10), got = 0, bytes = 0;
 	size_t max = lw_ring_max_message(q);
 	unsigned char *buf = malloc(max), *want = malloc(max);
-	printf("attached\n");
-	fflush(stdout);
 	for (;;) {
 		size_t n;
 		err = lw_ring_receive(q, buf, max, &n, 30000000000);
@@ -566,28 +568,18 @@ static int cmd_wait(int argc, char **argv) {
 	return 0;
 }
 
+static const struct {
+	const char *name;
+	int (*run)(int, char **);
+} commands[] = {
+	{"torture", cmd_torture}, {"open", cmd_open}, {"stress", cmd_stress}, {"send", cmd_send}, {"recv", cmd_recv},
+	{"hold", cmd_hold}, {"wait", cmd_wait}, {"create", cmd_create}, {"bench-child", cmd_bench_child},
+};
+
 int main(int argc, char **argv) {
-	if (argc >= 2) {
-		const char *c = argv[1];
-		if (!strcmp(c, "torture"))
-			return cmd_torture(argc, argv);
-		if (!strcmp(c, "open"))
-			return cmd_open(argc, argv);
-		if (!strcmp(c, "stress"))
-			return cmd_stress(argc, argv);
-		if (!strcmp(c, "send"))
-			return cmd_send(argc, argv);
-		if (!strcmp(c, "recv"))
-			return cmd_recv(argc, argv);
-		if (!strcmp(c, "hold"))
-			return cmd_hold(argc, argv);
-		if (!strcmp(c, "bench-child"))
-			return cmd_bench_child(argc, argv);
-		if (!strcmp(c, "create"))
-			return cmd_create(argc, argv);
-		if (!strcmp(c, "wait"))
-			return cmd_wait(argc, argv);
-	}
-	fprintf(stderr, "usage: cworker torture|open|stress|send|recv|hold|wait|create ...\n");
+	for (size_t i = 0; argc >= 2 && i < sizeof commands / sizeof commands[0]; i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].run(argc, argv);
+	fprintf(stderr, "usage: cworker torture|open|stress|send|recv|hold|wait|create|bench-child ...\n");
 	return 2;
 }
