@@ -14,9 +14,12 @@
  *   cworker send REGION RING CAP COUNT   variable-length messages, checked
  *   cworker recv REGION RING CAP COUNT   by the receiver byte for byte
  *   cworker hold REGION LOCK      lock, print "held", then sleep (to be killed)
- *   cworker wait REGION LOCK      lock (a holder is expected to die); print
+ *   cworker api REGION            check the return codes of the API
+ *   cworker wait REGION LOCK [abandon]  lock (a holder is expected to die); print
  *                                 "CODE DEADPID MS MONO_NS": the wait in ms,
- *                                 and CLOCK_MONOTONIC when it ended
+ *                                 and CLOCK_MONOTONIC when it ended; abandon:
+ *                                 unlock without lw_mutex_consistent, then
+ *                                 print the codes of timedlock(0) and trylock
  *   cworker create REGION         create a region with "m", "data", "q"
  *   cworker bench-child REGION I N  a child of bench/cross_test.go
  */
@@ -543,7 +546,7 @@ static int cmd_hold(int argc, char **argv) {
 }
 
 static int cmd_wait(int argc, char **argv) {
-	if (argc != 4)
+	if (argc != 4 && argc != 5)
 		return 2;
 	lw_region *r;
 	lw_mutex *m;
@@ -559,13 +562,110 @@ static int cmd_wait(int argc, char **argv) {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	printf("%d %u %lld %lld\n", err, dead, (long long)ms, (long long)ts.tv_sec * 1000000000 + ts.tv_nsec);
+	bool abandon = argc == 5 && !strcmp(argv[4], "abandon");
 	if (err == 0 || err == LW_EOWNERDEAD) {
-		if (err == LW_EOWNERDEAD)
+		if (err == LW_EOWNERDEAD && !abandon)
 			lw_mutex_consistent(m);
 		lw_mutex_unlock(m);
 	}
+	if (abandon) /* unlocked without repair: not recoverable, for all */
+		printf("%d %d\n", lw_mutex_timedlock(m, 0), lw_mutex_trylock(m));
 	lw_region_close(r);
 	return 0;
+}
+
+/* ---- return codes ---- */
+
+static int api_failures;
+
+static void expect(const char *what, int got, int want) {
+	if (got != want) {
+		printf("FAIL %s: %d (%s), want %d (%s)\n", what, got, lw_strerror(got), want, lw_strerror(want));
+		api_failures++;
+	}
+}
+
+static void *api_other_thread(void *p) {
+	lw_mutex *m = p;
+	/* Ownership is per process: another thread of the holder's process
+	 * may not take the lock, but may unlock it. */
+	expect("trylock from another thread of the holder", lw_mutex_trylock(m), LW_EBUSY);
+	expect("timedlock(0) from another thread of the holder", lw_mutex_timedlock(m, 0), LW_ETIMEDOUT);
+	expect("unlock from another thread of the holder", lw_mutex_unlock(m), 0);
+	return NULL;
+}
+
+/* cmd_api checks the return code of every documented case that one
+ * process can provoke by itself; it prints "ok" or FAIL lines. */
+static int cmd_api(int argc, char **argv) {
+	if (argc != 3)
+		return 2;
+	lw_region *r, *r2;
+	lw_mutex *m, *m2, *again;
+	void *b;
+	lw_ring *p, *c, *p2;
+	expect("create too small", lw_region_create(argv[2], 4096, &r), LW_ETOOSMALL);
+	expect("create", lw_region_create(argv[2], 0, &r), 0);
+	expect("create again", lw_region_create(argv[2], 0, &r2), EEXIST);
+	expect("mutex", lw_region_mutex(r, "m", &m), 0);
+	expect("mutex again", lw_region_mutex(r, "m", &again), 0);
+	expect("same handle", again == m, 1);
+	expect("bytes named as a mutex", lw_region_bytes(r, "m", 8, &b), LW_EOBJKIND);
+	expect("empty name", lw_region_mutex(r, "", &m2), LW_EOBJNAME);
+	expect("control character", lw_region_mutex(r, "a\nb", &m2), LW_EOBJNAME);
+	expect("49-byte name", lw_region_mutex(r, "0123456789012345678901234567890123456789012345678", &m2), LW_EOBJNAME);
+	expect("bytes", lw_region_bytes(r, "data", 100, &b), 0);
+	expect("bytes of another size", lw_region_bytes(r, "data", 101, &b), LW_EOBJBOUNDS);
+	expect("bytes of 0", lw_region_bytes(r, "zero", 0, &b), LW_EOBJBOUNDS);
+	expect("unlock of a free lock", lw_mutex_unlock(m), LW_EPERM);
+	expect("consistent of a free lock", lw_mutex_consistent(m), LW_EPERM);
+	expect("lock", lw_mutex_lock(m), 0);
+	expect("close while holding", lw_region_close(r), LW_EREGIONBUSY);
+	expect("trylock of a held lock", lw_mutex_trylock(m), LW_EBUSY);
+	expect("timedlock of a held lock", lw_mutex_timedlock(m, 20000000), LW_ETIMEDOUT);
+	pthread_t th;
+	pthread_create(&th, NULL, api_other_thread, m);
+	pthread_join(th, NULL);
+	expect("free after the other thread's unlock", lw_mutex_trylock(m), 0);
+	expect("consistent of a consistent lock", lw_mutex_consistent(m), 0);
+	expect("unlock", lw_mutex_unlock(m), 0);
+	/* A second handle of this process is another owner: it sees our
+	 * hold as another process's, and may not unlock it. */
+	expect("second handle", lw_region_open(argv[2], &r2), 0);
+	expect("second handle's mutex", lw_region_mutex(r2, "m", &m2), 0);
+	expect("lock through the first", lw_mutex_lock(m), 0);
+	expect("unlock through the second", lw_mutex_unlock(m2), LW_EPERM);
+	expect("timedlock through the second", lw_mutex_timedlock(m2, 0), LW_ETIMEDOUT);
+	expect("unlock through the first", lw_mutex_unlock(m), 0);
+	expect("second closes", lw_region_close(r2), 0);
+	/* Rings. */
+	expect("ring capacity not a power of two", lw_region_ring_producer(r, "q", 100, &p), LW_EOBJBOUNDS);
+	expect("producer", lw_region_ring_producer(r, "q", 256, &p), 0);
+	expect("second producer", lw_region_ring_producer(r, "q", 256, &p2), LW_ERINGBUSY);
+	expect("other capacity", lw_region_ring_consumer(r, "q", 512, &c), LW_EOBJBOUNDS);
+	expect("consumer", lw_region_ring_consumer(r, "q", 256, &c), 0);
+	char msg[300] = "x";
+	size_t n;
+	expect("message too large", lw_ring_send(p, msg, 249, 0), LW_EMSGSIZE);
+	expect("largest message", lw_ring_send(p, msg, 248, 0), 0);
+	expect("full", lw_ring_send(p, msg, 1, 10000000), LW_ETIMEDOUT);
+	expect("receive into a small buffer", lw_ring_receive(c, msg, 10, &n, 0), LW_EMSGSIZE);
+	expect("needed", (int)n, 248);
+	expect("receive", lw_ring_receive(c, msg, sizeof msg, &n, 0), 0);
+	expect("empty", lw_ring_receive(c, msg, sizeof msg, &n, 10000000), LW_ETIMEDOUT);
+	expect("send on a consumer", lw_ring_send(c, msg, 1, 0), EINVAL);
+	expect("send", lw_ring_send(p, "abc", 3, 0), 0);
+	lw_ring_close(p);
+	expect("send after close", lw_ring_send(p, msg, 1, 0), LW_ERINGCLOSED);
+	expect("drain after close", lw_ring_receive(c, msg, sizeof msg, &n, 0), 0);
+	expect("closed", lw_ring_receive(c, msg, sizeof msg, &n, 0), LW_ERINGCLOSED);
+	lw_ring_free(p);
+	lw_ring_free(c);
+	expect("close", lw_region_close(r), 0);
+	unlink(argv[2]);
+	if (api_failures == 0)
+		printf("ok\n");
+	return api_failures != 0;
 }
 
 static const struct {
@@ -573,7 +673,7 @@ static const struct {
 	int (*run)(int, char **);
 } commands[] = {
 	{"torture", cmd_torture}, {"open", cmd_open}, {"stress", cmd_stress}, {"send", cmd_send}, {"recv", cmd_recv},
-	{"hold", cmd_hold}, {"wait", cmd_wait}, {"create", cmd_create}, {"bench-child", cmd_bench_child},
+	{"hold", cmd_hold}, {"wait", cmd_wait}, {"create", cmd_create}, {"bench-child", cmd_bench_child}, {"api", cmd_api},
 };
 
 int main(int argc, char **argv) {
