@@ -323,7 +323,8 @@ int lw_region_create(const char *path, int64_t size, lw_region **out);
 int lw_region_open(const char *path, lw_region **out);
 
 /* lw_region_open_init is lw_region_open waiting at most init_timeout_ns
- * for the creator (negative: do not wait). */
+ * nanoseconds for the creator (0: the default 2 s; negative: do not wait,
+ * as Go's RegionOptions.InitTimeout). */
 int lw_region_open_init(const char *path, int64_t init_timeout_ns, lw_region **out);
 
 /* lw_region_open_or_create opens path, creating it with size bytes if it
