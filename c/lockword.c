@@ -223,8 +223,14 @@ static int self_identity(lw_ident *me) {
 	return boot_id(me->boot);
 }
 
-/* process_alive is processAlive: errs towards alive. */
+/* process_alive is processAlive: errs towards alive. Built with
+ * -DLW_TEST_BROKEN_ALIVE it declares every other process dead, a broken
+ * check that the tests must catch (TestBrokenLivenessIsCaught). */
 static bool process_alive(const lw_ident *me, const lw_ident *id) {
+#ifdef LW_TEST_BROKEN_ALIVE
+	if (id->pid != me->pid)
+		return false;
+#endif
 	if (memcmp(id->boot, me->boot, 16) != 0)
 		return false; /* registered during an earlier boot */
 	if (id->pidns == 0 || id->pidns != me->pidns)

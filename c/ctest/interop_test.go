@@ -7,10 +7,12 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/cbuild"
 )
 
 // TestCOpensGoRegionAndBack: a region Go created is opened by C and the
@@ -180,5 +182,68 @@ func TestCWaiterDetectsDeadGoHolder(t *testing.T) {
 		if round == deathRounds {
 			t.Fatalf("death of a Go holder noticed after %v in each of %d rounds, want within %v", lat, deathRounds, deathBound)
 		}
+	}
+}
+
+// TestStoppedHolderNotRobbed: a live holder stopped with SIGSTOP, of
+// either language, is never taken for dead by a waiter of the other: the
+// waiter times out (and gets the lock once the holder runs again and dies).
+func TestStoppedHolderNotRobbed(t *testing.T) {
+	stoppedHolderNotRobbed(t, cBuild(t, "plain"))
+}
+
+// TestBrokenLivenessIsCaught: a C library whose liveness check declares
+// every other process dead robs the stopped Go holder, and the check of
+// TestStoppedHolderNotRobbed sees it.
+func TestBrokenLivenessIsCaught(t *testing.T) {
+	b := cBuild(t, cbuild.BrokenAlive)
+	path, _ := goRegion(t)
+	if robbed := cWaiterRobsStoppedGoHolder(t, b, path); !robbed {
+		t.Fatal("the C library with a broken liveness check did not rob a stopped Go holder: the check cannot fail")
+	}
+}
+
+// cWaiterRobsStoppedGoHolder stops a Go holder of "m" and reports whether
+// a C waiter took the lock within 300 ms.
+func cWaiterRobsStoppedGoHolder(t *testing.T, b *cbuild.Built, path string) bool {
+	gh := startGo(t, "hold", path, "m")
+	gh.line(10 * time.Second)
+	gh.cmd.Process.Signal(syscall.SIGSTOP)
+	w := startC(t, b.Worker, "wait", path, "m")
+	w.line(5 * time.Second)
+	select {
+	case <-w.lines:
+		return true
+	case <-time.After(300 * time.Millisecond):
+	}
+	gh.cmd.Process.Kill()
+	if f := strings.Fields(w.line(5 * time.Second)); len(f) == 0 || f[0] != "130" {
+		t.Fatalf("C waiter after the kill: %q, want LW_EOWNERDEAD", f)
+	}
+	return false
+}
+
+func stoppedHolderNotRobbed(t *testing.T, b *cbuild.Built) {
+	path, r := goRegion(t)
+	m, _ := r.Mutex("m")
+	// A stopped C holder, a Go waiter.
+	hold := startC(t, b.Worker, "hold", path, "m")
+	hold.line(5 * time.Second)
+	hold.cmd.Process.Signal(syscall.SIGSTOP)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err := m.LockContext(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Go waiter on a stopped C holder: %v, want the deadline (a live holder is never robbed)", err)
+	}
+	hold.cmd.Process.Kill()
+	if err := m.LockContext(context.Background()); !errors.Is(err, lockword.ErrOwnerDead) {
+		t.Fatalf("after the kill: %v, want ErrOwnerDead", err)
+	}
+	m.MarkConsistent()
+	m.Unlock()
+	// A stopped Go holder, a C waiter.
+	if cWaiterRobsStoppedGoHolder(t, b, path) {
+		t.Fatal("C waiter took a stopped Go holder's lock: a live holder robbed")
 	}
 }

@@ -64,6 +64,9 @@ const (
 	Plain Variant = "plain"
 	TSan  Variant = "tsan" // -fsanitize=thread
 	ASan  Variant = "asan" // -fsanitize=address,undefined
+	// BrokenAlive declares every other process dead: tests show that
+	// their checks catch a liveness check that robs live holders.
+	BrokenAlive Variant = "broken-alive"
 )
 
 func (v Variant) flags() []string {
@@ -72,6 +75,8 @@ func (v Variant) flags() []string {
 		return []string{"-O1", "-g", "-fsanitize=thread"}
 	case ASan:
 		return []string{"-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"}
+	case BrokenAlive:
+		return []string{"-O2", "-DLW_TEST_BROKEN_ALIVE"}
 	}
 	return []string{"-O2"}
 }
