@@ -20,7 +20,7 @@
  *                                 and CLOCK_MONOTONIC when it ended; abandon:
  *                                 unlock without lw_mutex_consistent, then
  *                                 print the codes of timedlock(0) and trylock
- *   cworker create REGION         create a region with "m", "data", "q"
+ *   cworker create REGION [SIZE]  create a region with "m", "data", "q"
  *   cworker bench-child REGION I N  a child of bench/cross_test.go
  */
 #define _GNU_SOURCE
@@ -476,13 +476,13 @@ static int cmd_recv(int argc, char **argv) {
 /* cmd_create makes a region from C, with a mutex "m", bytes "data" and a
  * ring "q", for Go to open. */
 static int cmd_create(int argc, char **argv) {
-	if (argc != 3)
+	if (argc != 3 && argc != 4)
 		return 2;
 	lw_region *r;
 	lw_mutex *m;
 	lw_ring *q;
 	void *b;
-	int err = lw_region_create(argv[2], 0, &r);
+	int err = lw_region_create(argv[2], argc == 4 ? strtoll(argv[3], NULL, 10) : 0, &r);
 	if (err || (err = lw_region_mutex(r, "m", &m)) != 0 || (err = lw_region_bytes(r, "data", 100, &b)) != 0 ||
 	    (err = lw_region_ring_producer(r, "q", 4096, &q)) != 0)
 		die("create", err);
