@@ -69,7 +69,7 @@ func goCode(err error) int {
 // corpus returns the inputs: FuzzOpenRegion's seeds, one corruption per
 // open check, the files under testdata/fuzz/FuzzOpenRegion, and whatever
 // the Go fuzzer has found in this machine's fuzz cache.
-func corpus(t *testing.T) map[string][]byte {
+func corpus(t testing.TB) map[string][]byte {
 	path := filepath.Join(t.TempDir(), "valid")
 	r, err := lockword.CreateRegion(path, arena+4096, nil)
 	if err != nil {
@@ -192,47 +192,73 @@ func TestCCorruptCorpus(t *testing.T) {
 		b := cBuild(t, cbuild.Variant(v))
 		dir := t.TempDir()
 		cases := corpus(t)
-		var names, paths []string
-		for name, data := range cases {
-			p := filepath.Join(dir, fmt.Sprintf("case%d", len(paths)))
-			if err := os.WriteFile(p, data, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			names, paths = append(names, name), append(paths, p)
+		wantCodes(t, b, dir, cases, v)
+	}
+}
+
+// wantCodes opens every case with Go and with the C worker b, and fails
+// unless they agree; every open check must be reached when there are many.
+func wantCodes(t testing.TB, b *cbuild.Built, dir string, cases map[string][]byte, v string) {
+	var names, paths []string
+	for name, data := range cases {
+		p := filepath.Join(dir, fmt.Sprintf("case%d", len(paths)))
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
 		}
-		// Go first, on a copy each: an open attaches and writes the file.
-		want := make([]int, len(paths))
-		for i, p := range paths {
-			cp := p + ".go"
-			os.WriteFile(cp, cases[names[i]], 0o600)
-			r, err := lockword.OpenRegion(cp, &lockword.RegionOptions{InitTimeout: -1})
-			if err == nil {
-				r.Close()
-			}
-			if want[i] = goCode(err); want[i] < 0 {
-				t.Fatalf("%s: Go open returned %v, not one of the open sentinels", names[i], err)
-			}
+		names, paths = append(names, name), append(paths, p)
+	}
+	// Go first, on a copy each: an open attaches and writes the file.
+	want := make([]int, len(paths))
+	for i, p := range paths {
+		cp := p + ".go"
+		os.WriteFile(cp, cases[names[i]], 0o600)
+		r, err := lockword.OpenRegion(cp, &lockword.RegionOptions{InitTimeout: -1})
+		if err == nil {
+			r.Close()
 		}
-		out, err := startC(t, b.Worker, append([]string{"open"}, paths...)...).wait(time.Minute)
-		if err != nil {
-			t.Fatalf("%s C opener crashed or failed over the corpus: %v", v, err)
+		if want[i] = goCode(err); want[i] < 0 {
+			t.Fatalf("%s: Go open returned %v, not one of the open sentinels", names[i], err)
 		}
-		if len(out) != len(paths) {
-			t.Fatalf("%s C opener printed %d results for %d files", v, len(out), len(paths))
+	}
+	out, err := startC(t, b.Worker, append([]string{"open"}, paths...)...).wait(time.Minute)
+	if err != nil {
+		t.Fatalf("%s C opener crashed or failed over the corpus: %v", v, err)
+	}
+	if len(out) != len(paths) {
+		t.Fatalf("%s C opener printed %d results for %d files", v, len(out), len(paths))
+	}
+	seen := map[int]bool{}
+	for i, line := range out {
+		code, _ := strconv.Atoi(strings.Fields(line)[0])
+		seen[code] = true
+		if code != want[i] {
+			t.Errorf("%s: C opener says %q, Go's code is %d", names[i], line, want[i])
 		}
-		seen := map[int]bool{}
-		for i, line := range out {
-			code, _ := strconv.Atoi(strings.Fields(line)[0])
-			seen[code] = true
-			if code != want[i] {
-				t.Errorf("%s: C opener says %q, Go's code is %d", names[i], line, want[i])
-			}
+	}
+	for _, s := range sentinelCodes[1:] { // every check but the file type
+		if len(cases) > 1 && !seen[s.code] {
+			t.Errorf("no corpus file reaches the check of %v (code %d)", s.err, s.code)
 		}
-		for _, s := range sentinelCodes[1:] { // every check but the file type
-			if !seen[s.code] {
-				t.Errorf("no corpus file reaches the check of %v (code %d)", s.err, s.code)
-			}
-		}
+	}
+	if len(cases) > 1 {
 		t.Logf("%s: %d files, C and Go agree on every one", v, len(paths))
 	}
+}
+
+// FuzzCOpenerAgrees is a differential fuzzer: for any file, the C opener
+// returns the code of the sentinel the Go opener returns (or succeeds
+// where Go does), and never crashes. The seeds (the corpus of
+// TestCCorruptCorpus) run with every go test; explore further with
+//
+//	go test -run '^$' -fuzz FuzzCOpenerAgrees -fuzztime 2000x ./c/ctest
+//
+// (each input starts a C process: some hundreds of inputs a second).
+func FuzzCOpenerAgrees(f *testing.F) {
+	for _, data := range corpus(f) {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := cBuild(t, cbuild.Plain)
+		wantCodes(t, b, t.TempDir(), map[string][]byte{"input": data}, "plain")
+	})
 }

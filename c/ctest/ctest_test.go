@@ -42,7 +42,7 @@ var built struct {
 
 // cBuild compiles the C sources (once per test binary, into one temporary
 // directory) in variant v, skipping the test without gcc.
-func cBuild(t *testing.T, v cbuild.Variant) *cbuild.Built {
+func cBuild(t testing.TB, v cbuild.Variant) *cbuild.Built {
 	t.Helper()
 	built.once.Do(func() {
 		built.b = map[cbuild.Variant]*cbuild.Built{}
@@ -100,7 +100,7 @@ func goRegion(t *testing.T) (string, *lockword.Region) {
 // A proc is a running helper process, C or Go, whose stdout is read line
 // by line.
 type proc struct {
-	t     *testing.T
+	t     testing.TB
 	cmd   *exec.Cmd
 	lines chan string
 	done  chan struct{}
@@ -108,7 +108,7 @@ type proc struct {
 	tail  strings.Builder
 }
 
-func start(t *testing.T, cmd *exec.Cmd) *proc {
+func start(t testing.TB, cmd *exec.Cmd) *proc {
 	t.Helper()
 	p := &proc{t: t, cmd: cmd, lines: make(chan string, 1024), done: make(chan struct{})}
 	out, err := cmd.StdoutPipe()
@@ -136,7 +136,7 @@ func start(t *testing.T, cmd *exec.Cmd) *proc {
 }
 
 // startC runs the C worker with args.
-func startC(t *testing.T, worker string, args ...string) *proc {
+func startC(t testing.TB, worker string, args ...string) *proc {
 	return start(t, exec.Command(worker, args...))
 }
 
