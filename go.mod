@@ -5,12 +5,6 @@ go 1.26.0
 require (
 	github.com/gofrs/flock v0.13.2
 	github.com/puzpuzpuz/xsync/v4 v4.5.0
-	github.com/schollz/progressbar/v3 v3.19.1
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
-)
-
-require (
-	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
-	github.com/rivo/uniseg v0.4.7 // indirect
 )

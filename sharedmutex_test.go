@@ -1171,3 +1171,45 @@ func wantInspectState(t *testing.T, path, want string) {
 		t.Fatalf("inspect state %q, want %s", s, want)
 	}
 }
+
+// TestSharedMutexReinitialize: Reinitialize is the way out of
+// ErrNotRecoverable for every process, and refuses a held lock, whose
+// holder (live or dead) must not be stranded or skipped.
+func TestSharedMutexReinitialize(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, _ := r.Mutex("m")
+	if err := m.Reinitialize(); err != nil {
+		t.Fatalf("Reinitialize of a free lock: %v", err)
+	}
+	m.Lock()
+	if err := m.Reinitialize(); !errors.Is(err, ErrRegionBusy) {
+		t.Fatalf("Reinitialize of a lock we hold: %v, want ErrRegionBusy", err)
+	}
+	m.Unlock()
+	c := startHolder(t, path, "m")
+	c.cmd.Process.Kill()
+	c.exit()
+	if err := m.Reinitialize(); !errors.Is(err, ErrRegionBusy) {
+		t.Fatalf("Reinitialize of a dead holder's lock: %v, want ErrRegionBusy (LockContext recovers it)", err)
+	}
+	if err := m.LockContext(context.Background()); !errors.Is(err, ErrOwnerDead) {
+		t.Fatalf("LockContext: %v, want ErrOwnerDead", err)
+	}
+	m.Unlock() // unrepaired: not recoverable
+	if err := m.LockContext(context.Background()); !errors.Is(err, ErrNotRecoverable) {
+		t.Fatalf("%v, want ErrNotRecoverable", err)
+	}
+	if err := m.Reinitialize(); err != nil {
+		t.Fatalf("Reinitialize of a not-recoverable lock: %v", err)
+	}
+	wantInspectState(t, path, "free")
+	if err := m.LockContext(context.Background()); err != nil {
+		t.Fatalf("after Reinitialize: %v", err)
+	}
+	m.Unlock()
+	// Another process sees it usable too.
+	h := startHolder(t, path, "m")
+	h.cmd.Process.Kill()
+	h.exit()
+}

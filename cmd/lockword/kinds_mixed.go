@@ -70,10 +70,10 @@ func procOfID(spec *workerSpec, id int) int {
 	return 0
 }
 
-// workerCommand returns the command that runs one worker process of spec:
-// this binary, re-executed, or for a mixed kind's C and Python processes
-// the C worker or the Python script.
-func workerCommand(exe string, spec workerSpec) (*exec.Cmd, error) {
+// procWorkerCommand returns the command that runs one worker process of
+// spec: this binary, re-executed (workerCommand), or for a mixed kind's C
+// and Python processes the C worker or the Python script.
+func procWorkerCommand(exe string, spec workerSpec) (*exec.Cmd, error) {
 	langs := mixedLanguages[spec.Kind]
 	lang := "go"
 	if len(langs) > 0 && len(spec.IDs) > 0 {
@@ -84,7 +84,7 @@ func workerCommand(exe string, spec workerSpec) (*exec.Cmd, error) {
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(exe)
+		cmd := workerCommand(exe, spec.Kind, spec.Region)
 		cmd.Env = append(os.Environ(), workerEnv+"="+string(js))
 		return cmd, nil
 	}

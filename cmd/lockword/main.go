@@ -10,6 +10,9 @@
 //
 //	torture   hammer locks from many goroutines and check that they exclude
 //	inspect   show the objects and lock states of a shared region file
+//	ls        list the region files in a directory and who is attached
+//	rm        remove region files that no live process is attached to
+//	version   print the build's module version, commit and Go version
 //	help      show help for lockword or for one command
 //
 // Run "lockword help torture" for the torture flags. Exit status is 0 on
@@ -55,6 +58,9 @@ type command struct {
 var commands = []command{
 	{name: "torture", summary: tortureSummary, run: runTorture, help: tortureHelp},
 	{name: "inspect", summary: inspectSummary, run: runInspect, help: inspectHelp},
+	{name: "ls", summary: lsSummary, run: runLs, help: lsHelp},
+	{name: "rm", summary: rmSummary, run: runRm, help: rmHelp},
+	{name: "version", summary: versionSummary, run: runVersion, help: versionHelp},
 }
 
 // errText is err's message for a line that already names the command
@@ -84,6 +90,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if strings.HasPrefix(name, "-") {
+		if v := strings.TrimLeft(name, "-"); lookupCommand(v) != nil {
+			// --version, say: the command is spelt without dashes.
+			fmt.Fprintf(stderr, "lockword: %s is not a flag; the command is 'lockword %s'\n", name, v)
+			fmt.Fprintln(stderr, "Run 'lockword -help' for usage.")
+			return exitUsage
+		}
 		fmt.Fprintf(stderr, "lockword: flag %s given before the command: flags belong to a command, as in 'lockword torture %s'\n", name, name)
 		fmt.Fprintln(stderr, "Run 'lockword -help' for usage.")
 		return exitUsage
@@ -104,16 +116,20 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return exitOK
 	case 1:
+		if args[0] == "help" {
+			usage(stdout)
+			return exitOK
+		}
 		if cmd := lookupCommand(args[0]); cmd != nil {
 			cmd.help(stdout)
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "lockword help: unknown command %q (commands: %s)\n", args[0], commandNames())
-		return exitUsage
 	default:
 		fmt.Fprintln(stderr, "lockword help: expected at most one command name")
-		return exitUsage
 	}
+	fmt.Fprintln(stderr, "Run 'lockword -help' for usage.")
+	return exitUsage
 }
 
 // lookupCommand returns the command called name, or nil.
@@ -166,6 +182,8 @@ Examples:
   lockword torture -lock none       # an unprotected counter: must FAIL, exit 1
   lockword torture -procs 4 -kill   # 4 processes, SIGKILLed at random: exact accounting
   lockword inspect /dev/shm/orders  # who holds which lock in a shared region
+  lockword ls                       # regions under /dev/shm, in use or stale
+  lockword rm orders                # remove /dev/shm/orders once nobody uses it
   lockword help torture
 `)
 }
