@@ -44,6 +44,13 @@ static inline _Atomic uint64_t *w64(unsigned char *base, uint64_t off) {
 	return (_Atomic uint64_t *)(void *)(base + off);
 }
 
+/* Retry bounds (corrupt.go): a CAS loop that fails only because another
+ * party moved the word makes progress in every valid history; a word
+ * rewritten outside the protocol could keep it failing for ever, so loops
+ * look at their deadline every retry_check_every tries, and loops without
+ * one stop after retry_limit. */
+enum { retry_check_every = 64, retry_limit = 1 << 16 };
+
 /* ---- Time, futex, pause ---- */
 
 static int64_t mono_ns(void) {
@@ -770,6 +777,13 @@ static int open_existing(const char *path, int64_t deadline, lw_region **out) {
 		err = LW_ENOTREGULAR;
 		goto fail;
 	}
+	/* checkPermissions: a file others may write (or another user owns)
+	 * is refused, unless it is sealed against shrinking. */
+	int seals = fcntl(fd, F_GET_SEALS);
+	if (!(seals >= 0 && (seals & F_SEAL_SHRINK)) && ((st.st_mode & 022) != 0 || st.st_uid != geteuid())) {
+		err = LW_EUNSAFEPERMS;
+		goto fail;
+	}
 	/* Wait for the creator: first for its ftruncate, then for the magic. */
 	for (;;) {
 		if (fstat(fd, &st) != 0) {
@@ -960,7 +974,17 @@ static int object(lw_region *r, const char *name, uint32_t kind, uint32_t size, 
 		err = ENOMEM;
 		goto out;
 	}
-	/* Re-read the table: other processes may have added objects. */
+	/* Re-read the table: other processes may have added objects. Look at
+	 * the file's size first: a truncated file would fault (checkSize). */
+	struct stat st;
+	if (fstat(r->fd, &st) != 0) {
+		err = errno;
+		goto out;
+	}
+	if ((uint64_t)st.st_size < r->size) {
+		err = LW_ETRUNCATED;
+		goto out;
+	}
 	memcpy(hdr, r->data, LW_ARENA_OFFSET);
 	if ((err = parse_header(hdr, (int64_t)r->size, h)) != 0)
 		goto out;
@@ -1103,8 +1127,10 @@ int lw_mutex_unlock(lw_mutex *m) {
 	uint32_t w = m->token;
 	if (atomic_compare_exchange_strong(m->word, &w, 0))
 		return 0;
-	/* unlockSlow: clear every bit but statistics. */
-	for (;;) {
+	/* unlockSlow: clear every bit but statistics. Only waiters and
+	 * inspectors change a held word, once each: one that keeps changing
+	 * is being overwritten. */
+	for (int i = 0; i < retry_limit; i++) {
 		w = atomic_load(m->word);
 		if ((w & LW_OWNER_MASK) != m->token)
 			return LW_EPERM;
@@ -1119,16 +1145,18 @@ int lw_mutex_unlock(lw_mutex *m) {
 			futex_wake(m->word, 1, true);
 		return 0;
 	}
+	return LW_ECORRUPT;
 }
 
 int lw_mutex_consistent(lw_mutex *m) {
-	for (;;) {
+	for (int i = 0; i < retry_limit; i++) { /* a CAS fails only if waiters or the stamp bit came */
 		uint32_t w = atomic_load(m->word);
 		if ((w & LW_OWNER_MASK) != m->token)
 			return LW_EPERM;
 		if (!(w & LW_WORD_INCONSISTENT) || atomic_compare_exchange_strong(m->word, &w, w & ~LW_WORD_INCONSISTENT))
 			return 0;
 	}
+	return LW_ECORRUPT; /* the lock word keeps changing under its holder */
 }
 
 /* gate_lock takes the process-local gate, by the deadline (-1: none). */
@@ -1186,7 +1214,7 @@ static int lock_slow_wait(lw_mutex *m, int64_t deadline, int64_t *start, uint32_
 	bool slept = false;
 	int64_t checked = 0;
 	int err;
-	for (;;) {
+	for (uint32_t i = 1;; i++) {
 		uint32_t w = atomic_load(m->word);
 		uint32_t owner = w & LW_OWNER_MASK;
 		if (owner == 0) {
@@ -1197,10 +1225,20 @@ static int lock_slow_wait(lw_mutex *m, int64_t deadline, int64_t *start, uint32_
 				err = 0;
 				break;
 			}
+			/* Lost the race (or the word changed): a word that keeps
+			 * changing must not outlast the deadline. */
+			if (i % retry_check_every == 0 && deadline >= 0 && mono_ns() >= deadline) {
+				err = LW_ETIMEDOUT;
+				break;
+			}
 			continue;
 		}
 		if (owner == LW_OWNER_NOT_RECOVERABLE) {
 			err = LW_ENOTRECOVERABLE;
+			break;
+		}
+		if (token_gen(owner) == 0 || token_gen(owner) > LW_OWNER_GEN_MAX) {
+			err = LW_ECORRUPT; /* validToken: names no incarnation */
 			break;
 		}
 		bool done = deadline >= 0 && mono_ns() >= deadline;
@@ -1283,6 +1321,7 @@ struct lw_ring {
 	_Atomic uint64_t *tail, *head;
 	_Atomic uint32_t *not_empty, *not_full;
 	_Atomic uint64_t *sleeps, *wakes;
+	_Atomic uint64_t *messages; /* our side's message count (inspection only) */
 	uint32_t token;
 	int err; /* sticky: corrupt, or closed/detached */
 	int64_t last_check;
@@ -1381,6 +1420,32 @@ static int ring_await(lw_ring *q, _Atomic uint32_t *word, bool closed_first, int
 	}
 }
 
+/* reopen_if_over is reopenIfOver: a closed ring whose stream is over
+ * (head = tail, neither role held by a live process) is opened again,
+ * before this side claims its role; dead roles of the old stream are
+ * cleared, so that the new stream does not report them as dead peers. */
+static void reopen_if_over(lw_ring *q) {
+	if (!((atomic_load(q->not_empty) | atomic_load(q->not_full)) & LW_RING_CLOSED) || atomic_load(q->head) != atomic_load(q->tail))
+		return;
+	_Atomic uint32_t *roles[2] = {q->role, q->peer_role};
+	uint32_t dead[2] = {0, 0};
+	for (int i = 0; i < 2; i++) {
+		uint32_t w = atomic_load(roles[i]), pid;
+		if (w != 0) {
+			if (token_alive(q->r, w & LW_OWNER_MASK, &pid))
+				return;
+			dead[i] = w;
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		uint32_t w = dead[i];
+		if (w != 0)
+			atomic_compare_exchange_strong(roles[i], &w, 0);
+	}
+	atomic_fetch_and(q->not_empty, ~LW_RING_CLOSED);
+	atomic_fetch_and(q->not_full, ~LW_RING_CLOSED);
+}
+
 static int ring_attach(lw_region *r, const char *name, size_t capacity, bool producer, lw_ring **out) {
 	if (capacity < LW_RING_MIN_CAPACITY || capacity > LW_RING_MAX_CAPACITY || (capacity & (capacity - 1)) != 0)
 		return LW_EOBJBOUNDS;
@@ -1410,13 +1475,15 @@ static int ring_attach(lw_region *r, const char *name, size_t capacity, bool pro
 	q->not_full = w32(obj, LW_RING_NOT_FULL);
 	q->sleeps = w64(obj, producer ? LW_RING_PRODUCER_SLEEPS : LW_RING_CONSUMER_SLEEPS);
 	q->wakes = w64(obj, producer ? LW_RING_PRODUCER_WAKES : LW_RING_CONSUMER_WAKES);
+	q->messages = w64(obj, producer ? LW_RING_MESSAGES_SENT : LW_RING_MESSAGES_RECEIVED);
 	q->token = r->token;
-	/* claim: free, or held by a process that died. */
-	for (;;) {
+	reopen_if_over(q);
+	/* claim: free, or held by a process that has died. */
+	bool claimed = false;
+	for (int i = 0; i < retry_limit && !claimed; i++) { /* a CAS fails only if another claimant moved it */
 		uint32_t w = atomic_load(q->role);
 		if (w == 0) {
-			if (atomic_compare_exchange_strong(q->role, &w, q->token))
-				break;
+			claimed = atomic_compare_exchange_strong(q->role, &w, q->token);
 			continue;
 		}
 		uint32_t pid;
@@ -1424,8 +1491,11 @@ static int ring_attach(lw_region *r, const char *name, size_t capacity, bool pro
 			free(q);
 			return LW_ERINGBUSY;
 		}
-		if (atomic_compare_exchange_strong(q->role, &w, q->token))
-			break;
+		claimed = atomic_compare_exchange_strong(q->role, &w, q->token);
+	}
+	if (!claimed) {
+		free(q);
+		return LW_ERINGCORRUPT; /* the role word keeps changing */
 	}
 	/* checkIndices: both multiples of 8, tail at most capacity ahead. */
 	uint64_t h = atomic_load(q->head), t = atomic_load(q->tail);
@@ -1511,6 +1581,8 @@ static int try_send(lw_ring *q, const void *msg, uint64_t n, uint64_t *need, int
 	 * store-then-load half of the Dekker pair), as publishIndex does. */
 	q->index = t + *need;
 	atomic_exchange(q->tail, q->index);
+	if (sent) /* only this side writes the count: a load and a store */
+		atomic_store(q->messages, atomic_load(q->messages) + 1);
 	if (atomic_load(q->not_empty) & LW_RING_SLEEPING)
 		wake_side(q, q->not_empty);
 	if (!sent)
@@ -1607,6 +1679,7 @@ static int try_receive(lw_ring *q, unsigned char *buf, size_t bufsize, size_t *l
 		}
 		memcpy(buf, d + off + LW_REC_HEADER_SIZE, (size_t)length);
 		release_to(q, h + size);
+		atomic_store(q->messages, atomic_load(q->messages) + 1); /* as in try_send */
 		return 1;
 	}
 }
@@ -1698,6 +1771,12 @@ const char *lw_strerror(int code) {
 		return "lockword: ring closed";
 	case LW_EMSGSIZE:
 		return "lockword: message larger than the shared ring can hold (or the buffer)";
+	case LW_EUNSAFEPERMS:
+		return "lockword: region file is writable by other users";
+	case LW_ETRUNCATED:
+		return "lockword: region file truncated";
+	case LW_ECORRUPT:
+		return "lockword: corrupt shared object";
 	case LW_EOWNERDEAD:
 		return "lockword: previous holder of the shared lock died while holding it";
 	case LW_ENOTRECOVERABLE:

@@ -143,10 +143,12 @@ extern "C" {
 #define LW_RING_NOT_EMPTY 136
 #define LW_RING_PRODUCER_SLEEPS 144
 #define LW_RING_PRODUCER_WAKES 152
+#define LW_RING_MESSAGES_SENT 160 /* producer: messages published (inspection) */
 #define LW_RING_HEAD 256
 #define LW_RING_NOT_FULL 264
 #define LW_RING_CONSUMER_SLEEPS 272
 #define LW_RING_CONSUMER_WAKES 280
+#define LW_RING_MESSAGES_RECEIVED 288 /* consumer: messages received (inspection) */
 #define LW_RING_DATA 512
 #define LW_RING_ALIGN 128
 #define LW_RING_MIN_CAPACITY 64
@@ -197,12 +199,12 @@ struct lw_ring_obj {
 	unsigned char reserved8[120];
 	uint64_t tail;
 	uint32_t not_empty, reserved140;
-	uint64_t producer_sleeps, producer_wakes;
-	unsigned char reserved160[96];
+	uint64_t producer_sleeps, producer_wakes, messages_sent;
+	unsigned char reserved168[88];
 	uint64_t head;
 	uint32_t not_full, reserved268;
-	uint64_t consumer_sleeps, consumer_wakes;
-	unsigned char reserved288[224];
+	uint64_t consumer_sleeps, consumer_wakes, messages_received;
+	unsigned char reserved296[216];
 	/* capacity bytes of records follow */
 };
 
@@ -257,10 +259,12 @@ LW__CHECK(lw_ring_obj, tail, LW_RING_TAIL);
 LW__CHECK(lw_ring_obj, not_empty, LW_RING_NOT_EMPTY);
 LW__CHECK(lw_ring_obj, producer_sleeps, LW_RING_PRODUCER_SLEEPS);
 LW__CHECK(lw_ring_obj, producer_wakes, LW_RING_PRODUCER_WAKES);
+LW__CHECK(lw_ring_obj, messages_sent, LW_RING_MESSAGES_SENT);
 LW__CHECK(lw_ring_obj, head, LW_RING_HEAD);
 LW__CHECK(lw_ring_obj, not_full, LW_RING_NOT_FULL);
 LW__CHECK(lw_ring_obj, consumer_sleeps, LW_RING_CONSUMER_SLEEPS);
 LW__CHECK(lw_ring_obj, consumer_wakes, LW_RING_CONSUMER_WAKES);
+LW__CHECK(lw_ring_obj, messages_received, LW_RING_MESSAGES_RECEIVED);
 _Static_assert(sizeof(struct lw_ring_obj) == LW_RING_DATA, "ring header size");
 LW__CHECK(lw_record, length, LW_REC_LENGTH);
 LW__CHECK(lw_record, type, LW_REC_TYPE);
@@ -290,6 +294,9 @@ _Static_assert(sizeof(struct lw_record) == LW_REC_HEADER_SIZE, "record header si
 #define LW_ERINGBUSY (LW_EBASE + 18)    /* ErrRingBusy */
 #define LW_ERINGCLOSED (LW_EBASE + 19)  /* ErrRingClosed */
 #define LW_EMSGSIZE (LW_EBASE + 20)     /* ErrMessageTooLarge */
+#define LW_EUNSAFEPERMS (LW_EBASE + 21) /* ErrUnsafePermissions */
+#define LW_ETRUNCATED (LW_EBASE + 22)   /* ErrTruncated */
+#define LW_ECORRUPT (LW_EBASE + 23)     /* ErrCorrupt: a lock word no valid history makes */
 
 /* The POSIX robust-mutex codes, as <errno.h> has them on Linux. */
 #define LW_EPERM 1            /* EPERM: unlock by a non-holder */
@@ -315,7 +322,9 @@ int lw_region_create(const char *path, int64_t size, lw_region **out);
 
 /* lw_region_open opens, validates and attaches to an existing region,
  * waiting up to 2 s for a concurrent creator to publish the header. The
- * checks, in order, and their codes: LW_ENOTREGULAR, LW_ENOTINIT,
+ * checks, in order, and their codes: LW_ENOTREGULAR, LW_EUNSAFEPERMS (a
+ * file that group or others may write, or that another user owns, unless
+ * sealed against shrinking), LW_ENOTINIT,
  * LW_EBADMAGIC, LW_EBADVERSION, LW_EBADSIZE, LW_EBADCHECKSUM, then each
  * table entry: LW_EOBJNAME, LW_EOBJKIND, LW_EOBJBOUNDS, LW_EOBJALIGN, and
  * last LW_EFOREIGNPIDNS; LW_ETOOMANYPROCS if every process slot is live.
@@ -347,7 +356,8 @@ uint32_t lw_region_token(const lw_region *r);
  * (1 to 2^31), creating it zero-filled if absent: LW_EOBJBOUNDS if it
  * exists with another size, LW_EOBJKIND if it is another kind,
  * LW_EOBJNAME for a bad name (1 to 48 bytes of UTF-8, no control
- * characters), LW_EREGIONFULL. The memory is shared with every process;
+ * characters), LW_EREGIONFULL, LW_ETRUNCATED (the file is now shorter
+ * than the mapping). The memory is shared with every process;
  * use it only under a lock. Go twin: (*Region).Bytes. */
 int lw_region_bytes(lw_region *r, const char *name, size_t size, void **out);
 
@@ -364,7 +374,8 @@ int lw_region_mutex(lw_region *r, const char *name, lw_mutex **out);
  * LW_EOWNERDEAD (held; the previous holder process died holding it: repair
  * the data, call lw_mutex_consistent, then unlock), or LW_ENOTRECOVERABLE
  * (not held: a holder after an owner death unlocked without marking it
- * consistent). A dead holder is noticed within 100 ms; a live one is never
+ * consistent), or LW_ECORRUPT (not held: the word names no owner a region
+ * could issue; something outside the protocol wrote it). A dead holder is noticed within 100 ms; a live one is never
  * robbed. Go twin: LockContext(context.Background()). */
 int lw_mutex_lock(lw_mutex *m);
 
@@ -385,7 +396,8 @@ int lw_mutex_trylock(lw_mutex *m);
 
 /* lw_mutex_unlock unlocks m: 0, or LW_EPERM (nothing changed) if this
  * process does not hold it. After LW_EOWNERDEAD without
- * lw_mutex_consistent it makes m not recoverable for every process. */
+ * lw_mutex_consistent it makes m not recoverable for every process.
+ * LW_ECORRUPT if the word keeps changing under its holder (65536 tries). */
 int lw_mutex_unlock(lw_mutex *m);
 
 /* lw_mutex_consistent marks m, taken with LW_EOWNERDEAD, repaired

@@ -105,3 +105,48 @@ func TestCRingCorrupt(t *testing.T) {
 		}
 	}
 }
+
+// TestCOpenUnsafePermissions: a region file that others may write is
+// refused by both openers, each with its own name for the same check
+// (ErrUnsafePermissions, LW_EUNSAFEPERMS).
+func TestCOpenUnsafePermissions(t *testing.T) {
+	b := cBuild(t, cbuild.Plain)
+	path, r := goRegion(t)
+	r.Close()
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockword.OpenRegion(path, nil); !errors.Is(err, lockword.ErrUnsafePermissions) {
+		t.Fatalf("Go open of a 0666 region: %v, want ErrUnsafePermissions", err)
+	}
+	out, err := startC(t, b.Worker, "open", path).wait(time.Minute)
+	if err != nil || len(out) != 1 || !strings.HasPrefix(out[0], "1021 ") {
+		t.Fatalf("C open of a 0666 region: %q %v, want LW_EUNSAFEPERMS (1021)", out, err)
+	}
+}
+
+// TestCCorruptLockWord: a lock word naming no owner a region could issue
+// (generation 0) is ErrCorrupt for Go and LW_ECORRUPT for C: neither
+// waits on it for ever nor takes it.
+func TestCCorruptLockWord(t *testing.T) {
+	b := cBuild(t, cbuild.Plain)
+	path, r := goRegion(t)
+	m, _ := r.Mutex("m") // the first object: at the start of the object area
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w [4]byte
+	binary.LittleEndian.PutUint32(w[:], 1<<18) // slot 1, generation 0
+	f.WriteAt(w[:], 45056)
+	f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.LockContext(ctx); !errors.Is(err, lockword.ErrCorrupt) {
+		t.Fatalf("Go LockContext on a corrupt word: %v, want ErrCorrupt", err)
+	}
+	out, err := startC(t, b.Worker, "wait", path, "m").wait(time.Minute)
+	if err != nil || len(out) != 2 || !strings.HasPrefix(out[1], "1023 ") {
+		t.Fatalf("C lock on a corrupt word: %q %v, want LW_ECORRUPT (1023)", out, err)
+	}
+}

@@ -83,6 +83,7 @@ func TestRingGoToC(t *testing.T) {
 		t.Fatalf("C consumer said %q, want %q (closed)", rest, want)
 	}
 	el := time.Since(start)
+	wantMessageCounts(t, path, n)
 	t.Logf("Go → C: %d messages, %d bytes in %v: %.2f M msg/s, %.1f MB/s", n, sent, el, float64(n)/el.Seconds()/1e6, float64(sent)/el.Seconds()/1e6)
 }
 
@@ -127,7 +128,37 @@ func TestRingCToGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Detach()
+	wantMessageCounts(t, path, n)
 	t.Logf("C → Go: %d messages, %d bytes in %v: %.2f M msg/s, %.1f MB/s", n, size, el, float64(n)/el.Seconds()/1e6, float64(size)/el.Seconds()/1e6)
+	// The stream is over (closed, drained, both roles free): a new C
+	// producer opens the ring again (reopenIfOver, reopen_if_over),
+	// sends, closes; a new Go consumer gets it all, then ErrRingClosed.
+	if _, err := startC(t, b.Worker, "send", path, "q", strconv.Itoa(ringCap), "10").wait(time.Minute); err != nil {
+		t.Fatalf("a new C producer on the finished ring: %v", err)
+	}
+	c2, err := r.RingConsumer("q", ringCap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Detach()
+	if got, _, err := receiveChecked(t, c2, time.Minute); got != 10 || !errors.Is(err, lockword.ErrRingClosed) {
+		t.Fatalf("second stream: %d messages, then %v; want 10, then ErrRingClosed", got, err)
+	}
+}
+
+// wantMessageCounts checks the ring's inspection counters (messages sent
+// at 160, received at 288 of the ring object, the region's first): each
+// side, Go or C, counts its own.
+func wantMessageCounts(t *testing.T, path string, n uint64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ring = 45056
+	if sent, recvd := binary.LittleEndian.Uint64(b[ring+160:]), binary.LittleEndian.Uint64(b[ring+288:]); sent != n || recvd != n {
+		t.Errorf("ring counters: %d sent, %d received, want %d each", sent, recvd, n)
+	}
 }
 
 // TestRingProducerKilled: a producer of either language killed
