@@ -618,11 +618,15 @@ static int attach(lw_region *r, const lw_obj *objs, uint32_t n) {
 	atomic_store(state, gen);
 	/* nextGen: skip 0, the all-ones value and any generation a lock word
 	 * still names. */
-	do {
+	bool fresh = false;
+	for (uint32_t i = 0; i < LW_OWNER_GEN_MAX && !fresh; i++) { /* every generation once */
 		gen++;
 		if (gen > LW_OWNER_GEN_MAX)
 			gen = 1;
-	} while (token_named(r, objs, n, make_token(slot, gen)));
+		fresh = !token_named(r, objs, n, make_token(slot, gen));
+	}
+	if (!fresh) /* owner words written to name every generation: not ours */
+		gen = gen % LW_OWNER_GEN_MAX + 1;
 	uint64_t b0, b1;
 	memcpy(&b0, r->me.boot, 8);
 	memcpy(&b1, r->me.boot + 8, 8);
