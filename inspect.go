@@ -212,6 +212,32 @@ func inspectRegion(path string, mode openMode) (*RegionInfo, error) {
 	return info, err
 }
 
+// Inspect describes r's objects and processes as InspectRegion does, through
+// this open handle: for a region that has no path to open (CreateMemfdRegion,
+// OpenRegionFile) and for a process that has the region open anyway. It
+// first re-reads the object table under the region's file lock, so objects
+// that other processes created since are included. It stamps fast-path
+// holds as InspectRegion does (unless r is read-only). It returns
+// ErrRegionClosed after Close, and ErrTruncated (and ErrBadSize) if the file
+// has shrunk under the mapping; a corrupt table is reported as an open
+// reports it.
+func (r *Region) Inspect() (*RegionInfo, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrRegionClosed
+	}
+	if err := r.refreshObjects(); err != nil {
+		return nil, err
+	}
+	var info *RegionInfo
+	err := guardFault(func() error { return &regionError{op: "inspect region " + r.path, err: r.faultCause()} }, func() error {
+		info = r.inspect()
+		return nil
+	})
+	return info, err
+}
+
 // inspect describes r's objects and processes (see InspectRegion).
 func (r *Region) inspect() *RegionInfo {
 	info := &RegionInfo{

@@ -40,3 +40,5 @@ func (r *Region) File() *os.File { return nil }
 
 // Check returns ErrUnsupported: no Region exists on this platform.
 func (r *Region) Check() error { return ErrUnsupported }
+
+func (r *Region) refreshObjects() error { return ErrUnsupported }

@@ -14,10 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -118,7 +116,7 @@ func sharedRingWorkerMain(specJSON string) int {
 }
 
 func sharedRingWorker(spec *sharedRingSpec) (res sharedRingResult, err error) {
-	r, err := lockword.OpenRegion(spec.Region, nil)
+	r, err := openTortureRegion(spec.Region)
 	if err != nil {
 		return res, err
 	}
@@ -245,13 +243,12 @@ func tortureSharedRing(cfg *config) (*report, error) {
 	if items == 0 && !cfg.timed() {
 		items = defaultSharedRingItems
 	}
-	path := filepath.Join(regionDir(), fmt.Sprintf("lockword-torture-ring-%d-%08x", os.Getpid(), rand.Uint32()))
-	r, err := lockword.CreateRegion(path, 1<<20+sharedRingCapacity, nil)
+	r, cleanup, err := tortureRegion("lockword-torture-ring", 1<<20+sharedRingCapacity)
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(path)
-	defer r.Close()
+	defer cleanup()
+	path := r.Path()
 	st, err := r.Bytes(sharedRingStateName, srSize)
 	if err != nil {
 		return nil, err
@@ -286,6 +283,7 @@ func tortureSharedRing(cfg *config) (*report, error) {
 		}
 		s := &side{cmd: workerCommand(exe, "shared-ring", role, path), done: make(chan struct{})}
 		s.cmd.SysProcAttr = workerAttr() // signals reach the supervisor only; die with it
+		s.cmd.ExtraFiles = workerFiles(r)
 		s.cmd.Env = append(os.Environ(), sharedRingWorkerEnv+"="+string(js))
 		s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.err
 		if err := s.cmd.Start(); err != nil {

@@ -10,6 +10,7 @@
 //
 //	torture   hammer locks from many goroutines and check that they exclude
 //	inspect   show the objects and lock states of a shared region file
+//	bench     measure every lock against its peer on this machine
 //	ls        list the region files in a directory and who is attached
 //	rm        remove region files that no live process is attached to
 //	version   print the build's module version, commit and Go version
@@ -19,7 +20,7 @@
 // success, 1 when a check failed and 2 on a usage error (for inspect, also
 // a file that cannot be read as a region); an interrupted
 // torture -procs run exits 128 + the signal (130 for SIGINT, 143 for
-// SIGTERM, 129 for SIGHUP) after removing its region file.
+// SIGTERM, 129 for SIGHUP) after releasing its region.
 //
 // Each command lives in its own file and is listed in commands below; main
 // only dispatches, so that tests can call run with their own arguments and
@@ -58,6 +59,7 @@ type command struct {
 var commands = []command{
 	{name: "torture", summary: tortureSummary, run: runTorture, help: tortureHelp},
 	{name: "inspect", summary: inspectSummary, run: runInspect, help: inspectHelp},
+	{name: "bench", summary: benchSummary, run: runBench, help: benchHelp},
 	{name: "ls", summary: lsSummary, run: runLs, help: lsHelp},
 	{name: "rm", summary: rmSummary, run: runRm, help: rmHelp},
 	{name: "version", summary: versionSummary, run: runVersion, help: versionHelp},
@@ -175,13 +177,14 @@ Exit status:
   2    usage error: unknown command, unknown flag or bad flag value
        (inspect: also a file that cannot be opened as a region)
   130  torture -procs interrupted by SIGINT (143: SIGTERM, 129: SIGHUP);
-       its region file is removed
+       its region is released
 
 Examples:
   lockword torture                  # 16 workers x 100000 additions on every lock
   lockword torture -lock none       # an unprotected counter: must FAIL, exit 1
   lockword torture -procs 4 -kill   # 4 processes, SIGKILLed at random: exact accounting
   lockword inspect /dev/shm/orders  # who holds which lock in a shared region
+  lockword bench -chart bench.svg   # every lock against its peer, about 30 s
   lockword ls                       # regions under /dev/shm, in use or stale
   lockword rm orders                # remove /dev/shm/orders once nobody uses it
   lockword help torture

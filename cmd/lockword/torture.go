@@ -120,7 +120,7 @@ func runTorture(args []string, stdout, stderr io.Writer) int {
 		printed++
 	}
 	if in := opts.cfg.interrupt; in.interrupted() {
-		fmt.Fprintf(stderr, "lockword torture: interrupted by %s: worker processes stopped, region file removed\n", in.name())
+		fmt.Fprintf(stderr, "lockword torture: interrupted by %s: worker processes stopped, region released\n", in.name())
 		return in.exitStatus()
 	}
 	if failed {
@@ -183,7 +183,7 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 			"print one JSON object per kind, one per line, instead of text."),
 		procs: fs.Int("procs", 0,
 			"run the workers in `N` processes (this binary re-executed) that\n"+
-				"share one region file, with the counter and owner slot in it; the\n"+
+				"share one region (a memfd they inherit), with the counter and owner slot in it; the\n"+
 				"workers are spread evenly over them; -workers defaults to at least\n"+
 				"N. Only the shared kinds run\n"+
 				"across processes; with -procs, all means shared, and ring means\n"+
@@ -467,9 +467,11 @@ Output (-json), one object per kind and line, with the fields
 
 Across processes (-procs N):
   The shared kinds run the same experiment with the workers spread over N
-  processes (this binary, re-executed) that map one region file under
-  /dev/shm, where the counter, the owner slot and each worker's committed
-  total live. The report adds "Processes: N" after Workers. Every update
+  processes (this binary, re-executed) that map one region, where the
+  counter, the owner slot and each worker's committed total live. The
+  region is an anonymous memory file (a sealed memfd) that the workers
+  inherit: it has no path and vanishes with the last process, so nothing
+  is left in /dev/shm even if the supervisor is killed. The report adds "Processes: N" after Workers. Every update
   first writes an intent record (whose update, the counter and the
   worker's total before it) and clears it after.
   With -kill, a supervisor SIGKILLs a worker process every few
@@ -499,7 +501,7 @@ Across processes (-procs N):
   process group of their own and ignore these signals), waits for them
   (killing any that have not stopped within 10 s, a hang, or at once on
   a second signal, after which it recovers the lock as a worker would),
-  removes the region file, prints the report so far with "Interrupted:
+  releases the region, prints the report so far with "Interrupted:
   by SIGINT after T" and the additions made until then, and exits 128 +
   the signal: 130 (SIGINT), 143 (SIGTERM), 129 (SIGHUP). The kernel
   kills the workers if the supervisor itself is killed (SIGKILL).

@@ -172,7 +172,7 @@ func workerMain(specJSON string) int {
 		fmt.Fprintf(os.Stderr, "lockword torture worker %d: %s\n", os.Getpid(), errText(err))
 		return exitFail
 	}
-	r, err := lockword.OpenRegion(spec.Region, nil)
+	r, err := openTortureRegion(spec.Region)
 	if err != nil {
 		return fail(err)
 	}
@@ -383,6 +383,46 @@ type workerProc struct {
 	err  error         // cmd.Wait's result, once done is closed
 }
 
+// tortureRegion creates the region of a -procs run: in an anonymous memory
+// file (CreateMemfdRegion), which the worker processes inherit as fd 3
+// (workerFiles) and which vanishes with the last of them, so that nothing
+// is left behind, even when the supervisor is killed with SIGKILL (its
+// workers then die too: workerAttr). Where memfds are not available it
+// falls back to a file under regionDir, removed by cleanup. name labels
+// it (in /proc/PID/fd, or as the file name).
+func tortureRegion(name string, size int64) (r *lockword.Region, cleanup func(), err error) {
+	label := fmt.Sprintf("%s-%d-%08x", name, os.Getpid(), rand.Uint32())
+	if r, err = lockword.CreateMemfdRegion(label, size, nil); err == nil {
+		return r, func() { r.Close() }, nil
+	}
+	path := filepath.Join(regionDir(), label)
+	if r, err = lockword.CreateRegion(path, size, nil); err != nil {
+		return nil, nil, err
+	}
+	return r, func() { r.Close(); os.Remove(path) }, nil
+}
+
+// workerFiles are the files a worker process of r's run inherits: the
+// region's, as fd 3, when it has no path (a memfd).
+func workerFiles(r *lockword.Region) []*os.File {
+	if strings.HasPrefix(r.Path(), memfdPrefix) {
+		return []*os.File{r.File()}
+	}
+	return nil
+}
+
+// memfdPrefix starts the Path of a region in a memfd.
+const memfdPrefix = "memfd:"
+
+// openTortureRegion is a worker's open of its run's region: the inherited
+// fd 3 for a memfd region (path "memfd:..."), else the file at path.
+func openTortureRegion(path string) (*lockword.Region, error) {
+	if strings.HasPrefix(path, memfdPrefix) {
+		return lockword.OpenRegionFile(os.NewFile(3, path), nil)
+	}
+	return lockword.OpenRegion(path, nil)
+}
+
 // regionDir is where torture puts its region: /dev/shm when it exists.
 func regionDir() string {
 	if st, err := os.Stat(lockword.DefaultRegionDir); err == nil && st.IsDir() {
@@ -401,14 +441,13 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 			return nil, err
 		}
 	}
-	path := filepath.Join(regionDir(), fmt.Sprintf("lockword-torture-%d-%08x", os.Getpid(), rand.Uint32()))
 	size := int64(1<<20 + stateSize(cfg.procs, cfg.workers))
-	r, err := lockword.CreateRegion(path, size, nil)
+	r, cleanup, err := tortureRegion("lockword-torture", size)
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(path)
-	defer r.Close()
+	defer cleanup()
+	path := r.Path()
 	m, err := openProcLock(r, name)
 	if err != nil {
 		return nil, err
@@ -436,6 +475,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		}
 		w := &workerProc{cmd: cmd, ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
 		w.cmd.SysProcAttr = workerAttr()
+		w.cmd.ExtraFiles = workerFiles(r)
 		w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
 		if err := w.cmd.Start(); err != nil {
 			return nil, err
@@ -495,7 +535,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	var kr *killReport
 	if cfg.kill {
 		respawn := func(proc int, ids []int) (*workerProc, error) { kills.Add(1); return spawn(proc, ids) }
-		kr = killLoop(cfg, path, st, procs, respawn)
+		kr = killLoop(cfg, r, st, procs, respawn)
 	} else if cfg.timed() {
 		select {
 		case <-time.After(cfg.duration):
@@ -666,7 +706,7 @@ var closedTimer = func() <-chan time.Time {
 // killLoop is the -kill supervisor: kill a worker process (half the time
 // the lock's holder), start a replacement with the same worker ids, and,
 // when the victim held the lock, wait for its recovery and time it.
-func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn func(int, []int) (*workerProc, error)) *killReport {
+func killLoop(cfg *config, r *lockword.Region, st []byte, procs []*workerProc, spawn func(int, []int) (*workerProc, error)) *killReport {
 	kr := &killReport{killed: map[int]bool{}}
 	start := time.Now()
 	lastTotal, lastProgress := get(st, stCounter), time.Now()
@@ -697,7 +737,7 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 		// the recoverer names the dead PID before it marks), or ended.
 		// Recoveries are counted after the mark, so the inconsistent bit
 		// is never left over from the previous kill's recovery.
-		pid, inconsistent := holder(path)
+		pid, inconsistent := holder(r)
 		held := pid == w.cmd.Process.Pid || inconsistent || int(get(st, stRecovering)) == w.cmd.Process.Pid ||
 			get(st, stRecoveries) != recoveredBefore
 		next, err := spawn(-1, w.ids)
@@ -789,8 +829,8 @@ func awaitHolder(st []byte, procs []*workerProc, wait time.Duration) (int, bool)
 // holder returns the PID of the torture lock's holder (0 if none) and
 // whether the lock is inconsistent: taken from a dead owner by an acquirer
 // that has not yet marked it consistent.
-func holder(path string) (pid int, inconsistent bool) {
-	info, err := lockword.InspectRegion(path)
+func holder(r *lockword.Region) (pid int, inconsistent bool) {
+	info, err := r.Inspect()
 	if err != nil {
 		return 0, false
 	}

@@ -405,11 +405,7 @@ func TestTortureProcsInterrupted(t *testing.T) {
 					t.Fatalf("workers did not attach\n%s", stderr.String())
 				}
 				workers = workers[:0]
-				files, _ := filepath.Glob(pattern)
-				if len(files) != 1 {
-					continue
-				}
-				if info, err := lockword.InspectRegion(files[0]); err == nil {
+				if info, ok := inspectRunRegion(t, pid, "lockword-torture-"); ok {
 					for _, p := range info.Processes {
 						if p.PID != pid {
 							workers = append(workers, p.PID)
@@ -636,4 +632,91 @@ func childOf(pid int) int {
 		}
 	}
 	return 0
+}
+
+// inspectRunRegion describes the region of the running torture supervisor
+// pid whose label starts with label ("lockword-torture-"), reached through
+// the supervisor's open descriptor of it (the region is a memfd, with no
+// path). ok is false while there is none yet.
+func inspectRunRegion(t *testing.T, pid int, label string) (info *lockword.RegionInfo, ok bool) {
+	t.Helper()
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	for _, fd := range fds {
+		target, err := os.Readlink(fd)
+		if err != nil || !strings.HasPrefix(target, "/memfd:"+label+fmt.Sprint(pid)+"-") {
+			continue
+		}
+		f, err := os.OpenFile(fd, os.O_RDWR, 0)
+		if err != nil {
+			continue
+		}
+		defer f.Close()
+		r, err := lockword.OpenRegionFile(f, nil)
+		if err != nil {
+			continue
+		}
+		defer r.Close()
+		if info, err = r.Inspect(); err == nil {
+			// Less ourselves: we attached to look.
+			procs := info.Processes[:0]
+			for _, p := range info.Processes {
+				if p.PID != os.Getpid() {
+					procs = append(procs, p)
+				}
+			}
+			info.Processes = procs
+			return info, true
+		}
+	}
+	return nil, false
+}
+
+// TestTortureProcsSupervisorKilled: a supervisor killed with SIGKILL, which
+// nothing can catch, leaves no region file behind (the region is a memfd
+// that vanishes with its last process) and no worker running.
+func TestTortureProcsSupervisorKilled(t *testing.T) {
+	bin := buildLockword(t)
+	for _, c := range []struct {
+		label string
+		args  []string
+	}{
+		{"lockword-torture-", []string{"-procs", "3", "-duration", "30s"}},
+		{"lockword-torture-ring-", []string{"-lock", "ring", "-procs", "2", "-duration", "30s"}},
+	} {
+		args := c.args
+		cmd := exec.Command(bin, append([]string{"torture"}, args...)...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid := cmd.Process.Pid
+		var workers []int
+		for deadline := time.Now().Add(30 * time.Second); len(workers) < 2; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("%q: workers did not attach", args)
+			}
+			workers = workers[:0]
+			if info, ok := inspectRunRegion(t, pid, c.label); ok {
+				for _, p := range info.Processes {
+					if p.PID != pid && p.Alive {
+						workers = append(workers, p.PID)
+					}
+				}
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if files, _ := filepath.Glob(filepath.Join(regionDir(), fmt.Sprintf("lockword-torture*-%d-*", pid))); len(files) != 0 {
+			t.Errorf("%q: region file left behind by a killed supervisor: %v", args, files)
+		}
+		for _, w := range workers {
+			// Pdeathsig kills them; give the kernel a moment.
+			for deadline := time.Now().Add(10 * time.Second); syscall.Kill(w, 0) != syscall.ESRCH; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Errorf("%q: worker %d outlived its killed supervisor", args, w)
+					break
+				}
+			}
+		}
+	}
 }
