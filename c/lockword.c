@@ -758,6 +758,8 @@ static bool all_zero(const unsigned char *b, size_t n) {
 }
 
 /* open_existing is openExisting (mode open). */
+static int open_fd(const char *path, int fd, int64_t deadline, lw_region **out);
+
 static int open_existing(const char *path, int64_t deadline, lw_region **out) {
 	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
@@ -765,6 +767,12 @@ static int open_existing(const char *path, int64_t deadline, lw_region **out) {
 			return LW_ENOTREGULAR;
 		return errno;
 	}
+	return open_fd(path, fd, deadline, out);
+}
+
+/* open_fd is openFD: the open of the region in fd, which it owns from
+ * now on (a failed open closes it). */
+static int open_fd(const char *path, int fd, int64_t deadline, lw_region **out) {
 	unsigned char *data = NULL;
 	size_t mapped = 0;
 	unsigned char *hdr = NULL;
@@ -924,6 +932,15 @@ int lw_region_open(const char *path, lw_region **out) { return open_region(path,
 
 int lw_region_open_init(const char *path, int64_t init_timeout_ns, lw_region **out) {
 	return open_region(path, 0, init_timeout_ns, false, true, out);
+}
+
+int lw_region_open_fd(int fd, const char *name, lw_region **out) {
+	if (!name || !out)
+		return EINVAL;
+	int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* ours to close: the caller keeps fd */
+	if (dup < 0)
+		return errno;
+	return open_fd(name, dup, mono_ns() + 2000000000, out);
 }
 
 int lw_region_open_or_create(const char *path, int64_t size, lw_region **out) {

@@ -43,12 +43,21 @@ func TestCStress(t *testing.T) {
 	if s := p.tail.String(); !strings.Contains(s, "ThreadSanitizer: data race") {
 		t.Errorf("ThreadSanitizer did not report the broken lock's race:\n%s", s)
 	}
+	// The counter and owner checks catch it too. The threads must overlap
+	// for that; on a loaded host a run may schedule them one at a time,
+	// so up to three runs, one of which must fail.
 	b = cBuild(t, cbuild.Plain)
-	out, _ := startC(t, b.Worker, "stress", "16", "50000", "broken").wait(2 * time.Minute)
-	if len(out) != 1 {
-		t.Fatalf("broken stress: %q", out)
-	}
-	if f := strings.Fields(out[0]); len(f) == 6 && f[1] == f[3] && f[5] == "0" {
-		t.Errorf("the stress checks passed a trylock that ignores the word: %q", out[0])
+	for run := 1; ; run++ {
+		out, _ := startC(t, b.Worker, "stress", "16", "50000", "broken").wait(2 * time.Minute)
+		if len(out) != 1 {
+			t.Fatalf("broken stress: %q", out)
+		}
+		if f := strings.Fields(out[0]); len(f) != 6 || f[1] != f[3] || f[5] != "0" {
+			t.Logf("broken trylock caught in run %d: %s", run, out[0])
+			break
+		}
+		if run == 3 {
+			t.Fatalf("the stress checks passed a trylock that ignores the word three times: %q", out[0])
+		}
 	}
 }

@@ -44,7 +44,11 @@ def main(argv):
             sys.exit(f"python worker {os.getpid()}: {what}: {lib.lw_strerror(err).decode()}")
 
     r, m, st = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
-    check("open region", lib.lw_region_open(region.encode(), ctypes.byref(r)))
+    lib.lw_region_open_fd.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+    if region.startswith("memfd:"):  # inherited as fd 3, as by the Go workers
+        check("open region", lib.lw_region_open_fd(3, region.encode(), ctypes.byref(r)))
+    else:
+        check("open region", lib.lw_region_open(region.encode(), ctypes.byref(r)))
     check("mutex", lib.lw_region_mutex(r, b"torture", ctypes.byref(m)))
     size = ST_READY + 8 * procs + 8 * (workers + 1) + 8 * RECOVERY_LOG
     check("state", lib.lw_region_bytes(r, b"torture-state", size, ctypes.byref(st)))

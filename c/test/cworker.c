@@ -236,7 +236,9 @@ static int cmd_torture(int argc, char **argv) {
 	t.kill = atoi(argv[8]) != 0;
 	t.broken = atoi(argv[9]) != 0;
 	t.iters = strtoll(argv[10], NULL, 10);
-	int err = lw_region_open(argv[2], &t.r);
+	/* A memfd region (path "memfd:NAME") comes as the inherited fd 3, as
+	 * for the Go workers (openTortureRegion). */
+	int err = strncmp(argv[2], "memfd:", 6) == 0 ? lw_region_open_fd(3, argv[2], &t.r) : lw_region_open(argv[2], &t.r);
 	if (err)
 		die("open region", err);
 	if ((err = lw_region_mutex(t.r, lock_name, &t.m)) != 0)
@@ -334,6 +336,8 @@ static void *stress_thread(void *p) {
 		*s->owner = (uint64_t)a->id;
 		uint64_t c = *s->counter;
 		x = busy_work(x, (int)(x >> 60));
+		if (s->broken && i % 16 == 0)
+			sched_yield(); /* widen the window, as the torture's none kind does */
 		*s->counter = c + 1;
 		if (*s->owner != (uint64_t)a->id)
 			atomic_fetch_add(&s->violations, 1);
