@@ -481,8 +481,22 @@ func TestSharedMutexOwnerDeath(t *testing.T) {
 	for range rounds {
 		c := startHolder(t, path, "m")
 		got := make(chan error, 1)
-		go func() { got <- m.LockContext(context.Background()) }()
+		var offCPU time.Duration // the waiter's thread runnable without a CPU, from the kill on
+		tid := make(chan int, 1)
+		start := make(chan int64, 1)
+		go func() {
+			// On a thread of its own, whose time on the kernel's run
+			// queue says how much of the latency is the host's.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tid <- syscall.Gettid()
+			err := m.LockContext(context.Background())
+			offCPU = time.Duration(threadRunqueueNs(syscall.Gettid()) - <-start)
+			got <- err
+		}()
+		waiter := <-tid
 		time.Sleep(60 * time.Millisecond) // the waiter is asleep in the kernel
+		start <- threadRunqueueNs(waiter)
 		killed := time.Now()
 		c.cmd.Process.Kill()
 		err := <-got
@@ -495,8 +509,13 @@ func TestSharedMutexOwnerDeath(t *testing.T) {
 		if !strings.Contains(err.Error(), strconv.Itoa(c.pid())) {
 			t.Errorf("error does not name the dead holder's PID %d: %v", c.pid(), err)
 		}
-		if latency > 100*time.Millisecond {
-			t.Errorf("owner death noticed after %v, want within 100ms", latency)
+		// The bound is the 10 ms polling's, on a host that runs the
+		// waiter: a loaded 2-core host can keep a runnable thread off
+		// the CPU for hundreds of ms (seen: 525 ms at load 14), which no
+		// polling design can help, so that time is not counted. A waiter
+		// that sleeps through the death sleeps, and counts in full.
+		if counted := latency - max(offCPU, 0); counted > 100*time.Millisecond {
+			t.Errorf("owner death noticed after %v (%v of it runnable without a CPU), want within 100ms", latency, offCPU)
 		}
 		// Repair, mark consistent, unlock: the lock is healthy again.
 		ne.PutUint64(data, ne.Uint64(data)+1)
@@ -1212,4 +1231,20 @@ func TestSharedMutexReinitialize(t *testing.T) {
 	h := startHolder(t, path, "m")
 	h.cmd.Process.Kill()
 	h.exit()
+}
+
+// threadRunqueueNs is how long thread tid of this process has waited on
+// the kernel's run queue, runnable but without a CPU, in ns (the second
+// field of /proc/self/task/TID/schedstat); 0 if the kernel does not say.
+func threadRunqueueNs(tid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/schedstat", tid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	ns, _ := strconv.ParseInt(f[1], 10, 64)
+	return ns
 }

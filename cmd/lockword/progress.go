@@ -212,10 +212,12 @@ func (p *progress) loop(w io.Writer, spec progressSpec) {
 // progressWidth is the bar's width in characters.
 const progressWidth = 30
 
-// line is the frame as drawn: percentage, bar, then the text.
+// line is the frame as drawn: percentage, bar, then the text. The
+// percentage is truncated, as a bar's is, after a nudge past the rounding
+// error of the division (0.29 × 100 is 28.999…).
 func (f progressFrame) line() string {
 	fill := int(f.fraction * progressWidth)
-	return fmt.Sprintf("%3d%% |%s%s| %s", int(f.fraction*100), strings.Repeat("█", fill), strings.Repeat(" ", progressWidth-fill), f.text)
+	return fmt.Sprintf("%3d%% |%s%s| %s", int(f.fraction*100+1e-9), strings.Repeat("█", fill), strings.Repeat(" ", progressWidth-fill), f.text)
 }
 
 // stop ends the watch and returns once the bar, if drawn, is erased.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -46,6 +47,10 @@ func TestProgressModel(t *testing.T) {
 			spec:     func(cfg *config) progressSpec { return hammerProgress(cfg, "mutex", nil) },
 			at:       sample{elapsed: 1100 * time.Millisecond, done: 1_100_000},
 			fraction: 1, left: 0, text: "torture mutex: 1.1M acq, 1.0 M acq/s, 0s left"},
+		{args: []string{"-lock", "mutex", "-workers", "1", "-iters", "100000000"}, // 0.29 × 100 < 29 in floating point
+			spec:     func(cfg *config) progressSpec { return hammerProgress(cfg, "mutex", nil) },
+			at:       sample{elapsed: time.Second, done: 29_000_000},
+			fraction: 0.29, left: 2448275862 * time.Nanosecond, text: "torture mutex: 29.0M/100.0M acq, 29.0 M acq/s, 2s left"},
 		{args: []string{"-lock", "ring", "-items", "1000000"},
 			spec:     func(cfg *config) progressSpec { return runProgress(cfg, "ring", time.Time{}, cfg.items, nil, "items") },
 			at:       sample{elapsed: time.Second, done: 500_000},
@@ -98,7 +103,7 @@ func TestProgressModel(t *testing.T) {
 		if f.fraction != c.fraction || f.text != c.text {
 			t.Errorf("%s: frame %v %q, want %v %q", name, f.fraction, f.text, c.fraction, c.text)
 		}
-		if pct := strconv.Itoa(int(c.fraction*100)) + "% |"; !strings.HasPrefix(strings.TrimSpace(f.line()), pct) {
+		if pct := strconv.Itoa(int(math.Round(c.fraction*1000))/10) + "% |"; !strings.HasPrefix(strings.TrimSpace(f.line()), pct) {
 			t.Errorf("%s: line %q does not start with %q", name, f.line(), pct)
 		}
 	}

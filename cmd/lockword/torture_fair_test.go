@@ -269,10 +269,11 @@ func TestFairnessText(t *testing.T) {
 }
 
 // TestTortureDefaultPassIsCalm: the default experiment's shape (16
-// workers, fast locks) passes without an alarming word in its report.
+// workers) on the locks that are unfair by design passes without an
+// alarming word in its report.
 func TestTortureDefaultPassIsCalm(t *testing.T) {
 	workers, iters := testScale()
-	stdout, _, status := runCLI(t, "torture", "-lock", "mutex,spin,sync,ticket", "-workers", fmt.Sprint(2*workers), "-iters", fmt.Sprint(iters))
+	stdout, _, status := runCLI(t, "torture", "-lock", "mutex,spin,sync", "-workers", fmt.Sprint(2*workers), "-iters", fmt.Sprint(iters))
 	if status != exitOK {
 		t.Fatalf("status %d:\n%s", status, stdout)
 	}

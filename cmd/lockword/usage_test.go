@@ -69,6 +69,11 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"inspect", "a", "b"}, "expected exactly one region PATH, got 2", inspect},
 		{[]string{"inspect", "a", "-bogus"}, "flag provided but not defined: -bogus", inspect},
 		{[]string{"inspect", "-json=maybe", "a"}, `invalid boolean value "maybe" for -json`, inspect},
+		// ls and rm.
+		{[]string{"ls", "-bogus"}, "flag provided but not defined: -bogus", "Run 'lockword ls -help' for usage.\n"},
+		{[]string{"ls", "a", "b"}, "expected at most one DIR", "Run 'lockword ls -help' for usage.\n"},
+		{[]string{"rm"}, "expected at least one region PATH", "Run 'lockword rm -help' for usage.\n"},
+		{[]string{"rm", "x", "-force=maybe"}, `invalid boolean value "maybe" for -force`, "Run 'lockword rm -help' for usage.\n"},
 		// version.
 		{[]string{"version", "now"}, `unexpected argument "now"`, version},
 		{[]string{"version", "-bogus"}, "flag provided but not defined: -bogus", version},
