@@ -530,15 +530,21 @@ static int cmd_bench_child(int argc, char **argv) {
 
 /* ---- death detection ---- */
 
+/* open_mutex opens REGION and its mutex NAME, or dies. */
+static lw_mutex *open_mutex(const char *path, const char *name, lw_region **r) {
+	lw_mutex *m;
+	int err = lw_region_open(path, r);
+	if (err || (err = lw_region_mutex(*r, name, &m)) != 0)
+		die("open", err);
+	return m;
+}
+
 static int cmd_hold(int argc, char **argv) {
 	if (argc != 4)
 		return 2;
 	lw_region *r;
-	lw_mutex *m;
-	int err = lw_region_open(argv[2], &r);
-	if (err || (err = lw_region_mutex(r, argv[3], &m)) != 0)
-		die("open", err);
-	err = lw_mutex_lock(m);
+	lw_mutex *m = open_mutex(argv[2], argv[3], &r);
+	int err = lw_mutex_lock(m);
 	if (err == LW_EOWNERDEAD)
 		err = lw_mutex_consistent(m);
 	if (err)
@@ -553,10 +559,8 @@ static int cmd_wait(int argc, char **argv) {
 	if (argc != 4 && argc != 5)
 		return 2;
 	lw_region *r;
-	lw_mutex *m;
-	int err = lw_region_open(argv[2], &r);
-	if (err || (err = lw_region_mutex(r, argv[3], &m)) != 0)
-		die("open", err);
+	lw_mutex *m = open_mutex(argv[2], argv[3], &r);
+	int err;
 	printf("waiting\n");
 	fflush(stdout);
 	int64_t t0 = mono_ms();
