@@ -290,6 +290,7 @@ func recoverState(st []byte, spec *workerSpec, m procLock, deadPID int) error {
 	if err := m.MarkConsistent(); err != nil {
 		return err
 	}
+	noteLanguage("recovered", deadPID) // kinds_mixed.go
 	n := get(st, stRecoveries)
 	put(st, recoveredOff(spec.Procs, spec.Workers, n), uint64(deadPID))
 	put(st, stLastRecovery, uint64(time.Now().UnixNano()))
@@ -468,9 +469,11 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	spawn := func(proc int, ids []int) (*workerProc, error) {
 		s := spec
 		s.Proc, s.IDs = proc, ids
-		js, _ := json.Marshal(s)
-		w := &workerProc{cmd: workerCommand(exe, name, path), ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
-		w.cmd.Env = append(os.Environ(), workerEnv+"="+string(js))
+		cmd, err := procWorkerCommand(exe, s) // this binary, or a C or Python worker (kinds_mixed.go)
+		if err != nil {
+			return nil, err
+		}
+		w := &workerProc{cmd: cmd, ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
 		w.cmd.SysProcAttr = workerAttr()
 		w.cmd.ExtraFiles = workerFiles(r)
 		w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
