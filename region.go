@@ -278,7 +278,7 @@ var (
 type shrunkError struct{ detail string }
 
 func (e *shrunkError) Error() string {
-	return "lockword: region file truncated (region size does not match the file): " + e.detail
+	return "lockword: region file truncated: region size does not match the file: " + e.detail
 }
 
 func (e *shrunkError) Is(target error) bool { return target == ErrTruncated || target == ErrBadSize }

@@ -35,7 +35,10 @@ For each object it prints its name, kind and offset and, for locks:
            ", N queued" counts the processes waiting their turn, and for
            an rwmutex "read-held" and ", N readers" count read holds;
            "handoff": granted to the next ticket, not yet taken by it;
-           a cond is "idle", or "waiting, N queued" (goroutines in Wait)
+           a cond is "idle", or "waiting, N queued" (goroutines in Wait);
+           "corrupt (REASON)": its words hold a state that no valid
+           history produces (written by something other than lockword);
+           its lock calls return ErrCorrupt: recreate the region
   HOLDER   the holding process's PID, and whether it is alive (a stopped
            process, kill -STOP, is alive: it is never robbed); "unknown"
            when the holder died and its process-table slot has since been
@@ -67,13 +70,16 @@ Flags:
           object that is not a lock (kind bytes) has only name, kind,
           offset and size_bytes, a lock also state (one of the STATE
           values above), word, holder_pid, holder_alive, held_for_ns,
-          held_for_known, waiters, inconsistent and stats
+          held_for_known, waiters, inconsistent, stats and,
+          for state corrupt, reason
 
 Exit status:
   0  the region was read
   2  usage error, or the file could not be opened as a region (missing,
-     not a regular file, not a lockword region, corrupt): the error says
-     which check failed
+     not a regular file, not a lockword region, corrupt), or it was
+     truncated while inspect read it ("region file truncated": inspect
+     survives that, as it does a file shrunk before it looked): the error
+     says which check failed
 
 Examples:
   lockword inspect orders                 # /dev/shm/orders
@@ -135,7 +141,7 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo) {
 			}
 			holder, alive, held := "-", "-", "-"
 			switch o.State {
-			case "free", "not-recoverable", "read-held", "handoff", "idle", "waiting":
+			case "free", "not-recoverable", "read-held", "handoff", "idle", "waiting", "corrupt":
 				// Nobody holds it (readers are counted, not owned).
 			default:
 				holder = "unknown" // died, and its slot was taken since
@@ -149,6 +155,9 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo) {
 				}
 			}
 			state := o.State
+			if o.Reason != "" {
+				state += " (" + o.Reason + ")"
+			}
 			if o.Inconsistent && o.HolderAlive {
 				state += " (recovering)"
 			}
