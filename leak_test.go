@@ -40,7 +40,13 @@ func givenUp(t *testing.T, lock func(context.Context) error) {
 
 // parked starts two waiters on a held lock that wait on ctx.
 func parked(t *testing.T, ctx context.Context, wg *sync.WaitGroup, lock func(context.Context) error) {
-	for range 2 {
+	parkedN(t, ctx, wg, 2, lock)
+}
+
+// parkedN starts n waiters (a Ring is single-consumer, single-producer:
+// one each).
+func parkedN(t *testing.T, ctx context.Context, wg *sync.WaitGroup, n int, lock func(context.Context) error) {
+	for range n {
 		wg.Go(func() {
 			if err := lock(ctx); err == nil {
 				t.Error("a cancelled waiter on a held lock took it")
@@ -148,7 +154,7 @@ func leakCases() []leakCase {
 				t.Fatal(err)
 			}
 			o := &ringObj{ring: r}
-			parked(t, ctx, wg, func(ctx context.Context) error { _, err := o.ring.Pop(ctx); return err })
+			parkedN(t, ctx, wg, 1, func(ctx context.Context) error { _, err := o.ring.Pop(ctx); return err })
 			runtime.AddCleanup(o, done, 0)
 		}},
 		leakCase{"Ring/full-pushers-cancelled", func(t *testing.T, ctx context.Context, wg *sync.WaitGroup, done func(int)) {
@@ -162,7 +168,7 @@ func leakCases() []leakCase {
 					t.Fatal(err)
 				}
 			}
-			parked(t, ctx, wg, func(ctx context.Context) error { return o.ring.Push(ctx, 2) })
+			parkedN(t, ctx, wg, 1, func(ctx context.Context) error { return o.ring.Push(ctx, 2) })
 			runtime.AddCleanup(o, done, 0)
 		}},
 	)
