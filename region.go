@@ -675,7 +675,8 @@ func (r *Region) slotWord(slot uint32) []byte {
 	return r.data[off : off+procSlotSize]
 }
 
-// Path returns the region's file path.
+// Path returns the region's file path ("memfd:NAME" for a region made by
+// CreateMemfdRegion; the file's name for one opened with OpenRegionFile).
 func (r *Region) Path() string { return r.path }
 
 // Size returns the region's size in bytes.
