@@ -43,8 +43,8 @@ func parked(t *testing.T, ctx context.Context, wg *sync.WaitGroup, lock func(con
 	parkedN(t, ctx, wg, 2, lock)
 }
 
-// parkedN starts n waiters (a Ring is single-consumer, single-producer:
-// one each).
+// parkedN starts n waiters; a single-producer single-consumer Ring has one
+// waiter per side at most (two poppers would race, by its contract).
 func parkedN(t *testing.T, ctx context.Context, wg *sync.WaitGroup, n int, lock func(context.Context) error) {
 	for range n {
 		wg.Go(func() {

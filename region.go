@@ -273,6 +273,9 @@ var (
 	// live holder could look dead and be robbed. Run every process of a
 	// region in one PID namespace (Kubernetes: shareProcessNamespace).
 	ErrForeignPIDNamespace = errors.New("lockword: region is in use by processes of another PID namespace")
+	// ErrRegionInUse is returned by RemoveRegion when live processes are
+	// attached to the region (and RemoveOptions.Force is not set).
+	ErrRegionInUse = errors.New("lockword: region has live processes attached")
 )
 
 // shrunkError is a file shorter than its header says: ErrTruncated, and
@@ -280,7 +283,7 @@ var (
 type shrunkError struct{ detail string }
 
 func (e *shrunkError) Error() string {
-	return "lockword: region file truncated: region size does not match the file: " + e.detail
+	return "lockword: region file truncated (region size does not match the file): " + e.detail
 }
 
 func (e *shrunkError) Is(target error) bool { return target == ErrTruncated || target == ErrBadSize }
@@ -548,7 +551,9 @@ const bytesAlign = 64
 // Bytes returns the named plain-data object of size bytes, creating it,
 // zero-filled, if the region has none of that name: the place for the data
 // that the region's locks protect. The slice aliases the mapping (writes are
-// seen by every process) and must not be used after Close. size is 1 to
+// seen by every process) and must not be used after Close. Its first byte
+// is 64-byte aligned, so atomics on aligned words in it (sync/atomic on
+// pointers into the slice, via unsafe) are legal. size is 1 to
 // 2^31 bytes; name is 1 to 48 bytes of UTF-8 without control characters.
 // It fails with ErrObjectName for a bad name, ErrObjectBounds for a bad
 // size or if name exists with another size, ErrObjectKind if name is an
@@ -631,6 +636,45 @@ func OpenRegion(path string, opts *RegionOptions) (*Region, error) {
 // created with, whatever size says (Region.Size reports it).
 func OpenOrCreateRegion(path string, size int64, opts *RegionOptions) (*Region, error) {
 	return openRegion(path, size, opts, modeEither)
+}
+
+// RemoveOptions are the options of RemoveRegion; nil means the defaults.
+type RemoveOptions struct {
+	// Force removes the file even while live processes are attached
+	// (they keep their mappings and go on using the region, which nobody
+	// else can open any more), and removes a regular file that is not a
+	// valid region (corrupt, truncated, never initialized).
+	Force bool
+}
+
+// RemoveRegion removes the region file at path (a name without a slash is
+// looked up under DefaultRegionDir), the lifecycle step that a region
+// needs once every process is done with it: the file otherwise outlives
+// them all (under /dev/shm, until reboot).
+//
+// It validates the file as OpenRegion does, without attaching, and then,
+// under the region's exclusive flock(2) — the lock that attaching takes —
+// counts the live processes in its process table. If there are any it
+// refuses with ErrRegionInUse (naming their PIDs) unless opts.Force is
+// set. A dead process's slot does not count: a region whose processes all
+// died (killed, crashed) is removable. It unlinks the file only if the
+// path still names the file it validated. A process that opened the path
+// just before the removal and attaches after it is attached to a file
+// that no one can open any more, as with any removed file.
+//
+// The errors are OpenRegion's (fs.ErrNotExist for a missing file; with
+// Force, only a non-regular file is refused), ErrRegionInUse, and
+// ErrUnsupported outside Linux.
+func RemoveRegion(path string, opts *RemoveOptions) error {
+	force := opts != nil && opts.Force
+	path = regionPath(path)
+	if err := removeRegion(path, force); err != nil {
+		if re, ok := err.(*regionError); ok {
+			err = re.err // the open's, renamed: this is a removal
+		}
+		return &regionError{op: "remove region " + path, err: err}
+	}
+	return nil
 }
 
 // Close detaches this process from the region and unmaps it. It refuses

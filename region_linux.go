@@ -482,6 +482,42 @@ func (r *Region) pid() int { return os.Getpid() }
 // bytes if it does not exist. r.mu must be held. This is the one allocator
 // for every kind: a new kind's constructor is a call to it and a wrapper
 // around the bytes it returns.
+// readHeader copies and parses the header and object table as they are
+// now. The caller holds the file lock. It looks at the file's size first:
+// reading a truncated file would fault.
+func (r *Region) readHeader() (h *regionHeader, hdr []byte, err error) {
+	if err := r.checkSize(); err != nil {
+		return nil, nil, &regionError{op: "region " + r.path, err: err}
+	}
+	hdr = make([]byte, regionArenaOffset)
+	if err := guardFault(func() error { return truncatedError(int(r.file.Fd()), len(r.data)) }, func() error {
+		copy(hdr, r.data)
+		return nil
+	}); err != nil {
+		return nil, nil, &regionError{op: "region " + r.path, err: err}
+	}
+	if h, err = parseRegionHeader(hdr, int64(len(r.data))); err != nil {
+		return nil, nil, &regionError{op: "region " + r.path, err: err}
+	}
+	return h, hdr, nil
+}
+
+// refreshObjects learns the objects that other processes created since
+// this handle last read the table. r.mu must be held.
+func (r *Region) refreshObjects() error {
+	fd := int(r.file.Fd())
+	if err := flock(fd, unix.LOCK_SH); err != nil {
+		return err
+	}
+	defer flock(fd, unix.LOCK_UN)
+	h, _, err := r.readHeader()
+	if err != nil {
+		return err
+	}
+	r.learn(h.objects)
+	return nil
+}
+
 func (r *Region) object(name string, kind objectKind, size uint32) (regionObject, error) {
 	if r.closed {
 		return regionObject{}, ErrRegionClosed
@@ -498,21 +534,10 @@ func (r *Region) object(name string, kind objectKind, size uint32) (regionObject
 		return regionObject{}, err
 	}
 	defer flock(fd, unix.LOCK_UN)
-	// Re-read the table: other processes may have added objects. Look at
-	// the file's size first: a truncated file would fault.
-	if err := r.checkSize(); err != nil {
-		return regionObject{}, &regionError{op: "region " + r.path, err: err}
-	}
-	hdr := make([]byte, regionArenaOffset)
-	if err := guardFault(func() error { return truncatedError(fd, len(r.data)) }, func() error {
-		copy(hdr, r.data)
-		return nil
-	}); err != nil {
-		return regionObject{}, &regionError{op: "region " + r.path, err: err}
-	}
-	h, err := parseRegionHeader(hdr, int64(len(r.data)))
+	// Re-read the table: other processes may have added objects.
+	h, hdr, err := r.readHeader()
 	if err != nil {
-		return regionObject{}, &regionError{op: "region " + r.path, err: err}
+		return regionObject{}, err
 	}
 	r.learn(h.objects)
 	if o, ok := r.objects[name]; ok {
@@ -588,6 +613,57 @@ func (r *Region) close() error {
 // monoNowNs reads CLOCK_MONOTONIC in ns, a clock every process on the
 // machine shares (for held-since stamps), cheaply (see wait.MonotonicNs).
 func monoNowNs() int64 { return wait.MonotonicNs() }
+
+// removeRegion is RemoveRegion, path already resolved.
+func removeRegion(path string, force bool) error {
+	r, err := openRegion(path, 0, &RegionOptions{InitTimeout: -1}, modeObserve)
+	if err != nil {
+		if !force || errors.Is(err, ErrNotRegularFile) || errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		// Not a valid region: with force, any regular file goes (never
+		// through a link: Lstat, not Stat).
+		if st, serr := os.Lstat(path); serr != nil || !st.Mode().IsRegular() {
+			return err
+		}
+		return os.Remove(path)
+	}
+	defer r.close()
+	fd := int(r.file.Fd())
+	if err := flock(fd, unix.LOCK_EX); err != nil {
+		return err
+	}
+	defer flock(fd, unix.LOCK_UN)
+	if pids := r.livePIDs(); len(pids) > 0 && !force {
+		return fmt.Errorf("%w: PIDs %v (stop them, or force the removal)", ErrRegionInUse, pids)
+	}
+	var opened, now unix.Stat_t
+	if err := unix.Fstat(fd, &opened); err != nil {
+		return err
+	}
+	if err := unix.Lstat(path, &now); err != nil {
+		return err
+	}
+	if opened.Dev != now.Dev || opened.Ino != now.Ino {
+		return fmt.Errorf("%w: the path was replaced while it was being removed", fs.ErrExist)
+	}
+	return unix.Unlink(path)
+}
+
+// livePIDs lists the PIDs of the live processes attached to r.
+func (r *Region) livePIDs() []int {
+	var pids []int
+	for s := range uint32(regionProcSlots) {
+		st := word32(r.slotWord(s), procState).Load()
+		if st&procLive == 0 {
+			continue
+		}
+		if alive, pid := r.tokenAlive(makeToken(s, st&procGenMask)); alive {
+			pids = append(pids, int(pid))
+		}
+	}
+	return pids
+}
 
 // truncatedError describes a mapping of mapped bytes whose file (fd) has
 // shrunk: ErrTruncated, with the sizes.

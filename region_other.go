@@ -24,7 +24,8 @@ func (r *Region) pid() int { return 0 }
 
 func monoNowNs() int64 { return 0 }
 
-func (r *Region) faultCause() error { return ErrUnsupported }
+func removeRegion(path string, force bool) error { return ErrUnsupported }
+func (r *Region) faultCause() error              { return ErrUnsupported }
 
 // CreateMemfdRegion returns ErrUnsupported: see the Linux version.
 func CreateMemfdRegion(name string, size int64, opts *RegionOptions) (*Region, error) {
@@ -39,3 +40,5 @@ func (r *Region) File() *os.File { return nil }
 
 // Check returns ErrUnsupported: no Region exists on this platform.
 func (r *Region) Check() error { return ErrUnsupported }
+
+func (r *Region) refreshObjects() error { return ErrUnsupported }

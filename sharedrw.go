@@ -524,10 +524,15 @@ func (rw *SharedRWMutex) arrive(ctx context.Context, slow *bool, start *time.Tim
 			// srwAbandoned), then pass the writers' ticket on.
 			gaveUp = true
 			rw.abandonArrival(target)
-			if herr := rw.q.hold(rw.q.ticket); herr != nil {
-				return herr
+			// Finish the ticket as it is, waiting, not held: a process
+			// killed between a hold and the finish would look like a
+			// writer that died holding, and the next writer would take
+			// our bits for a dead holder's while the readers we
+			// counted are still inside (models/sharedrw.pml).
+			if testHookArriveGaveUp != nil {
+				testHookArriveGaveUp()
 			}
-			rw.q.finish(rw.q.ticket, packRecord(rw.q.ticket, rw.q.token, recHolding))
+			rw.q.finish(rw.q.ticket, rw.q.rec(rw.q.ticket).Load())
 			return err
 		}
 		if !reported {
@@ -550,6 +555,11 @@ func (rw *SharedRWMutex) arrive(ctx context.Context, slow *bool, start *time.Tim
 		wait.FutexWait(rw.out, o, timeout, wait.Shared)
 	}
 }
+
+// testHookArriveGaveUp, if set, runs in arrive after a writer that gave
+// up has abandoned its arrival and before it finishes its ticket (tests
+// kill the process there).
+var testHookArriveGaveUp func()
 
 // abandonArrival gives up a writer's arrival whose readers (up to count
 // target) have not all left: it marks the target abandoned, so that the
@@ -627,8 +637,11 @@ func (rw *SharedRWMutex) retire(_ context.Context, _ uint32, dead bool) error {
 		// second case a reader it counted that has not run since it
 		// arrived can still meet the phase reuse that abandoned targets
 		// prevent (see srwAbandoned), if two more writers come before it
-		// runs: a known, narrow limit.
-		rw.releaseBits()
+		// runs: a known, narrow limit. The first case includes the last
+		// reader of an abandoned arrival between its CAS of the target
+		// and its releaseBits: let it finish, as arrive does, or its late
+		// clear would remove the next writer's bits (models/sharedrw.pml).
+		rw.awaitBitsCleared()
 	case t&srwAbandoned == 0:
 		// It died waiting for readers: leave its bits to them (or to the
 		// next writer), as a writer that gives up does.

@@ -1,0 +1,254 @@
+/*
+ * ring.pml: the SPSC ring's index and wake-up protocol (Rigtorp's indices,
+ * a Dekker pair of store-index-then-load-wake-word against
+ * announce-sleep-then-look), in-process (Ring) and between processes
+ * (the shared byte ring, -DSHARED).
+ *
+ * Mirrors ring.go, spsc.go and sharedring.go on main:
+ * models: ring.go (*Ring).TryPush
+ * models: ring.go (*Ring).TryPop
+ * models: ring.go (*Ring).pushSlow
+ * models: ring.go (*Ring).popSlow
+ * models: ring.go (*Ring).refreshHead
+ * models: ring.go (*Ring).refreshTail
+ * models: spsc.go ringAwait
+ * models: spsc.go wakeSide
+ * models: spsc.go closeRingWords
+ * models: spsc.go (*spscIndex).waitRoom
+ * models: spsc.go (*spscIndex).waitItems
+ * models: spsc.go publishIndex
+ * models: sharedring.go (*RingProducer).trySend
+ * models: sharedring.go (*RingConsumer).Receive
+ * models: sharedring.go (*RingConsumer).tryReceive
+ * models: sharedring.go sharedRingSleeper.sleep
+ * models: sharedring.go (*ringEnd).peerDead
+ *
+ * Scenario: the producer pushes MSGS = 5 messages, the values 1..5, into a
+ * ring of CAP = 2 slots, then closes it; the consumer pops until the ring
+ * is closed and drained. A slot holds a message as two words, written one
+ * after the other (the shared ring's header and payload). Positions are
+ * counters mod 4 (the Go code's are mod 2^64): 5 messages wrap them. The
+ * consumer's sleep may be cancelled once (its Pop then fails and it pops
+ * again); one spurious wake-up. -DSHARED: the producer process may die at
+ * any step (then it never closes), the consumer's sleep ends only by a
+ * wake-up, or by its 10 ms slice once the producer is dead, and looks for
+ * a dead peer before each slice; Receive drains what was published before
+ * returning ErrPeerDead.
+ *
+ * Bounds: 5 messages through 2 slots are enough for every relative
+ * position of the two sides, full and empty rings, both sides asleep in
+ * turn, and a wrap of the counters; a ring of 1 slot is a special case the
+ * Go tests cover. Not modelled: TryPushSlice/TryPopSlice (the same index
+ * protocol, n slots per publish), the shared ring's padding records and
+ * its validation of a corrupt peer, a dying consumer (symmetric to the
+ * dying producer), and Close by the consumer or a third goroutine (the
+ * documented race in Close's doc).
+ *
+ * Properties: every message is delivered exactly once and in order, never
+ * before both its words are written (assert on each pop); at the end the
+ * consumer has all of them (closed: MSGS; producer died: every message it
+ * published, and none it did not); no invalid end state (no lost wake-up
+ * of either side, also with a cancelled sleep).
+ *
+ * Negative controls:
+ *   -DBROKEN_PUBLISH_FIRST  the producer stores tail before the message.
+ *   -DBROKEN_NO_RECHECK     a side sleeps after announcing the sleep
+ *                           without looking at the other index again.
+ */
+#define NG 2
+#define CAP 2
+#define MOD 4
+#define MSGS 5
+#define PRODUCER 0
+#define CONSUMER 1
+#ifdef SHARED
+#define TIMEOUT_OK(self) (self == CONSUMER && pdead)
+#endif
+#include "wait.pml"
+
+#define NOTEMPTY 0 /* word addresses */
+#define NOTFULL 1
+#define SLEEPING 1
+#define CLOSED 2
+
+byte tail, head, notEmpty, notFull;
+byte hdr[CAP], payload[CAP];
+byte published; /* ghost: messages behind tail */
+bool pdead;     /* the producer's process died */
+bool pdone;
+
+/* wakeSide: clear the sleeping bit; if it was set, wake the sleeper */
+inline wake_side(word, a) {
+	atomic {
+		if
+		:: word & SLEEPING -> word = word & ~SLEEPING; wake_n(a, 1, false, 0)
+		:: else -> skip
+		fi
+	}
+}
+
+/*
+ * ringAwait(word a, closedFirst): one look of the spin phase (the Go code
+ * looks up to 14 times; each look is this same step), then the sleep loop.
+ * READY is a statement that sets rdy. res: 0 ready, 1 closed, 2 ctx error,
+ * 3 peer dead.
+ */
+#define RINGAWAIT(word, a, closedFirst, READY) \
+	if \
+	:: (word & CLOSED) && closedFirst -> res = 1; goto awaited \
+	:: else -> skip \
+	fi; \
+	cl = (word & CLOSED) != 0; \
+	READY; \
+	if \
+	:: rdy -> rdy = false; cl = false; res = 0; goto awaited \
+	:: !rdy && cl -> cl = false; res = 1; goto awaited \
+	:: else -> skip \
+	fi; \
+	do \
+	:: true -> \
+		atomic { old = word; word = word | SLEEPING }; \
+		if \
+		:: (old & CLOSED) && closedFirst -> word = word & ~SLEEPING; old = 0; res = 1; goto awaited \
+		:: else -> skip \
+		fi; \
+		RECHECK(READY); \
+		if \
+		:: rdy -> word = word & ~SLEEPING; rdy = false; old = 0; res = 0; goto awaited \
+		:: else -> skip \
+		fi; \
+		if \
+		:: old & CLOSED -> word = word & ~SLEEPING; old = 0; res = 1; goto awaited \
+		:: else -> old = 0 \
+		fi; \
+		SLEEP(word, a); \
+		if \
+		:: res != 0 -> word = word & ~SLEEPING; goto awaited \
+		:: else -> skip \
+		fi \
+	od; \
+awaited: skip
+
+#ifdef BROKEN_NO_RECHECK
+#define RECHECK(READY) skip
+#else
+#define RECHECK(READY) READY
+#endif
+
+active proctype Producer() {
+	byte m, t, hc, old, res;
+	bool rdy, cl, err;
+	{
+	for (m : 1 .. MSGS) {
+		t = tail;
+		do
+		:: true ->
+			/* TryPush: full by the cached head? refresh */
+			if
+			:: (t - hc + MOD) % MOD >= CAP -> hc = head
+			:: else -> skip
+			fi;
+			if
+			:: (t - hc + MOD) % MOD < CAP -> break
+			:: else ->
+				/* pushSlow: waitRoom, then TryPush again */
+#define SLEEP(word, a) wait_enqueue(PRODUCER, a, word, SLEEPING, 0); wait_sleep(PRODUCER, false, err)
+				RINGAWAIT(notFull, NOTFULL, true, atomic { hc = head; rdy = (t - hc + MOD) % MOD < CAP });
+#undef SLEEP
+				assert(res == 0) /* only the producer closes, after its last push */
+			fi
+		od;
+		/* write the record, then publish: tail.Swap(t+1) */
+#ifdef BROKEN_PUBLISH_FIRST
+		atomic { tail = (t + 1) % MOD; published++ };
+		payload[t % CAP] = m;
+		hdr[t % CAP] = m;
+#else
+		payload[t % CAP] = m;
+		hdr[t % CAP] = m;
+		atomic { tail = (t + 1) % MOD; published++ };
+#endif
+		/* then look for a sleeping consumer */
+		if
+		:: notEmpty & SLEEPING -> wake_side(notEmpty, NOTEMPTY)
+		:: else -> skip
+		fi;
+		t = 0
+	}
+	/* Close: set closed in both words, wake whoever sleeps */
+	atomic { old = notEmpty; notEmpty = notEmpty | CLOSED };
+	if :: old & SLEEPING -> wake_side(notEmpty, NOTEMPTY) :: else -> skip fi;
+	atomic { old = notFull; notFull = notFull | CLOSED };
+	if :: old & SLEEPING -> wake_side(notFull, NOTFULL) :: else -> skip fi;
+	pdone = true
+	} unless { pdead }
+}
+
+#ifdef SHARED
+active proctype Killer() {
+	if
+	:: atomic { !pdone -> pdead = true }
+	:: skip
+	fi
+}
+#endif
+
+active proctype Consumer() {
+	byte h, tc, got, old, res;
+	bool rdy, cl, err;
+	bool canCancel = true;
+	do
+	:: true ->
+		/* TryPop: empty by the cached tail? refresh */
+		if
+		:: h == tc -> tc = tail
+		:: else -> skip
+		fi;
+		if
+		:: h != tc ->
+			/* the record at h: both words, then release: head.Swap(h+1) */
+			got++;
+			assert(hdr[h % CAP] == got && payload[h % CAP] == got);
+			h = (h + 1) % MOD;
+			head = h;
+			if
+			:: notFull & SLEEPING -> wake_side(notFull, NOTFULL)
+			:: else -> skip
+			fi
+		:: else ->
+			/* popSlow: waitItems */
+#ifdef SHARED
+			/* sharedRingSleeper.sleep: ctx, then a dead peer, then FutexWait */
+#define SLEEP(word, a) \
+	if \
+	:: pdead -> res = 3 \
+	:: else -> wait_enqueue(CONSUMER, a, word, SLEEPING, 0); wait_sleep(CONSUMER, canCancel, err); \
+		if :: err -> err = false; canCancel = false; res = 2 :: else -> skip fi \
+	fi
+#else
+#define SLEEP(word, a) \
+	wait_enqueue(CONSUMER, a, word, SLEEPING, 0); wait_sleep(CONSUMER, canCancel, err); \
+	if :: err -> err = false; canCancel = false; res = 2 :: else -> skip fi
+#endif
+			RINGAWAIT(notEmpty, NOTEMPTY, false, atomic { tc = tail; rdy = (tc != h) });
+#undef SLEEP
+			if
+			:: res == 1 -> break /* ErrRingClosed: closed and drained */
+			:: res == 2 -> skip  /* ctx.Err(): the caller pops again */
+			:: res == 3 ->
+				/* ErrPeerDead: drain what was published first */
+				tc = tail;
+				if
+				:: tc != h -> skip
+				:: else -> break
+				fi
+			:: else -> skip
+			fi;
+			res = 0
+		fi
+	od;
+	if
+	:: pdead -> assert(got == published)
+	:: else -> assert(got == MSGS && published == MSGS)
+	fi
+}
