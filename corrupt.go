@@ -14,6 +14,26 @@ import (
 // should be recreated. It is reported only on proof (a snapshot of words
 // that contradicts the protocol's invariants, taken so that no concurrent
 // valid change can explain it), never because a wait took long.
+//
+// What is checked: a ticket queue (SharedTicketMutex, SharedRWMutex's
+// writers) whose serving is ahead of next, with more than 64 tickets
+// outstanding, whose served ticket has no record, a record in no state of
+// the table, a record naming an owner token no region issues or a ticket
+// not issued yet; a SharedMutex word naming an owner token no region
+// issues (generation 0 or past the last); an RW writer target marked
+// abandoned without being set; a word that keeps changing under a CAS
+// loop far beyond what its other parties can do (retryLimit). Whatever
+// the words hold, every call that takes a context returns when it ends,
+// and nothing reads outside the object (FuzzLiveWords).
+//
+// One limit: Unlock of a SharedMutex and RUnlock of a SharedRWMutex have
+// only the shared word to tell them whether they hold the lock, so one
+// whose word was overwritten under its hold cannot be told from an Unlock
+// without a Lock, and panics as that misuse does. The ticket kinds
+// remember their hold in the handle: their Unlock logs the corruption
+// instead. Other calls without a context (Lock, RLock, SeqLock.Store)
+// panic with ErrCorrupt, as with ErrNotRecoverable, or wait as long as the
+// words name a live holder.
 var ErrCorrupt = errors.New("lockword: corrupt shared object")
 
 // A CorruptError names the object whose words are corrupt and why. It

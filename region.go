@@ -86,7 +86,9 @@ import (
 // access. So: InspectRegion (and lockword inspect, a monitor that must
 // never be killed by what it monitors) and Region.Check read the mapping
 // with faults turned into errors (runtime/debug.SetPanicOnFault) and
-// return ErrTruncated; opens check the file's size before touching pages
+// return ErrTruncated (not in a program built with -race: there an atomic
+// load runs in the race detector's C runtime, where a fault cannot be
+// recovered); opens check the file's size before touching pages
 // and report a file shorter than its header (ErrBadSize, ErrTruncated);
 // lock operations do not check, and a truncation under them kills the
 // process. Who can truncate: only a writer of the file, which by default
@@ -717,7 +719,8 @@ func (r *Region) slotWord(slot uint32) []byte {
 	return r.data[off : off+procSlotSize]
 }
 
-// Path returns the region's file path.
+// Path returns the region's file path ("memfd:NAME" for a region made by
+// CreateMemfdRegion; the file's name for one opened with OpenRegionFile).
 func (r *Region) Path() string { return r.path }
 
 // Size returns the region's size in bytes.

@@ -21,7 +21,7 @@ func countSlowAcquisition(obj []byte, start time.Time) {
 	word64(obj, mutexObjSlow).Add(1)
 	ns := uint64(time.Since(start))
 	word64(obj, mutexObjWaitNs).Add(ns)
-	for mx := word64(obj, mutexObjWaitMaxNs); ; {
+	for mx, i := word64(obj, mutexObjWaitMaxNs), 0; i < retryLimit; i++ { // statistics only: give up on a word that keeps moving
 		old := mx.Load()
 		if ns <= old || mx.CompareAndSwap(old, ns) {
 			return

@@ -200,6 +200,12 @@ func (s *SeqLock[T]) load(ctx context.Context) (v T, err error) {
 				return zero, err
 			}
 		}
+		if i%retryCheckEvery == retryCheckEvery-1 && ctx != nil && ctx.Err() != nil {
+			// Stores that never pause (or a sequence rewritten from
+			// outside) must not outlast the context either.
+			var zero T
+			return zero, ctx.Err()
+		}
 		seqBackoff(i)
 	}
 }

@@ -334,6 +334,14 @@ func (q *ticketQueue) corruption() error {
 	if why := queueSnapshotCorrupt(s, n, r); why != "" {
 		return q.errCorrupt("%s", why)
 	}
+	// No record names a ticket not issued yet: a claim names next or
+	// less, and next only grows, so a record read before next that is
+	// ahead of it was written by something else.
+	if rn := q.rec(n).Load(); rn != 0 {
+		if n2 := q.next.Load(); int32(recTicket(rn)-n2) > 0 {
+			return q.errCorrupt("record of ticket %d is ahead of next %d (%#x)", recTicket(rn), n2, rn)
+		}
+	}
 	return nil
 }
 
@@ -518,7 +526,16 @@ func (q *ticketQueue) acquire(ctx context.Context, holdAtOnce bool) (slow bool, 
 	defer q.r.waiting.Add(-1)
 	start = time.Now()
 	for !ok {
-		// Full: wait for the oldest ticket to go, then try again.
+		// Full: wait for the oldest ticket to go, then try again. Each
+		// round follows another ticket's service in a valid history;
+		// words that say the queue is full while its oldest ticket is
+		// served already are corrupt, and ctx bounds the rest.
+		if err := q.corruption(); err != nil {
+			return true, start, err
+		}
+		if err := ctx.Err(); err != nil {
+			return true, start, err
+		}
 		oldest := q.next.Load() - queueRecords
 		err := q.waitServing(ctx, start, anyBit, nil, func(s uint32) bool { return int32(s-oldest) > 0 })
 		if err != nil {

@@ -37,7 +37,10 @@ For each object it prints its name, kind and offset and, for locks:
            ", N queued" counts the processes waiting their turn, and for
            an rwmutex "read-held" and ", N readers" count read holds;
            "handoff": granted to the next ticket, not yet taken by it;
-           a cond is "idle", or "waiting, N queued" (goroutines in Wait)
+           a cond is "idle", or "waiting, N queued" (goroutines in Wait);
+           "corrupt (REASON)": its words hold a state that no valid
+           history produces (written by something other than lockword);
+           its lock calls return ErrCorrupt: recreate the region
   HOLDER   the holding process's PID, and whether it is alive (a stopped
            process, kill -STOP, is alive: it is never robbed); "unknown"
            when the holder died and its process-table slot has since been
@@ -90,14 +93,17 @@ Flags:
           held_for_ns (always present: 0 with held_for_known true is a
           hold stamped just now), held_for_known, waiters, inconsistent
           and stats (a seqlock adds seqlock: sequence, stores, writing,
-          torn). processes lists every slot, dead ones included, with
-          alive: -all changes only the text
+          torn), and for state corrupt, reason. processes lists every
+          slot, dead ones included, with alive: -all changes only the
+          text
 
 Exit status:
   0  the region was read
   2  usage error, or the file could not be opened as a region (missing,
-     not a regular file, not a lockword region, corrupt): the error says
-     which check failed
+     not a regular file, not a lockword region, corrupt), or it was
+     truncated while inspect read it ("region file truncated": inspect
+     survives that, as it does a file shrunk before it looked): the error
+     says which check failed
 
 Examples:
   lockword inspect orders                 # /dev/shm/orders
@@ -195,7 +201,7 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo, all bool) {
 			}
 			holder, alive, held := "-", "-", "-"
 			switch o.State {
-			case "free", "not-recoverable", "read-held", "handoff", "idle", "waiting":
+			case "free", "not-recoverable", "read-held", "handoff", "idle", "waiting", "corrupt":
 				// Nobody holds it (readers are counted, not owned).
 			default:
 				holder = "unknown" // died, and its slot was taken since
@@ -209,6 +215,9 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo, all bool) {
 				}
 			}
 			state := o.State
+			if o.Reason != "" {
+				state += " (" + o.Reason + ")"
+			}
 			if o.Inconsistent && o.HolderAlive {
 				state += " (recovering)"
 			}
