@@ -71,7 +71,9 @@ func newMutex(t testing.TB, cli *clientv3.Client, prefix string) *Mutex {
 }
 
 // prefix is a fresh lock name for test t.
-func prefix(t testing.TB) string { return fmt.Sprintf("/lockword-test/%s/%d", t.Name(), time.Now().UnixNano()) }
+func prefix(t testing.TB) string {
+	return fmt.Sprintf("/lockword-test/%s/%d", t.Name(), time.Now().UnixNano())
+}
 
 // die makes m's holder die as a killed process would: its lease is no
 // longer kept alive, so it expires after the TTL, and m is forgotten.
@@ -458,8 +460,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestMutexUnreachable: with etcd unreachable every call returns an
 // error when its context ends; none hangs or panics.

@@ -42,10 +42,10 @@ type Cluster struct {
 }
 
 type member struct {
-	name       string
-	clientURL  string
-	cfg        *embed.Config
-	etcd       *embed.Etcd // nil once stopped
+	name      string
+	clientURL string
+	cfg       *embed.Config
+	etcd      *embed.Etcd // nil once stopped
 }
 
 // Start starts an n-member cluster (n ≥ 1) on free 127.0.0.1 ports, with
