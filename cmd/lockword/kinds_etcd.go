@@ -467,8 +467,9 @@ func (w *etcdWorker) addition() (done bool, err error) {
 
 // recover is the repair after an owner death: with every write of an
 // update in one transaction there is nothing to undo, so it checks that
-// the counter agrees with the committed totals, records the recovery and
-// marks the lock consistent.
+// the counter agrees with the committed totals, clears the owner slot the
+// dead holder may have left set, records the recovery and marks the lock
+// consistent.
 func (w *etcdWorker) recover(od *etcdlock.OwnerDeadError) error {
 	ev := etcdRecovery{DeadPID: od.Dead.PID, By: os.Getpid(), DetectedNs: time.Now().UnixNano()}
 	k := w.keys
@@ -492,9 +493,11 @@ func (w *etcdWorker) recover(od *etcdlock.OwnerDeadError) error {
 	ev.RepairedNs = time.Now().UnixNano()
 	b, _ := json.Marshal(ev)
 	key := fmt.Sprintf("%s%020d", k.list(evRecovery), w.m.Token())
-	// Guarded: a holder that lost the lock in between records nothing.
+	// The repair proper: the dead holder may have left its id in the
+	// owner slot. Guarded, with the record of the recovery: a holder that
+	// lost the lock in between changes nothing.
 	if err := w.retry("recording a recovery", etcdOpTimeout, func(ctx context.Context) error {
-		_, err := w.m.Txn(ctx, clientv3.OpPut(key, string(b)))
+		_, err := w.m.Txn(ctx, clientv3.OpPut(key, string(b)), clientv3.OpDelete(k.owner()))
 		return err
 	}); err != nil {
 		return err
