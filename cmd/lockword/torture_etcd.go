@@ -162,7 +162,7 @@ func tortureEtcd(cfg *config, name string, fenced, cluster bool) (*report, error
 	case cluster:
 		r.stopLeader(int64(workers) * iters / 3)
 	}
-	if cfg.kill || ec.pause || cfg.timed() || cluster {
+	if cfg.kill || ec.pause || cfg.timed() {
 		for cfg.timed() && time.Since(released) < cfg.duration && !cfg.interrupt.interrupted() {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -493,7 +493,7 @@ func (r *etcdRun) stopLeader(at int64) {
 	}
 	n := r.committed.Load()
 	t0 := time.Now()
-	r.cluster.Stop(lead)
+	go r.cluster.Stop(lead) // its listeners take a while to close; the others elect meanwhile
 	for time.Since(t0) < hangTimeout {
 		if l := r.cluster.Leader(); l >= 0 && l != lead {
 			r.extra.LeaderStop = fmt.Sprintf("member m%d stopped after %d additions; m%d elected in %v", lead, n, l, time.Since(t0).Round(time.Millisecond))

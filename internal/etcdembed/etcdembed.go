@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -37,8 +38,10 @@ const (
 
 // A Cluster is a set of embedded etcd members in one process.
 type Cluster struct {
-	dir     string
-	members []*member
+	dir      string
+	mu       sync.Mutex // guards members[i].etcd: Stop may run while Leader is asked
+	members  []*member
+	stopping sync.WaitGroup // Stops in progress
 }
 
 type member struct {
@@ -156,6 +159,8 @@ func freePorts(n int) ([]int, error) {
 // Endpoints lists the client addresses (host:port) of the members still
 // running.
 func (c *Cluster) Endpoints() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var eps []string
 	for _, m := range c.members {
 		if m.etcd != nil {
@@ -168,6 +173,8 @@ func (c *Cluster) Endpoints() []string {
 // Leader returns the index of the member that is the raft leader now, or
 // -1 if the running members know of none.
 func (c *Cluster) Leader() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, m := range c.members {
 		if m.etcd == nil {
 			continue
@@ -182,24 +189,40 @@ func (c *Cluster) Leader() int {
 	return -1
 }
 
-// Stop stops member i, as if its machine had gone away: its clients'
-// connections break and the others elect a new leader if it led.
+// Stop stops member i at once, as if its machine had gone away: raft
+// stops without handing on the leadership (HardStop), then its listeners
+// close, breaking its clients' connections; the others elect a new leader
+// if it led.
 func (c *Cluster) Stop(i int) error {
+	c.mu.Lock()
 	if i < 0 || i >= len(c.members) || c.members[i].etcd == nil {
+		c.mu.Unlock()
 		return errors.New("etcdembed: no such running member")
 	}
-	c.members[i].etcd.Close()
+	e := c.members[i].etcd
 	c.members[i].etcd = nil
+	c.stopping.Add(1)
+	c.mu.Unlock()
+	defer c.stopping.Done()
+	e.Server.HardStop()
+	e.Close()
 	return nil
 }
 
 // Close stops every member and removes the data directory.
 func (c *Cluster) Close() error {
+	c.mu.Lock()
+	var running []*embed.Etcd
 	for _, m := range c.members {
 		if m.etcd != nil {
-			m.etcd.Close()
+			running = append(running, m.etcd)
 			m.etcd = nil
 		}
 	}
+	c.mu.Unlock()
+	for _, e := range running {
+		e.Close()
+	}
+	c.stopping.Wait() // a Stop still closing its member
 	return os.RemoveAll(c.dir)
 }
