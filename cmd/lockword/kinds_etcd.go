@@ -197,6 +197,8 @@ type etcdWorkerSpec struct {
 	Window    time.Duration `json:"window"` // sleep mid-update (pause runs)
 	Jitter    time.Duration `json:"jitter"` // random sleep mid-update, up to (kill runs)
 	TTL       time.Duration `json:"ttl"`
+	// BreakRepair (tests only, from breakRepairEnv) skips the repair.
+	BreakRepair bool `json:"break_repair"`
 }
 
 // etcdWorkerStats is what a worker process reports on exit.
@@ -489,6 +491,11 @@ func (w *etcdWorker) recover(od *etcdlock.OwnerDeadError) error {
 	ev.Consistent = kvInt(resp.Responses[0]) == sum*w.spec.Value
 	if !ev.Consistent {
 		w.event(evViolation, fmt.Sprintf("after the death of PID %d the counter is %d, the committed additions %d × %d", od.Dead.PID, kvInt(resp.Responses[0]), sum, w.spec.Value))
+	}
+	if w.spec.BreakRepair {
+		// Tests only: a worker that ignores the death. The checks must
+		// see the owner slot left set and the unrecorded recovery.
+		return w.retry("MarkConsistent", etcdOpTimeout, func(ctx context.Context) error { return w.m.MarkConsistentContext(ctx) })
 	}
 	ev.RepairedNs = time.Now().UnixNano()
 	b, _ := json.Marshal(ev)

@@ -99,17 +99,17 @@ func tortureEtcd(cfg *config, name string, fenced, cluster bool) (*report, error
 	defer cli.Close()
 	r.cli = cli
 	r.keys = etcdKeys{fmt.Sprintf("%s%d-%08x", etcdDataRoot, os.Getpid(), rand.Uint32())}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
-		defer cancel()
-		cli.Delete(ctx, r.keys.data+"/", clientv3.WithPrefix()) // a real cluster keeps nothing of ours
-	}()
 	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
 	_, err = cli.Get(ctx, r.keys.start()) // fail early, clearly, if etcd is unreachable
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("etcd at %s: %w", strings.Join(eps, ","), err)
 	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+		defer cancel()
+		cli.Delete(ctx, r.keys.data+"/", clientv3.WithPrefix()) // a real cluster keeps nothing of ours
+	}()
 
 	workers := cfg.workers
 	iters := cfg.iters
@@ -120,7 +120,7 @@ func tortureEtcd(cfg *config, name string, fenced, cluster bool) (*report, error
 		iters = 0 // until the stop key
 	}
 	r.spec = etcdWorkerSpec{Endpoints: eps, Data: r.keys.data, Iters: iters, Value: cfg.value, Work: cfg.work,
-		Fenced: fenced, TTL: ec.ttl}
+		Fenced: fenced, TTL: ec.ttl, BreakRepair: os.Getenv(breakRepairEnv) != ""}
 	if cfg.kill {
 		r.spec.Jitter = etcdKillWindow
 	}
