@@ -20,22 +20,23 @@ const (
 
 // Info is what Inspect found of a lock.
 type Info struct {
-	Prefix string
-	State  string // one of the State constants
+	Prefix string `json:"prefix"`
+	State  string `json:"state"` // one of the State constants
 	// Holder is the holder, or the dead holder in StateOwnerDead, or nil;
 	// Token its fencing token and HeldSince when its hold began (its
 	// clock).
-	Holder    *Holder
-	Token     int64
-	HeldSince time.Time
+	Holder    *Holder   `json:"holder"`
+	Token     int64     `json:"token"`
+	HeldSince time.Time `json:"held_since"`
 	// LeaseTTL is how long the holder's lease has left (whole seconds, as
 	// etcd reports it) and LeaseGranted its full TTL; -1 when there is no
 	// live holder.
-	LeaseTTL, LeaseGranted time.Duration
+	LeaseTTL     time.Duration `json:"lease_ttl_ns"`
+	LeaseGranted time.Duration `json:"lease_granted_ns"`
 	// Waiters are the queued Mutexes other than the holder, first first.
-	Waiters []Holder
+	Waiters []Holder `json:"waiters"`
 	// Revision is the etcd revision Inspect read at.
-	Revision int64
+	Revision int64 `json:"revision"`
 }
 
 // Inspect reads the lock at prefix without changing it: its hold record,
