@@ -162,7 +162,8 @@ type Options struct {
 //   - Lock, fast path (the queue is empty and there is no record): creates
 //     the queue key and the record "held" together: one round trip, as
 //     etcd's concurrency.Mutex.
-//   - Lock, slow path: creates the queue key, waits (an etcd watch) until
+//   - Lock, slow path (the fast path's transaction found the lock taken):
+//     creates the queue key, waits (an etcd watch) until
 //     no key with a lower create revision remains, then claims the record
 //     if it has not changed since read: absent → held; held or
 //     inconsistent naming a key that is gone → inconsistent, and
@@ -519,18 +520,12 @@ func (m *Mutex) lock(ctx context.Context) error {
 	start := time.Now()
 	rec := m.recordJSON(stateHeld, 0)
 	queue := m.prefix + "/queue/"
-	// One transaction: take a free lock outright (fast path), or queue
-	// (if not queued already: a retry) and read where we stand.
-	resp, err := m.cli.Txn(ctx).If(m.freeCmps()...).
-		Then(m.putKey(), clientv3.OpPut(m.ownerKey, rec)).
-		Else(
-			clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(m.queueKey), "=", 0)}, []clientv3.Op{m.putKey()}, nil),
-			clientv3.OpGet(m.queueKey),
-			clientv3.OpGet(queue, append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...),
-			clientv3.OpGet(m.ownerKey),
-		).Commit()
+	// Fast path: take a free lock outright, one transaction that only
+	// writes (an Else branch that queues and reads would make this, the
+	// common case, a fifth slower: measured).
+	resp, err := m.cli.Txn(ctx).If(m.freeCmps()...).Then(m.putKey(), clientv3.OpPut(m.ownerKey, rec)).Commit()
 	if err != nil {
-		m.heldRecord = rec // the fast path may have committed
+		m.heldRecord = rec // it may have committed
 		m.cleanUp(0)
 		return err
 	}
@@ -539,6 +534,18 @@ func (m *Mutex) lock(ctx context.Context) error {
 		m.stats.acquired(false, 0, 0)
 		hook("lock-held")
 		return nil
+	}
+	// Slow path: queue (unless queued already: a retry after a lost
+	// reply) and read where we stand.
+	resp, err = m.cli.Txn(ctx).Then(
+		clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(m.queueKey), "=", 0)}, []clientv3.Op{m.putKey()}, nil),
+		clientv3.OpGet(m.queueKey),
+		clientv3.OpGet(queue, append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...),
+		clientv3.OpGet(m.ownerKey),
+	).Commit()
+	if err != nil {
+		m.cleanUp(0)
+		return err
 	}
 	mine := resp.Responses[1].GetResponseRange().Kvs
 	if len(mine) == 0 {
