@@ -19,7 +19,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/lockword/lockword/etcdlock"
@@ -461,7 +460,7 @@ func (r *etcdRun) pauseLoop() {
 		if i < 0 {
 			continue
 		}
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		if err := stopProcess(pid); err != nil {
 			continue
 		}
 		before, _ := r.poll()
@@ -473,7 +472,7 @@ func (r *etcdRun) pauseLoop() {
 				break
 			}
 		}
-		syscall.Kill(pid, syscall.SIGCONT)
+		contProcess(pid)
 		r.extra.Pauses++
 	}
 }
