@@ -64,8 +64,9 @@ func TestTortureEtcdKill(t *testing.T) {
 }
 
 // TestTortureEtcdKillCheckerFails: workers that ignore an owner death
-// (no repair, no record of it) must fail the run: the dead holder's owner
-// slot is found set, and recoveries fall short of the holder kills. A run
+// (no repair, no record of it) must fail the run: recoveries fall short of
+// the holder kills (and the dead holder's owner slot, if it died inside,
+// is found set). A run
 // that happened to kill no holder proves nothing and is made again.
 func TestTortureEtcdKillCheckerFails(t *testing.T) {
 	t.Setenv(breakRepairEnv, "1")
@@ -74,8 +75,11 @@ func TestTortureEtcdKillCheckerFails(t *testing.T) {
 		if etcdField(t, stdout, "Kills: 6 (") == 0 && attempt < 3 {
 			continue
 		}
-		if status != exitFail || !strings.Contains(stdout, "owner-slot violations") || !strings.Contains(stdout, "recoveries for") {
-			t.Fatalf("status %d, want a FAIL with owner-slot violations and missing recoveries:\n%s", status, stdout)
+		// A holder killed inside the critical section leaves the owner
+		// slot set; one killed just before Unlock does not: either way its
+		// recovery is missing.
+		if status != exitFail || !strings.Contains(stdout, "recoveries for") {
+			t.Fatalf("status %d, want a FAIL with missing recoveries:\n%s", status, stdout)
 		}
 		return
 	}
