@@ -40,8 +40,19 @@ type Info struct {
 }
 
 // Inspect reads the lock at prefix without changing it: its hold record,
-// its queue and the holder's lease.
+// its queue and the holder's lease (two round trips).
 func Inspect(ctx context.Context, cli *clientv3.Client, prefix string) (*Info, error) {
+	return inspect(ctx, cli, prefix, true)
+}
+
+// Peek is Inspect in one round trip, without the holder's lease TTL
+// (LeaseTTL and LeaseGranted are -1): for a caller that must act on what
+// it saw at once.
+func Peek(ctx context.Context, cli *clientv3.Client, prefix string) (*Info, error) {
+	return inspect(ctx, cli, prefix, false)
+}
+
+func inspect(ctx context.Context, cli *clientv3.Client, prefix string, lease bool) (*Info, error) {
 	owner := prefix + "/owner"
 	r, err := cli.Txn(ctx).Then(
 		clientv3.OpGet(owner),
@@ -81,7 +92,7 @@ func Inspect(ctx context.Context, cli *clientv3.Client, prefix string) (*Info, e
 		json.Unmarshal(kv.Value, &h) // a corrupt identity shows as zero
 		info.Waiters = append(info.Waiters, h)
 	}
-	if holderKey != "" {
+	if holderKey != "" && lease {
 		if ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(info.Holder.Lease)); err == nil && ttl.TTL >= 0 {
 			info.LeaseTTL = time.Duration(ttl.TTL) * time.Second
 			info.LeaseGranted = time.Duration(ttl.GrantedTTL) * time.Second

@@ -662,10 +662,32 @@ func (m *Mutex) waitTurn(ctx context.Context, myRev int64, start time.Time) erro
 	if len(r.Kvs) == 0 {
 		return nil // our turn
 	}
-	pred := string(r.Kvs[0].Key)
+	pred, predRev := string(r.Kvs[0].Key), r.Kvs[0].CreateRevision
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wch := m.cli.Watch(clientv3.WithRequireLeader(wctx), pred, clientv3.WithRev(r.Header.Revision+1), clientv3.WithFilterPut())
+	// Watch from now, not from the revision read: a watch that starts in
+	// the past is caught up by the server's background loop (every 100 ms),
+	// which would make every handover that slow. So: watch, wait until the
+	// watch exists, then look whether pred is still there.
+	wch := m.cli.Watch(clientv3.WithRequireLeader(wctx), pred, clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+	select {
+	case wr, ok := <-wch:
+		if !ok || wr.Err() != nil || wr.Canceled || !wr.Created {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return nil // read again
+		}
+	case <-m.lost:
+		return ErrLeaseLost
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if g, err := m.cli.Get(ctx, pred); err != nil {
+		return err
+	} else if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != predRev {
+		return nil // gone already
+	}
 	var stuck <-chan time.Time
 	if d := m.stuckThreshold(); d > 0 {
 		t := time.NewTimer(max(d-time.Since(start), 0))

@@ -48,7 +48,7 @@ const (
 	// etcdKillMaxGap is the most the supervisor waits between kills, and
 	// etcdKillWindow the most a worker sleeps mid-update in -kill runs.
 	etcdKillMaxGap = 300 * time.Millisecond
-	etcdKillWindow = 2 * time.Millisecond
+	etcdKillWindow = 5 * time.Millisecond
 	// etcdOpTimeout bounds one etcd request of a worker; a step that
 	// keeps failing for hangTimeout is a worker error.
 	etcdOpTimeout = 3 * time.Second
@@ -380,11 +380,29 @@ func (w *etcdWorker) run() (st etcdWorkerStats, err error) {
 
 // addition makes one locked update; done reports that the run is over
 // (the stop key, or -iters reached).
-func (w *etcdWorker) addition() (done bool, err error) {
-	lost := func() (bool, error) { // this Mutex's hold or lease is gone: carry on with a new one
-		w.stats.LeasesLost++
-		return false, w.newMutex()
+// lost carries on with a new Mutex after this one's hold or lease is gone.
+func (w *etcdWorker) lost() (bool, error) {
+	w.stats.LeasesLost++
+	return false, w.newMutex()
+}
+
+// check sorts the error of a step made holding the lock: nil, go on; the
+// hold is gone (a late write the fence rejected: recorded, and a new
+// Mutex made); or a failure that ends the worker.
+func (w *etcdWorker) check(step string, err error) (goOn, done bool, _ error) {
+	switch {
+	case err == nil:
+		return true, false, nil
+	case errors.Is(err, etcdlock.ErrNotHolder):
+		w.event(evRejected, step)
+		done, err := w.lost()
+		return false, done, err
 	}
+	return false, true, err
+}
+
+func (w *etcdWorker) addition() (done bool, err error) {
+	lost := w.lost
 	err = w.retry("Lock", hangTimeout, func(ctx context.Context) error { return w.m.LockContext(ctx) })
 	var od *etcdlock.OwnerDeadError
 	switch {
@@ -412,11 +430,8 @@ func (w *etcdWorker) addition() (done bool, err error) {
 			clientv3.OpGet(k.owner()), clientv3.OpGet(k.counter()), clientv3.OpGet(k.committed(w.id)), clientv3.OpGet(k.stop()))
 		return err
 	})
-	if errors.Is(err, etcdlock.ErrNotHolder) {
-		w.event(evRejected, "read")
-		return lost()
-	} else if err != nil {
-		return true, err
+	if goOn, done, err := w.check("read", err); !goOn {
+		return done, err
 	}
 	if o := resp.Responses[1].GetResponseRange().Kvs; len(o) == 0 || string(o[0].Value) != id {
 		w.event(evViolation, fmt.Sprintf("worker %d entered with worker %s inside", w.id, o[0].Value))
@@ -435,11 +450,8 @@ func (w *etcdWorker) addition() (done bool, err error) {
 				clientv3.OpPut(k.committed(w.id), strconv.FormatInt(c+1, 10)))
 			return err
 		})
-		if errors.Is(err, etcdlock.ErrNotHolder) {
-			w.event(evRejected, "write")
-			return lost()
-		} else if err != nil {
-			return true, err
+		if goOn, done, err := w.check("write", err); !goOn {
+			return done, err
 		}
 	}
 	// 4. Leave: clear the owner slot if it is still ours.
@@ -448,11 +460,8 @@ func (w *etcdWorker) addition() (done bool, err error) {
 			[]clientv3.Op{clientv3.OpDelete(k.owner())}, []clientv3.Op{clientv3.OpGet(k.owner())}))
 		return err
 	})
-	if errors.Is(err, etcdlock.ErrNotHolder) {
-		w.event(evRejected, "leave")
-		return lost()
-	} else if err != nil {
-		return true, err
+	if goOn, done, err := w.check("leave", err); !goOn {
+		return done, err
 	}
 	if t := resp.Responses[0].GetResponseTxn(); !t.Succeeded {
 		if o := t.Responses[0].GetResponseRange().Kvs; len(o) > 0 {

@@ -396,7 +396,7 @@ Lock kinds (-lock), where all means every kind marked *:
 		for line := range strings.SplitSeq(usage, "\n") {
 			fmt.Fprintf(w, "        %s\n", line)
 		}
-		if f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
+		if f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" && f.DefValue != "" {
 			fmt.Fprintf(w, "        (default %s)\n", f.DefValue)
 		}
 	})

@@ -226,7 +226,10 @@ func (r *etcdRun) startWorkers(workers int) error {
 func (r *etcdRun) spawn(ids []int) (*workerProc, error) {
 	s := r.spec
 	s.IDs = ids
-	js, _ := json.Marshal(s)
+	js, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
 	w := &workerProc{cmd: exec.Command(r.exe), ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
 	w.cmd.Env = append(os.Environ(), etcdWorkerEnv+"="+string(js))
 	w.cmd.SysProcAttr = workerAttr()
@@ -361,7 +364,7 @@ func (r *etcdRun) killAll() {
 func (r *etcdRun) holderSlot(states ...string) (int, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
 	defer cancel()
-	info, err := etcdlock.Inspect(ctx, r.cli, r.keys.lock())
+	info, err := etcdlock.Peek(ctx, r.cli, r.keys.lock())
 	if err != nil || info.Holder == nil {
 		return -1, 0
 	}
@@ -412,8 +415,14 @@ func (r *etcdRun) killLoop(start time.Time) *killReport {
 		time.Sleep(rand.N(etcdKillMaxGap))
 		victim := rand.IntN(len(r.procs))
 		if rand.IntN(2) == 0 {
-			if i, _ := r.holderSlot(etcdlock.StateHeld, etcdlock.StateRepairing); i >= 0 {
-				victim = i
+			// The holder: a hold lasts a few round trips, and a killed
+			// waiter's key blocks the queue until its lease expires, so
+			// look for one for up to two TTLs.
+			for look := time.Now(); time.Since(look) < 2*r.spec.TTL; {
+				if i, _ := r.holderSlot(etcdlock.StateHeld, etcdlock.StateRepairing); i >= 0 {
+					victim = i
+					break
+				}
 			}
 		}
 		w := r.procs[victim]
@@ -438,6 +447,11 @@ func (r *etcdRun) killLoop(start time.Time) *killReport {
 		r.mu.Lock()
 		r.procs[victim] = nw
 		r.mu.Unlock()
+		// The next kill waits for an addition made after this one, so it
+		// cannot hit the recovery of this death before it is recorded.
+		if n, err := r.poll(); err == nil {
+			last, lastAt = n, time.Now()
+		}
 	}
 	// The recoveries are read at the end (report), when the last
 	// victim's has happened.
