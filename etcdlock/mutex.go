@@ -622,7 +622,7 @@ func (m *Mutex) claim(ctx context.Context, myRev int64, owner []*mvccKV) (done b
 		return true, nil
 	}
 	state := stateHeld
-	if len(owner) == 1 {
+	if len(owner) == 1 && !testIgnoreDeadOwner.Load() {
 		// A record naming another key while ours is first: that key is
 		// gone (it was served before ours), and Unlock would have removed
 		// the record with it. Its holder's lease expired holding.
@@ -865,6 +865,11 @@ func (m *Mutex) Put(ctx context.Context, key, val string, opts ...clientv3.OpOpt
 // "unlock-before", "unlock-after", "mark-before", "mark-after"), so that a
 // test can kill the process exactly there.
 var testHook func(step string)
+
+// testIgnoreDeadOwner, set by a test only, breaks the lock on purpose: a
+// claim takes a dead holder's record as free, so owner death goes
+// unreported; the crash-point checker must catch it.
+var testIgnoreDeadOwner atomic.Bool
 
 func hook(step string) {
 	if testHook != nil {

@@ -482,12 +482,14 @@ func TestMutexUnreachable(t *testing.T) {
 // Crash points: a child process (this test binary) stops at one step of
 // Lock, Unlock or MarkConsistent and is SIGKILLed there; the next
 // acquirer must read the state it left correctly.
+type crashCase struct {
+	step  string
+	setup string // "": free lock; "held": the parent holds it (child queues); "dead": its holder died
+	want  error  // what the next acquirer gets: nil, ErrOwnerDead, ErrNotRecoverable
+}
+
 func TestMutexCrashPoints(t *testing.T) {
-	cases := []struct {
-		step  string
-		setup string // "": free lock; "held": the parent holds it (child queues); "dead": its holder died
-		want  error  // what the next acquirer gets: nil, ErrOwnerDead, ErrNotRecoverable
-	}{
+	for _, c := range []crashCase{
 		{"lock-queued", "held", nil},
 		{"lock-held", "", lockword.ErrOwnerDead},
 		{"lock-held", "held", lockword.ErrOwnerDead},
@@ -496,95 +498,114 @@ func TestMutexCrashPoints(t *testing.T) {
 		{"mark-before", "dead", lockword.ErrOwnerDead},
 		{"mark-after", "dead", lockword.ErrOwnerDead},
 		{"unlock-after", "dead-unmarked", lockword.ErrNotRecoverable},
-	}
-	for _, c := range cases {
+	} {
 		t.Run(c.step+"/"+c.setup, func(t *testing.T) {
 			t.Parallel()
-			cli := newClient(t, endpoints)
-			p := prefix(t)
-			var first *Mutex
-			switch c.setup {
-			case "held":
-				first = newMutex(t, cli, p)
-				if err := lockCtx(t, first); err != nil {
-					t.Fatal(err)
-				}
-			case "dead", "dead-unmarked":
-				d := newMutex(t, cli, p)
-				if err := lockCtx(t, d); err != nil {
-					t.Fatal(err)
-				}
-				die(d)
-			}
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), crashEnv+"="+c.step+","+p+","+c.setup, endpointsEnv+"="+strings.Join(endpoints, ","))
-			out, err := cmd.StdoutPipe()
-			if err != nil {
+			if err := crashAt(t, c); err != nil {
 				t.Fatal(err)
-			}
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Wait()
-			defer cmd.Process.Kill()
-			at := make(chan string, 1)
-			go func() {
-				s := bufio.NewScanner(out)
-				for s.Scan() {
-					if strings.HasPrefix(s.Text(), "AT ") {
-						at <- s.Text()
-						return
-					}
-				}
-				close(at)
-			}()
-			if first != nil {
-				// Let the child queue behind us, then step aside.
-				deadline := time.Now().Add(lockTimeout)
-				for {
-					info, err := Inspect(context.Background(), cli, p)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if len(info.Waiters) == 1 {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatal("the child never queued")
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
-				if c.step != "lock-queued" {
-					first.Unlock()
-				}
-			}
-			select {
-			case s, ok := <-at:
-				if !ok || s != "AT "+c.step {
-					t.Fatalf("child: %q, stderr %s", s, stderr.String())
-				}
-			case <-time.After(lockTimeout):
-				t.Fatalf("child never reached %s; stderr %s", c.step, stderr.String())
-			}
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			if c.step == "lock-queued" {
-				first.Unlock()
-			}
-			next := newMutex(t, cli, p)
-			err = lockCtx(t, next)
-			if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
-				t.Fatalf("next acquirer after a kill at %s: %v, want %v", c.step, err, c.want)
-			}
-			if err == nil || errors.Is(err, lockword.ErrOwnerDead) {
-				next.MarkConsistent()
-				next.Unlock()
 			}
 		})
 	}
+}
+
+// TestMutexCrashPointsCheckerFails: with a lock broken on purpose (a claim
+// that takes a dead holder's record as free), the crash-point check of a
+// holder killed holding must fail.
+func TestMutexCrashPointsCheckerFails(t *testing.T) {
+	testIgnoreDeadOwner.Store(true) // the next acquirer, in this process, is the broken one
+	defer testIgnoreDeadOwner.Store(false)
+	if err := crashAt(t, crashCase{"lock-held", "", lockword.ErrOwnerDead}); err == nil {
+		t.Fatal("the crash-point check passed a lock that does not report owner death")
+	}
+}
+
+// crashAt runs one crash case and returns what is wrong with the next
+// acquirer's result.
+func crashAt(t *testing.T, c crashCase) error {
+	cli := newClient(t, endpoints)
+	p := prefix(t)
+	var first *Mutex
+	switch c.setup {
+	case "held":
+		first = newMutex(t, cli, p)
+		if err := lockCtx(t, first); err != nil {
+			t.Fatal(err)
+		}
+	case "dead", "dead-unmarked":
+		d := newMutex(t, cli, p)
+		if err := lockCtx(t, d); err != nil {
+			t.Fatal(err)
+		}
+		die(d)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashEnv+"="+c.step+","+p+","+c.setup, endpointsEnv+"="+strings.Join(endpoints, ","))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	at := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			if strings.HasPrefix(s.Text(), "AT ") {
+				at <- s.Text()
+				return
+			}
+		}
+		close(at)
+	}()
+	if first != nil {
+		// Let the child queue behind us, then step aside.
+		deadline := time.Now().Add(lockTimeout)
+		for {
+			info, err := Inspect(context.Background(), cli, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(info.Waiters) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the child never queued")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if c.step != "lock-queued" {
+			first.Unlock()
+		}
+	}
+	select {
+	case s, ok := <-at:
+		if !ok || s != "AT "+c.step {
+			t.Fatalf("child: %q, stderr %s", s, stderr.String())
+		}
+	case <-time.After(lockTimeout):
+		t.Fatalf("child never reached %s; stderr %s", c.step, stderr.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if c.step == "lock-queued" {
+		first.Unlock()
+	}
+	next := newMutex(t, cli, p)
+	err = lockCtx(t, next)
+	if err == nil || errors.Is(err, lockword.ErrOwnerDead) {
+		defer next.Unlock()
+		defer next.MarkConsistent()
+	}
+	if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
+		return fmt.Errorf("next acquirer after a kill at %s: %v, want %v", c.step, err, c.want)
+	}
+	return nil
 }
 
 // crashChild runs in the child process of TestMutexCrashPoints: it locks
