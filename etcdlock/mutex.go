@@ -746,26 +746,39 @@ func (m *Mutex) cleanUp(rev int64) {
 // Unlock unlocks m; if m was taken with ErrOwnerDead and MarkConsistent
 // was not called, the lock becomes not recoverable. It panics if m is not
 // locked ("etcdlock: Unlock of unlocked Mutex"). Network errors cannot be
-// returned here: they are logged, and the lease's expiry then releases the
-// lock (the next acquirer gets ErrOwnerDead). Use UnlockContext to see
-// them.
+// returned here: Unlock logs them and tries again, three times in all
+// with a 5 s timeout each; if etcd still cannot be told, it closes m
+// (revoking its lease, or letting it expire), which ends the hold as a
+// death would: the next acquirer gets ErrOwnerDead, and m's lease is lost.
+// Use UnlockContext to see and handle the errors.
 func (m *Mutex) Unlock() {
 	if m.token.Load() == 0 {
 		panic(fmt.Sprintf("etcdlock: Unlock of unlocked Mutex %q", m.prefix))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-	defer cancel()
-	if err := m.UnlockContext(ctx); err != nil {
-		m.log.Warn("etcdlock: Unlock failed", "lock", m.prefix, "err", err)
+	var err error
+	for attempt := range unlockAttempts {
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		err = m.UnlockContext(ctx)
+		cancel()
+		if err == nil || errors.Is(err, ErrNotHolder) {
+			return
+		}
+		m.log.Warn("etcdlock: Unlock failed", "lock", m.prefix, "attempt", attempt+1, "err", err)
+		time.Sleep(lockRetryMin << attempt)
 	}
+	m.Close()
+	m.released()
 }
 
-// UnlockContext unlocks m in one etcd transaction and returns its error:
-// ErrNotHolder if the hold had already ended (the lease expired while it
-// held: a successor may hold it now), or the client's error, after which
-// the lease's expiry ends the hold. Either way m is unlocked locally and
-// may lock again (or, its lease lost, not). It returns ErrNotHolder if m
-// is not locked.
+// unlockAttempts is how often Unlock tries before it gives the hold up.
+const unlockAttempts = 3
+
+// UnlockContext unlocks m in one etcd transaction and returns its error.
+// On nil m is unlocked; ErrNotHolder says that the hold had already ended
+// (the lease expired while it held: a successor may hold it now), and m
+// is unlocked too. On the client's error (etcd unreachable, ctx done) m
+// still holds: call UnlockContext again, or Close. It returns
+// ErrNotHolder if m is not locked.
 func (m *Mutex) UnlockContext(ctx context.Context) error {
 	tok := m.token.Load()
 	if tok == 0 {
@@ -778,17 +791,22 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 	}
 	hook("unlock-before")
 	resp, err := m.cli.Txn(ctx).If(m.Guard()).Then(clientv3.OpDelete(m.queueKey), last).Commit()
-	m.token.Store(0)
-	m.heldRecord, m.inconsistent = "", false
-	m.gate.Unlock()
 	if err != nil {
-		return err
+		return err // still held; the transaction may or may not have committed: a retry tells
 	}
+	m.released()
 	if !resp.Succeeded {
 		return ErrNotHolder
 	}
 	hook("unlock-after")
 	return nil
+}
+
+// released forgets the hold locally and lets m's next Lock in.
+func (m *Mutex) released() {
+	m.token.Store(0)
+	m.heldRecord, m.inconsistent = "", false
+	m.gate.Unlock()
 }
 
 // MarkConsistent declares that the data protected by m, taken with
