@@ -4,6 +4,6 @@ package main
 
 import "syscall"
 
-// stopProcess and contProcess pause and resume a worker process (-pause).
-func stopProcess(pid int) error { return syscall.Kill(pid, syscall.SIGSTOP) }
-func contProcess(pid int) error { return syscall.Kill(pid, syscall.SIGCONT) }
+// pauseProcess and resumeProcess pause and resume a worker process (-pause).
+func pauseProcess(pid int) error { return syscall.Kill(pid, syscall.SIGSTOP) }
+func resumeProcess(pid int) error { return syscall.Kill(pid, syscall.SIGCONT) }

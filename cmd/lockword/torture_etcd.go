@@ -145,13 +145,7 @@ func tortureEtcd(cfg *config, name string, fenced, cluster bool) (*report, error
 	}
 	released := time.Now()
 
-	spec := progressSpec{label: name, start: released, timed: cfg.timed(), position: r.committed.Load, acquisitions: r.committed.Load}
-	spec.max = int64(workers) * iters
-	if cfg.timed() {
-		spec.max = cfg.duration.Milliseconds()
-		spec.position = func() int64 { return time.Since(released).Milliseconds() }
-	}
-	prog := startProgress(cfg.progress, spec)
+	prog := startProgress(cfg.progress, runProgress(cfg, name, released, int64(workers)*iters, r.committed.Load, ""))
 	var kr *killReport
 	switch {
 	case cfg.kill:
@@ -474,7 +468,7 @@ func (r *etcdRun) pauseLoop() {
 		if i < 0 {
 			continue
 		}
-		if err := stopProcess(pid); err != nil {
+		if err := pauseProcess(pid); err != nil {
 			continue
 		}
 		before, _ := r.poll()
@@ -486,7 +480,7 @@ func (r *etcdRun) pauseLoop() {
 				break
 			}
 		}
-		contProcess(pid)
+		resumeProcess(pid)
 		r.extra.Pauses++
 	}
 }
