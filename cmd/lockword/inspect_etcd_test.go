@@ -15,6 +15,7 @@ import (
 )
 
 func TestInspectEtcd(t *testing.T) {
+	t.Parallel()
 	c, err := etcdembed.Start(1)
 	if err != nil {
 		t.Fatal(err)

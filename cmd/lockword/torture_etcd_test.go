@@ -11,7 +11,8 @@ import (
 
 // The etcd kinds' tests: each run starts its own embedded server (or
 // three) on free loopback ports, with its data in a temporary directory
-// that the run removes. Worker processes are the test binary itself (the
+// that the run removes. They run in parallel with each other (they
+// mostly wait for leases to expire), after the package's other tests. Worker processes are the test binary itself (the
 // init function of kinds_etcd.go). Sizes are CI's: each run takes a few
 // seconds on 2 cores; a lease TTL is 1 s, so a kill of the holder or a
 // pause costs about 1–2 s.
@@ -40,11 +41,13 @@ func wantPass(t *testing.T, stdout, stderr string, status int, lines ...string) 
 }
 
 func TestTortureEtcd(t *testing.T) {
+	t.Parallel()
 	stdout, stderr, status := runCLI(t, "torture", "-lock", "etcd", "-workers", "6", "-iters", "10")
 	wantPass(t, stdout, stderr, status, "Lock: etcd", "Workers: 6", "Expected: 300", "Actual:   300")
 }
 
 func TestTortureEtcdProcs(t *testing.T) {
+	t.Parallel()
 	stdout, stderr, status := runCLI(t, "torture", "-lock", "etcd", "-procs", "3", "-workers", "6", "-iters", "8")
 	wantPass(t, stdout, stderr, status, "Processes: 3", "Expected: 240", "Actual:   240")
 }
@@ -52,6 +55,7 @@ func TestTortureEtcdProcs(t *testing.T) {
 // TestTortureEtcdKill: every kill of a holder is recovered exactly once,
 // with ErrOwnerDead, after about the lease TTL; the total is exact.
 func TestTortureEtcdKill(t *testing.T) {
+	t.Parallel()
 	stdout, stderr, status := runCLI(t, "torture", "-lock", "etcd", "-procs", "3", "-workers", "6", "-kill", "-kills", "8")
 	wantPass(t, stdout, stderr, status, "Hangs: 0")
 	holder := etcdField(t, stdout, "Kills: 8 (")
@@ -91,6 +95,7 @@ func TestTortureEtcdKillCheckerFails(t *testing.T) {
 // outside the critical section harms nothing, so an unfenced run that
 // lost nothing is made again, up to 3 times (each has 3 pauses).
 func TestTortureEtcdPause(t *testing.T) {
+	t.Parallel()
 	stdout, stderr, status := runCLI(t, "torture", "-lock", "etcd", "-procs", "3", "-workers", "6", "-pause", "-pauses", "2")
 	wantPass(t, stdout, stderr, status, "Pauses: 2 (SIGSTOP of the holder past its TTL)", "Hangs: 0")
 	if etcdField(t, stdout, "Expected:") != etcdField(t, stdout, "Actual:") {
@@ -110,6 +115,7 @@ func TestTortureEtcdPause(t *testing.T) {
 // TestTortureEtcdCluster: three members, the leader hard-stopped a third
 // of the way through; the run completes exact after the re-election.
 func TestTortureEtcdCluster(t *testing.T) {
+	t.Parallel()
 	stdout, stderr, status := runCLI(t, "torture", "-lock", "etcd-cluster", "-workers", "6", "-iters", "12")
 	wantPass(t, stdout, stderr, status, "Expected: 360", "Actual:   360")
 	if !regexp.MustCompile(`(?m)^Leader stop: member m\d stopped after \d+ additions; m\d elected in `).MatchString(stdout) {
@@ -118,6 +124,7 @@ func TestTortureEtcdCluster(t *testing.T) {
 }
 
 func TestTortureEtcdUsage(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"-lock", "etcd", "-pause"},
 		{"-lock", "etcd", "-etcd", "nohost"},
