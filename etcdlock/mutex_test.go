@@ -644,3 +644,17 @@ func crashChild(spec string) int {
 	fmt.Fprintln(os.Stderr, "child: finished without reaching", step)
 	return 1
 }
+
+// TestDependencies: the package needs etcd's client only; the embedded
+// server (internal/etcdembed) is for tests and the lockword command.
+func TestDependencies(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, "go.etcd.io/etcd/server/") || strings.HasPrefix(p, "go.etcd.io/raft/") || p == "github.com/lockword/lockword/internal/etcdembed" {
+			t.Errorf("etcdlock depends on %s", p)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockword/lockword/etcdlock"
 	"github.com/lockword/lockword/internal/etcdembed"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestInspectEtcd(t *testing.T) {
@@ -77,6 +78,13 @@ func TestInspectEtcd(t *testing.T) {
 	cancel()
 	<-done
 	a.Unlock()
+	// torture -etcd on this "real" server: it passes and leaves nothing.
+	if out, stderr, status := runCLI(t, "torture", "-lock", "etcd", "-etcd", ep, "-workers", "3", "-iters", "4"); status != exitOK {
+		t.Fatalf("torture -etcd %s: status %d\n%s\n%s", ep, status, out, stderr)
+	}
+	if r, err := cli.Get(ctx, etcdDataRoot, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || r.Count != 0 {
+		t.Fatalf("torture -etcd left %v keys under %s (%v)", r, etcdDataRoot, err)
+	}
 	// Unreachable: an error, exit 2, within the timeout.
 	start := time.Now()
 	if _, stderr, status := runCLI(t, "inspect", "-etcd", "127.0.0.1:1", p); status != exitUsage || !strings.Contains(stderr, "etcd at 127.0.0.1:1") {
