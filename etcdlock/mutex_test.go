@@ -33,6 +33,7 @@ const (
 	crashEnv     = "ETCDLOCK_TEST_CRASH" // child: "step,prefix,setup"
 	endpointsEnv = "ETCDLOCK_TEST_ENDPOINTS"
 	testTTL      = time.Second
+	liveTTL      = 20 * time.Second
 )
 
 func TestMain(m *testing.M) {
@@ -60,9 +61,21 @@ func newClient(t testing.TB, eps []string) *clientv3.Client {
 	return cli
 }
 
+// newMutex makes a Mutex that must not lose its lease: its TTL is long
+// enough that a loaded host (keep-alives starved for seconds) does not
+// expire it. newDyingMutex makes one that is to die (die, or a killed
+// child): the server's shortest TTL, 1 s.
 func newMutex(t testing.TB, cli *clientv3.Client, prefix string) *Mutex {
+	return newMutexTTL(t, cli, prefix, liveTTL)
+}
+
+func newDyingMutex(t testing.TB, cli *clientv3.Client, prefix string) *Mutex {
+	return newMutexTTL(t, cli, prefix, testTTL)
+}
+
+func newMutexTTL(t testing.TB, cli *clientv3.Client, prefix string, ttl time.Duration) *Mutex {
 	t.Helper()
-	m, err := NewMutex(context.Background(), cli, prefix, &Options{TTL: testTTL})
+	m, err := NewMutex(context.Background(), cli, prefix, &Options{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +249,7 @@ func TestMutexOwnerDeadNotRecoverable(t *testing.T) {
 	t.Parallel()
 	cli := newClient(t, endpoints)
 	p := prefix(t)
-	a := newMutex(t, cli, p)
+	a := newDyingMutex(t, cli, p)
 	if err := lockCtx(t, a); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +289,7 @@ func TestMutexOwnerDeadRepaired(t *testing.T) {
 	t.Parallel()
 	cli := newClient(t, endpoints)
 	p := prefix(t)
-	a := newMutex(t, cli, p)
+	a := newDyingMutex(t, cli, p)
 	if err := lockCtx(t, a); err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +307,7 @@ func TestMutexOwnerDeadRepaired(t *testing.T) {
 	}
 	b.Unlock()
 	// Lock (sync.Locker) runs the repair function.
-	c := newMutex(t, cli, p)
+	c := newDyingMutex(t, cli, p)
 	if err := lockCtx(t, c); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +332,7 @@ func TestMutexFencing(t *testing.T) {
 	t.Parallel()
 	cli := newClient(t, endpoints)
 	p := prefix(t)
-	a := newMutex(t, cli, p)
+	a := newDyingMutex(t, cli, p)
 	if err := lockCtx(t, a); err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +445,7 @@ func TestMutexStuckReport(t *testing.T) {
 	p := prefix(t)
 	var buf syncBuffer
 	a := newMutex(t, cli, p)
-	b, err := NewMutex(context.Background(), cli, p, &Options{TTL: testTTL, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	b, err := NewMutex(context.Background(), cli, p, &Options{TTL: liveTTL, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -532,7 +545,7 @@ func crashAt(t *testing.T, c crashCase) error {
 			t.Fatal(err)
 		}
 	case "dead", "dead-unmarked":
-		d := newMutex(t, cli, p)
+		d := newDyingMutex(t, cli, p)
 		if err := lockCtx(t, d); err != nil {
 			t.Fatal(err)
 		}

@@ -173,6 +173,7 @@ const (
 	evRecovery  = "recovery"  // etcdRecovery JSON, key: the recoverer's token
 	evViolation = "violation" // a description
 	evRejected  = "rejected"  // a late write that the guard refused
+	evLeaseLost = "leaselost" // the PID of a live worker whose lease expired
 )
 
 // etcdRecovery is one ErrOwnerDead acquisition.
@@ -381,8 +382,17 @@ func (w *etcdWorker) run() (st etcdWorkerStats, err error) {
 // addition makes one locked update; done reports that the run is over
 // (the stop key, or -iters reached).
 // lost carries on with a new Mutex after this one's hold or lease is gone.
+// A lease that expired (Lost closes, which the keep-alive learns within
+// about a TTL) is recorded: the next holder's recovery from this live
+// process is then the lease doing its job (a loaded host starved our
+// keep-alives), not a live holder robbed.
 func (w *etcdWorker) lost() (bool, error) {
 	w.stats.LeasesLost++
+	select {
+	case <-w.m.Lost():
+		w.event(evLeaseLost, strconv.Itoa(os.Getpid()))
+	case <-time.After(2 * w.spec.TTL):
+	}
 	return false, w.newMutex()
 }
 

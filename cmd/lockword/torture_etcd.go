@@ -56,14 +56,17 @@ type etcdRun struct {
 
 // etcdExtra is what an etcd kind's report adds to the standard one.
 type etcdExtra struct {
-	Endpoints    string   `json:"endpoints"`
-	TTLSeconds   float64  `json:"ttl_s"`
-	Pauses       int      `json:"pauses,omitempty"`
-	LateRejects  int      `json:"late_writes_rejected"`
-	LeasesLost   int      `json:"leases_lost"`
-	LeaderStop   string   `json:"leader_stop,omitempty"`
-	Hangs        int      `json:"hangs"`
-	Recoveries   int      `json:"recoveries"`
+	Endpoints   string  `json:"endpoints"`
+	TTLSeconds  float64 `json:"ttl_s"`
+	Pauses      int     `json:"pauses,omitempty"`
+	LateRejects int     `json:"late_writes_rejected"`
+	LeasesLost  int     `json:"leases_lost"`
+	LeaderStop  string  `json:"leader_stop,omitempty"`
+	Hangs       int     `json:"hangs"`
+	Recoveries  int     `json:"recoveries"`
+	// LiveExpiries counts -kill recoveries from live workers whose lease
+	// had expired (recorded by them): not kills, not robberies.
+	LiveExpiries int      `json:"live_lease_expiries"`
 	Errors       []string `json:"errors,omitempty"`
 	Violations   []string `json:"violations,omitempty"`
 	Acquisitions uint64   `json:"acquisitions"`
@@ -523,6 +526,7 @@ func (r *etcdRun) report(workers int, elapsed time.Duration, kr *killReport) (*r
 		clientv3.OpGet(k.list(evRecovery), clientv3.WithPrefix()),
 		clientv3.OpGet(k.list(evViolation), clientv3.WithPrefix()),
 		clientv3.OpGet(k.list(evRejected), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(k.list(evLeaseLost), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("reading the outcome from etcd: %w", err)
@@ -567,8 +571,18 @@ func (r *etcdRun) report(workers int, elapsed time.Duration, kr *killReport) (*r
 		kr.Recoveries = int64(len(recs))
 		seen := map[int]bool{}
 		held := r.heldAtDeath
+		expired := map[int]bool{}
+		for _, kv := range resp.Responses[5].GetResponseRange().Kvs {
+			pid, _ := strconv.Atoi(string(kv.Value))
+			expired[pid] = true
+		}
 		for _, ev := range recs {
 			switch {
+			case !kr.killed[ev.DeadPID] && expired[ev.DeadPID]:
+				// A live worker whose lease expired (keep-alives starved):
+				// its successor was right to take over, and told.
+				r.extra.LiveExpiries++
+				kr.Recoveries--
 			case !kr.killed[ev.DeadPID]:
 				kr.Robbed = append(kr.Robbed, ev.DeadPID)
 			case seen[ev.DeadPID]:
@@ -576,8 +590,10 @@ func (r *etcdRun) report(workers int, elapsed time.Duration, kr *killReport) (*r
 			default:
 				held[ev.DeadPID] = true
 				at := r.killedAt[ev.DeadPID]
-				kr.MaxDetectionMs = max(kr.MaxDetectionMs, float64(time.Unix(0, ev.DetectedNs).Sub(at))/1e6)
-				kr.MaxRecoveryMs = max(kr.MaxRecoveryMs, float64(time.Unix(0, ev.RepairedNs).Sub(at))/1e6)
+				det, rep := time.Unix(0, ev.DetectedNs).Sub(at), time.Unix(0, ev.RepairedNs).Sub(at)
+				kr.detections, kr.repairs = append(kr.detections, det), append(kr.repairs, rep)
+				kr.MaxDetectionMs = max(kr.MaxDetectionMs, float64(det)/1e6)
+				kr.MaxRecoveryMs = max(kr.MaxRecoveryMs, float64(rep)/1e6)
 			}
 			seen[ev.DeadPID] = true
 		}
@@ -638,6 +654,9 @@ func (e *etcdReport) writeExtra(w io.Writer) {
 		fmt.Fprintf(w, "Pauses: %d (SIGSTOP of the holder past its TTL)\n", x.Pauses)
 	}
 	fmt.Fprintf(w, "Late writes rejected by the fence: %d; leases lost: %d\n", x.LateRejects, x.LeasesLost)
+	if x.LiveExpiries > 0 {
+		fmt.Fprintf(w, "Recoveries from live workers whose lease expired (not counted above): %d\n", x.LiveExpiries)
+	}
 	if x.LeaderStop != "" {
 		fmt.Fprintf(w, "Leader stop: %s\n", x.LeaderStop)
 	}
