@@ -79,7 +79,7 @@ func TestInspectEtcd(t *testing.T) {
 	<-done
 	a.Unlock()
 	// torture -etcd on this "real" server: it passes and leaves nothing.
-	if out, stderr, status := runCLI(t, "torture", "-lock", "etcd", "-etcd", ep, "-workers", "3", "-iters", "4"); status != exitOK {
+	if out, stderr, status := runCLI(t, "torture", "-ttl", etcdTTL, "-lock", "etcd", "-etcd", ep, "-workers", "3", "-iters", "4"); status != exitOK {
 		t.Fatalf("torture -etcd %s: status %d\n%s\n%s", ep, status, out, stderr)
 	}
 	if r, err := cli.Get(ctx, etcdDataRoot, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || r.Count != 0 {

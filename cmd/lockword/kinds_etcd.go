@@ -181,8 +181,7 @@ type etcdRecovery struct {
 	DeadPID    int   `json:"dead_pid"`
 	By         int   `json:"by_pid"`
 	DetectedNs int64 `json:"detected_unix_ns"`
-	RepairedNs int64 `json:"repaired_unix_ns"`
-	Consistent bool  `json:"consistent"` // counter = value × Σ committed
+	RepairedNs int64 `json:"repaired_unix_ns"` // 0 if the recoverer lost the lock before repairing
 }
 
 // etcdWorkerSpec tells a worker what to do; it travels as JSON in
@@ -494,6 +493,22 @@ func (w *etcdWorker) addition() (done bool, err error) {
 func (w *etcdWorker) recover(od *etcdlock.OwnerDeadError) error {
 	ev := etcdRecovery{DeadPID: od.Dead.PID, By: os.Getpid(), DetectedNs: time.Now().UnixNano()}
 	k := w.keys
+	key := fmt.Sprintf("%s%020d", k.list(evRecovery), w.m.Token())
+	record := func() error {
+		b, _ := json.Marshal(ev)
+		return w.retry("recording a recovery", etcdOpTimeout, func(ctx context.Context) error {
+			_, err := w.cli.Put(ctx, key, string(b))
+			return err
+		})
+	}
+	// Recorded first, unguarded: if this worker's own lease expires
+	// before it repairs (a starved host), the next acquirer recovers from
+	// it, and this death stays counted once.
+	if !w.spec.BreakRepair {
+		if err := record(); err != nil {
+			return err
+		}
+	}
 	var resp *clientv3.TxnResponse
 	err := w.retry("reading for repair", etcdOpTimeout, func(ctx context.Context) (err error) {
 		resp, err = w.cli.Txn(ctx).Then(clientv3.OpGet(k.counter()), clientv3.OpGet(k.list("committed"), clientv3.WithPrefix())).Commit()
@@ -507,8 +522,7 @@ func (w *etcdWorker) recover(od *etcdlock.OwnerDeadError) error {
 		n, _ := strconv.ParseInt(string(kv.Value), 10, 64)
 		sum += n
 	}
-	ev.Consistent = kvInt(resp.Responses[0]) == sum*w.spec.Value
-	if !ev.Consistent {
+	if kvInt(resp.Responses[0]) != sum*w.spec.Value {
 		w.event(evViolation, fmt.Sprintf("after the death of PID %d the counter is %d, the committed additions %d × %d", od.Dead.PID, kvInt(resp.Responses[0]), sum, w.spec.Value))
 	}
 	if w.spec.BreakRepair {
@@ -516,19 +530,20 @@ func (w *etcdWorker) recover(od *etcdlock.OwnerDeadError) error {
 		// see the owner slot left set and the unrecorded recovery.
 		return w.retry("MarkConsistent", etcdOpTimeout, func(ctx context.Context) error { return w.m.MarkConsistentContext(ctx) })
 	}
-	ev.RepairedNs = time.Now().UnixNano()
-	b, _ := json.Marshal(ev)
-	key := fmt.Sprintf("%s%020d", k.list(evRecovery), w.m.Token())
 	// The repair proper: the dead holder may have left its id in the
-	// owner slot. Guarded, with the record of the recovery: a holder that
-	// lost the lock in between changes nothing.
-	if err := w.retry("recording a recovery", etcdOpTimeout, func(ctx context.Context) error {
-		_, err := w.m.Txn(ctx, clientv3.OpPut(key, string(b)), clientv3.OpDelete(k.owner()))
+	// owner slot. Guarded: a holder that lost the lock meanwhile changes
+	// nothing.
+	if err := w.retry("repairing", etcdOpTimeout, func(ctx context.Context) error {
+		_, err := w.m.Txn(ctx, clientv3.OpDelete(k.owner()))
 		return err
 	}); err != nil {
 		return err
 	}
-	return w.retry("MarkConsistent", etcdOpTimeout, func(ctx context.Context) error { return w.m.MarkConsistentContext(ctx) })
+	if err := w.retry("MarkConsistent", etcdOpTimeout, func(ctx context.Context) error { return w.m.MarkConsistentContext(ctx) }); err != nil {
+		return err
+	}
+	ev.RepairedNs = time.Now().UnixNano()
+	return record()
 }
 
 // kvInt is the integer value of a one-key range response, 0 if absent.

@@ -318,6 +318,7 @@ func (r *etcdRun) waitWorkers() {
 				<-done
 			}
 			r.poll()
+			r.collect()
 			return
 		}
 	}
@@ -590,10 +591,14 @@ func (r *etcdRun) report(workers int, elapsed time.Duration, kr *killReport) (*r
 			default:
 				held[ev.DeadPID] = true
 				at := r.killedAt[ev.DeadPID]
-				det, rep := time.Unix(0, ev.DetectedNs).Sub(at), time.Unix(0, ev.RepairedNs).Sub(at)
-				kr.detections, kr.repairs = append(kr.detections, det), append(kr.repairs, rep)
+				det := time.Unix(0, ev.DetectedNs).Sub(at)
+				kr.detections = append(kr.detections, det)
 				kr.MaxDetectionMs = max(kr.MaxDetectionMs, float64(det)/1e6)
-				kr.MaxRecoveryMs = max(kr.MaxRecoveryMs, float64(rep)/1e6)
+				if ev.RepairedNs != 0 {
+					rep := time.Unix(0, ev.RepairedNs).Sub(at)
+					kr.repairs = append(kr.repairs, rep)
+					kr.MaxRecoveryMs = max(kr.MaxRecoveryMs, float64(rep)/1e6)
+				}
 			}
 			seen[ev.DeadPID] = true
 		}
@@ -639,6 +644,10 @@ func (e *etcdReport) writeText(w io.Writer) {
 			continue
 		case strings.HasPrefix(line, "Result: "):
 			e.writeExtra(w)
+			if why := e.failures(); len(why) > 0 {
+				fmt.Fprintf(w, "Result: FAIL (%s)\n", strings.Join(why, "; "))
+				continue
+			}
 		}
 		io.WriteString(w, line)
 	}

@@ -17,6 +17,17 @@ import (
 // seconds on 2 cores; a lease TTL is 1 s, so a kill of the holder or a
 // pause costs about 1–2 s.
 
+// etcdTTL is the lease TTL of the test runs: 2 s, so that a live
+// worker's keep-alives (every TTL/3) survive a loaded host; a kill or a
+// pause then costs 2–3 s.
+const etcdTTL = "2s"
+
+// runEtcd runs lockword torture with the test runs' TTL.
+func runEtcd(t *testing.T, args ...string) (stdout, stderr string, status int) {
+	t.Helper()
+	return runCLI(t, append([]string{"torture", "-ttl", etcdTTL}, args...)...)
+}
+
 // etcdField returns the integer after prefix on a line of the report.
 func etcdField(t *testing.T, report, prefix string) int {
 	t.Helper()
@@ -42,13 +53,13 @@ func wantPass(t *testing.T, stdout, stderr string, status int, lines ...string) 
 
 func TestTortureEtcd(t *testing.T) {
 	t.Parallel()
-	stdout, stderr, status := runCLI(t, "torture", "-lock", "etcd", "-workers", "6", "-iters", "10")
+	stdout, stderr, status := runEtcd(t, "-lock", "etcd", "-workers", "6", "-iters", "10")
 	wantPass(t, stdout, stderr, status, "Lock: etcd", "Workers: 6", "Expected: 300", "Actual:   300")
 }
 
 func TestTortureEtcdProcs(t *testing.T) {
 	t.Parallel()
-	stdout, stderr, status := runCLI(t, "torture", "-lock", "etcd", "-procs", "3", "-workers", "6", "-iters", "8")
+	stdout, stderr, status := runEtcd(t, "-lock", "etcd", "-procs", "3", "-workers", "6", "-iters", "8")
 	wantPass(t, stdout, stderr, status, "Processes: 3", "Expected: 240", "Actual:   240")
 }
 
@@ -56,7 +67,7 @@ func TestTortureEtcdProcs(t *testing.T) {
 // with ErrOwnerDead, after about the lease TTL; the total is exact.
 func TestTortureEtcdKill(t *testing.T) {
 	t.Parallel()
-	stdout, stderr, status := runCLI(t, "torture", "-lock", "etcd", "-procs", "3", "-workers", "6", "-kill", "-kills", "8")
+	stdout, stderr, status := runEtcd(t, "-lock", "etcd", "-procs", "3", "-workers", "6", "-kill", "-kills", "8")
 	wantPass(t, stdout, stderr, status, "Hangs: 0")
 	holder := etcdField(t, stdout, "Kills: 8 (")
 	if rec := etcdField(t, stdout, "Recoveries:"); rec != holder {
@@ -75,7 +86,7 @@ func TestTortureEtcdKill(t *testing.T) {
 func TestTortureEtcdKillCheckerFails(t *testing.T) {
 	t.Setenv(breakRepairEnv, "1")
 	for attempt := 1; ; attempt++ {
-		stdout, _, status := runCLI(t, "torture", "-lock", "etcd", "-procs", "3", "-workers", "6", "-kill", "-kills", "6")
+		stdout, _, status := runEtcd(t, "-lock", "etcd", "-procs", "3", "-workers", "6", "-kill", "-kills", "6")
 		if etcdField(t, stdout, "Kills: 6 (") == 0 && attempt < 3 {
 			continue
 		}
@@ -96,13 +107,13 @@ func TestTortureEtcdKillCheckerFails(t *testing.T) {
 // lost nothing is made again, up to 3 times (each has 3 pauses).
 func TestTortureEtcdPause(t *testing.T) {
 	t.Parallel()
-	stdout, stderr, status := runCLI(t, "torture", "-lock", "etcd", "-procs", "3", "-workers", "6", "-pause", "-pauses", "2")
+	stdout, stderr, status := runEtcd(t, "-lock", "etcd", "-procs", "3", "-workers", "6", "-pause", "-pauses", "2")
 	wantPass(t, stdout, stderr, status, "Pauses: 2 (SIGSTOP of the holder past its TTL)", "Hangs: 0")
 	if etcdField(t, stdout, "Expected:") != etcdField(t, stdout, "Actual:") {
 		t.Fatalf("not exact:\n%s", stdout)
 	}
 	for attempt := 1; ; attempt++ {
-		stdout, _, status = runCLI(t, "torture", "-lock", "etcd-unfenced", "-procs", "3", "-workers", "6", "-pause")
+		stdout, _, status = runEtcd(t, "-lock", "etcd-unfenced", "-procs", "3", "-workers", "6", "-pause")
 		if status == exitFail && strings.Contains(stdout, "lost updates") {
 			return
 		}
@@ -116,7 +127,7 @@ func TestTortureEtcdPause(t *testing.T) {
 // of the way through; the run completes exact after the re-election.
 func TestTortureEtcdCluster(t *testing.T) {
 	t.Parallel()
-	stdout, stderr, status := runCLI(t, "torture", "-lock", "etcd-cluster", "-workers", "6", "-iters", "12")
+	stdout, stderr, status := runEtcd(t, "-lock", "etcd-cluster", "-workers", "6", "-iters", "12")
 	wantPass(t, stdout, stderr, status, "Expected: 360", "Actual:   360")
 	if !regexp.MustCompile(`(?m)^Leader stop: member m\d stopped after \d+ additions; m\d elected in `).MatchString(stdout) {
 		t.Fatalf("no leader stop and re-election in:\n%s", stdout)
@@ -137,7 +148,7 @@ func TestTortureEtcdUsage(t *testing.T) {
 		}
 	}
 	// Nothing listens on port 1: a clear error, exit 1, no hang.
-	_, stderr, status := runCLI(t, "torture", "-lock", "etcd", "-etcd", "127.0.0.1:1", "-workers", "2", "-iters", "1")
+	_, stderr, status := runEtcd(t, "-lock", "etcd", "-etcd", "127.0.0.1:1", "-workers", "2", "-iters", "1")
 	if status != exitFail || !strings.Contains(stderr, "etcd at 127.0.0.1:1") {
 		t.Fatalf("unreachable etcd: status %d, stderr %q", status, stderr)
 	}
