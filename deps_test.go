@@ -20,9 +20,10 @@ func allowedDep(path string) bool {
 // imports, directly or not: the standard library, its own internal
 // packages and golang.org/x/sys only. The CLI's dependencies (the progress
 // bar, gofrs/flock, gonum's plotting for lockword bench's charts) must
-// stay in cmd/.
+// stay in cmd/, and etcd's client and gRPC in etcdlock.
 func TestRootDependencies(t *testing.T) {
-	if allowedDep("gonum.org/v1/plot") || allowedDep("github.com/gofrs/flock") || allowedDep("github.com/lockword/lockword/cmd/lockword/internal/bench") {
+	if allowedDep("gonum.org/v1/plot") || allowedDep("github.com/gofrs/flock") || allowedDep("github.com/lockword/lockword/cmd/lockword/internal/bench") ||
+		allowedDep("go.etcd.io/etcd/client/v3") || allowedDep("google.golang.org/grpc") || allowedDep("github.com/lockword/lockword/etcdlock") {
 		t.Fatal("allowedDep lets a heavy dependency through")
 	}
 	gotool, err := exec.LookPath("go")

@@ -97,6 +97,9 @@ Flags:
           slot, dead ones included, with alive: -all changes only the
           text
 
+With -etcd host:port,... the argument is instead the key prefix of an
+etcdlock.Mutex on that etcd cluster (see "lockword inspect -etcd" below).
+
 Exit status:
   0  the region was read
   2  usage error, or the file could not be opened as a region (missing,
@@ -105,8 +108,17 @@ Exit status:
      survives that, as it does a file shrunk before it looked): the error
      says which check failed
 
+etcd locks (lockword inspect -etcd host:port,... PREFIX):
+  reads the lock's hold record and queue under PREFIX without changing
+  them, and prints its state (free, held, held and inconsistent, owner
+  dead, not recoverable), the holder's host, PID and lease, its fencing
+  token, how long it has held (the holder's clock), the time its lease has
+  left, and the waiters in their order; -json prints etcdlock.Info.
+  An unreachable etcd is an error after 5 s (exit status 2).
+
 Examples:
   lockword inspect orders                 # /dev/shm/orders
+  lockword inspect -etcd 127.0.0.1:2379 /locks/orders
   watch -n1 lockword inspect /dev/shm/orders
   lockword inspect orders -all           # dead process slots too
   lockword inspect -json orders | jq '.objects[] | select(has("state") and .state != "free")'
@@ -119,6 +131,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {}
 	asJSON := fs.Bool("json", false, "print JSON")
 	all := fs.Bool("all", false, "list dead process slots too")
+	etcdEndpoints := fs.String("etcd", "", "inspect an etcd lock PREFIX at these endpoints")
 	paths, err := parseInterspersed(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -136,6 +149,9 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, "Run 'lockword inspect -help' for usage.")
 		return exitUsage
+	}
+	if *etcdEndpoints != "" {
+		return inspectEtcd(*etcdEndpoints, paths[0], *asJSON, stdout, stderr)
 	}
 	info, err := lockword.InspectRegion(paths[0])
 	if err != nil {

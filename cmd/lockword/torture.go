@@ -72,6 +72,8 @@ type config struct {
 	// then stop early (interrupt.go); nil for in-process runs, which a
 	// signal ends at once: they leave nothing behind.
 	interrupt *interrupts
+	// etcd holds the etcd kinds' flags (kinds_etcd.go).
+	etcd etcdConfig
 }
 
 // timed reports whether the run is bounded by time rather than a count.
@@ -149,6 +151,7 @@ type tortureFlagValues struct {
 	procs    *int
 	kill     *bool
 	kills    *int
+	etcd     etcdFlagValues
 }
 
 // defineTortureFlags defines the torture flags on fs, so that the parser
@@ -196,6 +199,7 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 				"must equal the sum of every worker's committed additions."),
 		kills: fs.Int("kills", defaultKills,
 			"with -kill: stop after `K` kills (unless -duration ends the run first)."),
+		etcd: defineEtcdFlags(fs),
 	}
 }
 
@@ -278,6 +282,10 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 	case kills < 1:
 		return usageErr("-kills must be at least 1, got %d", kills)
 	}
+	etcdCfg, msg := f.etcd.parse(set, procs)
+	if msg != "" {
+		return usageErr("%s", msg)
+	}
 	spec := *f.lock
 	if procs > 0 && spec == "all" {
 		spec = "all-procs"
@@ -293,7 +301,7 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 			chosen[i], k = twin, twin
 		}
 		switch {
-		case procs > 0 && !k.procs:
+		case procs > 0 && !k.procs && !k.both:
 			return usageErr("kind %s runs in one process; with -procs choose among: %s", k.name, procKindNames())
 		case procs == 0 && k.procs:
 			return usageErr("kind %s runs across processes: give -procs N", k.name)
@@ -310,6 +318,7 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 		procs:    procs,
 		kill:     kill,
 		kills:    kills,
+		etcd:     etcdCfg,
 	}
 	for _, k := range chosen {
 		if k.usage == nil {
@@ -387,7 +396,7 @@ Lock kinds (-lock), where all means every kind marked *:
 		for line := range strings.SplitSeq(usage, "\n") {
 			fmt.Fprintf(w, "        %s\n", line)
 		}
-		if f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
+		if f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" && f.DefValue != "" {
 			fmt.Fprintf(w, "        (default %s)\n", f.DefValue)
 		}
 	})
@@ -552,6 +561,10 @@ type kind struct {
 	// with -procs means the procs kinds marked inAll, and without it the
 	// others.
 	procs bool
+	// both marks a kind that runs in one process and, with -procs N,
+	// across processes (the etcd kinds); it is listed with the in-process
+	// kinds.
+	both bool
 	// acrossProcs names the kind that -procs runs instead of this
 	// in-process one (ring: shared-ring), so that "-lock ring -procs 2"
 	// works as the issue writes it; "" for none.

@@ -1,0 +1,69 @@
+package main
+
+// lockword inspect -etcd: the state of an etcdlock.Mutex, read from etcd.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/lockword/lockword/etcdlock"
+)
+
+// inspectEtcdTimeout bounds the whole inspection: an unreachable etcd is
+// an error, not a hang.
+const inspectEtcdTimeout = 5 * time.Second
+
+func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer) int {
+	eps := strings.Split(endpoints, ",")
+	cli, err := newEtcdClient(eps)
+	if err != nil {
+		fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
+		return exitUsage
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), inspectEtcdTimeout)
+	defer cancel()
+	info, err := etcdlock.Inspect(ctx, cli, prefix)
+	if err != nil {
+		fmt.Fprintf(stderr, "lockword inspect: etcd at %s: %v\n", endpoints, err)
+		return exitUsage
+	}
+	if asJSON {
+		// One line, as every lockword -json output.
+		if err := json.NewEncoder(stdout).Encode(info); err != nil {
+			fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "etcd lock: %s (etcd %s, revision %d)\n", shownName(prefix), endpoints, info.Revision)
+	fmt.Fprintf(stdout, "State: %s\n", info.State)
+	if h := info.Holder; h != nil {
+		who := "Holder"
+		if info.State == etcdlock.StateOwnerDead {
+			who = "Dead holder"
+		}
+		fmt.Fprintf(stdout, "%s: %s\n", who, holderText(*h))
+		fmt.Fprintf(stdout, "Token: %d\n", info.Token)
+		fmt.Fprintf(stdout, "Held for: %v (since %s, the holder's clock)\n",
+			time.Since(info.HeldSince).Round(time.Millisecond), info.HeldSince.Format(time.RFC3339Nano))
+	}
+	if info.LeaseTTL >= 0 {
+		fmt.Fprintf(stdout, "Lease TTL left: %v (of %v)\n", info.LeaseTTL, info.LeaseGranted)
+	}
+	fmt.Fprintf(stdout, "Waiters: %d\n", len(info.Waiters))
+	for _, w := range info.Waiters {
+		fmt.Fprintf(stdout, "  %s\n", holderText(w))
+	}
+	return exitOK
+}
+
+// holderText is a holder as inspect prints it, its host name quoted if it
+// is not plain (it comes from etcd: anyone with write access sets it).
+func holderText(h etcdlock.Holder) string {
+	return fmt.Sprintf("host %s, PID %d, lease %x", shownName(h.Host), h.PID, h.Lease)
+}
