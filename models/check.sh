@@ -114,6 +114,9 @@ run sharedticket.pml pass ltl:all_done   -DNO_C
 run sharedticket.pml fail safety         -DNO_C -DBROKEN_RELEASED_DIED
 run sharedticket.pml fail safety         -DNO_C -DBROKEN_DROP_TURN
 run sharedticket.pml fail safety         -DNO_C -DBROKEN_NO_CLAIM_CHECK
+run rwmutex.pml    pass   safety
+run rwmutex.pml    pass   ltl:all_done
+run rwmutex.pml    fail   safety         -DBROKEN_GIVEUP_RELEASES
 run sharedrw.pml   pass   safety         -O2
 run sharedrw.pml   pass   ltl:all_done   -O2
 run sharedrw.pml   fail   safety         -DBROKEN_PREFIX
