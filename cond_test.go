@@ -370,3 +370,15 @@ func TestCondSeqWrap(t *testing.T) {
 		}
 	}
 }
+
+// Every lock that ContextLocker's doc names satisfies it: the compiler
+// checks the list (SharedCond.WaitContext takes any of them).
+var (
+	_ ContextLocker = (*Mutex)(nil)
+	_ ContextLocker = (*SpinMutex)(nil)
+	_ ContextLocker = (*TicketMutex)(nil)
+	_ ContextLocker = (*RWMutex)(nil)
+	_ ContextLocker = (*SharedMutex)(nil)
+	_ ContextLocker = (*SharedTicketMutex)(nil)
+	_ ContextLocker = (*SharedRWMutex)(nil)
+)

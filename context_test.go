@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 // TestNilContext: every method that takes a context rejects a nil one with
@@ -65,5 +66,60 @@ func TestNilContext(t *testing.T) {
 	}
 	if r.Len() != 1 {
 		t.Error("a pop with a nil context popped")
+	}
+}
+
+// TestStatsCountGiveUps: a LockContext that waits and times out is counted
+// with its wait (it was invisible: SlowPath 0, Parks 1, WaitMax 0), and is
+// not an acquisition.
+func TestStatsCountGiveUps(t *testing.T) {
+	const timeout = 30 * time.Millisecond
+	type lock interface {
+		Lock()
+		Unlock()
+		EnableStats()
+		Stats() Stats
+	}
+	var rwR RWMutex
+	cases := []struct {
+		name string
+		l    lock
+		wait func(context.Context) error
+	}{
+		{"Mutex", new(Mutex), nil},
+		{"SpinMutex", new(SpinMutex), nil},
+		{"TicketMutex", new(TicketMutex), nil},
+		{"RWMutex", new(RWMutex), nil},
+		{"RWMutex.RLockContext", &rwR, rwR.RLockContext},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			wait := c.wait
+			if wait == nil {
+				wait = c.l.(interface {
+					LockContext(context.Context) error
+				}).LockContext
+			}
+			c.l.EnableStats()
+			c.l.Lock()
+			for range 2 {
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				err := wait(ctx)
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("LockContext on a held lock = %v", err)
+				}
+			}
+			c.l.Unlock()
+			s := c.l.Stats()
+			// Each waited from before its deadline to after it: at least
+			// the timeout less the few µs before its slow path began.
+			if s.GiveUps != 2 || s.GiveUpWaitMax < timeout*9/10 || s.GiveUpWaitTotal < 2*timeout*9/10 || s.GiveUpWaitMax > s.GiveUpWaitTotal {
+				t.Errorf("after two timed-out waits of %v: %+v", timeout, s)
+			}
+			if s.Acquisitions != 1 || s.SlowPath != 0 {
+				t.Errorf("give-ups counted as acquisitions: %+v", s)
+			}
+		})
 	}
 }

@@ -26,6 +26,14 @@ type Stats struct {
 	// WaitTotal is the time spent in the slow path by all acquisitions;
 	// WaitMax the longest single such wait.
 	WaitTotal, WaitMax time.Duration
+	// GiveUps counts LockContext (and RLockContext) calls that waited and
+	// returned their context's error without the lock: timed out or
+	// cancelled. They are not acquisitions and are in no field above but
+	// Parks. GiveUpWaitTotal is the time they waited, GiveUpWaitMax the
+	// longest such wait. (In-process locks; the shared kinds keep these
+	// zero.)
+	GiveUps                        uint64
+	GiveUpWaitTotal, GiveUpWaitMax time.Duration
 }
 
 // SlowPathFraction is SlowPath/Acquisitions, or 0 with no acquisitions.
@@ -51,14 +59,18 @@ type diag struct {
 }
 
 type lockInfo struct {
-	name     atomic.Pointer[string]
-	stuckNs  atomic.Int64 // 0: DefaultStuckThreshold; <0: never report
-	statsOn  atomic.Bool
-	acquired atomic.Uint64
-	slow     atomic.Uint64
-	parks    atomic.Uint64
-	waitNs   atomic.Int64
-	waitMax  atomic.Int64
+	name      atomic.Pointer[string]
+	stuckNs   atomic.Int64 // 0: DefaultStuckThreshold; <0: never report
+	statsOn   atomic.Bool
+	acquired  atomic.Uint64
+	slow      atomic.Uint64
+	parks     atomic.Uint64
+	waitNs    atomic.Int64
+	waitMax   atomic.Int64
+	giveUps   atomic.Uint64 // LockContext calls that gave up
+	giveUpNs  atomic.Int64
+	giveUpMax atomic.Int64
+	skips     ticketSkips // ticket locks: tickets given up, to skip (ticket.go)
 }
 
 func (d *diag) getInfo() *lockInfo {
@@ -106,6 +118,10 @@ func (d *diag) Stats() Stats {
 		Parks:        p.parks.Load(),
 		WaitTotal:    time.Duration(p.waitNs.Load()),
 		WaitMax:      time.Duration(p.waitMax.Load()),
+
+		GiveUps:         p.giveUps.Load(),
+		GiveUpWaitTotal: time.Duration(p.giveUpNs.Load()),
+		GiveUpWaitMax:   time.Duration(p.giveUpMax.Load()),
 	}
 }
 
@@ -180,32 +196,47 @@ func logStuck(kind, name string, addr any, start time.Time, threshold time.Durat
 
 // acquired ends a slow-path acquisition.
 func (t *waitTrack) acquired() {
-	if t.stuck != nil {
-		t.stuck.done()
-		t.stuck = nil
-	}
-	if t.info == nil || !t.info.statsOn.Load() {
-		return
-	}
-	t.info.acquired.Add(1)
-	t.info.slow.Add(1)
-	if t.start.IsZero() {
-		return
-	}
-	ns := int64(time.Since(t.start))
-	t.info.waitNs.Add(ns)
-	for {
-		old := t.info.waitMax.Load()
-		if ns <= old || t.info.waitMax.CompareAndSwap(old, ns) {
-			return
-		}
+	if t.end() {
+		t.info.acquired.Add(1)
+		t.info.slow.Add(1)
+		t.addWait(&t.info.waitNs, &t.info.waitMax)
 	}
 }
 
 // abandoned ends a slow-path attempt that gave up (context done).
 func (t *waitTrack) abandoned() {
+	if t.end() {
+		t.info.giveUps.Add(1)
+		t.addWait(&t.info.giveUpNs, &t.info.giveUpMax)
+	}
+}
+
+// end leaves the stuck watcher and reports whether statistics are on.
+func (t *waitTrack) end() bool {
 	if t.stuck != nil {
 		t.stuck.done()
 		t.stuck = nil
+	}
+	return t.info != nil && t.info.statsOn.Load()
+}
+
+// addWait adds the wait, if it was timed, to total and max.
+func (t *waitTrack) addWait(total, max *atomic.Int64) {
+	if t.start.IsZero() {
+		return
+	}
+	ns := int64(time.Since(t.start))
+	total.Add(ns)
+	storeMax(max, ns)
+}
+
+// storeMax raises m to ns if ns is larger. It retries only while other
+// waiters raise m meanwhile, each time to a larger value.
+func storeMax(m *atomic.Int64, ns int64) {
+	for {
+		old := m.Load()
+		if ns <= old || m.CompareAndSwap(old, ns) {
+			return
+		}
 	}
 }

@@ -102,7 +102,7 @@ func ExampleNewSeqLock_pointers() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// lockword: NewSeqLock[lockword_test.quote]: type holds pointers: field Symbol is a string; a seqlock copies its value as raw memory words, which must not carry pointers (use numbers, bools and fixed-size arrays)
+	// lockword: type holds pointers: NewSeqLock[lockword_test.quote]: field Symbol is a string; a seqlock copies its value as raw memory words, which must not carry pointers (use numbers, bools and fixed-size arrays)
 }
 
 // An atomic counter replaces a mutex around an integer. Before:

@@ -9,10 +9,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/lockword/lockword"
 )
 
+// The safe pattern for every process: LockContext, and on ErrOwnerDead
+// (the previous holder died holding the lock, maybe half-way through an
+// update) repair the data before MarkConsistent. Plain Lock panics on an
+// owner death unless SetRepair declared how to repair.
 func ExampleOpenOrCreateRegion() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
@@ -26,11 +31,31 @@ func ExampleOpenOrCreateRegion() {
 	}
 	defer r.Close()
 	mu, _ := r.Mutex("orders-lock")
-	total, _ := r.Bytes("orders-total", 8) // the data the lock protects
+	total, _ := r.Bytes("orders-total", 16) // the data the lock protects
 
-	mu.Lock()
+	// total[0:8] is the count; total[8:16] an intent record: while an
+	// update is under way, the count before it plus one (0: none), so
+	// that a repair can roll a half-done update back.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	switch err := mu.LockContext(ctx); {
+	case errors.Is(err, lockword.ErrOwnerDead):
+		// We hold the lock: roll a half-done update back, then mark.
+		if intent := binary.NativeEndian.Uint64(total[8:]); intent != 0 {
+			binary.NativeEndian.PutUint64(total, intent-1)
+			binary.NativeEndian.PutUint64(total[8:], 0)
+		}
+		mu.MarkConsistent()
+	case err != nil:
+		// ErrNotRecoverable (see SharedMutex.Reinitialize) or the
+		// context's error: we do not hold the lock.
+		fmt.Println(err)
+		return
+	}
 	n := binary.NativeEndian.Uint64(total)
+	binary.NativeEndian.PutUint64(total[8:], n+1) // intent: the count before, plus one
 	binary.NativeEndian.PutUint64(total, n+1)
+	binary.NativeEndian.PutUint64(total[8:], 0) // done
 	mu.Unlock()
 	fmt.Println(binary.NativeEndian.Uint64(total))
 	// Output: 1

@@ -2,6 +2,7 @@ package lockword
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -51,9 +52,16 @@ type ObjectInfo struct {
 	//	                   granted to the next ticket, whose process has
 	//	                   not taken it yet: nobody holds it
 	//
+	//	"corrupt"          its words hold a state that no valid history
+	//	                   produces (Reason says which): lock calls
+	//	                   return ErrCorrupt; recreate the region
+	//
 	// for a Cond, "idle" or "waiting" (Queued goroutines wait on it), and
 	// "" for an object that is neither (bytes).
 	State string `json:"state"`
+	// Reason says, for State "corrupt", what is impossible about the
+	// words, with their values.
+	Reason string `json:"reason,omitempty"`
 	// HolderPID is the holding process's PID: 0 when free, and when
 	// unknown (the holder died and its process-table slot has since been
 	// taken by another process). HolderAlive is whether it is still
@@ -70,7 +78,9 @@ type ObjectInfo struct {
 	// that saw the hold did (so that one reports 0 and later ones the
 	// time since). Unknown for a fast-path hold that no such inspection
 	// has seen.
-	HeldFor      time.Duration `json:"held_for_ns,omitempty"`
+	// In JSON, held_for_ns is always present for a lock: 0 with
+	// held_for_known true is a hold stamped just now.
+	HeldFor      time.Duration `json:"held_for_ns"`
 	HeldForKnown bool          `json:"held_for_known"`
 	// Waiters is the lock word's hint that a process sleeps waiting.
 	Waiters bool `json:"waiters"`
@@ -86,21 +96,77 @@ type ObjectInfo struct {
 	// Stats, when statistics are enabled (EnableStats), summed over all
 	// processes.
 	Stats *Stats `json:"stats,omitempty"`
+	// SeqLock is, for a SeqLock in a region (kind "seqlock"), its
+	// sequence and whether a Store is in progress; the fields above
+	// describe its writers' lock. Nil for other kinds.
+	SeqLock *SeqLockInfo `json:"seqlock,omitempty"`
+	// Ring is, for a shared byte ring (kind "ring", which is not a lock:
+	// State is ""), its roles, fill level and traffic. Nil for other
+	// kinds.
+	Ring *RingInfo `json:"ring,omitempty"`
+}
+
+// SeqLockInfo is the state of a SeqLock in a region, as InspectRegion
+// reads it.
+type SeqLockInfo struct {
+	// Sequence is the raw sequence word: even when the value is stable,
+	// odd while a Store is in progress. Stores is Sequence/2, the Stores
+	// completed since the object was created.
+	Sequence uint64 `json:"sequence"`
+	Stores   uint64 `json:"stores"`
+	// Writing: a Store is in progress (the sequence is odd). Torn: and its
+	// writer's process is dead, so the value is torn until the next Store
+	// (readers get ErrWriterDead).
+	Writing bool `json:"writing"`
+	Torn    bool `json:"torn"`
+}
+
+// RingInfo is the state of a shared byte ring (RingProducer,
+// RingConsumer), as InspectRegion reads it. Byte counts are of record
+// space: each message's 8-byte header and padding to 8 bytes included.
+type RingInfo struct {
+	Capacity int `json:"capacity_bytes"`
+	// Producer and Consumer are the processes holding the two roles (Slot
+	// is their process-table slot, PID 0 when unknown); nil when nobody
+	// holds the role.
+	Producer *ProcessInfo `json:"producer"`
+	Consumer *ProcessInfo `json:"consumer"`
+	// Used is the record bytes published and not yet received (tail −
+	// head), 0..Capacity.
+	Used int64 `json:"used_bytes"`
+	// Closed: Close was called by either side.
+	Closed bool `json:"closed"`
+	// BytesSent and BytesReceived are the free-running tail and head: the
+	// record bytes published and released since the ring was created.
+	BytesSent     uint64 `json:"bytes_sent"`
+	BytesReceived uint64 `json:"bytes_received"`
+	// MessagesSent and MessagesReceived count messages since the ring
+	// was created, by producers and consumers of lockword versions that
+	// keep the counts (older ones leave them 0); each may trail the bytes
+	// by one message of a process that died in the middle of a call.
+	MessagesSent     uint64 `json:"messages_sent"`
+	MessagesReceived uint64 `json:"messages_received"`
+	// Corrupt: the indices are impossible (tail behind head, more than
+	// Capacity ahead, or not multiples of 8); Used is then 0. A process
+	// wrote the ring's memory; its handles return ErrRingCorrupt.
+	Corrupt bool `json:"corrupt,omitempty"`
 }
 
 // MarshalJSON encodes a lock with every field, and an object that is not a
-// lock (State "") with name, kind, offset and size_bytes only.
+// lock (State "") with name, kind, offset and size_bytes only, and ring
+// for a ring.
 func (o ObjectInfo) MarshalJSON() ([]byte, error) {
 	type fields ObjectInfo // the same fields, without this method
 	if o.State != "" {
 		return json.Marshal(fields(o))
 	}
 	return json.Marshal(struct {
-		Name   string `json:"name"`
-		Kind   string `json:"kind"`
-		Offset int64  `json:"offset"`
-		Size   int    `json:"size_bytes"`
-	}{o.Name, o.Kind, o.Offset, o.Size})
+		Name   string    `json:"name"`
+		Kind   string    `json:"kind"`
+		Offset int64     `json:"offset"`
+		Size   int       `json:"size_bytes"`
+		Ring   *RingInfo `json:"ring,omitempty"`
+	}{o.Name, o.Kind, o.Offset, o.Size, o.Ring})
 }
 
 // ProcessInfo is one attached process of a region.
@@ -136,6 +202,44 @@ func inspectRegion(path string, mode openMode) (*RegionInfo, error) {
 		return nil, err
 	}
 	defer r.close()
+	// A monitor must survive what it monitors: a file truncated while we
+	// read it faults, and that is reported (ErrTruncated), not fatal.
+	var info *RegionInfo
+	err = guardFault(func() error { return &regionError{op: "inspect region " + r.path, err: r.faultCause()} }, func() error {
+		info = r.inspect()
+		return nil
+	})
+	return info, err
+}
+
+// Inspect describes r's objects and processes as InspectRegion does, through
+// this open handle: for a region that has no path to open (CreateMemfdRegion,
+// OpenRegionFile) and for a process that has the region open anyway. It
+// first re-reads the object table under the region's file lock, so objects
+// that other processes created since are included. It stamps fast-path
+// holds as InspectRegion does (unless r is read-only). It returns
+// ErrRegionClosed after Close, and ErrTruncated (and ErrBadSize) if the file
+// has shrunk under the mapping; a corrupt table is reported as an open
+// reports it.
+func (r *Region) Inspect() (*RegionInfo, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrRegionClosed
+	}
+	if err := r.refreshObjects(); err != nil {
+		return nil, err
+	}
+	var info *RegionInfo
+	err := guardFault(func() error { return &regionError{op: "inspect region " + r.path, err: r.faultCause()} }, func() error {
+		info = r.inspect()
+		return nil
+	})
+	return info, err
+}
+
+// inspect describes r's objects and processes (see InspectRegion).
+func (r *Region) inspect() *RegionInfo {
 	info := &RegionInfo{
 		Path:     r.path,
 		Size:     int64(len(r.data)),
@@ -157,7 +261,7 @@ func inspectRegion(path string, mode openMode) (*RegionInfo, error) {
 		a := insp.check(makeToken(s, st&procGenMask))
 		info.Processes = append(info.Processes, ProcessInfo{Slot: int(s), PID: int(a.pid), Alive: a.alive})
 	}
-	return info, nil
+	return info
 }
 
 func (r *Region) sortedObjects() []regionObject {
@@ -214,6 +318,10 @@ func inspectMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 		info.State = "not-recoverable"
 		return
 	}
+	if !validToken(owner) {
+		info.State, info.Reason = "corrupt", fmt.Sprintf("owner token %#x names no incarnation (generation %d)", owner, tokenGen(owner))
+		return
+	}
 	setHolder(info, insp.check(owner))
 	since := word64(obj, mutexObjHeldSince)
 	now := monoNowNs()
@@ -251,4 +359,51 @@ func setHolder(info *ObjectInfo, a aliveness) {
 	default:
 		info.State = "held"
 	}
+}
+
+// inspectRing describes a shared byte ring (sharedring.go's layout). It
+// reads the words and writes nothing: a ring is no lock, so it sets no
+// State.
+func inspectRing(insp *inspector, obj []byte, info *ObjectInfo) {
+	if len(obj) < shringData+MinSharedRingCapacity {
+		return // too small to be one (attachRing refuses it)
+	}
+	ri := &RingInfo{
+		Capacity:         len(obj) - shringData,
+		Producer:         insp.role(word32(obj, shringProducerRole).Load()),
+		Consumer:         insp.role(word32(obj, shringConsumerRole).Load()),
+		Closed:           word32(obj, shringNotEmpty).Load()&ringClosed != 0,
+		BytesReceived:    word64(obj, shringHead).Load(),
+		BytesSent:        word64(obj, shringTail).Load(),
+		MessagesReceived: word64(obj, shringMessagesRecvd).Load(),
+		MessagesSent:     word64(obj, shringMessagesSent).Load(),
+	}
+	// head first, then tail: the ring only grows between the two loads,
+	// so a busy ring never looks over-full.
+	if used := ri.BytesSent - ri.BytesReceived; used > uint64(ri.Capacity) || ri.BytesSent%recHeaderSize != 0 || ri.BytesReceived%recHeaderSize != 0 {
+		ri.Corrupt = true
+	} else {
+		ri.Used = int64(used)
+	}
+	info.Ring = ri
+}
+
+// role describes the process whose owner token a ring's role word holds;
+// nil for none.
+func (insp *inspector) role(w uint32) *ProcessInfo {
+	tok := w & ownerMask
+	if tok == 0 {
+		return nil
+	}
+	a := insp.check(tok)
+	return &ProcessInfo{Slot: int(tokenSlot(tok)), PID: int(a.pid), Alive: a.alive}
+}
+
+// inspectSeqLock adds a region SeqLock's sequence to info, which
+// inspectMutex has filled from the writers' lock.
+func inspectSeqLock(obj []byte, info *ObjectInfo) {
+	seq := word64(obj, seqObjSeq).Load()
+	writing := seq%2 == 1
+	info.SeqLock = &SeqLockInfo{Sequence: seq, Stores: seq / 2, Writing: writing,
+		Torn: writing && info.State == "owner-dead" && !info.HolderAlive}
 }

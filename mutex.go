@@ -49,7 +49,8 @@ var ErrNilContext = errors.New("lockword: nil context.Context (use context.Backg
 // it then stores 0 and wakes one sleeper. A woken waiter competes with
 // newcomers: the Mutex is not fair, which keeps throughput high under
 // contention. Unlike sync.Mutex it has no starvation mode, so under
-// sustained contention a waiter may lose to newcomers for milliseconds; use
+// sustained contention a waiter may lose to newcomers for a long time
+// (beside a greedy re-locker, measured p50 45-613 ms, max 0.38-1.24 s); use
 // TicketMutex where waits must be bounded (it serves in FIFO order).
 //
 // Waiters sleep by parking their goroutine (see internal/wait), never by

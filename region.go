@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -42,8 +43,10 @@ import (
 //
 // Opening validates, in this order, and returns a distinct sentinel error
 // for each failure (use errors.Is): ErrNotRegularFile, ErrNotInitialized,
-// ErrBadMagic, ErrBadVersion, ErrBadSize (the header's size against the
-// file's), ErrBadChecksum (over the header fields and the used table
+// ErrUnsafePermissions (a file that other users may write: see
+// RegionOptions.AllowUnsafePermissions), ErrBadMagic, ErrBadVersion,
+// ErrBadSize (the header's size against the file's; a file shorter than
+// the header says matches ErrTruncated too), ErrBadChecksum (over the header fields and the used table
 // entries, never over live words), then every table entry: ErrObjectName,
 // ErrObjectKind, ErrObjectBounds, ErrObjectAlignment, and last the PID
 // namespace: ErrForeignPIDNamespace (below). No file content can
@@ -73,6 +76,26 @@ import (
 // of 0 (a region made before the field existed) is unknown: a process
 // that cannot confirm a holder's namespace never declares it dead, so
 // such a lock is never robbed, and a holder's death is then not detected.
+//
+// # Truncation
+//
+// A mapped file that shrinks under its mapping turns every access past the
+// new end into SIGBUS, which kills a Go program ("unexpected fault
+// address"). That is true of every mmap user (bbolt, LMDB, SQLite in WAL
+// mode document the same), and a lock call cannot afford to guard each
+// access. So: InspectRegion (and lockword inspect, a monitor that must
+// never be killed by what it monitors) and Region.Check read the mapping
+// with faults turned into errors (runtime/debug.SetPanicOnFault) and
+// return ErrTruncated; opens check the file's size before touching pages
+// and report a file shorter than its header (ErrBadSize, ErrTruncated);
+// lock operations do not check, and a truncation under them kills the
+// process. Who can truncate: only a writer of the file, which by default
+// (mode 0600, and ErrUnsafePermissions refusing files that others may
+// write) is the same user, running code that is already trusted with every
+// lock in it. Where even that must not happen, use CreateMemfdRegion: an
+// anonymous memory file sealed against shrinking (F_SEAL_SHRINK), which no
+// process can truncate, shared with related processes by passing its file
+// (exec.Cmd.ExtraFiles) and opened there with OpenRegionFile.
 //
 // A Region is safe for concurrent use by multiple goroutines.
 type Region struct {
@@ -148,6 +171,14 @@ type RegionOptions struct {
 	// publish the header before returning ErrNotInitialized; 0 means
 	// DefaultInitTimeout, a negative value means do not wait.
 	InitTimeout time.Duration
+	// AllowUnsafePermissions opts in to opening (or creating, with such a
+	// Mode) a region file that is writable by its group or by others, or
+	// that another user owns. Whoever can write the file can corrupt
+	// every lock in it and truncate it under its users, so such files are
+	// refused by default (ErrUnsafePermissions), as ssh refuses private
+	// keys with loose modes. Set it where that sharing is intended (a
+	// group of cooperating users, say).
+	AllowUnsafePermissions bool
 }
 
 // DefaultInitTimeout is how long an open waits for a concurrent creator by
@@ -191,6 +222,13 @@ var (
 	// from the file's size (truncated or extended file), or is too small
 	// to hold the header.
 	ErrBadSize = errors.New("lockword: region size does not match the file")
+	// ErrTruncated is returned when the file is shorter than the region's
+	// header says: found so at open (such errors match ErrBadSize too), or
+	// shrunk under a mapping in use, caught by Region.Check, by
+	// InspectRegion (which survives the fault of reading past the end),
+	// or by an open or object lookup in the act. See "Truncation" on
+	// Region.
+	ErrTruncated = errors.New("lockword: region file truncated")
 	// ErrRegionTooSmall is returned by CreateRegion and OpenOrCreateRegion
 	// when the size argument is negative or below the minimum of 45056
 	// bytes (the header and tables): a bad argument, where ErrBadSize
@@ -222,6 +260,10 @@ var (
 	ErrRegionBusy = errors.New("lockword: region in use")
 	// ErrRegionClosed is returned by methods of a closed Region.
 	ErrRegionClosed = errors.New("lockword: region closed")
+	// ErrUnsafePermissions is returned by an open of a region file that
+	// its group or others may write, or that another user owns, unless
+	// RegionOptions.AllowUnsafePermissions is set (see there).
+	ErrUnsafePermissions = errors.New("lockword: region file is writable by other users")
 	// ErrForeignPIDNamespace is returned by an open (and InspectRegion)
 	// in a process whose PID namespace differs from the one the region's
 	// attached processes are in. Owner-death detection looks holders up
@@ -229,7 +271,20 @@ var (
 	// live holder could look dead and be robbed. Run every process of a
 	// region in one PID namespace (Kubernetes: shareProcessNamespace).
 	ErrForeignPIDNamespace = errors.New("lockword: region is in use by processes of another PID namespace")
+	// ErrRegionInUse is returned by RemoveRegion when live processes are
+	// attached to the region (and RemoveOptions.Force is not set).
+	ErrRegionInUse = errors.New("lockword: region has live processes attached")
 )
+
+// shrunkError is a file shorter than its header says: ErrTruncated, and
+// ErrBadSize as every size mismatch.
+type shrunkError struct{ detail string }
+
+func (e *shrunkError) Error() string {
+	return "lockword: region file truncated (region size does not match the file): " + e.detail
+}
+
+func (e *shrunkError) Is(target error) bool { return target == ErrTruncated || target == ErrBadSize }
 
 // regionError puts what failed before why, with one "lockword: " prefix for
 // the whole message: "lockword: open region PATH: CAUSE", where CAUSE is
@@ -408,6 +463,9 @@ func parseRegionHeader(hdr []byte, fileSize int64) (*regionHeader, error) {
 			ErrBadVersion, hs, tc, ps, regionVersion, regionArenaOffset, regionTableCap, regionProcSlots)
 	}
 	size := ne.Uint64(hdr[hdrSize:])
+	if size > uint64(fileSize) && size >= regionMinSize {
+		return nil, &shrunkError{fmt.Sprintf("header says %d bytes, file has %d", size, fileSize)}
+	}
 	if fileSize < regionMinSize || size != uint64(fileSize) {
 		return nil, fmt.Errorf("%w: header says %d bytes, file has %d (minimum %d)", ErrBadSize, size, fileSize, regionMinSize)
 	}
@@ -491,7 +549,9 @@ const bytesAlign = 64
 // Bytes returns the named plain-data object of size bytes, creating it,
 // zero-filled, if the region has none of that name: the place for the data
 // that the region's locks protect. The slice aliases the mapping (writes are
-// seen by every process) and must not be used after Close. size is 1 to
+// seen by every process) and must not be used after Close. Its first byte
+// is 64-byte aligned, so atomics on aligned words in it (sync/atomic on
+// pointers into the slice, via unsafe) are legal. size is 1 to
 // 2^31 bytes; name is 1 to 48 bytes of UTF-8 without control characters.
 // It fails with ErrObjectName for a bad name, ErrObjectBounds for a bad
 // size or if name exists with another size, ErrObjectKind if name is an
@@ -576,6 +636,45 @@ func OpenOrCreateRegion(path string, size int64, opts *RegionOptions) (*Region, 
 	return openRegion(path, size, opts, modeEither)
 }
 
+// RemoveOptions are the options of RemoveRegion; nil means the defaults.
+type RemoveOptions struct {
+	// Force removes the file even while live processes are attached
+	// (they keep their mappings and go on using the region, which nobody
+	// else can open any more), and removes a regular file that is not a
+	// valid region (corrupt, truncated, never initialized).
+	Force bool
+}
+
+// RemoveRegion removes the region file at path (a name without a slash is
+// looked up under DefaultRegionDir), the lifecycle step that a region
+// needs once every process is done with it: the file otherwise outlives
+// them all (under /dev/shm, until reboot).
+//
+// It validates the file as OpenRegion does, without attaching, and then,
+// under the region's exclusive flock(2) — the lock that attaching takes —
+// counts the live processes in its process table. If there are any it
+// refuses with ErrRegionInUse (naming their PIDs) unless opts.Force is
+// set. A dead process's slot does not count: a region whose processes all
+// died (killed, crashed) is removable. It unlinks the file only if the
+// path still names the file it validated. A process that opened the path
+// just before the removal and attaches after it is attached to a file
+// that no one can open any more, as with any removed file.
+//
+// The errors are OpenRegion's (fs.ErrNotExist for a missing file; with
+// Force, only a non-regular file is refused), ErrRegionInUse, and
+// ErrUnsupported outside Linux.
+func RemoveRegion(path string, opts *RemoveOptions) error {
+	force := opts != nil && opts.Force
+	path = regionPath(path)
+	if err := removeRegion(path, force); err != nil {
+		if re, ok := err.(*regionError); ok {
+			err = re.err // the open's, renamed: this is a removal
+		}
+		return &regionError{op: "remove region " + path, err: err}
+	}
+	return nil
+}
+
 // Close detaches this process from the region and unmaps it. It refuses
 // with ErrRegionBusy while this process holds a lock in the region or has
 // goroutines waiting for one (read holds of a SharedRWMutex excepted: they
@@ -623,3 +722,22 @@ func (r *Region) Path() string { return r.path }
 
 // Size returns the region's size in bytes.
 func (r *Region) Size() int64 { return int64(len(r.data)) }
+
+// guardFault runs fn with memory faults turned into panics
+// (runtime/debug.SetPanicOnFault) and a fault into the error that
+// onFault returns: a mapped file truncated under us faults (SIGBUS) on the
+// first access past its new end, which would otherwise kill the process.
+// Only faults are caught; any other panic goes on.
+func guardFault(onFault func() error, fn func() error) (err error) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if p := recover(); p != nil {
+			if _, fault := p.(interface{ Addr() uintptr }); !fault {
+				panic(p)
+			}
+			err = onFault()
+		}
+	}()
+	return fn()
+}

@@ -34,6 +34,9 @@ func openRegion(path string, size int64, opts *RegionOptions, mode openMode) (*R
 	// Failures below return bare causes; they are named here, once.
 	for {
 		if mode == modeCreate || mode == modeEither {
+			if o.Mode&0o022 != 0 && !o.AllowUnsafePermissions {
+				return nil, &regionError{op: "create region " + path, err: fmt.Errorf("%w: mode %#o lets group or others write it (RegionOptions.AllowUnsafePermissions opts in)", ErrUnsafePermissions, o.Mode.Perm())}
+			}
 			r, err := createRegion(path, size, o.Mode)
 			if err == nil {
 				return r, nil
@@ -42,7 +45,7 @@ func openRegion(path string, size int64, opts *RegionOptions, mode openMode) (*R
 				return nil, &regionError{op: "create region " + path, err: err}
 			}
 		}
-		r, err := openExisting(path, deadline, mode)
+		r, err := openExisting(path, deadline, mode, o.AllowUnsafePermissions)
 		if mode == modeEither && errors.Is(err, fs.ErrNotExist) && time.Now().Before(deadline) {
 			continue // removed since our create failed: try again
 		}
@@ -64,23 +67,32 @@ func createRegion(path string, size int64, mode os.FileMode) (r *Region, err err
 	if err != nil {
 		return nil, err
 	}
+	// The umask must not narrow the mode the caller asked for.
+	if err := unix.Fchmod(fd, uint32(mode.Perm())); err != nil {
+		unix.Unlink(path)
+		unix.Close(fd)
+		return nil, err
+	}
+	// Nobody else can have initialized it if we fail: remove it so that
+	// openers waiting for the header give up or create anew.
+	return initRegion(path, fd, size, func() { unix.Unlink(path) })
+}
+
+// initRegion sizes the new, empty file fd (which it owns from now on),
+// writes and publishes the header, and attaches. On failure it runs undo
+// and closes fd.
+func initRegion(path string, fd int, size int64, undo func()) (r *Region, err error) {
 	f := os.NewFile(uintptr(fd), path)
 	var data []byte
 	defer func() {
 		if err != nil {
-			// Nobody else can have initialized it: remove it so that
-			// openers waiting for the header give up or create anew.
-			unix.Unlink(path)
+			undo()
 			if data != nil {
 				unix.Munmap(data)
 			}
 			f.Close()
 		}
 	}()
-	// The umask must not narrow the mode the caller asked for.
-	if err := unix.Fchmod(fd, uint32(mode.Perm())); err != nil {
-		return nil, err
-	}
 	// Hold the file lock while initializing: openers that want to attach
 	// take it too, and table changes happen under it.
 	if err := flock(fd, unix.LOCK_EX); err != nil {
@@ -123,7 +135,7 @@ func newRegion(path string, f *os.File, data []byte) *Region {
 
 // openExisting opens and validates an existing region file, waiting until
 // deadline for a concurrent creator to publish its header.
-func openExisting(path string, deadline time.Time, mode openMode) (r *Region, err error) {
+func openExisting(path string, deadline time.Time, mode openMode, allowUnsafe bool) (r *Region, err error) {
 	// O_NONBLOCK: opening a FIFO must not block; regular files ignore it.
 	const flags = unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NONBLOCK
 	readOnly := mode == modeObserveReadOnly
@@ -147,6 +159,14 @@ func openExisting(path string, deadline time.Time, mode openMode) (r *Region, er
 	if err != nil {
 		return nil, err
 	}
+	return openFD(path, fd, readOnly, deadline, mode, allowUnsafe)
+}
+
+// openFD opens the region in the file fd (which it owns from now on: a
+// failed open closes it): waits for its creator, maps it, validates it and
+// attaches (or, for an observer, only reads). Faults on the mapping (the
+// file truncated under us) become ErrTruncated.
+func openFD(path string, fd int, readOnly bool, deadline time.Time, mode openMode, allowUnsafe bool) (r *Region, err error) {
 	f := os.NewFile(uintptr(fd), path)
 	var data []byte
 	defer func() {
@@ -163,6 +183,12 @@ func openExisting(path string, deadline time.Time, mode openMode) (r *Region, er
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, fmt.Errorf("%w (mode %#o)", ErrNotRegularFile, st.Mode)
+	}
+	observe := mode == modeObserve || mode == modeObserveReadOnly
+	if !observe && !allowUnsafe {
+		if err := checkPermissions(fd, &st); err != nil {
+			return nil, err
+		}
 	}
 
 	// Wait for the creator: first for its ftruncate, then for the magic.
@@ -205,6 +231,20 @@ func openExisting(path string, deadline time.Time, mode openMode) (r *Region, er
 		if err != nil {
 			return nil, err
 		}
+	}
+	// From here on the mapping is read: a file truncated meanwhile faults,
+	// and the fault is reported, not fatal.
+	err = guardFault(func() error { return truncatedError(fd, len(data)) }, func() error {
+		r, err = mappedOpen(path, f, fd, data, &st, readOnly, deadline, mode)
+		return err
+	})
+	return r, err
+}
+
+// mappedOpen is the part of openFD after the mapping (data; nil for a
+// file too short to map, whose header is read with pread).
+func mappedOpen(path string, f *os.File, fd int, data []byte, st *unix.Stat_t, readOnly bool, deadline time.Time, mode openMode) (r *Region, err error) {
+	if data != nil {
 		// Acquire-load the magic; while it is zero the creator has not
 		// published the header: sleep on it (the creator wakes us).
 		for word64(data, hdrMagic).Load() == 0 {
@@ -382,7 +422,7 @@ func (r *Region) attachedThisBoot(boot [16]byte) bool {
 // a dead holder look alive.
 func (r *Region) nextGen(slot, gen uint32, objs []regionObject) uint32 {
 	inUse := namedTokens(r.data, objs)
-	for {
+	for range ownerGenMax { // every generation once: if all are named, reuse the next
 		gen++
 		if gen > ownerGenMax {
 			gen = 1
@@ -391,6 +431,9 @@ func (r *Region) nextGen(slot, gen uint32, objs []regionObject) uint32 {
 			return gen
 		}
 	}
+	// Only a region whose owner words were written to name every
+	// generation of this slot gets here; their "owners" are not ours.
+	return gen%ownerGenMax + 1
 }
 
 // namedTokens returns the owner tokens that the owner words of objs, in the
@@ -439,6 +482,42 @@ func (r *Region) pid() int { return os.Getpid() }
 // bytes if it does not exist. r.mu must be held. This is the one allocator
 // for every kind: a new kind's constructor is a call to it and a wrapper
 // around the bytes it returns.
+// readHeader copies and parses the header and object table as they are
+// now. The caller holds the file lock. It looks at the file's size first:
+// reading a truncated file would fault.
+func (r *Region) readHeader() (h *regionHeader, hdr []byte, err error) {
+	if err := r.checkSize(); err != nil {
+		return nil, nil, &regionError{op: "region " + r.path, err: err}
+	}
+	hdr = make([]byte, regionArenaOffset)
+	if err := guardFault(func() error { return truncatedError(int(r.file.Fd()), len(r.data)) }, func() error {
+		copy(hdr, r.data)
+		return nil
+	}); err != nil {
+		return nil, nil, &regionError{op: "region " + r.path, err: err}
+	}
+	if h, err = parseRegionHeader(hdr, int64(len(r.data))); err != nil {
+		return nil, nil, &regionError{op: "region " + r.path, err: err}
+	}
+	return h, hdr, nil
+}
+
+// refreshObjects learns the objects that other processes created since
+// this handle last read the table. r.mu must be held.
+func (r *Region) refreshObjects() error {
+	fd := int(r.file.Fd())
+	if err := flock(fd, unix.LOCK_SH); err != nil {
+		return err
+	}
+	defer flock(fd, unix.LOCK_UN)
+	h, _, err := r.readHeader()
+	if err != nil {
+		return err
+	}
+	r.learn(h.objects)
+	return nil
+}
+
 func (r *Region) object(name string, kind objectKind, size uint32) (regionObject, error) {
 	if r.closed {
 		return regionObject{}, ErrRegionClosed
@@ -456,11 +535,9 @@ func (r *Region) object(name string, kind objectKind, size uint32) (regionObject
 	}
 	defer flock(fd, unix.LOCK_UN)
 	// Re-read the table: other processes may have added objects.
-	hdr := make([]byte, regionArenaOffset)
-	copy(hdr, r.data)
-	h, err := parseRegionHeader(hdr, int64(len(r.data)))
+	h, hdr, err := r.readHeader()
 	if err != nil {
-		return regionObject{}, &regionError{op: "region " + r.path, err: err}
+		return regionObject{}, err
 	}
 	r.learn(h.objects)
 	if o, ok := r.objects[name]; ok {
@@ -536,3 +613,198 @@ func (r *Region) close() error {
 // monoNowNs reads CLOCK_MONOTONIC in ns, a clock every process on the
 // machine shares (for held-since stamps), cheaply (see wait.MonotonicNs).
 func monoNowNs() int64 { return wait.MonotonicNs() }
+
+// removeRegion is RemoveRegion, path already resolved.
+func removeRegion(path string, force bool) error {
+	r, err := openRegion(path, 0, &RegionOptions{InitTimeout: -1}, modeObserve)
+	if err != nil {
+		if !force || errors.Is(err, ErrNotRegularFile) || errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		// Not a valid region: with force, any regular file goes (never
+		// through a link: Lstat, not Stat).
+		if st, serr := os.Lstat(path); serr != nil || !st.Mode().IsRegular() {
+			return err
+		}
+		return os.Remove(path)
+	}
+	defer r.close()
+	fd := int(r.file.Fd())
+	if err := flock(fd, unix.LOCK_EX); err != nil {
+		return err
+	}
+	defer flock(fd, unix.LOCK_UN)
+	if pids := r.livePIDs(); len(pids) > 0 && !force {
+		return fmt.Errorf("%w: PIDs %v (stop them, or force the removal)", ErrRegionInUse, pids)
+	}
+	var opened, now unix.Stat_t
+	if err := unix.Fstat(fd, &opened); err != nil {
+		return err
+	}
+	if err := unix.Lstat(path, &now); err != nil {
+		return err
+	}
+	if opened.Dev != now.Dev || opened.Ino != now.Ino {
+		return fmt.Errorf("%w: the path was replaced while it was being removed", fs.ErrExist)
+	}
+	return unix.Unlink(path)
+}
+
+// livePIDs lists the PIDs of the live processes attached to r.
+func (r *Region) livePIDs() []int {
+	var pids []int
+	for s := range uint32(regionProcSlots) {
+		st := word32(r.slotWord(s), procState).Load()
+		if st&procLive == 0 {
+			continue
+		}
+		if alive, pid := r.tokenAlive(makeToken(s, st&procGenMask)); alive {
+			pids = append(pids, int(pid))
+		}
+	}
+	return pids
+}
+
+// truncatedError describes a mapping of mapped bytes whose file (fd) has
+// shrunk: ErrTruncated, with the sizes.
+func truncatedError(fd, mapped int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("%w: a read of the mapping faulted, and the file cannot be examined: %v", ErrTruncated, err)
+	}
+	return fmt.Errorf("%w: the file has %d bytes, the region %d (someone truncated it while it was mapped)", ErrTruncated, st.Size, mapped)
+}
+
+// checkPermissions refuses a region file that others may write: writable
+// by group or others, or owned by another user (see
+// RegionOptions.AllowUnsafePermissions). A sealed memfd (CreateMemfdRegion)
+// has mode 0777 but no name anyone could open: it reaches only the
+// processes it was passed to, so it passes.
+func checkPermissions(fd int, st *unix.Stat_t) error {
+	if seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0); err == nil && seals&unix.F_SEAL_SHRINK != 0 {
+		return nil
+	}
+	if st.Mode&0o022 != 0 {
+		return fmt.Errorf("%w: mode %#o lets group or others write it (RegionOptions.AllowUnsafePermissions opts in)", ErrUnsafePermissions, st.Mode&0o777)
+	}
+	if uid := uint32(os.Geteuid()); st.Uid != uid {
+		return fmt.Errorf("%w: owned by uid %d, not by this process's uid %d (RegionOptions.AllowUnsafePermissions opts in)", ErrUnsafePermissions, st.Uid, uid)
+	}
+	return nil
+}
+
+// checkSize returns ErrTruncated if r's file is now shorter than its
+// mapping: looked at before touching pages that a truncation would make
+// fault.
+func (r *Region) checkSize() error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(r.file.Fd()), &st); err != nil {
+		return err
+	}
+	if st.Size < int64(len(r.data)) {
+		return truncatedError(int(r.file.Fd()), len(r.data))
+	}
+	return nil
+}
+
+// Check reports whether the region is still sound: its file no shorter
+// than the mapping (else ErrTruncated) and its header as valid as at open
+// (ErrBadMagic, ErrBadVersion, ErrBadSize, ErrBadChecksum, ...: someone
+// wrote over it). It reads with faults turned into errors, so a file
+// truncated under it is reported, never fatal; it costs an fstat and a
+// copy of the header (44 KiB), and takes no lock that lock calls take.
+// Call it from a health check, or after a lock call returned ErrCorrupt.
+// It returns ErrRegionClosed after Close.
+func (r *Region) Check() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrRegionClosed
+	}
+	if err := r.checkSize(); err != nil {
+		return &regionError{op: "region " + r.path, err: err}
+	}
+	fd := int(r.file.Fd())
+	err := guardFault(func() error { return truncatedError(fd, len(r.data)) }, func() error {
+		hdr := make([]byte, regionArenaOffset)
+		copy(hdr, r.data)
+		_, err := parseRegionHeader(hdr, int64(len(r.data)))
+		return err
+	})
+	if err != nil {
+		return &regionError{op: "region " + r.path, err: err}
+	}
+	return nil
+}
+
+// faultCause is the error for a fault on r's mapping: its file shrank.
+func (r *Region) faultCause() error { return truncatedError(int(r.file.Fd()), len(r.data)) }
+
+// CreateMemfdRegion creates a region in an anonymous memory file
+// (memfd_create(2)) of size bytes (0: DefaultRegionSize) and seals it
+// against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW, then
+// F_SEAL_SEAL): no process, whatever its rights, can truncate it, so the
+// truncation described on Region cannot happen. It has no path: name (at
+// most 249 bytes) only labels it in /proc/PID/fd and in errors, and its
+// Path is "memfd:" + name. Share it with related processes by passing its
+// file, r.File(), as exec.Cmd.ExtraFiles (the child sees it as fd 3 + its
+// index there) or over a Unix socket (SCM_RIGHTS); they open it with
+// OpenRegionFile. It lives until the last process holding it closes it.
+// opts.Mode and opts.AllowUnsafePermissions do not apply (a memfd is
+// reachable only through its descriptor). Linux 3.17 or later.
+func CreateMemfdRegion(name string, size int64, opts *RegionOptions) (*Region, error) {
+	fail := func(err error) (*Region, error) {
+		return nil, &regionError{op: "create memfd region " + name, err: err}
+	}
+	if size == 0 {
+		size = DefaultRegionSize
+	}
+	if size < regionMinSize || size > math.MaxInt {
+		return fail(fmt.Errorf("%w: %d bytes requested, minimum %d", ErrRegionTooSmall, size, regionMinSize))
+	}
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return fail(err)
+	}
+	r, err := initRegion("memfd:"+name, fd, size, func() {})
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := unix.FcntlInt(r.file.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		r.close()
+		return fail(fmt.Errorf("sealing: %w", err))
+	}
+	return r, nil
+}
+
+// OpenRegionFile opens the region in an open file: one passed by
+// CreateMemfdRegion's creator (os.NewFile(3, "region") in a child started
+// with ExtraFiles), or any region file. It validates and attaches as
+// OpenRegion does, on a duplicate of f's descriptor, so the caller may
+// close f afterwards; the Region's Path is f.Name(). A regular file
+// (not a sealed memfd) must pass the permission check (ErrUnsafePermissions
+// unless opts.AllowUnsafePermissions). The file must be open for reading
+// and writing.
+func OpenRegionFile(f *os.File, opts *RegionOptions) (*Region, error) {
+	var o RegionOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.InitTimeout == 0 {
+		o.InitTimeout = DefaultInitTimeout
+	}
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, &regionError{op: "open region " + f.Name(), err: err}
+	}
+	r, err := openFD(f.Name(), fd, false, time.Now().Add(max(o.InitTimeout, 0)), modeOpen, o.AllowUnsafePermissions)
+	if err != nil {
+		return nil, &regionError{op: "open region " + f.Name(), err: err}
+	}
+	return r, nil
+}
+
+// File returns the region's open file, to pass to related processes
+// (exec.Cmd.ExtraFiles; see CreateMemfdRegion). It stays the Region's:
+// do not close it; it is closed by Close.
+func (r *Region) File() *os.File { return r.file }

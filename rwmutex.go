@@ -254,7 +254,7 @@ func (rw *RWMutex) EnableStats() {
 
 // ref returns rw's lock words for the protocol.
 func (rw *RWMutex) ref() rwRef {
-	return rwRef{&rw.state, &rw.departing, ticketRef{&rw.wnext, &rw.wserving, &rw.waux}}
+	return rwRef{&rw.state, &rw.departing, ticketRef{&rw.wnext, &rw.wserving, &rw.waux, &rw.diag}}
 }
 
 // An rwRef points at the lock words of a phase-fair reader-writer lock,

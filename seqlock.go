@@ -14,7 +14,7 @@ import (
 // ErrHasPointers is returned (wrapped, with the offending field) by
 // NewSeqLock when T holds pointers: strings, slices, maps, interfaces,
 // channels, functions or pointers anywhere inside it.
-var ErrHasPointers = errors.New("type holds pointers")
+var ErrHasPointers = errors.New("lockword: type holds pointers")
 
 // Reader back-off while a Store is in progress: spin with the pause hint,
 // doubling up to the cap, then yield, because a writer that was preempted
@@ -105,9 +105,9 @@ func checkPlainData(t reflect.Type, fn string) error {
 	default:
 		where = "element " + where
 	}
-	return fmt.Errorf("lockword: %s[%v]: %w: %s is a %v; a seqlock copies its value "+
+	return fmt.Errorf("%w: %s[%v]: %s is a %v; a seqlock copies its value "+
 		"as raw memory words, which must not carry pointers (use numbers, bools and fixed-size arrays)",
-		fn, t, ErrHasPointers, where, kind)
+		ErrHasPointers, fn, t, where, kind)
 }
 
 // Store makes v the value of s. Stores are meant to come from one writer;

@@ -36,6 +36,7 @@ func init() {
 				return // too small to be one (RegionSeqLock refuses it): not a lock
 			}
 			inspectMutex(insp, obj[seqObjWriter:seqObjWriter+mutexObjSize], info)
+			inspectSeqLock(obj, info)
 		},
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync/atomic"
 	"time"
@@ -60,7 +61,8 @@ const (
 // the kernel in slices of ownerCheckInterval, checking between slices
 // whether the holder process still lives, so a holder killed while holding
 // is noticed one slice after its death plus the time the waiter needs to
-// get a CPU (the documented bound is 100 ms). A check reads /proc/PID/stat,
+// get a CPU: about 10 ms on an idle host, with a tail set by the
+// scheduler on a loaded one (README gives measured figures). A check reads /proc/PID/stat,
 // some 10 µs: a hundred a second cost a waiting process 0.1% of a core.
 const (
 	sharedSpinIterations = 8
@@ -78,8 +80,10 @@ var (
 	// ErrNotRecoverable is returned by every acquisition of a lock whose
 	// holder, after an owner death, unlocked it without calling
 	// MarkConsistent (POSIX ENOTRECOVERABLE). The caller does not hold the
-	// lock; the data it protects cannot be trusted. Create a new region.
-	ErrNotRecoverable = errors.New("lockword: shared lock is not recoverable: a holder unlocked it after an owner death without marking it consistent")
+	// lock; the data it protects cannot be trusted. The way out: restore
+	// the data by other means, then SharedMutex.Reinitialize (or use a new
+	// object name, or a new region).
+	ErrNotRecoverable = errors.New("lockword: shared lock is not recoverable: after an owner death it was unlocked without MarkConsistent (or Lock had no repair function)")
 )
 
 // OwnerDeadError is the error LockContext returns, with the lock held,
@@ -174,8 +178,11 @@ func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
 // migrate between threads, and it records thread IDs, which the kernel
 // clears from the word when it marks a dead owner. Instead a sleeping waiter
 // wakes every ownerCheckInterval (10 ms) to check the holder: a death is
-// noticed within 100 ms (TestSharedMutexOwnerDeath), unless the waiter
-// cannot get a CPU for longer than that.
+// noticed about 10 ms after it on an idle host (TestSharedMutexOwnerDeath
+// allows 100 ms), and later by as long as the waiter waits for a CPU on a
+// loaded one: on 2 cores torture -kill measured a p99 of 12 ms and a
+// worst case of 17 ms at load 5, and a p99 of 37–92 ms and a worst case of
+// 81–478 ms at load 14–23 (README has the runs).
 //
 // # Owner death and sync.Locker
 //
@@ -196,6 +203,13 @@ func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
 //     sync.Locker user either declared how to repair, or stops.
 //   - TryLock never waits and never inspects the holder: it takes a free
 //     lock or reports false (also for a not-recoverable lock).
+//
+// Getting out of ErrNotRecoverable: a lock becomes not recoverable when a
+// holder that took it from a dead owner unlocks without MarkConsistent, so
+// nothing vouches for the data any more. Restore the data by other means,
+// then call Reinitialize (it refuses while any process holds the lock);
+// or use a new object name; or remove the region (RemoveRegion, once no
+// live process is attached) and create a new one.
 //
 // # Memory model
 //
@@ -305,7 +319,7 @@ func (m *SharedMutex) Unlock() {
 // returns an error if this process does not hold m; on a lock that is not
 // inconsistent it does nothing.
 func (m *SharedMutex) MarkConsistent() error {
-	for {
+	for range retryLimit { // a CAS fails only if waiters or the stamp bit came
 		w := m.word.Load()
 		if w&ownerMask != m.token {
 			return fmt.Errorf("lockword: MarkConsistent of SharedMutex %q, which this process does not hold", m.name)
@@ -314,6 +328,47 @@ func (m *SharedMutex) MarkConsistent() error {
 			return nil
 		}
 	}
+	return m.errCorrupt("lock word keeps changing under its holder")
+}
+
+func (m *SharedMutex) errCorrupt(format string, args ...any) error {
+	return &CorruptError{Kind: "SharedMutex", Object: m.name, Region: m.r.path, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Reinitialize makes a not-recoverable m usable again: unlocked and
+// consistent, for every process. It is the one way out of
+// ErrNotRecoverable short of a new region (or a new object name): call it
+// once the data the lock protects has been restored by other means (from
+// a durable copy, say), since the lock itself can no longer vouch for it.
+//
+// It acts only on a not-recoverable lock, which no process holds or waits
+// for (every acquisition fails at once), so resetting it strands nobody:
+// it returns nil and does nothing if m is free, and an error wrapping
+// ErrRegionBusy if m is held, by a live process or a dead one (a dead
+// holder's lock is recovered through LockContext and ErrOwnerDead, not
+// reinitialized). Statistics, if enabled, are kept.
+func (m *SharedMutex) Reinitialize() error {
+	// The word changes under us only by a flag (stats on, inspect's timed
+	// bit): a bounded number of retries, whatever the word holds.
+	for range 100 {
+		w := m.word.Load()
+		switch owner := w & ownerMask; owner {
+		case 0:
+			return nil
+		case ownerNotRecoverable:
+		default:
+			_, pid := m.r.tokenAlive(owner)
+			return fmt.Errorf("%w: SharedMutex %q is held (PID %s); Reinitialize acts only on a not-recoverable lock", ErrRegionBusy, m.name, pidText(pid))
+		}
+		if m.word.CompareAndSwap(w, w&sharedStats) {
+			// No sleeper can be left (acquirers of a not-recoverable
+			// lock return), but one that raced the transition must not
+			// sleep on through the reset.
+			wait.FutexWake(m.word, math.MaxInt32, wait.Shared)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: SharedMutex %q: its word kept changing", ErrRegionBusy, m.name)
 }
 
 // SetRepair sets the function that Lock runs, holding the lock, when it
@@ -384,7 +439,13 @@ func (m *SharedMutex) tryLockSlow() bool {
 
 //go:noinline
 func (m *SharedMutex) unlockSlow() {
-	for {
+	for i := 0; ; i++ {
+		if i == retryLimit {
+			// Only waiters and inspectors change a held word, once
+			// each: one that keeps changing is being overwritten.
+			slog.Warn("lockword: Unlock gave up on a lock word that keeps changing (corrupt)", "lock", m.name, "region", m.r.path)
+			return
+		}
 		w := m.word.Load()
 		if owner := w & ownerMask; owner != m.token {
 			m.unlockMisuse(owner)
@@ -509,7 +570,7 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 	reported := false
 	var checked time.Time // when the holder was last checked; zero: never
 	var holderPID uint32
-	for {
+	for i := 1; ; i++ {
 		w := m.word.Load()
 		owner := w & ownerMask
 		switch owner {
@@ -522,9 +583,17 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 				}
 				return nil
 			}
+			// Lost the race to another taker (or the word changed):
+			// a word that keeps changing must not outlast ctx.
+			if i%retryCheckEvery == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
 			continue
 		case ownerNotRecoverable:
 			return m.errNotRecoverable()
+		}
+		if !validToken(owner) {
+			return m.errCorrupt("owner token %#x names no incarnation (generation %d)", owner, tokenGen(owner))
 		}
 		done := ctx.Err() != nil
 		if owner != m.token && (done || (slept && time.Since(checked) >= ownerCheckInterval)) {

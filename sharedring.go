@@ -58,10 +58,12 @@ const (
 	shringNotEmpty       = 136 // uint32: the consumer's wake word (ringSleeping, ringClosed)
 	shringProducerSleeps = 144 // uint64: statistics
 	shringProducerWakes  = 152 // uint64
+	shringMessagesSent   = 160 // uint64: messages published, for inspection (producer)
 	shringHead           = 256 // uint64: bytes released by the consumer (free-running)
 	shringNotFull        = 264 // uint32: the producer's wake word
 	shringConsumerSleeps = 272 // uint64
 	shringConsumerWakes  = 280 // uint64
+	shringMessagesRecvd  = 288 // uint64: messages received, for inspection (consumer)
 	shringData           = 512 // capacity bytes of records
 	shringAlign          = falseSharingRange
 
@@ -88,7 +90,7 @@ func init() {
 	registerKind(kindRing, &kindInfo{
 		name: "ring", align: shringAlign,
 		ownerWords: []uint32{shringProducerRole, shringConsumerRole},
-		inspect:    func(*inspector, []byte, *ObjectInfo) {},
+		inspect:    inspectRing,
 	})
 }
 
@@ -115,6 +117,7 @@ type ringEnd struct {
 	notEmpty, notFull  *atomic.Uint32
 	sleeps, wakes      *atomic.Uint64 // our side's statistics
 	peerSleeps, peerWk *atomic.Uint64
+	messages           *atomic.Uint64 // our side's message count (inspection only)
 
 	token     uint32      // our owner token, written into role
 	sl        ringSleeper // futex in bounded slices, checking the peer
@@ -218,21 +221,57 @@ func (r *Region) attachRing(e *ringEnd, name string, capacity int, producer bool
 		notEmpty: word32(obj, shringNotEmpty), notFull: word32(obj, shringNotFull),
 		sleeps: word64(obj, shringConsumerSleeps), wakes: word64(obj, shringConsumerWakes),
 		peerSleeps: word64(obj, shringProducerSleeps), peerWk: word64(obj, shringProducerWakes),
-		token: r.token,
+		messages: word64(obj, shringMessagesRecvd),
+		token:    r.token,
 	}
 	if producer {
 		e.side, e.peer = e.peer, e.side
 		e.role, e.peerRole = e.peerRole, e.role
 		e.sleeps, e.peerSleeps = e.peerSleeps, e.sleeps
 		e.wakes, e.peerWk = e.peerWk, e.wakes
+		e.messages = word64(obj, shringMessagesSent)
 	}
 	e.sl = sharedRingSleeper{e}
+	e.reopenIfOver()
 	return e.claim()
+}
+
+// reopenIfOver opens a closed ring again for a new producer and consumer
+// once its stream is over: every published message received (head equals
+// tail) and neither role held by a live process. It runs before this side
+// claims its role, so that two sides starting together both see the other
+// role free and both reopen (the same store), rather than each see the
+// other attached and leave the ring closed for both. A stream whose last
+// messages nobody has received yet stays closed: the next consumer
+// receives them and then ErrRingClosed, as the closed stream promised.
+func (e *ringEnd) reopenIfOver() {
+	if (e.notEmpty.Load()|e.notFull.Load())&ringClosed == 0 || e.head.Load() != e.tail.Load() {
+		return
+	}
+	roles := [...]*atomic.Uint32{e.role, e.peerRole}
+	var dead [len(roles)]uint32
+	for i, role := range roles {
+		if w := role.Load(); w != 0 {
+			if alive, _ := e.r.tokenAlive(w & ownerMask); alive {
+				return
+			}
+			dead[i] = w
+		}
+	}
+	// A side that died belonged to the old stream: the new one must not
+	// report it as a dead peer (it waits for a new one instead).
+	for i, role := range roles {
+		if dead[i] != 0 {
+			role.CompareAndSwap(dead[i], 0)
+		}
+	}
+	e.notEmpty.And(^uint32(ringClosed))
+	e.notFull.And(^uint32(ringClosed))
 }
 
 // claim takes our role: free, or held by a process that has died.
 func (e *ringEnd) claim() error {
-	for {
+	for range retryLimit { // a CAS fails only if another claimant moved the word
 		w := e.role.Load()
 		if w == 0 {
 			if e.role.CompareAndSwap(0, e.token) {
@@ -252,6 +291,7 @@ func (e *ringEnd) claim() error {
 			return nil
 		}
 	}
+	return e.corrupt("role word keeps changing while claimed")
 }
 
 // release gives up our role, if we still hold it, and makes the handle
@@ -460,6 +500,11 @@ func (p *RingProducer) trySend(msg []byte) (sent bool, need uint64, err error) {
 	// not a Store (the same XCHG on amd64): see publishIndex.
 	p.tail = t + need
 	publishIndex(p.e.tail, p.tail)
+	if need > pad {
+		// Only this side writes the count: a load and a store, no
+		// locked add. It is for inspection and may trail tail by one.
+		p.e.messages.Store(p.e.messages.Load() + 1)
+	}
 	// Then look for a sleeping consumer (the Dekker pair with its
 	// announce-then-look; see spscIndex).
 	if p.e.notEmpty.Load()&ringSleeping != 0 {
@@ -490,9 +535,13 @@ func (p *RingProducer) waitRoom(ctx context.Context, need uint64) error {
 }
 
 // Close ends the stream and gives up the producer role: the consumer
-// receives what remains and then gets ErrRingClosed, and so does any later
-// producer (a closed ring stays closed; use Detach to let another producer
-// carry on the stream). Later calls on p return ErrRingClosed.
+// receives what remains and then gets ErrRingClosed. The ring stays closed
+// while the stream's consumer is attached or messages of the stream remain
+// to be received (a consumer that attaches then receives them, then
+// ErrRingClosed); once the last of them is received and no live process
+// holds either role, the next producer or consumer to attach opens the
+// ring again for a new stream. Use Detach instead to let another producer
+// carry on the same stream. Later calls on p return ErrRingClosed.
 func (p *RingProducer) Close() {
 	closeRingWords(p.e.notEmpty, p.e.notFull, p.e.wakes, p.e.sl)
 	p.e.release()
@@ -605,6 +654,7 @@ func (c *RingConsumer) tryReceive(buf []byte) (msg []byte, ok bool, err error) {
 			}
 			msg = append(buf[:0], d[off+recHeaderSize:off+recHeaderSize+length]...)
 			c.release(h + size)
+			c.e.messages.Store(c.e.messages.Load() + 1) // as in trySend
 			return msg, true, nil
 		}
 	}
@@ -642,11 +692,21 @@ func (c *RingConsumer) waitItems(ctx context.Context) error {
 	})
 }
 
-// Close tells the producer to stop (its Send returns ErrRingClosed; a
-// closed ring stays closed) and gives up the consumer role. Messages still
-// in the ring are not received. Later calls on c return ErrRingClosed.
+// Close tells the producer to stop (its Send returns ErrRingClosed) and
+// gives up the consumer role. Messages still in the ring are discarded,
+// never received; once the producer is gone too, the next producer or
+// consumer to attach opens the ring again for a new stream (see
+// RingProducer.Close). Later calls on c return ErrRingClosed.
 func (c *RingConsumer) Close() {
 	closeRingWords(c.e.notEmpty, c.e.notFull, c.e.wakes, c.e.sl)
+	if c.e.err == nil {
+		// Discard what the producer published before it saw the close,
+		// so that the stream is over for a new pair; a bad tail is left
+		// alone (refreshTail sets the handle's error instead).
+		if c.refreshTail() {
+			c.release(c.tailCache)
+		}
+	}
 	c.e.release()
 }
 

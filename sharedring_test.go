@@ -180,6 +180,7 @@ func TestSharedRingLayout(t *testing.T) {
 		{"producer sleeps", shringProducerSleeps, 144}, {"producer wakes", shringProducerWakes, 152},
 		{"head", shringHead, 256}, {"notFull", shringNotFull, 264},
 		{"consumer sleeps", shringConsumerSleeps, 272}, {"consumer wakes", shringConsumerWakes, 280},
+		{"messages sent", shringMessagesSent, 160}, {"messages received", shringMessagesRecvd, 288},
 		{"data", shringData, 512}, {"alignment", shringAlign, 128},
 		{"record length", recLength, 0}, {"record type", recType, 4}, {"record header", recHeaderSize, 8},
 		{"message type", recMessage, 0}, {"padding type", recPadding, 1},
@@ -1217,5 +1218,115 @@ func TestRingAndSeqLockObjectsOfBadSize(t *testing.T) {
 			t.Errorf("kind %d: RegionSeqLock = %v", kind, err)
 		}
 		r.Close()
+	}
+}
+
+// TestSharedRingRestart: a closed ring opens again for a new producer and
+// consumer once its stream is over (every message received, both sides
+// gone), in either start order, also across processes; before that, it
+// stays closed: a stream's last messages still reach a consumer that
+// attaches late, followed by ErrRingClosed.
+func TestSharedRingRestart(t *testing.T) {
+	const capacity = 256
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	ctx := context.Background()
+	send := func(p *RingProducer, msgs ...string) {
+		t.Helper()
+		for _, m := range msgs {
+			if err := p.Send(ctx, []byte(m)); err != nil {
+				t.Fatalf("Send %q: %v", m, err)
+			}
+		}
+	}
+	recv := func(c *RingConsumer, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			msg, err := c.Receive(ctx, nil)
+			if err != nil || string(msg) != w {
+				t.Fatalf("Receive = %q, %v; want %q", msg, err, w)
+			}
+		}
+	}
+	closedAfter := func(c *RingConsumer, want ...string) {
+		t.Helper()
+		recv(c, want...)
+		if _, err := c.Receive(ctx, nil); err != ErrRingClosed {
+			t.Fatalf("Receive at the end of the stream = %v, want ErrRingClosed", err)
+		}
+	}
+	producer := func() *RingProducer {
+		t.Helper()
+		p, err := r.RingProducer("q", capacity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	consumer := func() *RingConsumer {
+		t.Helper()
+		c, err := r.RingConsumer("q", capacity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+
+	// Stream 1, then stream 2 with the consumer first, then stream 3 with
+	// the producer first.
+	p, c := producer(), consumer()
+	send(p, "a1", "a2")
+	p.Close()
+	closedAfter(c, "a1", "a2")
+	c.Close()
+	c = consumer()
+	p = producer()
+	send(p, "b1")
+	recv(c, "b1")
+	p.Close()
+	closedAfter(c)
+	c.Close()
+	p = producer()
+	send(p, "c1", "c2")
+	p.Close()
+	// Closed, not yet received: a new producer must not reopen it.
+	p2 := producer()
+	if err := p2.Send(ctx, []byte("too early")); err != ErrRingClosed {
+		t.Fatalf("Send on a closed stream whose last messages nobody received = %v, want ErrRingClosed", err)
+	}
+	c = consumer()
+	closedAfter(c, "c1", "c2")
+	c.Close()
+	p2.Detach()
+
+	// A consumer that closes early discards the rest: the next pair sees
+	// only its own messages.
+	p, c = producer(), consumer()
+	send(p, "d1", "d2", "d3")
+	recv(c, "d1")
+	c.Close()
+	if err := p.Send(ctx, []byte("d4")); err != ErrRingClosed {
+		t.Fatalf("Send after the consumer closed = %v", err)
+	}
+	p.Close()
+	p, c = producer(), consumer()
+	send(p, "e1")
+	p.Close()
+	closedAfter(c, "e1")
+	c.Close()
+
+	// Across processes: the same producer/consumer pair of programs, run
+	// twice on one region (the report that found this: the second run's
+	// consumer got 0 messages, its producer "ring closed").
+	const n, maxLen = 2000, 100
+	for run := range 2 {
+		prod := startChild(t, "ring-produce", path, "q", itoa(capacity), "0", itoa(n), itoa(maxLen), "close")
+		cons := startChild(t, "ring-consume", path, "q", itoa(capacity), itoa(maxLen), "check")
+		res := cons.expect(t, "result ")
+		prod.wait(t)
+		cons.wait(t)
+		if want := fmt.Sprintf("%d 0 0 0 0 %v", n, ErrRingClosed); res != want {
+			t.Fatalf("run %d: consumer got (received, out of order, dups, lost, mangled, end) %s; want %s", run+1, res, want)
+		}
 	}
 }

@@ -213,7 +213,7 @@ func (rw *SharedRWMutex) RLockContext(ctx context.Context) error {
 // TryRLock locks rw for reading if no writer holds or awaits it, without
 // waiting, and reports whether it did.
 func (rw *SharedRWMutex) TryRLock() bool {
-	for {
+	for range retryLimit { // a CAS fails only when in changed: others' progress
 		s := rw.in.Load()
 		if s&srwWriter != 0 {
 			return false
@@ -225,6 +225,7 @@ func (rw *SharedRWMutex) TryRLock() bool {
 			return true
 		}
 	}
+	return false
 }
 
 // RUnlock undoes one RLock. It panics with "lockword: RUnlock of unlocked
@@ -350,8 +351,13 @@ func (rw *SharedRWMutex) rwait(ctx context.Context, w uint32, start time.Time) e
 // retreat takes a waiting reader's entry back, unless the writer bits
 // changed first: then the next writer counted it as inside, and it holds a
 // read lock (nil).
+//
+// Its CAS fails only when in changed (readers came or went); in a valid
+// history that ends, but a word rewritten without end would hold the
+// reader here: after retryLimit tries it reports ErrCorrupt, still
+// counted in (the words are no longer to be trusted either way).
 func (rw *SharedRWMutex) retreat(w uint32, err error) error {
-	for {
+	for range retryLimit {
 		s := rw.in.Load()
 		if s&srwWriterBits != w {
 			return nil
@@ -360,6 +366,7 @@ func (rw *SharedRWMutex) retreat(w uint32, err error) error {
 			return err
 		}
 	}
+	return rw.q.errCorrupt("readers-in word keeps changing while a reader leaves")
 }
 
 // reportReaderStuck is the stuck report of a reader: blocker is the
@@ -422,7 +429,9 @@ func (rw *SharedRWMutex) LockContext(ctx context.Context) error {
 		err = rw.arrive(ctx, &slow, &start)
 	}
 	if err == nil {
-		q.hold(q.ticket)
+		err = q.hold(q.ticket)
+	}
+	if err == nil {
 		err = q.afterServed(slow, start)
 	}
 	if err != nil && !isOwnerDead(err) {
@@ -454,8 +463,24 @@ func (rw *SharedRWMutex) arrive(ctx context.Context, slow *bool, start *time.Tim
 		// The last of those readers is clearing the bits (between its
 		// CAS of the target and its clear): let it finish. If it died
 		// there, every reader that writer counted has left, and the
-		// bits are ours to clear.
+		// bits are ours to clear. (A bounded wait; a target that says a
+		// writer waits while we, the served writer, are here is
+		// corrupt, and then only ctx ends this loop.)
+		if t := rw.target.Load(); t&(srwTargetSet|srwAbandoned) == srwAbandoned {
+			err := rw.q.errCorrupt("writer target %#x is abandoned without being set", t)
+			if herr := rw.q.hold(rw.q.ticket); herr == nil {
+				rw.q.finish(rw.q.ticket, packRecord(rw.q.ticket, rw.q.token, recHolding))
+			}
+			return err
+		}
 		rw.awaitBitsCleared()
+		if err := ctx.Err(); err != nil {
+			if herr := rw.q.hold(rw.q.ticket); herr != nil {
+				return herr
+			}
+			rw.q.finish(rw.q.ticket, packRecord(rw.q.ticket, rw.q.token, recHolding))
+			return err
+		}
 	}
 	if !adopted {
 		// Only the served writer changes the writer and phase bits: one
@@ -637,17 +662,20 @@ func (rw *SharedRWMutex) TryLock() bool {
 			q.ticket = tk
 			s := rw.in.Load()
 			if s&srwWriter == 0 && rw.out.Load() == s&srwCountMask && rw.in.CompareAndSwap(s, s+rwArrive(s)) {
-				q.hold(tk)
+				if q.hold(tk) != nil {
+					q.gate.Unlock() // overwritten under us (corrupt): nothing to hand on
+					return false
+				}
 				err := q.afterServed(false, time.Time{})
 				if err == nil {
 					return true
 				}
 				if isOwnerDead(err) {
+					q.held.Store(false)
 					rw.releaseBits()
 					q.finish(tk, packRecord(tk, q.token, recHolding))
 				}
-			} else {
-				q.hold(tk)
+			} else if q.hold(tk) == nil {
 				q.finish(tk, packRecord(tk, q.token, recHolding))
 			}
 		}
@@ -664,6 +692,11 @@ func (rw *SharedRWMutex) TryLock() bool {
 func (rw *SharedRWMutex) Unlock() {
 	q := &rw.q
 	if !q.heldByUs() {
+		if q.held.Load() {
+			q.release() // overwritten under us (corrupt): release reports it
+			q.gate.Unlock()
+			return
+		}
 		q.unlockMisuse()
 	}
 	inconsistent := q.flags.Load()&queueInconsistent != 0

@@ -3,6 +3,7 @@ package lockword
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -118,6 +119,10 @@ type ticketQueue struct {
 	ticket       uint32
 	abandoned    uint32
 	hasAbandoned bool
+	// held is set while this handle holds the lock (from a successful
+	// acquisition to its release), so that an Unlock that finds its
+	// record overwritten can tell corruption from misuse.
+	held atomic.Bool
 
 	stuckNs atomic.Int64
 	repair  atomic.Pointer[func() error]
@@ -129,9 +134,20 @@ func (q *ticketQueue) rec(t uint32) *atomic.Uint64 {
 
 // take claims the next ticket: it returns the ticket and whether it is
 // already held (holdIfFree and the lock was free), or ok false when every
-// record is in use (the queue is full). See the protocol above.
-func (q *ticketQueue) take(holdIfFree bool) (t uint32, holding, ok bool) {
-	for {
+// record is in use (the queue is full). See the protocol above. Every
+// retry is caused by another party's progress in a valid history; words
+// that keep it retrying are checked for corruption (ErrCorrupt), and ctx
+// is looked at, every retryCheckEvery tries and after every undone claim.
+func (q *ticketQueue) take(ctx context.Context, holdIfFree bool) (t uint32, holding, ok bool, err error) {
+	for i := 1; ; i++ {
+		if i%retryCheckEvery == 0 {
+			if err := q.corruption(); err != nil {
+				return 0, false, false, err
+			}
+			if err := ctx.Err(); err != nil {
+				return 0, false, false, err
+			}
+		}
 		n := q.next.Load()
 		rec := q.rec(n)
 		r := rec.Load()
@@ -149,7 +165,7 @@ func (q *ticketQueue) take(holdIfFree bool) (t uint32, holding, ok bool) {
 				rec.CompareAndSwap(r, 0)
 				continue
 			}
-			return 0, false, false // ticket n-queueRecords is still outstanding
+			return 0, false, false, nil // ticket n-queueRecords is still outstanding
 		}
 		// serving == n (the lock is free) stays true until ticket n's
 		// owner, which a successful CAS makes us, moves it on.
@@ -161,10 +177,18 @@ func (q *ticketQueue) take(holdIfFree bool) (t uint32, holding, ok bool) {
 		mine := packRecord(n, q.token, state)
 		if rec.CompareAndSwap(0, mine) {
 			if !q.claimed(n, mine) {
+				// A stale read of next, or serving ahead of next
+				// (corrupt): which, the words say.
+				if err := q.corruption(); err != nil {
+					return 0, false, false, err
+				}
+				if err := ctx.Err(); err != nil {
+					return 0, false, false, err
+				}
 				continue
 			}
 			q.next.CompareAndSwap(n, n+1)
-			return n, free, true
+			return n, free, true, nil
 		}
 	}
 }
@@ -220,18 +244,21 @@ func (q *ticketQueue) tryTake(holdState uint32) (uint32, bool) {
 	return n, true
 }
 
-// hold marks the caller's served ticket t as held.
-func (q *ticketQueue) hold(t uint32) {
+// hold marks the caller's served ticket t as held. Only the sleeping bit
+// of a waiting record changes under its owner, so a record that is no
+// longer ours, or that keeps changing, was overwritten: ErrCorrupt.
+func (q *ticketQueue) hold(t uint32) error {
 	rec := q.rec(t)
-	for {
+	for range retryLimit {
 		r := rec.Load()
 		if recTicket(r) != t || recToken(r) != q.token || recState(r) != recWaiting {
-			panic(fmt.Sprintf("lockword: internal error: %s %q lost the record of its ticket %d (%#x)", q.kind, q.name, t, r))
+			return q.errCorrupt("the record of ticket %d, ours and waiting, now reads %#x", t, r)
 		}
 		if rec.CompareAndSwap(r, packRecord(t, q.token, recHolding)) {
-			return
+			return nil
 		}
 	}
+	return q.errCorrupt("the record of ticket %d keeps changing under its owner", t)
 }
 
 // stampHeld records when the hold of ticket t began, for lockword inspect.
@@ -253,8 +280,16 @@ func (q *ticketQueue) finish(t uint32, r uint64) {
 // handOn serves ticket s, which serving has just reached: it wakes its
 // owner if it sleeps, or, if s was abandoned, retires it and serves the
 // next. ctx bounds a retire hook's wait (nil: none).
+//
+// In a valid history it skips at most the outstanding tickets (64) and
+// retries a CAS only when the record's owner changed it; the loop stops
+// after retryCheckEvery+queueRecords rounds regardless (a waiter's
+// resolve retires what is left, ownerCheckInterval later).
 func (q *ticketQueue) handOn(s uint32, ctx context.Context) {
-	for s != q.next.Load() {
+	for range retryCheckEvery + queueRecords {
+		if s == q.next.Load() {
+			return
+		}
 		rec := q.rec(s)
 		r := rec.Load()
 		if recTicket(r) != s {
@@ -277,6 +312,58 @@ func (q *ticketQueue) handOn(s uint32, ctx context.Context) {
 		}
 		return
 	}
+}
+
+// corruption looks at the queue's words for a state that no valid history
+// produces, and returns ErrCorrupt naming it. It reads serving, then next
+// and the served ticket's record, then serving again: serving only grows,
+// so if it is unchanged the three describe one moment (next and the record
+// can only have been as read while serving stood there). Nil if the words
+// are consistent, or moved too fast to tell.
+func (q *ticketQueue) corruption() error {
+	s := q.serving.Load()
+	n := q.next.Load()
+	if int32(n-s) < 0 {
+		// Read in this order, serving cannot pass next in between.
+		return q.errCorrupt("serving %d is ahead of next %d", s, n)
+	}
+	r := q.rec(s).Load()
+	if q.serving.Load() != s {
+		return nil
+	}
+	if why := queueSnapshotCorrupt(s, n, r); why != "" {
+		return q.errCorrupt("%s", why)
+	}
+	return nil
+}
+
+// queueSnapshotCorrupt says what is impossible about a queue whose serving
+// s, next n and record of ticket s (r) were read at one moment, or "".
+// Invariants: serving never passes next; each outstanding ticket has its
+// own record (so at most queueRecords are outstanding); the served ticket
+// of a non-empty queue has its record, claimed before next passed it and
+// freed only after serving did, in one of the states of the table, owned
+// by a token some region issued.
+func queueSnapshotCorrupt(s, n uint32, r uint64) string {
+	switch {
+	case int32(n-s) < 0:
+		return fmt.Sprintf("serving %d is ahead of next %d", s, n)
+	case n-s > queueRecords:
+		return fmt.Sprintf("%d tickets outstanding (next %d, serving %d), at most %d", n-s, n, s, queueRecords)
+	case n == s:
+		return ""
+	case recTicket(r) != s:
+		return fmt.Sprintf("served ticket %d has no record (its slot holds %#x)", s, r)
+	case recState(r) == 0 || recState(r) > recSkippingDead:
+		return fmt.Sprintf("the record of served ticket %d has state %d, not one of 1-5 (%#x)", s, recState(r)>>28, r)
+	case !validToken(recToken(r)):
+		return fmt.Sprintf("the record of served ticket %d names owner token %#x, which no region issues (%#x)", s, recToken(r), r)
+	}
+	return ""
+}
+
+func (q *ticketQueue) errCorrupt(format string, args ...any) error {
+	return &CorruptError{Kind: q.kind, Object: q.name, Region: q.r.path, Reason: fmt.Sprintf(format, args...)}
 }
 
 // complete retires ticket s, whose record this process moved to state (a
@@ -371,6 +458,9 @@ func (q *ticketQueue) waitServing(ctx context.Context, start time.Time, bits uin
 			last, since = s, now
 		} else if now.Sub(since) >= ownerCheckInterval && now.Sub(checked) >= ownerCheckInterval {
 			checked = now
+			if err := q.corruption(); err != nil {
+				return err
+			}
 			blocker, alive := q.resolve(ctx, s)
 			if !reported && blocker != 0 {
 				reported = q.reportIfStuck(start, blocker, alive)
@@ -394,7 +484,7 @@ func (q *ticketQueue) waitServing(ctx context.Context, start time.Time, bits uin
 // markSleeping sets the sleeping bit of ticket t's record, ours.
 func (q *ticketQueue) markSleeping(t uint32) {
 	rec := q.rec(t)
-	for {
+	for range retryLimit { // a CAS fails only if the record changed: see hold
 		r := rec.Load()
 		if r&recSleeping != 0 || recTicket(r) != t || recState(r) != recWaiting || rec.CompareAndSwap(r, r|recSleeping) {
 			return
@@ -413,14 +503,16 @@ func (q *ticketQueue) acquire(ctx context.Context, holdAtOnce bool) (slow bool, 
 	t, ok := q.adopt()
 	held := false
 	if !ok {
-		t, held, ok = q.take(holdAtOnce)
+		if t, held, ok, err = q.take(ctx, holdAtOnce); err != nil {
+			return false, start, err
+		}
 	}
 	if ok && (held || q.serving.Load() == t) {
 		q.ticket = t
 		if !held && holdAtOnce {
-			q.hold(t)
+			err = q.hold(t)
 		}
-		return false, start, nil
+		return false, start, err
 	}
 	q.r.waiting.Add(1)
 	defer q.r.waiting.Add(-1)
@@ -432,7 +524,9 @@ func (q *ticketQueue) acquire(ctx context.Context, holdAtOnce bool) (slow bool, 
 		if err != nil {
 			return true, start, err
 		}
-		t, held, ok = q.take(holdAtOnce)
+		if t, held, ok, err = q.take(ctx, holdAtOnce); err != nil {
+			return true, start, err
+		}
 	}
 	q.ticket = t
 	if !held {
@@ -451,29 +545,36 @@ func (q *ticketQueue) acquire(ctx context.Context, holdAtOnce bool) (slow bool, 
 		}
 		err = q.waitServing(ctx, start, ticketBit(t), func() { q.markSleeping(t) }, func(s uint32) bool { return s == t })
 		if err != nil {
-			q.abandon(t)
+			if aerr := q.abandon(t); aerr != nil {
+				err = aerr
+			}
 			return true, start, err
 		}
 		if holdAtOnce {
-			q.hold(t)
+			err = q.hold(t)
 		}
 	}
-	return true, start, nil
+	return true, start, err
 }
 
 // abandon gives up ticket t, ours, not yet served when we looked: record
 // it abandoned so that whoever serves it skips it (or our process's next
 // waiter adopts it). If its turn came meanwhile and nobody skipped it, we
 // hold the lock, so we pass it on ourselves. The caller holds the gate.
-func (q *ticketQueue) abandon(t uint32) {
+// A record that is no longer ours was overwritten: ErrCorrupt, and the
+// ticket is left as it is.
+func (q *ticketQueue) abandon(t uint32) error {
 	rec := q.rec(t)
-	for {
+	for i := 0; ; i++ {
 		r := rec.Load()
 		if recTicket(r) != t || recToken(r) != q.token || recState(r) != recWaiting {
-			panic(fmt.Sprintf("lockword: internal error: %s %q lost the record of its ticket %d (%#x)", q.kind, q.name, t, r))
+			return q.errCorrupt("the record of ticket %d, ours and waiting, now reads %#x", t, r)
 		}
 		if rec.CompareAndSwap(r, packRecord(t, q.token, recAbandoned)) {
 			break
+		}
+		if i == retryLimit {
+			return q.errCorrupt("the record of ticket %d keeps changing under its owner", t)
 		}
 	}
 	// The record is abandoned before serving is loaded, and a server
@@ -487,6 +588,7 @@ func (q *ticketQueue) abandon(t uint32) {
 			q.finish(t, packRecord(t, q.token, recHolding))
 		}
 	}
+	return nil
 }
 
 // heldByUs reports whether this process holds the lock (the served
@@ -531,6 +633,7 @@ func (q *ticketQueue) afterServed(slow bool, start time.Time) error {
 	if slow || f&queueStats != 0 {
 		q.stampHeld(q.ticket)
 	}
+	q.held.Store(true)
 	if f&queueInconsistent != 0 {
 		return &OwnerDeadError{Lock: q.name, Region: q.r.path, PID: int(q.deadPID.Load())}
 	}
@@ -541,8 +644,16 @@ func (q *ticketQueue) afterServed(slow bool, start time.Time) error {
 // recoverable and every waiter learns it.
 func (q *ticketQueue) release() {
 	if !q.heldByUs() {
+		if q.held.Swap(false) {
+			// We hold it, but the served record is not ours: the words
+			// were overwritten under us. Nothing can be handed on.
+			slog.Warn("lockword: Unlock of a lock whose shared words were overwritten while held; nothing handed on",
+				"kind", q.kind, "lock", q.name, "region", q.r.path, "error", q.corruption())
+			return
+		}
 		q.unlockMisuse()
 	}
+	q.held.Store(false)
 	f := q.flags.Load()
 	if f&queueInconsistent != 0 {
 		q.flags.Or(queueNotRecoverable)
@@ -777,6 +888,7 @@ func (t *SharedTicketMutex) TryLock() bool {
 				// Became inconsistent between the look and the take:
 				// give the lock back rather than take it without
 				// telling. (Not recoverable: afterServed passed it on.)
+				t.q.held.Store(false)
 				t.q.finish(tk, packRecord(tk, t.q.token, recHolding))
 			}
 		}
@@ -868,6 +980,12 @@ func inspectTicketMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 func (insp *inspector) queue(obj []byte, info *ObjectInfo, next, serving, flags, stamp, deadPID *atomic.Uint32, records []byte) {
 	f := flags.Load()
 	s, n := serving.Load(), next.Load()
+	if r := word64(records, uint64(s%queueRecords)*queueRecordLen).Load(); serving.Load() == s {
+		if why := queueSnapshotCorrupt(s, n, r); why != "" {
+			info.State, info.Reason = "corrupt", why
+			return
+		}
+	}
 	info.Inconsistent = f&queueInconsistent != 0
 	if f&queueStats != 0 {
 		st := mutexObjStats(obj)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -200,7 +201,9 @@ func TestSharedTicketMutexOwnerDeath(t *testing.T) {
 	testOwnerDeath(t, "ticket")
 }
 
-// testOwnerDeath is TestSharedMutexOwnerDeath for any robust kind.
+// testOwnerDeath: a holder of a robust lock of kind is SIGKILLed while a
+// waiter waits; the waiter gets the lock with ErrOwnerDead naming the dead
+// PID within 100 ms, repairs, marks it consistent, and the lock works on.
 func testOwnerDeath(t *testing.T, kind string) {
 	path := tempRegionPath(t)
 	r := mustCreate(t, path, 0)
@@ -213,8 +216,22 @@ func testOwnerDeath(t *testing.T, kind string) {
 	for range rounds {
 		c := startHolder(t, path, "m", kind)
 		got := make(chan error, 1)
-		go func() { got <- m.LockContext(context.Background()) }()
+		var offCPU time.Duration // the waiter's thread runnable without a CPU, from the kill on
+		tid := make(chan int, 1)
+		start := make(chan int64, 1)
+		go func() {
+			// On a thread of its own, whose time on the kernel's run
+			// queue says how much of the latency is the host's.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tid <- syscall.Gettid()
+			err := m.LockContext(context.Background())
+			offCPU = time.Duration(threadRunqueueNs(syscall.Gettid()) - <-start)
+			got <- err
+		}()
+		waiter := <-tid
 		time.Sleep(60 * time.Millisecond) // the waiter is asleep in the kernel
+		start <- threadRunqueueNs(waiter)
 		killed := time.Now()
 		c.cmd.Process.Kill()
 		err := <-got
@@ -227,8 +244,13 @@ func testOwnerDeath(t *testing.T, kind string) {
 		if !strings.Contains(err.Error(), strconv.Itoa(c.pid())) {
 			t.Errorf("error does not name the dead holder's PID %d: %v", c.pid(), err)
 		}
-		if latency > 100*time.Millisecond {
-			t.Errorf("owner death noticed after %v, want within 100ms", latency)
+		// The bound is the 10 ms polling's, on a host that runs the
+		// waiter: a loaded 2-core host can keep a runnable thread off
+		// the CPU for hundreds of ms (seen: 525 ms at load 14), which no
+		// polling design can help, so that time is not counted. A waiter
+		// that sleeps through the death sleeps, and counts in full.
+		if counted := latency - max(offCPU, 0); counted > 100*time.Millisecond {
+			t.Errorf("owner death noticed after %v (%v of it runnable without a CPU), want within 100ms", latency, offCPU)
 		}
 		if err := m.MarkConsistent(); err != nil {
 			t.Fatal(err)

@@ -25,72 +25,91 @@ const ticketAbandonedMask = statsFlag - 1
 // A ticketRef points at the three lock words of a ticket lock
 // (Mellor-Crummey & Scott, 1991), wherever they live: TicketMutex and the
 // writers of RWMutex hold them as fields (fields, not a struct, so that
-// the fast paths stay within the inliner's budget); a lock in shared memory
-// would point into its region. The protocol below sees only these words.
+// the fast paths stay within the inliner's budget), and at the lock's
+// diagnostics, where the tickets of waiters that gave up are recorded.
 // All comparisons are equalities or int32 differences, so both counters
 // wrap at 2^32.
 type ticketRef struct {
 	next    *atomic.Uint32 // the next ticket to hand out
 	serving *atomic.Uint32 // the ticket that holds the lock
 	aux     *atomic.Uint32 // statsFlag | abandoned tickets awaiting skip
+	d       *diag          // the lock's own: its skips live there
 }
 
 // ticketEnv is what the ticket protocol needs besides its words: how to
-// sleep, and where to record tickets whose waiters gave up.
+// sleep, and (tests only) a replacement for the lock's own record of
+// abandoned tickets, to break it.
 type ticketEnv struct {
 	ws    waitStrategy
-	skips ticketSkips
+	skips ticketSkipper // nil: the lock's own (ticketSkips)
+}
+
+// A ticketSkipper replaces a lock's ticketSkips in tests that show the
+// cancellation checks fail when abandoned tickets are lost or raced.
+type ticketSkipper interface {
+	add(r ticketRef, ticket uint32)
+	remove(r ticketRef, ticket uint32) bool
 }
 
 // inProcessTickets is the environment of ticket locks in the Go heap.
-var inProcessTickets = ticketEnv{ws: inProcess{}, skips: heapSkips{}}
+var inProcessTickets = ticketEnv{ws: inProcess{}}
 
-// A ticketSkips records abandoned tickets: those whose waiters' contexts
-// ended before their turn. A ticket once taken cannot be given back, so the
-// unlocker that reaches an abandoned ticket skips it, releasing on its
-// behalf. Exactly one party removes a recorded ticket (remove reports
-// whether it did): the unlocker, or the waiter itself if its turn came
-// while it was leaving. A lock is identified by its serving word.
-type ticketSkips interface {
-	add(serving *atomic.Uint32, ticket uint32)
-	remove(serving *atomic.Uint32, ticket uint32) bool
-}
-
-// heapSkips keeps abandoned tickets of in-process locks in one map for the
-// whole process. It is touched only when a waiter gives up and by an
-// Unlock of a lock whose abandoned count is nonzero, so one mutex serves.
-// An entry lives until its ticket is reached; a lock dropped while held,
-// with abandoned tickets queued, leaves its entries (and itself) behind.
-type heapSkips struct{}
-
-type skipKey struct {
-	serving *atomic.Uint32
-	ticket  uint32
-}
-
-var abandonedTickets struct {
+// ticketSkips records a lock's abandoned tickets: those whose waiters'
+// contexts ended before their turn. A ticket once taken cannot be given
+// back, so the unlocker that reaches an abandoned ticket skips it,
+// releasing on its behalf. Exactly one party removes a recorded ticket
+// (remove reports whether it did): the unlocker, or the waiter itself if
+// its turn came while it was leaving.
+//
+// The set belongs to the lock (in its lockInfo, allocated on the first
+// abandonment), not to a table of the process: a global table keyed by
+// the lock's address kept every lock with an unskipped abandoned ticket
+// (a lock dropped while held, say) reachable for ever, with whatever
+// embedded it, and never shrank. It is touched only when a waiter gives up
+// and by an Unlock that finds the abandoned count nonzero; the map is
+// dropped when it empties.
+type ticketSkips struct {
 	mu sync.Mutex
-	m  map[skipKey]struct{}
+	m  map[uint32]struct{}
 }
 
-func (heapSkips) add(serving *atomic.Uint32, ticket uint32) {
-	abandonedTickets.mu.Lock()
-	if abandonedTickets.m == nil {
-		abandonedTickets.m = make(map[skipKey]struct{})
+func (k *ticketSkips) add(ticket uint32) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = make(map[uint32]struct{})
 	}
-	abandonedTickets.m[skipKey{serving, ticket}] = struct{}{}
-	abandonedTickets.mu.Unlock()
+	k.m[ticket] = struct{}{}
+	k.mu.Unlock()
 }
 
-func (heapSkips) remove(serving *atomic.Uint32, ticket uint32) bool {
-	k := skipKey{serving, ticket}
-	abandonedTickets.mu.Lock()
-	_, ok := abandonedTickets.m[k]
+func (k *ticketSkips) remove(ticket uint32) bool {
+	k.mu.Lock()
+	_, ok := k.m[ticket]
 	if ok {
-		delete(abandonedTickets.m, k)
+		delete(k.m, ticket)
+		if len(k.m) == 0 {
+			k.m = nil // a burst of give-ups leaves no table behind
+		}
 	}
-	abandonedTickets.mu.Unlock()
+	k.mu.Unlock()
 	return ok
+}
+
+// addSkip and removeSkip record and take back an abandoned ticket of r.
+func (r ticketRef) addSkip(env ticketEnv, ticket uint32) {
+	if env.skips != nil {
+		env.skips.add(r, ticket)
+		return
+	}
+	r.d.getInfo().skips.add(ticket)
+}
+
+func (r ticketRef) removeSkip(env ticketEnv, ticket uint32) bool {
+	if env.skips != nil {
+		return env.skips.remove(r, ticket)
+	}
+	info := r.d.info.Load()
+	return info != nil && info.skips.remove(ticket) // no info: nothing recorded yet
 }
 
 // await waits until ticket is served or ctx is done. On nil the caller
@@ -145,7 +164,7 @@ func (r ticketRef) release(env ticketEnv, kind string) {
 		// waiter counts itself in aux and records its ticket before it
 		// loads serving, so either we see its count (and then find its
 		// record) or it sees its turn (see abandon).
-		if r.aux.Load()&ticketAbandonedMask != 0 && env.skips.remove(r.serving, s) {
+		if r.aux.Load()&ticketAbandonedMask != 0 && r.removeSkip(env, s) {
 			// Ticket s was given up: release on its behalf.
 			r.aux.Add(^uint32(0)) // one fewer to skip
 			s = r.serving.Add(1)
@@ -179,8 +198,8 @@ func (r ticketRef) abandon(ticket uint32, env ticketEnv, kind string) {
 	// unlocker a needless look.) Counted before serving is loaded: see
 	// release.
 	r.aux.Add(1)
-	env.skips.add(r.serving, ticket)
-	if r.serving.Load() == ticket && env.skips.remove(r.serving, ticket) {
+	r.addSkip(env, ticket)
+	if r.serving.Load() == ticket && r.removeSkip(env, ticket) {
 		r.aux.Add(^uint32(0))
 		r.unlock(env, kind)
 	}
@@ -223,7 +242,9 @@ func (r ticketRef) tryLock() bool {
 //
 // A LockContext whose context ends before its turn gives its ticket up:
 // the ticket is recorded as abandoned and the Unlock that reaches it skips
-// it, so the queue never stalls behind a waiter that has left.
+// it, so the queue never stalls behind a waiter that has left. The record
+// is the lock's own (in its diagnostics block): a TicketMutex dropped in
+// any state, held or with waiters that gave up, is garbage like any value.
 //
 // Both counters wrap at 2^32; more than 2^31 goroutines waiting at once
 // is not supported.
@@ -237,7 +258,7 @@ func (r ticketRef) tryLock() bool {
 //
 // A TicketMutex is 24 bytes: next, serving and aux at offsets 0, 4 and 8,
 // 4 bytes of alignment, then a pointer to optional diagnostics (SetName,
-// SetStuckThreshold, EnableStats). The protocol itself (ticketRef) sees
+// SetStuckThreshold, EnableStats, and the abandoned tickets to skip). The protocol itself (ticketRef) sees
 // only the three words, so that they can be placed elsewhere.
 type TicketMutex struct {
 	_       noCopy
@@ -253,7 +274,7 @@ var _ interface {
 } = (*TicketMutex)(nil)
 
 // words returns t's lock words for the protocol.
-func (t *TicketMutex) words() ticketRef { return ticketRef{&t.next, &t.serving, &t.aux} }
+func (t *TicketMutex) words() ticketRef { return ticketRef{&t.next, &t.serving, &t.aux, &t.diag} }
 
 // Lock locks t, waiting for its turn: Lock calls are served in the order
 // in which they take their tickets.

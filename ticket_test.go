@@ -25,7 +25,7 @@ func ticketAtRest(name string, r ticketRef) error {
 	if a := r.aux.Load() & ticketAbandonedMask; a != 0 {
 		return fmt.Errorf("%s at rest: %d abandoned tickets not skipped", name, a)
 	}
-	if n := recordedSkips(r.serving); n != 0 {
+	if n := recordedSkips(r.d); n != 0 {
 		return fmt.Errorf("%s at rest: %d abandoned tickets still recorded", name, n)
 	}
 	if n := wait.Parked(r.serving); n != 0 {
@@ -34,17 +34,15 @@ func ticketAtRest(name string, r ticketRef) error {
 	return nil
 }
 
-// recordedSkips counts the abandoned tickets heapSkips holds for a lock.
-func recordedSkips(serving *atomic.Uint32) int {
-	abandonedTickets.mu.Lock()
-	defer abandonedTickets.mu.Unlock()
-	n := 0
-	for k := range abandonedTickets.m {
-		if k.serving == serving {
-			n++
-		}
+// recordedSkips counts the abandoned tickets a lock's ticketSkips holds.
+func recordedSkips(d *diag) int {
+	info := d.info.Load()
+	if info == nil {
+		return 0
 	}
-	return n
+	info.skips.mu.Lock()
+	defer info.skips.mu.Unlock()
+	return len(info.skips.m)
 }
 
 // queued is how many tickets are outstanding beyond the holder's.
@@ -283,7 +281,7 @@ type envTicket struct {
 	diag
 }
 
-func (e *envTicket) ref() ticketRef { return ticketRef{&e.next, &e.serving, &e.aux} }
+func (e *envTicket) ref() ticketRef { return ticketRef{&e.next, &e.serving, &e.aux, &e.diag} }
 func (e *envTicket) Lock()          { e.LockContext(context.Background()) }
 func (e *envTicket) Unlock()        { e.ref().unlock(e.env, "envTicket") }
 func (e *envTicket) queued() int    { return int(e.next.Load()-e.serving.Load()) - 1 }
@@ -304,8 +302,8 @@ func (e *envTicket) LockContext(ctx context.Context) error {
 // cancelled waiters simply leave.
 type lostSkips struct{}
 
-func (lostSkips) add(*atomic.Uint32, uint32)         {}
-func (lostSkips) remove(*atomic.Uint32, uint32) bool { return false }
+func (lostSkips) add(ticketRef, uint32)         {}
+func (lostSkips) remove(ticketRef, uint32) bool { return false }
 
 // TestCancelCheckerCatchesLostTurn shows that the cancellation check can
 // fail: with abandoned tickets forgotten, the waiter behind a cancelled
@@ -537,16 +535,20 @@ func TestTicketMutexTryLockTakesNoTicket(t *testing.T) {
 	}
 }
 
-// yieldingSkips records abandoned tickets as heapSkips does, but yields the
+// yieldingSkips records abandoned tickets as ticketSkips does, but yields the
 // processor right after recording: it holds open the window between an
 // abandoning waiter's record and its check of serving, where a wrong order
 // of counting and recording once let an unlocker uncount another waiter's
 // ticket and the queue stall behind it.
-type yieldingSkips struct{ heapSkips }
+type yieldingSkips struct{}
 
-func (y yieldingSkips) add(serving *atomic.Uint32, ticket uint32) {
-	y.heapSkips.add(serving, ticket)
+func (yieldingSkips) add(r ticketRef, ticket uint32) {
+	r.d.getInfo().skips.add(ticket)
 	runtime.Gosched()
+}
+
+func (yieldingSkips) remove(r ticketRef, ticket uint32) bool {
+	return r.removeSkip(ticketEnv{}, ticket)
 }
 
 // TestTicketAbandonRacesUnlock drives many abandonments against unlocks

@@ -102,9 +102,14 @@ func BenchmarkCrossProcess(b *testing.B) {
 	for _, procs := range []int{1, 2, 4} {
 		for _, k := range kinds {
 			b.Run(fmt.Sprintf("kind=%s/procs=%d", k.name, procs), func(b *testing.B) {
-				if procs == 1 {
+				switch {
+				case procs == 1 && k.name == "lockword-c":
+					benchUncontendedC(b) // cpeer_test.go
+				case procs == 1 && k.name == "lockword-mixed":
+					b.Skip("one process has one language")
+				case procs == 1:
 					benchUncontended(b, k)
-				} else {
+				default:
 					benchContended(b, k, procs)
 				}
 			})
@@ -153,6 +158,9 @@ func contend(tb testing.TB, k kind, procs, per int, released func()) time.Durati
 	for i := range children {
 		c := exec.Command(os.Args[0], "-test.run=^$")
 		c.Env = append(os.Environ(), "LOCKWORD_BENCH_CHILD="+strings.Join([]string{k.name, dir, strconv.Itoa(i), strconv.Itoa(per)}, ","))
+		if k.name == "lockword-c" || (k.name == "lockword-mixed" && i%2 == 1) {
+			c = cChild(tb, dir, i, per) // cpeer_test.go
+		}
 		c.Stdout, c.Stderr = &outs[i], &outs[i]
 		if err := c.Start(); err != nil {
 			tb.Fatal(err)

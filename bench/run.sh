@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Cross-process benchmarks of lockword's SharedMutex against gofrs/flock,
+# Cross-process benchmarks of lockword's SharedMutex (in Go, in C through
+# c/lockword.c: lockword-c, and Go and C processes on one word:
+# lockword-mixed) against gofrs/flock,
 # flock(2) on a kept descriptor, and a C pthread mutex with
 # PTHREAD_PROCESS_SHARED + PTHREAD_MUTEX_ROBUST (cpeer/pthread_robust.c, built here
 # with gcc). Runs are interleaved (Go, then C, COUNT times) so that a noisy
@@ -33,12 +35,14 @@ go test -c -o "$tmp/bench.test" ./bench
 {
   echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -srm), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
   echo "# COUNT=$COUNT BENCHTIME=$BENCHTIME $(go version)"
+  echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
   for i in $(seq "$COUNT"); do
     (cd bench && "$tmp/bench.test" -test.run '^$' -test.bench BenchmarkCrossProcess -test.benchtime "$BENCHTIME" -test.count 1) | grep '^Benchmark'
     for p in 1 2 4; do
       "$tmp/pthread_robust" "$p" "$target_ms" "$tmp/pthread.map"
     done
   done
+  echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT"
 
 echo
@@ -59,8 +63,8 @@ function median(arr, key, cnt,   i, j, t, a) {
 }
 END {
   printf "%-16s %14s %14s %14s\n", "kind", "procs=1 ns/op", "procs=2 Macq/s", "procs=4 Macq/s"
-  split("lockword pthread-robust flock-fd gofrs-flock", order, " ")
-  for (o = 1; o <= 4; o++) {
+  split("lockword lockword-c lockword-mixed pthread-robust flock-fd gofrs-flock", order, " ")
+  for (o = 1; o <= 6; o++) {
     k = order[o]; if (!(k in kinds)) continue
     u[k] = median(nso, k SUBSEP 1, n[k SUBSEP 1])
     c2[k] = median(mac, k SUBSEP 2, n[k SUBSEP 2]); c4[k] = median(mac, k SUBSEP 4, n[k SUBSEP 4])
@@ -69,6 +73,13 @@ END {
   p = "pthread-robust"; g = "gofrs-flock"; l = "lockword"
   if ((p in u) && (l in u)) {
     printf "\nlockword vs pthread robust: uncontended %.2fx the time (target <= 1.0x); contended %.2fx at 2 procs, %.2fx at 4 (target >= 1.5x)\n", u[l] / u[p], c2[l] / c2[p], c4[l] / c4[p]
+  }
+  c = "lockword-c"; x = "lockword-mixed"
+  if ((p in u) && (c in u)) {
+    printf "lockword C library vs pthread robust: uncontended %.2fx the time (target <= 1.0x); contended %.2fx at 2 procs, %.2fx at 4 (target >= 1.5x)\n", u[c] / u[p], c2[c] / c2[p], c4[c] / c4[p]
+  }
+  if ((x in c2) && (l in c2)) {
+    printf "mixed Go+C vs all-Go contended: %.2fx at 2 procs, %.2fx at 4 (target 0.8x to 1.25x)\n", c2[x] / c2[l], c4[x] / c4[l]
   }
   if ((g in u) && (l in u)) printf "lockword vs gofrs/flock: uncontended %.0fx faster (target >= 100x)\n", u[g] / u[l]
 }' "$OUT"

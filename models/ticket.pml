@@ -12,12 +12,12 @@
  * models: ticket.go ticketRef.release
  * models: ticket.go ticketRef.unlock
  * models: ticket.go ticketRef.abandon
- * models: ticket.go heapSkips.add
- * models: ticket.go heapSkips.remove
+ * models: ticket.go (*ticketSkips).add
+ * models: ticket.go (*ticketSkips).remove
  *
  * Words: next, serving (B bits, wrapping), aux (abandoned tickets awaiting
  * a skip; the statistics flag is not modelled), and the set of recorded
- * abandoned tickets (heapSkips' map, one bit per ticket value).
+ * abandoned tickets (the lock's ticketSkips set, one bit per ticket value).
  *
  * Bounds: NG = 3 goroutines; goroutine 0 uses Lock, 1 and 2 LockContext
  * and may each give up once while parked. Safety: ROUNDS = 2 acquisitions
@@ -68,7 +68,7 @@ byte incs;
 bool want[NG]; /* holds a ticket it has neither been served nor given up */
 byte tk[NG];   /* that ticket */
 
-/* heapSkips.remove: atomically, under abandonedTickets.mu */
+/* ticketSkips.remove: atomically, under the set's mutex */
 #define skip_remove(t, ok) atomic { ok = ((skips >> (t)) & 1); skips = skips & ~(1 << (t)) }
 
 /*
@@ -144,7 +144,7 @@ active [NG] proctype G() {
 				aux++;
 #else
 				aux++;
-				skips = skips | (1 << t); /* heapSkips.add */
+				skips = skips | (1 << t); /* ticketSkips.add */
 #endif
 				if
 				:: serving == t ->

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -179,15 +180,20 @@ func (f *fairness) ratio() float64 {
 	return float64(hi) / float64(lo)
 }
 
-// fairnessMinShare is the fewest acquisitions the busiest worker must make
-// in the contended window for the shares to say anything: with a handful
-// each (-iters 1, say), who started first decides the ratio, not the lock.
+// fairnessMinShare is the fewest acquisitions per worker, on average, that
+// the contended window must hold for the shares to say anything: with a
+// handful each (-iters 1, say, or a fast lock whose first worker finishes
+// before the last one starts), who started first decides the ratio, not
+// the lock.
 const fairnessMinShare = 100
 
 // judged reports whether the window held enough acquisitions to judge.
 func (f *fairness) judged() bool {
-	_, hi := f.minMax()
-	return hi >= fairnessMinShare
+	var total int64
+	for _, s := range f.shares {
+		total += s
+	}
+	return len(f.shares) > 0 && total >= fairnessMinShare*int64(len(f.shares))
 }
 
 // flagged is locktorture's starvation flag: the busiest worker made more
@@ -202,21 +208,25 @@ func (f *fairness) flagged() bool {
 func (f *fairness) allFailures() []string {
 	why := f.failures
 	if s := f.starve; s != nil && s.limit > 0 && !s.passed() {
-		why = append(why, fmt.Sprintf("starvation check: the waiting goroutine waited %v, limit %v, in each of %d attempts", round(s.maxWait), s.limit, len(s.earlier)+1))
+		why = append(why, fmt.Sprintf("starvation check: the waiting goroutine waited %v (not counting time without a CPU), limit %v, in each of %d attempts", round(s.counted), s.limit, len(s.earlier)+1))
 	}
 	return why
 }
 
+// writeText prints the fairness block. The shares line appears only when
+// the window held enough acquisitions to mean something (judged), and
+// says "uneven" for locktorture's flag: information, not an alarm, since
+// mutex, spin and sync do not promise fairness (-json has the figures
+// either way).
 func (f *fairness) writeText(w io.Writer) {
-	lo, hi := f.minMax()
-	flag := ""
-	switch {
-	case !f.judged():
-		flag = fmt.Sprintf(" (too few acquisitions in that window to judge fairness: fewer than %d)", fairnessMinShare)
-	case f.flagged():
-		flag = " FLAGGED: max > 2×min (a worker was starved of its share; information, not a failure)"
+	if f.judged() {
+		lo, hi := f.minMax()
+		verdict := "even"
+		if f.flagged() {
+			verdict = "uneven: the busiest worker made more than twice the least busy one's share; only ticket promises order"
+		}
+		fmt.Fprintf(w, "Fairness: %s %s: min %d, max %d, %s (%s)\n", f.sharesWhat, f.sharesAt, lo, hi, ratioText(f.ratio()), verdict)
 	}
-	fmt.Fprintf(w, "Fairness: %s %s: min %d, max %d, max/min %s%s\n", f.sharesWhat, f.sharesAt, lo, hi, ratioText(f.ratio()), flag)
 	if f.samples > 0 {
 		fmt.Fprintf(w, "Wait latency (1 in %d acquisitions timed, %d samples): p50 %v, p99 %v, max %v\n",
 			sampleEvery, f.samples, round(f.p50), round(f.p99), round(f.maxWait))
@@ -228,8 +238,11 @@ func (f *fairness) writeText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "Starvation check (%v of %s): longest wait %v (%d overtakes during it) over %d acquisitions%s\n",
 			starvationRun, s.what, round(s.maxWait), s.overtakes, s.acquisitions, limit)
+		if s.counted != s.maxWait {
+			fmt.Fprintf(w, "  (longest wait not counting the threads' time without a CPU: %v; that wait lost %v to the host)\n", round(s.counted), round(s.schedDelay))
+		}
 		for i, e := range s.earlier {
-			fmt.Fprintf(w, "  (attempt %d of the check had reached the limit, longest wait %v, and was run again)\n", i+1, round(e))
+			fmt.Fprintf(w, "  (attempt %d of the check had reached the limit, longest counted wait %v, and was run again)\n", i+1, round(e))
 		}
 	}
 	for _, line := range f.extra {
@@ -244,7 +257,8 @@ type fairnessJSON struct {
 	MinShare      int64          `json:"min_share"`
 	MaxShare      int64          `json:"max_share"`
 	MaxMin        *float64       `json:"max_min"` // null when a worker had none
-	Flagged       bool           `json:"flagged"`
+	Judged        bool           `json:"judged"`  // enough acquisitions in the window for the shares to mean something
+	Flagged       bool           `json:"flagged"` // judged, and max > 2×min
 	SampledEvery  int            `json:"wait_sampled_every"`
 	Samples       int            `json:"wait_samples"`
 	WaitP50Ns     int64          `json:"wait_p50_ns"`
@@ -257,6 +271,8 @@ type fairnessJSON struct {
 type starvationObj struct {
 	What         string  `json:"what"`
 	MaxWaitNs    int64   `json:"max_wait_ns"`
+	CountedNs    int64   `json:"counted_max_wait_ns"` // the longest wait less the threads' time without a CPU: what the limit applies to
+	SchedDelayNs int64   `json:"sched_delay_ns"`      // that time, during the wait counted
 	Overtakes    int     `json:"overtakes"`           // the other goroutine's acquisitions during the longest wait
 	EarlierNs    []int64 `json:"earlier_max_wait_ns"` // longest waits of earlier attempts that reached the limit
 	Acquisitions int     `json:"acquisitions"`
@@ -267,7 +283,7 @@ type starvationObj struct {
 func (f *fairness) json() *fairnessJSON {
 	lo, hi := f.minMax()
 	j := &fairnessJSON{
-		Shares: f.sharesWhat, SharesAt: f.sharesAt, MinShare: lo, MaxShare: hi, Flagged: f.flagged(),
+		Shares: f.sharesWhat, SharesAt: f.sharesAt, MinShare: lo, MaxShare: hi, Judged: f.judged(), Flagged: f.flagged(),
 		SampledEvery: sampleEvery, Samples: f.samples,
 		WaitP50Ns: int64(f.p50), WaitP99Ns: int64(f.p99), WaitMaxNs: int64(f.maxWait),
 		ReadsOrDetail: f.extra,
@@ -276,7 +292,7 @@ func (f *fairness) json() *fairnessJSON {
 		j.MaxMin = &r
 	}
 	if s := f.starve; s != nil {
-		j.Starvation = &starvationObj{What: s.what, MaxWaitNs: int64(s.maxWait), Overtakes: s.overtakes, EarlierNs: []int64{}, Acquisitions: s.acquisitions, Passed: s.passed()}
+		j.Starvation = &starvationObj{What: s.what, MaxWaitNs: int64(s.maxWait), CountedNs: int64(s.counted), SchedDelayNs: int64(s.schedDelay), Overtakes: s.overtakes, EarlierNs: []int64{}, Acquisitions: s.acquisitions, Passed: s.passed()}
 		if s.limit > 0 {
 			l := int64(s.limit)
 			j.Starvation.LimitNs = &l
@@ -295,8 +311,13 @@ type starvation struct {
 	overtakes    int           // the hog's acquisitions completed during that wait
 	acquisitions int           // the victim's, in the last attempt
 	limit        time.Duration // 0: information only
-	// earlier holds the longest waits of attempts that reached the limit
-	// before the last one.
+	// counted is the longest wait of the last attempt less the time the
+	// two goroutines' threads spent runnable without a CPU meanwhile
+	// (schedDelay of it): what the lock, not the host, made the waiter
+	// wait. It equals maxWait where the kernel reports no such time.
+	counted, schedDelay time.Duration
+	// earlier holds the counted longest waits of attempts that reached
+	// the limit before the last one.
 	earlier []time.Duration
 }
 
@@ -310,7 +331,7 @@ type starvation struct {
 // so in every attempt.
 const starvationAttempts = 3
 
-func (s *starvation) passed() bool { return s.limit <= 0 || s.maxWait < s.limit }
+func (s *starvation) passed() bool { return s.limit <= 0 || s.counted < s.limit }
 
 // starvationCheck runs hog (one acquisition and release) in a tight loop
 // on one goroutine for starvationRun while another runs victim (one
@@ -323,40 +344,77 @@ func (s *starvation) passed() bool { return s.limit <= 0 || s.maxWait < s.limit 
 func starvationCheck(what string, limit time.Duration, hog, victim func()) *starvation {
 	s := &starvation{what: what, limit: limit}
 	for attempt := 1; ; attempt++ {
-		s.maxWait, s.overtakes, s.acquisitions = starvationAttempt(hog, victim)
+		starvationAttempt(s, hog, victim)
 		if s.passed() || attempt == starvationAttempts {
 			return s
 		}
-		s.earlier = append(s.earlier, s.maxWait)
+		s.earlier = append(s.earlier, s.counted)
 	}
 }
 
-// starvationAttempt is one run of the starvation check.
-func starvationAttempt(hog, victim func()) (maxWait time.Duration, overtakes, acquisitions int) {
+// starvationAttempt is one run of the starvation check; it sets s's
+// figures for the run.
+//
+// A wait can be long because the lock made the waiter wait or because the
+// host did not run the threads: on a 2-core machine with other jobs, a
+// runnable thread can wait over 10 ms for a CPU, and the lock cannot be
+// blamed for that. Each goroutine therefore runs on a thread of its own
+// (LockOSThread), and every wait is counted less the time both threads
+// spent runnable without a CPU during it, which the kernel reports per
+// thread (schedstat). The waiter's share is the host's; the re-locker's
+// is subtracted too, since a FIFO lock's waiter waits out the holder's
+// time off the CPU. A lock that makes its waiter wait keeps it asleep,
+// not runnable: that time is counted in full.
+func starvationAttempt(s *starvation, hog, victim func()) {
 	var stop atomic.Bool
 	var hogs atomic.Int64 // the hog's completed acquisitions
+	var hogTid atomic.Int64
 	hogDone := make(chan struct{})
 	go func() {
 		defer close(hogDone)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		hogTid.Store(int64(gettid()))
 		for !stop.Load() {
 			hog()
 			hogs.Add(1)
 		}
 	}()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	me := gettid()
+	for hogTid.Load() == 0 {
+		runtime.Gosched()
+	}
+	other := int(hogTid.Load())
+	runqueue := func() int64 {
+		a, ok1 := threadRunqueueNs(me)
+		b, ok2 := threadRunqueueNs(other)
+		if !ok1 || !ok2 {
+			return 0
+		}
+		return a + b
+	}
+	s.maxWait, s.overtakes, s.acquisitions, s.counted, s.schedDelay = 0, 0, 0, 0, 0
 	deadline := time.Now().Add(starvationRun)
 	for time.Now().Before(deadline) {
 		h0 := hogs.Load()
+		q0 := runqueue()
 		t0 := time.Now()
 		victim()
-		if wait := time.Since(t0); wait > maxWait {
-			maxWait, overtakes = wait, int(hogs.Load()-h0)
+		wait := time.Since(t0)
+		delay := time.Duration(max(runqueue()-q0, 0))
+		if wait > s.maxWait {
+			s.maxWait, s.overtakes = wait, int(hogs.Load()-h0)
 		}
-		acquisitions++
+		if c := max(wait-delay, 0); c > s.counted {
+			s.counted, s.schedDelay = c, min(delay, wait)
+		}
+		s.acquisitions++
 		time.Sleep(starvationPause)
 	}
 	stop.Store(true)
 	<-hogDone
-	return maxWait, overtakes, acquisitions
 }
 
 // lockerStarvation is the starvation check of a plain lock.
@@ -368,17 +426,23 @@ func lockerStarvation(l interface {
 	return starvationCheck("one goroutine re-locking in a tight loop while another locks", limit, once, once)
 }
 
-// round rounds a duration for printing: to 0.1 µs below 1 ms, else to µs.
+// round rounds a duration for printing: not at all below 1 µs (an
+// uncontended wait is tens of ns, not "0s"), to 0.1 µs below 1 ms, else
+// to µs.
 func round(d time.Duration) time.Duration {
+	if d < time.Microsecond {
+		return d
+	}
 	if d < time.Millisecond {
 		return d.Round(100 * time.Nanosecond)
 	}
 	return d.Round(time.Microsecond)
 }
 
+// ratioText is max/min as the shares line prints it.
 func ratioText(r float64) string {
 	if math.IsInf(r, 0) {
-		return "inf (a worker made none)"
+		return "a worker made none"
 	}
-	return fmt.Sprintf("%.2f", r)
+	return fmt.Sprintf("max/min %.2f", r)
 }

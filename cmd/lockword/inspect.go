@@ -22,7 +22,9 @@ import (
 const inspectSummary = "show the objects and lock states of a shared region file"
 
 func inspectHelp(w io.Writer) {
-	fmt.Fprint(w, `Usage: lockword inspect [-json] PATH
+	fmt.Fprint(w, `Usage: lockword inspect [-json] [-all] PATH
+
+Flags may come before or after PATH (lockword inspect orders -json).
 
 Inspect opens the region file at PATH (a name without a slash is looked up
 under /dev/shm) as an observer: it attaches no process and takes no lock.
@@ -50,7 +52,19 @@ For each object it prints its name, kind and offset and, for locks:
   STATS    acquisitions, slow-path share and longest wait, when statistics
            are enabled (SharedMutex.EnableStats)
 
-It then lists the attached processes.
+A ring (kind ring: RingProducer/RingConsumer) shows open or closed and
+its fill level in the table, and a "Rings:" table after it: capacity, fill
+(record bytes published and not yet received), closed, the producer's and
+the consumer's PID and whether each lives ("-" for a role nobody holds),
+and the messages and record bytes sent and received since it was created.
+A seqlock (RegionSeqLock) shows its writers' lock in the table, and a
+"Seqlocks:" table: the sequence, the Stores completed, and the writer:
+idle, storing (PID, alive), or died mid-Store (the value is torn until the
+next Store).
+
+It then lists the attached processes that are alive; dead process slots
+(left by processes that exited without closing the region, or were
+killed) are counted and hidden, unless -all is given.
 
 Inspect needs only read access to the file. When it may write, it stamps
 each hold that began on the fast path: it stores the time in the lock's
@@ -63,11 +77,21 @@ opens the file read-only, writes nothing at all, and prints "Read-only:"
 that no earlier inspection stamped.
 
 Flags:
-  -json   print the region as one JSON object (lockword.RegionInfo); an
-          object that is not a lock (kind bytes) has only name, kind,
-          offset and size_bytes, a lock also state (one of the STATE
-          values above), word, holder_pid, holder_alive, held_for_ns,
-          held_for_known, waiters, inconsistent and stats
+  -all    list dead process slots too
+  -json   print the region as one JSON object (lockword.RegionInfo) on
+          one line, as every lockword -json output is (JSON Lines: run
+          inspect in a loop and each line is a snapshot; pipe to jq . to
+          read it indented). An object that is not a lock (kind bytes,
+          ring) has only name, kind, offset and size_bytes (a ring adds
+          ring: capacity_bytes, producer and consumer ({slot, pid, alive}
+          or null), used_bytes, closed, bytes_sent, bytes_received,
+          messages_sent, messages_received), a lock also state (one of
+          the STATE values above), word, holder_pid, holder_alive,
+          held_for_ns (always present: 0 with held_for_known true is a
+          hold stamped just now), held_for_known, waiters, inconsistent
+          and stats (a seqlock adds seqlock: sequence, stores, writing,
+          torn). processes lists every slot, dead ones included, with
+          alive: -all changes only the text
 
 Exit status:
   0  the region was read
@@ -78,6 +102,7 @@ Exit status:
 Examples:
   lockword inspect orders                 # /dev/shm/orders
   watch -n1 lockword inspect /dev/shm/orders
+  lockword inspect orders -all           # dead process slots too
   lockword inspect -json orders | jq '.objects[] | select(has("state") and .state != "free")'
 `)
 }
@@ -87,7 +112,9 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {}
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	all := fs.Bool("all", false, "list dead process slots too")
+	paths, err := parseInterspersed(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			inspectHelp(stdout)
 			return exitOK
@@ -95,40 +122,73 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Run 'lockword inspect -help' for usage.")
 		return exitUsage
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "lockword inspect: expected exactly one region PATH")
+	if len(paths) != 1 {
+		if len(paths) == 0 {
+			fmt.Fprintln(stderr, "lockword inspect: expected exactly one region PATH, got none")
+		} else {
+			fmt.Fprintf(stderr, "lockword inspect: expected exactly one region PATH, got %d: %q\n", len(paths), paths)
+		}
 		fmt.Fprintln(stderr, "Run 'lockword inspect -help' for usage.")
 		return exitUsage
 	}
-	info, err := lockword.InspectRegion(fs.Arg(0))
+	info, err := lockword.InspectRegion(paths[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "lockword inspect: %s\n", errText(err))
 		return exitUsage
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(info); err != nil {
+		// One line, as torture -json: see the help.
+		if err := json.NewEncoder(stdout).Encode(info); err != nil {
 			fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
 			return exitFail
 		}
 		return exitOK
 	}
-	writeInspectText(stdout, info)
+	writeInspectText(stdout, info, *all)
 	return exitOK
 }
 
-func writeInspectText(w io.Writer, info *lockword.RegionInfo) {
+// parseInterspersed parses fs's flags wherever they stand among args, as
+// users type them ("inspect orders -json"), and returns the other
+// arguments in order. Everything after "--" is an argument, so a path
+// that starts with "-" can still be given.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		left := fs.Args()
+		if len(left) == 0 {
+			return rest, nil
+		}
+		if n := len(args) - len(left); n > 0 && args[n-1] == "--" {
+			return append(rest, left...), nil // Parse stopped at "--"
+		}
+		rest, args = append(rest, left[0]), left[1:]
+	}
+}
+
+func writeInspectText(w io.Writer, info *lockword.RegionInfo, all bool) {
 	fmt.Fprintf(w, "Region: %s (%d bytes, ABI version %d, created %s)\n",
 		info.Path, info.Size, info.Version, info.Created.Format(time.RFC3339))
 	if info.ReadOnly {
 		fmt.Fprintln(w, "Read-only: no write access to the file, so nothing was stamped: HELD FOR is unknown for holds that began on the fast path")
 	}
 	fmt.Fprintf(w, "Objects: %d\n", len(info.Objects))
+	var rings, seqlocks []lockword.ObjectInfo
 	if len(info.Objects) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  NAME\tKIND\tOFFSET\tSTATE\tHOLDER\tALIVE\tHELD FOR\tWAITERS\tSTATS")
 		for _, o := range info.Objects {
+			if o.SeqLock != nil {
+				seqlocks = append(seqlocks, o)
+			}
+			if ri := o.Ring; ri != nil {
+				rings = append(rings, o)
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t-\t-\t-\t-\t%s full, see Rings\n", shownName(o.Name), o.Kind, o.Offset, ringState(ri), ringFill(ri))
+				continue
+			}
 			if o.State == "" { // not a lock
 				fmt.Fprintf(tw, "  %s\t%s\t%d\t-\t-\t-\t-\t-\t%d bytes\n", shownName(o.Name), o.Kind, o.Offset, o.Size)
 				continue
@@ -166,17 +226,108 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo) {
 		}
 		tw.Flush()
 	}
+	writeRings(w, rings)
+	writeSeqLocks(w, seqlocks)
+	writeProcesses(w, info.Processes, all)
+}
+
+// writeRings prints the Rings table: one row per shared byte ring.
+func writeRings(w io.Writer, rings []lockword.ObjectInfo) {
+	var rows []string
+	for _, o := range rings {
+		ri := o.Ring
+		rows = append(rows, fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d/%d", shownName(o.Name), ri.Capacity, ringFill(ri), yesNo(ri.Closed),
+			roleText(ri.Producer), roleText(ri.Consumer), ri.MessagesSent, ri.MessagesReceived, ri.BytesSent, ri.BytesReceived))
+	}
+	writeSection(w, "Rings", "NAME\tCAPACITY\tFILL\tCLOSED\tPRODUCER\tCONSUMER\tMESSAGES SENT/RECEIVED\tBYTES SENT/RECEIVED", rows)
+}
+
+// writeSection prints a titled table, "Title: n" and its tab-separated
+// rows under header, or nothing when it has no rows.
+func writeSection(w io.Writer, title, header string, rows []string) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s: %d\n", title, len(rows))
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  "+header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, "  "+r)
+	}
+	tw.Flush()
+}
+
+// ringState is a ring's STATE in the objects table.
+func ringState(ri *lockword.RingInfo) string {
+	switch {
+	case ri.Corrupt:
+		return "corrupt"
+	case ri.Closed:
+		return "closed"
+	}
+	return "open"
+}
+
+// ringFill is how full a ring is: bytes used and the share of capacity.
+func ringFill(ri *lockword.RingInfo) string {
+	if ri.Corrupt {
+		return "corrupt indices"
+	}
+	return fmt.Sprintf("%d B (%.0f%%)", ri.Used, 100*float64(ri.Used)/float64(ri.Capacity))
+}
+
+// roleText is a ring role's holder: its PID and whether it lives, or "-".
+func roleText(p *lockword.ProcessInfo) string {
+	switch {
+	case p == nil:
+		return "-"
+	case p.PID == 0:
+		return "unknown (dead)" // its slot was taken since
+	case p.Alive:
+		return fmt.Sprintf("%d (alive)", p.PID)
+	}
+	return fmt.Sprintf("%d (dead)", p.PID)
+}
+
+// writeSeqLocks prints the Seqlocks table: sequence and writer state.
+func writeSeqLocks(w io.Writer, seqlocks []lockword.ObjectInfo) {
+	var rows []string
+	for _, o := range seqlocks {
+		sl := o.SeqLock
+		writer := "idle"
+		switch {
+		case sl.Torn:
+			writer = fmt.Sprintf("died mid-Store (PID %d): the value is torn until the next Store", o.HolderPID)
+		case sl.Writing:
+			writer = fmt.Sprintf("storing (PID %d, alive)", o.HolderPID)
+		}
+		rows = append(rows, fmt.Sprintf("%s\t%d\t%d\t%s", shownName(o.Name), sl.Sequence, sl.Stores, writer))
+	}
+	writeSection(w, "Seqlocks", "NAME\tSEQUENCE\tSTORES\tWRITER", rows)
+}
+
+// writeProcesses prints the attached processes: the live ones, and the
+// dead ones too with all; otherwise it says how many dead it hid.
+func writeProcesses(w io.Writer, procs []lockword.ProcessInfo, all bool) {
+	var shown []lockword.ProcessInfo
 	alive := 0
-	for _, p := range info.Processes {
+	for _, p := range procs {
 		if p.Alive {
 			alive++
 		}
+		if p.Alive || all {
+			shown = append(shown, p)
+		}
 	}
-	fmt.Fprintf(w, "Processes attached: %d (%d alive)\n", len(info.Processes), alive)
-	if len(info.Processes) > 0 {
+	fmt.Fprintf(w, "Processes attached: %d (%d alive)", len(procs), alive)
+	if hidden := len(procs) - len(shown); hidden > 0 {
+		fmt.Fprintf(w, "; %d dead not listed (-all lists them)", hidden)
+	}
+	fmt.Fprintln(w)
+	if len(shown) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  SLOT\tPID\tALIVE")
-		for _, p := range info.Processes {
+		for _, p := range shown {
 			fmt.Fprintf(tw, "  %d\t%d\t%s\n", p.Slot, p.PID, yesNo(p.Alive))
 		}
 		tw.Flush()

@@ -69,7 +69,7 @@ func TestInspectFairKinds(t *testing.T) {
 	if o := objs["ready"]; o.Kind != "cond" || o.State != "waiting" || o.Queued != 1 || !o.Waiters {
 		t.Errorf("cond: %+v", o)
 	}
-	if !strings.Contains(stdout, `"queued": 1`) || !strings.Contains(stdout, `"readers": 2`) {
+	if !strings.Contains(stdout, `"queued":1`) || !strings.Contains(stdout, `"readers":2`) {
 		t.Errorf("JSON lacks the queue length:\n%s", stdout)
 	}
 	stdout, _, status = runCLI(t, "inspect", path)
@@ -133,9 +133,7 @@ func TestTortureProcsKillFairKinds(t *testing.T) {
 			if k == nil || k.Kills != kills || k.Hangs != 0 || k.Recoveries != int64(k.HolderKills) || r.Expected != r.Actual || r.Result != "PASS" {
 				t.Fatalf("bad kill report: %s", out)
 			}
-			if k.HolderKills < kills/10 || k.RolledBack == 0 {
-				t.Errorf("only %d of %d kills hit the holder (%d rollbacks): the test barely exercised recovery", k.HolderKills, kills, k.RolledBack)
-			}
+			checkHolderKills(t, k, kills)
 			t.Logf("%s: %d kills, %d of the holder, max recovery %.1f ms", kind, k.Kills, k.HolderKills, k.MaxRecoveryMs)
 		})
 	}

@@ -256,21 +256,13 @@ func tortureCond(cfg *config) *report {
 		})
 	}
 	start := time.Now()
-	spec := progressSpec{label: "cond", start: start, timed: cfg.timed()}
-	spec.acquisitions = func() int64 {
+	spec := runProgress(cfg, "cond", start, expected, func() int64 {
 		var n int64
 		for i := range consumed {
 			n += consumed[i].done.Load()
 		}
 		return n
-	}
-	if cfg.timed() {
-		spec.max = cfg.duration.Milliseconds()
-		spec.position = func() int64 { return time.Since(start).Milliseconds() }
-	} else {
-		spec.max = expected
-		spec.position = spec.acquisitions
-	}
+	}, "")
 	close(gate)
 	if cfg.timed() {
 		timer := time.AfterFunc(cfg.duration, func() { stop.Store(true) })

@@ -137,13 +137,7 @@ func tortureRing(cfg *config, name string, q streamQueue) *report {
 		t := time.AfterFunc(cfg.duration, func() { stop.Store(true) })
 		defer t.Stop()
 	}
-	spec := progressSpec{label: name, start: start, timed: cfg.timed(), unit: "items",
-		acquisitions: received.Load, position: received.Load, max: items}
-	if cfg.timed() {
-		spec.max = cfg.duration.Milliseconds()
-		spec.position = func() int64 { return time.Since(start).Milliseconds() }
-	}
-	prog := startProgress(cfg.progress, spec)
+	prog := startProgress(cfg.progress, runProgress(cfg, name, start, items, received.Load, "items"))
 	watchDone := make(chan struct{})
 	watchStopped := make(chan struct{})
 	go func() { // the stall watch
@@ -555,11 +549,8 @@ func tortureSeqLock(cfg *config, name string, s snapshotter) *report {
 			backwards.Add(back)
 		})
 	}
-	spec := progressSpec{label: name, start: start, timed: cfg.timed(), unit: "reads",
-		acquisitions: done.Load, position: done.Load, max: reads}
+	spec := runProgress(cfg, name, start, reads, done.Load, "reads")
 	if cfg.timed() {
-		spec.max = cfg.duration.Milliseconds()
-		spec.position = func() int64 { return time.Since(start).Milliseconds() }
 		t := time.AfterFunc(cfg.duration, func() { stopReaders.Store(true) })
 		defer t.Stop()
 	}

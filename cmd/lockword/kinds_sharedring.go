@@ -14,10 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -47,8 +45,8 @@ const (
 
 func init() {
 	register(kind{name: "shared-ring", procs: true,
-		desc: "lockword.RingProducer/RingConsumer: byte ring between 2 processes (also -lock ring -procs 2)",
-		run:  tortureSharedRing})
+		desc:  "lockword.RingProducer/RingConsumer: byte ring between 2 processes (also -lock ring -procs 2)",
+		usage: sharedRingUsage, run: tortureSharedRing})
 	kindHelp = append(kindHelp, fmt.Sprintf(`Shared ring (-lock ring -procs 2, or -lock shared-ring -procs 2):
   a producer process sends the messages 1..N (N = -items, default %d)
   through a shared byte ring of %d bytes in a region to a consumer
@@ -62,6 +60,7 @@ func init() {
   fails as stalled.
 `, defaultSharedRingItems, sharedRingCapacity, sharedRingMaxMsg, stallTimeout))
 	if spec := os.Getenv(sharedRingWorkerEnv); spec != "" {
+		nameWorkerProcess()
 		os.Exit(sharedRingWorkerMain(spec))
 	}
 }
@@ -117,7 +116,7 @@ func sharedRingWorkerMain(specJSON string) int {
 }
 
 func sharedRingWorker(spec *sharedRingSpec) (res sharedRingResult, err error) {
-	r, err := lockword.OpenRegion(spec.Region, nil)
+	r, err := openTortureRegion(spec.Region)
 	if err != nil {
 		return res, err
 	}
@@ -219,13 +218,21 @@ type sharedRingReport struct {
 	errs        []string // a side that failed
 }
 
-func tortureSharedRing(cfg *config) (*report, error) {
+// sharedRingUsage checks the flags the shared ring constrains: exactly two
+// processes, and no -kill (it kills lock holders; the ring has none).
+func sharedRingUsage(cfg *config) error {
 	if cfg.kill {
-		return nil, fmt.Errorf("-kill kills lock holders; the shared ring's peer-death tests are in the library's tests")
+		return fmt.Errorf("-kill kills lock holders; the shared ring's peer-death tests are in the library's tests")
 	}
 	if cfg.procs != 2 {
-		return nil, fmt.Errorf("the shared ring has one producer and one consumer process: use -procs 2, not %d", cfg.procs)
+		return fmt.Errorf("the shared ring has one producer and one consumer process: use -procs 2, not %d", cfg.procs)
 	}
+	return nil
+}
+
+// tortureSharedRing runs the shared ring experiment; parseTorture has
+// checked the flags with sharedRingUsage.
+func tortureSharedRing(cfg *config) (*report, error) {
 	exe := "/proc/self/exe"
 	if _, err := os.Stat(exe); err != nil {
 		if exe, err = os.Executable(); err != nil {
@@ -236,13 +243,12 @@ func tortureSharedRing(cfg *config) (*report, error) {
 	if items == 0 && !cfg.timed() {
 		items = defaultSharedRingItems
 	}
-	path := filepath.Join(regionDir(), fmt.Sprintf("lockword-torture-ring-%d-%08x", os.Getpid(), rand.Uint32()))
-	r, err := lockword.CreateRegion(path, 1<<20+sharedRingCapacity, nil)
+	r, cleanup, err := tortureRegion("lockword-torture-ring", 1<<20+sharedRingCapacity)
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(path)
-	defer r.Close()
+	defer cleanup()
+	path := r.Path()
 	st, err := r.Bytes(sharedRingStateName, srSize)
 	if err != nil {
 		return nil, err
@@ -271,8 +277,13 @@ func tortureSharedRing(cfg *config) (*report, error) {
 	for i := range sides {
 		js, _ := json.Marshal(sharedRingSpec{Region: path, Producer: i == 0, Items: items,
 			Broken: i == 0 && os.Getenv(sharedRingBreakEnv) != ""})
-		s := &side{cmd: exec.Command(exe), done: make(chan struct{})}
+		role := "consumer"
+		if i == 0 {
+			role = "producer"
+		}
+		s := &side{cmd: workerCommand(exe, "shared-ring", role, path), done: make(chan struct{})}
 		s.cmd.SysProcAttr = workerAttr() // signals reach the supervisor only; die with it
+		s.cmd.ExtraFiles = workerFiles(r)
 		s.cmd.Env = append(os.Environ(), sharedRingWorkerEnv+"="+string(js))
 		s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.err
 		if err := s.cmd.Start(); err != nil {
@@ -298,14 +309,8 @@ func tortureSharedRing(cfg *config) (*report, error) {
 	}
 	start := time.Now()
 	put(st, srGo, 1)
-	spec := progressSpec{label: "shared-ring", start: start, timed: cfg.timed(), unit: "items", max: items,
-		acquisitions: func() int64 { return int64(get(st, srReceived)) },
-		position:     func() int64 { return int64(get(st, srReceived)) }}
-	if cfg.timed() {
-		spec.max = cfg.duration.Milliseconds()
-		spec.position = func() int64 { return time.Since(start).Milliseconds() }
-	}
-	prog := startProgress(cfg.progress, spec)
+	prog := startProgress(cfg.progress, runProgress(cfg, "shared-ring", start, items,
+		func() int64 { return int64(get(st, srReceived)) }, "items"))
 	rep := &sharedRingReport{items: items, duration: cfg.duration}
 	tick := time.NewTicker(min(stallTimeout/20, 10*time.Millisecond)) // -duration ends on time
 	last, since := uint64(0), time.Now()

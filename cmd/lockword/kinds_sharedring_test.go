@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/lockword/lockword"
 )
 
 // sharedRingTestItems is the CI size of the shared ring torture: the
@@ -109,10 +107,8 @@ func TestTortureSharedRingInterrupted(t *testing.T) {
 	pattern := filepath.Join(regionDir(), fmt.Sprintf("lockword-torture-ring-%d-*", cmd.Process.Pid))
 	// Wait until the supervisor and both sides have attached to the region.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if files, _ := filepath.Glob(pattern); len(files) > 0 {
-			if info, err := lockword.InspectRegion(files[0]); err == nil && len(info.Processes) >= 3 {
-				break
-			}
+		if info, ok := inspectRunRegion(t, cmd.Process.Pid, "lockword-torture-ring-"); ok && len(info.Processes) >= 3 {
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the ring's processes did not attach\n%s", stderr.String())

@@ -10,13 +10,17 @@
 //
 //	torture   hammer locks from many goroutines and check that they exclude
 //	inspect   show the objects and lock states of a shared region file
+//	bench     measure every lock against its peer on this machine
+//	ls        list the region files in a directory and who is attached
+//	rm        remove region files that no live process is attached to
+//	version   print the build's module version, commit and Go version
 //	help      show help for lockword or for one command
 //
 // Run "lockword help torture" for the torture flags. Exit status is 0 on
 // success, 1 when a check failed and 2 on a usage error (for inspect, also
 // a file that cannot be read as a region); an interrupted
 // torture -procs run exits 128 + the signal (130 for SIGINT, 143 for
-// SIGTERM, 129 for SIGHUP) after removing its region file.
+// SIGTERM, 129 for SIGHUP) after releasing its region.
 //
 // Each command lives in its own file and is listed in commands below; main
 // only dispatches, so that tests can call run with their own arguments and
@@ -55,6 +59,10 @@ type command struct {
 var commands = []command{
 	{name: "torture", summary: tortureSummary, run: runTorture, help: tortureHelp},
 	{name: "inspect", summary: inspectSummary, run: runInspect, help: inspectHelp},
+	{name: "bench", summary: benchSummary, run: runBench, help: benchHelp},
+	{name: "ls", summary: lsSummary, run: runLs, help: lsHelp},
+	{name: "rm", summary: rmSummary, run: runRm, help: rmHelp},
+	{name: "version", summary: versionSummary, run: runVersion, help: versionHelp},
 }
 
 // errText is err's message for a line that already names the command
@@ -84,6 +92,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if strings.HasPrefix(name, "-") {
+		if v := strings.TrimLeft(name, "-"); lookupCommand(v) != nil {
+			// --version, say: the command is spelt without dashes.
+			fmt.Fprintf(stderr, "lockword: %s is not a flag; the command is 'lockword %s'\n", name, v)
+			fmt.Fprintln(stderr, "Run 'lockword -help' for usage.")
+			return exitUsage
+		}
 		fmt.Fprintf(stderr, "lockword: flag %s given before the command: flags belong to a command, as in 'lockword torture %s'\n", name, name)
 		fmt.Fprintln(stderr, "Run 'lockword -help' for usage.")
 		return exitUsage
@@ -104,16 +118,20 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return exitOK
 	case 1:
+		if args[0] == "help" {
+			usage(stdout)
+			return exitOK
+		}
 		if cmd := lookupCommand(args[0]); cmd != nil {
 			cmd.help(stdout)
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "lockword help: unknown command %q (commands: %s)\n", args[0], commandNames())
-		return exitUsage
 	default:
 		fmt.Fprintln(stderr, "lockword help: expected at most one command name")
-		return exitUsage
 	}
+	fmt.Fprintln(stderr, "Run 'lockword -help' for usage.")
+	return exitUsage
 }
 
 // lookupCommand returns the command called name, or nil.
@@ -159,13 +177,16 @@ Exit status:
   2    usage error: unknown command, unknown flag or bad flag value
        (inspect: also a file that cannot be opened as a region)
   130  torture -procs interrupted by SIGINT (143: SIGTERM, 129: SIGHUP);
-       its region file is removed
+       its region is released
 
 Examples:
   lockword torture                  # 16 workers x 100000 additions on every lock
   lockword torture -lock none       # an unprotected counter: must FAIL, exit 1
   lockword torture -procs 4 -kill   # 4 processes, SIGKILLed at random: exact accounting
   lockword inspect /dev/shm/orders  # who holds which lock in a shared region
+  lockword bench -chart bench.svg   # every lock against its peer, about 30 s
+  lockword ls                       # regions under /dev/shm, in use or stale
+  lockword rm orders                # remove /dev/shm/orders once nobody uses it
   lockword help torture
 `)
 }

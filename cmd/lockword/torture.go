@@ -120,7 +120,7 @@ func runTorture(args []string, stdout, stderr io.Writer) int {
 		printed++
 	}
 	if in := opts.cfg.interrupt; in.interrupted() {
-		fmt.Fprintf(stderr, "lockword torture: interrupted by %s: worker processes stopped, region file removed\n", in.name())
+		fmt.Fprintf(stderr, "lockword torture: interrupted by %s: worker processes stopped, region released\n", in.name())
 		return in.exitStatus()
 	}
 	if failed {
@@ -183,14 +183,14 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 			"print one JSON object per kind, one per line, instead of text."),
 		procs: fs.Int("procs", 0,
 			"run the workers in `N` processes (this binary re-executed) that\n"+
-				"share one region file, with the counter and owner slot in it; the\n"+
+				"share one region (a memfd they inherit), with the counter and owner slot in it; the\n"+
 				"workers are spread evenly over them; -workers defaults to at least\n"+
 				"N. Only the shared kinds run\n"+
 				"across processes; with -procs, all means shared, and ring means\n"+
 				"shared-ring (-procs 2: a producer and a consumer). 0: in-process."),
 		kill: fs.Bool("kill", false,
 			"with -procs: a supervisor SIGKILLs a random worker process at random\n"+
-				"moments (often the lock's holder) and starts a replacement, until\n"+
+				"moments (every other kill aimed at the lock's holder) and starts a replacement, until\n"+
 				"-kills kills (or -duration). Every update is guarded by an intent\n"+
 				"record, so a recovery rolls a half-done update back; the counter\n"+
 				"must equal the sum of every worker's committed additions."),
@@ -300,21 +300,26 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 		}
 	}
 
-	opts = tortureOptions{
-		cfg: config{
-			workers:  workers,
-			iters:    iters,
-			value:    value,
-			work:     work,
-			duration: duration,
-			items:    items,
-			procs:    procs,
-			kill:     kill,
-			kills:    kills,
-		},
-		kinds: chosen,
-		json:  *f.json,
+	cfg := config{
+		workers:  workers,
+		iters:    iters,
+		value:    value,
+		work:     work,
+		duration: duration,
+		items:    items,
+		procs:    procs,
+		kill:     kill,
+		kills:    kills,
 	}
+	for _, k := range chosen {
+		if k.usage == nil {
+			continue
+		}
+		if err := k.usage(&cfg); err != nil {
+			return usageErr("%s: %v", k.name, err)
+		}
+	}
+	opts = tortureOptions{cfg: cfg, kinds: chosen, json: *f.json}
 	if isTerminal(stderr) {
 		opts.cfg.progress = stderr
 	}
@@ -407,22 +412,28 @@ Output (text), per kind, a blank line between kinds:
   (in-process kinds except none), and Result: PASS, or FAIL with the
   reasons.
 
-Fairness (in-process kinds), three lines:
+Fairness (in-process kinds), up to three lines:
   Fairness: each worker's acquisitions over the window in which all of
     them contend (from the moment the last one first reaches the lock to
     the first one's finish, or to the end of a -duration run), min, max
-    and max/min, FLAGGED when max > 2×min, as the kernel's locktorture
-    flags starvation. A flag is information, not a failure: mutex, spin
-    and sync are unfair on purpose.
+    and max/min, "even", or "uneven" when max > 2×min, as the kernel's
+    locktorture flags starvation. Uneven is information, not a failure:
+    mutex, spin and sync are unfair on purpose. The line appears only
+    when the window held at least 100 acquisitions per worker on average:
+    with fewer (a fast lock whose first worker is done before the last
+    one starts), who started first decides the shares, not the lock.
   Wait latency: p50, p99 and max of the time from calling Lock to
     holding the lock, timed on one acquisition in 16 per worker.
   Starvation check: for 200ms one goroutine re-locks in a tight loop
     while another locks repeatedly; the other's longest wait, and how
     often the re-locking goroutine acquired during that wait (overtakes).
-    For ticket it must stay under 10ms, or the run fails; an attempt that
-    reaches 10ms is run again, up to 3 attempts, and the last decides (a
-    loaded host can stop a thread for 10ms once; a starving lock fails
-    every attempt). For the others it is information. (rw: a writer re-locks, a reader waits; rw-read-mostly:
+    For ticket it must stay under 10ms, or the run fails: counted less the
+    time the two goroutines' threads were runnable but had no CPU (the
+    kernel's per-thread schedstat; a loaded 2-core host can keep a thread
+    waiting for a CPU over 10ms, which is not the lock's doing, while a
+    lock that makes its waiter wait keeps it asleep, which counts in
+    full). An attempt that reaches 10ms is run again, up to 3 attempts,
+    and the last decides. For the others it is information. (rw: a writer re-locks, a reader waits; rw-read-mostly:
     a reader re-locks, a writer waits; cond: a goroutine signals, another
     waits for a Signal.)
   rw kinds add the reads and writes made and the reader-writer overlaps
@@ -444,36 +455,53 @@ Output (-json), one object per kind and line, with the fields
   signal that stopped a -procs run early, only then), and, for
   in-process kinds, fairness:
   {shares, shares_at, min_share, max_share, max_min (null when a worker
-  made none), flagged, wait_sampled_every, wait_samples, wait_p50_ns,
-  wait_p99_ns, wait_max_ns, starvation: {what, max_wait_ns, overtakes,
-  earlier_max_wait_ns (attempts that reached the limit and were run
-  again), acquisitions, limit_ns (null: information only), passed},
+  made none), judged (whether the shares mean something: see
+  Fairness), flagged (judged and uneven), wait_sampled_every,
+  wait_samples, wait_p50_ns, wait_p99_ns, wait_max_ns, starvation: {what,
+  max_wait_ns, counted_max_wait_ns (the longest wait less the threads'
+  time without a CPU: what the limit applies to), sched_delay_ns (that
+  time), overtakes, earlier_max_wait_ns (the counted waits of attempts
+  that reached the limit and were run again), acquisitions, limit_ns
+  (null: information only), passed},
   notes}.
 
 Across processes (-procs N):
   The shared kinds run the same experiment with the workers spread over N
-  processes (this binary, re-executed) that map one region file under
-  /dev/shm, where the counter, the owner slot and each worker's committed
-  total live. The report adds "Processes: N" after Workers. Every update
+  processes (this binary, re-executed) that map one region, where the
+  counter, the owner slot and each worker's committed total live. The
+  region is an anonymous memory file (a sealed memfd) that the workers
+  inherit: it has no path and vanishes with the last process, so nothing
+  is left in /dev/shm even if the supervisor is killed. The report adds "Processes: N" after Workers. Every update
   first writes an intent record (whose update, the counter and the
   worker's total before it) and clears it after.
   With -kill, a supervisor SIGKILLs a worker process every few
-  milliseconds, half the time the one holding the lock, and starts a
-  replacement that carries on with the same worker ids. The next acquirer
+  milliseconds, and starts a replacement that carries on with the same
+  worker ids. Every other kill is aimed at the process holding the lock
+  (found through the owner slot and stopped inside its critical section,
+  so the kill lands mid-update); the others pick a process at random,
+  which holds the lock too as often as the lock is busy, so "of the
+  lock's holder" is at least about half of the kills (shared: 60-80%). The next acquirer
   gets the lock with ErrOwnerDead, rolls a half-done update back from the
   intent record, and marks the lock consistent. The report then adds
   Kills (and how many hit the holder), Recoveries (each kill of a holder
   must be recovered exactly once; more would mean a live holder was
-  robbed), Max recovery latency (kill to recovery), and Hangs (no progress
-  for 10 s, or a recovery that never came: must be 0). Expected is the
-  sum of every worker's committed additions; the counter must match it
-  exactly. -json adds processes and a kill object with the same fields.
+  robbed), Recovery latency (kill to repaired lock) and Detection latency
+  (kill to a waiter's ErrOwnerDead): p50, p99 and max over the timed
+  recoveries; a waiter checks the holder every 10 ms, so on an idle host
+  both sit near 10 ms, and on a busy one they add the wait for a CPU.
+  Then Hangs (no progress for 10 s, or a recovery that never came: must
+  be 0). Expected is the sum of every worker's committed additions; the
+  counter must match it exactly. -json adds processes and a kill object:
+  {kills, holder_kills, recoveries, rolled_back,
+  max_detection_latency_ms, max_recovery_latency_ms, hangs,
+  detection_latency_ms and recovery_latency_ms: {samples, p50_ms, p99_ms,
+  max_ms}, worker_errors, robbed}.
   SIGINT (Ctrl-C), SIGTERM or SIGHUP stops a -procs run early: the
   supervisor tells the workers to stop between updates (they run in a
   process group of their own and ignore these signals), waits for them
   (killing any that have not stopped within 10 s, a hang, or at once on
   a second signal, after which it recovers the lock as a worker would),
-  removes the region file, prints the report so far with "Interrupted:
+  releases the region, prints the report so far with "Interrupted:
   by SIGINT after T" and the additions made until then, and exits 128 +
   the signal: 130 (SIGINT), 143 (SIGTERM), 129 (SIGHUP). The kernel
   kills the workers if the supervisor itself is killed (SIGKILL).
@@ -483,7 +511,11 @@ Across processes (-procs N):
 Progress:
   A kind that runs longer than about a second shows a progress bar on
   stderr, when stderr is a terminal; the bar is erased before the kind's
-  report is printed. Nothing is drawn when stderr is not a terminal.
+  report is printed. Nothing is drawn when stderr is not a terminal. It
+  shows the share of the run done, by what bounds it (acquisitions of
+  -iters, items, kills of a -kill run, or time with -duration: with both
+  -kills and -duration, whichever is nearer its end), the rate, and the
+  time left (for a count, assuming the rate so far holds).
 
 Exit status:
   0    every kind passed
@@ -524,6 +556,10 @@ type kind struct {
 	// in-process one (ring: shared-ring), so that "-lock ring -procs 2"
 	// works as the issue writes it; "" for none.
 	acrossProcs string
+	// usage, when set, checks the flags that only this kind constrains
+	// (the shared ring needs exactly -procs 2): an error is a usage error,
+	// reported before anything runs, with exit status 2.
+	usage func(cfg *config) error
 	// run tortures one fresh lock of this kind under cfg and reports what
 	// it found. An error means the run could not be set up (a shared
 	// mapping that failed, say), not that the lock failed: a lock that
@@ -652,21 +688,13 @@ func hammer(cfg *config, label string, body func(id, steps int)) hammerRun {
 	}
 
 	start := time.Now()
-	spec := progressSpec{label: label, start: start, timed: cfg.timed()}
-	spec.acquisitions = func() int64 {
+	spec := runProgress(cfg, label, start, int64(cfg.workers)*cfg.iters, func() int64 {
 		var n int64
 		for i := range slots {
 			n += slots[i].done.Load()
 		}
 		return n
-	}
-	if cfg.timed() {
-		spec.max = cfg.duration.Milliseconds()
-		spec.position = func() int64 { return time.Since(start).Milliseconds() }
-	} else {
-		spec.max = int64(cfg.workers) * cfg.iters
-		spec.position = spec.acquisitions
-	}
+	}, "")
 	close(gate)
 	if cfg.timed() {
 		timer := time.AfterFunc(cfg.duration, func() { stop.Store(true) })
@@ -902,6 +930,9 @@ type report struct {
 	// what a -kill run's supervisor saw (torture_procs.go).
 	procs  int
 	killed *killReport
+	// workerErrors lists -procs worker processes that failed by
+	// themselves in a run without -kill (with -kill: killed.WorkerErrors).
+	workerErrors []string
 	// interrupted names the signal that stopped a -procs run early
 	// ("SIGINT"); the report then covers the additions made until then.
 	interrupted string
@@ -983,6 +1014,9 @@ func (r *report) failures() []string {
 	}
 	if r.killed != nil {
 		why = append(why, r.killed.failures()...)
+	}
+	for _, e := range r.workerErrors {
+		why = append(why, e)
 	}
 	if r.fair != nil {
 		why = append(why, r.fair.allFailures()...)

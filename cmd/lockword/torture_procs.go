@@ -23,8 +23,10 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,6 +40,11 @@ const (
 	hangTimeout = 10 * time.Second
 	// killMaxGap is the most the supervisor waits between kills.
 	killMaxGap = 8 * time.Millisecond
+	// holderWait bounds how long the supervisor waits for a worker to
+	// enter the critical section when it aims a kill at the holder:
+	// longer than a dead waiter's turn takes to be skipped (the
+	// ownerCheckInterval of 10 ms, and a wake-up on a loaded host).
+	holderWait = 250 * time.Millisecond
 	// killWindowSteps of busy work sit between the counter's update and
 	// the worker's committed total in -kill runs: a kill of the holder
 	// then usually lands mid-update, the case the intent record is for.
@@ -67,6 +74,7 @@ func init() {
 	// A re-executed worker process runs its workers and exits here, before
 	// main (or a test binary's tests) starts.
 	if spec := os.Getenv(workerEnv); spec != "" {
+		nameWorkerProcess()
 		os.Exit(workerMain(spec))
 	}
 }
@@ -164,7 +172,7 @@ func workerMain(specJSON string) int {
 		fmt.Fprintf(os.Stderr, "lockword torture worker %d: %s\n", os.Getpid(), errText(err))
 		return exitFail
 	}
-	r, err := lockword.OpenRegion(spec.Region, nil)
+	r, err := openTortureRegion(spec.Region)
 	if err != nil {
 		return fail(err)
 	}
@@ -282,6 +290,7 @@ func recoverState(st []byte, spec *workerSpec, m procLock, deadPID int) error {
 	if err := m.MarkConsistent(); err != nil {
 		return err
 	}
+	noteLanguage("recovered", deadPID) // kinds_mixed.go
 	n := get(st, stRecoveries)
 	put(st, recoveredOff(spec.Procs, spec.Workers, n), uint64(deadPID))
 	put(st, stLastRecovery, uint64(time.Now().UnixNano()))
@@ -326,7 +335,14 @@ type killReport struct {
 	// live holder declared dead. Must be empty.
 	Robbed []int `json:"robbed,omitempty"`
 
+	// Detection and Recovery are the distributions of the two latencies
+	// (kill_latency.go), filled in by MarshalJSON.
+	Detection *latencyDist `json:"detection_latency_ms,omitempty"`
+	Recovery  *latencyDist `json:"recovery_latency_ms,omitempty"`
+
 	killed map[int]bool // PIDs the supervisor killed
+	// detections and repairs are each timed recovery's latencies.
+	detections, repairs []time.Duration
 	// awaiting: the run was interrupted while a killed holder's recovery
 	// was still to come; awaitingFrom is the recovery count then (the
 	// kill is counted in HolderKills already).
@@ -337,7 +353,7 @@ type killReport struct {
 func (k *killReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Kills: %d (%d of the lock's holder)\n", k.Kills, k.HolderKills)
 	fmt.Fprintf(w, "Recoveries: %d (%d half-done updates rolled back)\n", k.Recoveries, k.RolledBack)
-	fmt.Fprintf(w, "Max recovery latency: %.1f ms (kill to repaired; %.1f ms to detection)\n", k.MaxRecoveryMs, k.MaxDetectionMs)
+	k.writeLatencies(w)
 	fmt.Fprintf(w, "Hangs: %d\n", k.Hangs)
 }
 
@@ -353,7 +369,7 @@ func (k *killReport) failures() []string {
 		why = append(why, fmt.Sprintf("%d recoveries for %d kills of a holder", k.Recoveries, k.HolderKills))
 	}
 	for _, e := range k.WorkerErrors {
-		why = append(why, "worker failed: "+e)
+		why = append(why, e)
 	}
 	return why
 }
@@ -365,6 +381,46 @@ type workerProc struct {
 	out  *bytes.Buffer
 	done chan struct{} // closed when it has exited and been reaped
 	err  error         // cmd.Wait's result, once done is closed
+}
+
+// tortureRegion creates the region of a -procs run: in an anonymous memory
+// file (CreateMemfdRegion), which the worker processes inherit as fd 3
+// (workerFiles) and which vanishes with the last of them, so that nothing
+// is left behind, even when the supervisor is killed with SIGKILL (its
+// workers then die too: workerAttr). Where memfds are not available it
+// falls back to a file under regionDir, removed by cleanup. name labels
+// it (in /proc/PID/fd, or as the file name).
+func tortureRegion(name string, size int64) (r *lockword.Region, cleanup func(), err error) {
+	label := fmt.Sprintf("%s-%d-%08x", name, os.Getpid(), rand.Uint32())
+	if r, err = lockword.CreateMemfdRegion(label, size, nil); err == nil {
+		return r, func() { r.Close() }, nil
+	}
+	path := filepath.Join(regionDir(), label)
+	if r, err = lockword.CreateRegion(path, size, nil); err != nil {
+		return nil, nil, err
+	}
+	return r, func() { r.Close(); os.Remove(path) }, nil
+}
+
+// workerFiles are the files a worker process of r's run inherits: the
+// region's, as fd 3, when it has no path (a memfd).
+func workerFiles(r *lockword.Region) []*os.File {
+	if strings.HasPrefix(r.Path(), memfdPrefix) {
+		return []*os.File{r.File()}
+	}
+	return nil
+}
+
+// memfdPrefix starts the Path of a region in a memfd.
+const memfdPrefix = "memfd:"
+
+// openTortureRegion is a worker's open of its run's region: the inherited
+// fd 3 for a memfd region (path "memfd:..."), else the file at path.
+func openTortureRegion(path string) (*lockword.Region, error) {
+	if strings.HasPrefix(path, memfdPrefix) {
+		return lockword.OpenRegionFile(os.NewFile(3, path), nil)
+	}
+	return lockword.OpenRegion(path, nil)
 }
 
 // regionDir is where torture puts its region: /dev/shm when it exists.
@@ -385,14 +441,13 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 			return nil, err
 		}
 	}
-	path := filepath.Join(regionDir(), fmt.Sprintf("lockword-torture-%d-%08x", os.Getpid(), rand.Uint32()))
 	size := int64(1<<20 + stateSize(cfg.procs, cfg.workers))
-	r, err := lockword.CreateRegion(path, size, nil)
+	r, cleanup, err := tortureRegion("lockword-torture", size)
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(path)
-	defer r.Close()
+	defer cleanup()
+	path := r.Path()
 	m, err := openProcLock(r, name)
 	if err != nil {
 		return nil, err
@@ -414,10 +469,13 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	spawn := func(proc int, ids []int) (*workerProc, error) {
 		s := spec
 		s.Proc, s.IDs = proc, ids
-		js, _ := json.Marshal(s)
-		w := &workerProc{cmd: exec.Command(exe), ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
-		w.cmd.Env = append(os.Environ(), workerEnv+"="+string(js))
+		cmd, err := procWorkerCommand(exe, s) // this binary, or a C or Python worker (kinds_mixed.go)
+		if err != nil {
+			return nil, err
+		}
+		w := &workerProc{cmd: cmd, ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
 		w.cmd.SysProcAttr = workerAttr()
+		w.cmd.ExtraFiles = workerFiles(r)
 		w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
 		if err := w.cmd.Start(); err != nil {
 			return nil, err
@@ -470,15 +528,14 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	}
 	start := time.Now()
 	put(st, stGo, 1)
-	prog := startProgress(cfg.progress, progressSpec{label: name, start: start, timed: true,
-		max:          max(int64(cfg.kills), cfg.duration.Milliseconds()),
-		position:     func() int64 { return time.Since(start).Milliseconds() },
-		acquisitions: func() int64 { return int64(get(st, stCounter)) / cfg.value },
-	})
+	var kills atomic.Int64 // replacements started, one per kill: the bar's count
+	prog := startProgress(cfg.progress, procsProgress(cfg, name, start, kills.Load,
+		func() int64 { return int64(get(st, stCounter)) / cfg.value }))
 
 	var kr *killReport
 	if cfg.kill {
-		kr = killLoop(cfg, path, st, procs, spawn)
+		respawn := func(proc int, ids []int) (*workerProc, error) { kills.Add(1); return spawn(proc, ids) }
+		kr = killLoop(cfg, r, st, procs, respawn)
 	} else if cfg.timed() {
 		select {
 		case <-time.After(cfg.duration):
@@ -521,7 +578,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	run := hammerRun{perWorker: make([]int64, cfg.workers), elapsed: elapsed}
 	for i := range run.perWorker {
 		run.perWorker[i] = int64(get(st, committedOff(cfg.procs, i+1))) / cfg.value
-		if spec.Iters > 0 && !interrupted {
+		if spec.Iters > 0 && !interrupted && len(failed) == 0 {
 			// Counted: every worker made exactly its additions (it
 			// exits only then); Expected is the full count.
 			run.perWorker[i] = spec.Iters
@@ -549,8 +606,11 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		}
 		kr.WorkerErrors = append(kr.WorkerErrors, failed...)
 		rep.killed = kr
-	} else if len(failed) > 0 {
-		return nil, fmt.Errorf("worker processes failed: %s", strings.Join(failed, "; "))
+	} else {
+		// A worker that failed (killed from outside, say) fails the
+		// run, with the report of what the others did: Expected is
+		// then the committed additions, as in a -kill run.
+		rep.workerErrors = failed
 	}
 	if unprotected {
 		rep.noStats = "no lock, nothing to measure"
@@ -558,7 +618,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 		s := m.Stats()
 		frac := s.SlowPathFraction()
 		rep.slowPath = &frac
-		if kr == nil && !interrupted {
+		if kr == nil && !interrupted && len(failed) == 0 {
 			// Every acquisition was a worker's: the counts must agree,
 			// less, in a timed run, the one acquisition in which each
 			// worker found the stop flag and added nothing. (Not after
@@ -620,7 +680,7 @@ func stopWorkers(cfg *config, st []byte, procs []*workerProc) (failed []string, 
 			<-w.done
 			killed = append(killed, w.cmd.Process.Pid)
 		} else if w.err != nil {
-			failed = append(failed, fmt.Sprintf("PID %d: %v: %s", w.cmd.Process.Pid, w.err, strings.TrimSpace(w.out.String())))
+			failed = append(failed, workerFailure(w))
 		}
 	}
 	return failed, hung, killed
@@ -646,7 +706,7 @@ var closedTimer = func() <-chan time.Time {
 // killLoop is the -kill supervisor: kill a worker process (half the time
 // the lock's holder), start a replacement with the same worker ids, and,
 // when the victim held the lock, wait for its recovery and time it.
-func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn func(int, []int) (*workerProc, error)) *killReport {
+func killLoop(cfg *config, r *lockword.Region, st []byte, procs []*workerProc, spawn func(int, []int) (*workerProc, error)) *killReport {
 	kr := &killReport{killed: map[int]bool{}}
 	start := time.Now()
 	lastTotal, lastProgress := get(st, stCounter), time.Now()
@@ -654,19 +714,15 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 		time.Sleep(rand.N(killMaxGap))
 		victim := rand.IntN(len(procs))
 		if rand.IntN(2) == 0 {
-			if pid, _ := holder(path); pid != 0 {
-				for i, w := range procs {
-					if w.cmd.Process.Pid == pid {
-						victim = i
-					}
-				}
+			if i, ok := catchHolder(st, procs, holderWait); ok {
+				victim = i // stopped inside the critical section
 			}
 		}
 		w := procs[victim]
 		// A worker that exited by itself has failed.
 		select {
 		case <-w.done:
-			kr.WorkerErrors = append(kr.WorkerErrors, fmt.Sprintf("PID %d exited: %v: %s", w.cmd.Process.Pid, w.err, strings.TrimSpace(w.out.String())))
+			kr.WorkerErrors = append(kr.WorkerErrors, workerFailure(w))
 			return kr
 		default:
 		}
@@ -681,7 +737,7 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 		// the recoverer names the dead PID before it marks), or ended.
 		// Recoveries are counted after the mark, so the inconsistent bit
 		// is never left over from the previous kill's recovery.
-		pid, inconsistent := holder(path)
+		pid, inconsistent := holder(r)
 		held := pid == w.cmd.Process.Pid || inconsistent || int(get(st, stRecovering)) == w.cmd.Process.Pid ||
 			get(st, stRecoveries) != recoveredBefore
 		next, err := spawn(-1, w.ids)
@@ -706,10 +762,8 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 			if got := int(get(st, recoveredOff(cfg.procs, cfg.workers, recoveredBefore))); got != w.cmd.Process.Pid {
 				kr.WorkerErrors = append(kr.WorkerErrors, fmt.Sprintf("kill %d of PID %d, a holder, was followed by a recovery from PID %d", kr.Kills, w.cmd.Process.Pid, got))
 			}
-			lat := time.Duration(int64(get(st, stLastRecovery)) - killedAt.UnixNano())
-			kr.MaxRecoveryMs = max(kr.MaxRecoveryMs, float64(lat)/1e6)
-			det := time.Duration(int64(get(st, stDetected)) - killedAt.UnixNano())
-			kr.MaxDetectionMs = max(kr.MaxDetectionMs, float64(det)/1e6)
+			kr.recovered(time.Duration(int64(get(st, stDetected))-killedAt.UnixNano()),
+				time.Duration(int64(get(st, stLastRecovery))-killedAt.UnixNano()))
 		}
 		if total := get(st, stCounter); total != lastTotal {
 			lastTotal, lastProgress = total, time.Now()
@@ -721,11 +775,62 @@ func killLoop(cfg *config, path string, st []byte, procs []*workerProc, spawn fu
 	return kr
 }
 
+// catchHolder finds the process whose worker is inside the critical
+// section and stops it there: it SIGSTOPs the process awaitHolder names
+// and, once the kernel shows it stopped, checks that the owner slot still
+// names one of its workers (else it lets it go on and looks again). The
+// caller's SIGKILL then lands on a holder, at whatever point of its update
+// it was stopped, on any machine state: on a loaded host the few
+// microseconds between reading the slot and a plain kill were often enough
+// for the holder to leave (a third of the aimed kills missed). A stopped
+// waiter that turned out not to hold is a live, stopped process, which the
+// lock must not rob either. It gives up after wait.
+func catchHolder(st []byte, procs []*workerProc, wait time.Duration) (int, bool) {
+	deadline := time.Now().Add(wait)
+	for {
+		i, ok := awaitHolder(st, procs, time.Until(deadline))
+		if !ok {
+			return 0, false
+		}
+		w := procs[i]
+		if stopProcess(w.cmd.Process, time.Until(deadline)) && slices.Contains(w.ids, int(get(st, stOwner))) {
+			return i, true
+		}
+		continueProcess(w.cmd.Process)
+	}
+}
+
+// awaitHolder returns the index of the process whose worker is inside the
+// critical section, waiting up to wait for one to enter it. It reads the
+// owner slot the workers themselves set, not the lock's state: a lock that
+// hands over through a kernel wake-up (the fair kinds) is held for a few
+// microseconds between handovers of tens, and a FIFO lock stands still for
+// ownerCheckInterval after every kill of a waiter, until that waiter's turn
+// is skipped; a single look at the lock then finds no holder almost every
+// time (0-19 of 200 kills hit one), whatever the machine. Spinning on the
+// slot, yielding the CPU each round, catches the next holder as it enters.
+func awaitHolder(st []byte, procs []*workerProc, wait time.Duration) (int, bool) {
+	deadline := time.Now().Add(wait)
+	for {
+		if id := int(get(st, stOwner)); id != 0 {
+			for i, w := range procs {
+				if slices.Contains(w.ids, id) {
+					return i, true
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, false
+		}
+		runtime.Gosched()
+	}
+}
+
 // holder returns the PID of the torture lock's holder (0 if none) and
 // whether the lock is inconsistent: taken from a dead owner by an acquirer
 // that has not yet marked it consistent.
-func holder(path string) (pid int, inconsistent bool) {
-	info, err := lockword.InspectRegion(path)
+func holder(r *lockword.Region) (pid int, inconsistent bool) {
+	info, err := r.Inspect()
 	if err != nil {
 		return 0, false
 	}
@@ -753,4 +858,22 @@ func procKindNames() string {
 		}
 	}
 	return strings.Join(names, ", ")
+}
+
+// workerFailure says how a worker process that ended by itself failed: its
+// exit status or the signal that killed it (not sent by this run), and
+// what it printed.
+func workerFailure(w *workerProc) string {
+	how := fmt.Sprint(w.err)
+	var ee *exec.ExitError
+	if errors.As(w.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			how = fmt.Sprintf("died of signal %d (%v), which this run did not send", int(ws.Signal()), ws.Signal())
+		}
+	}
+	msg := fmt.Sprintf("worker process PID %d %s", w.cmd.Process.Pid, how)
+	if out := strings.TrimSpace(w.out.String()); out != "" {
+		msg += ": " + out
+	}
+	return msg
 }

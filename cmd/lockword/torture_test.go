@@ -363,7 +363,7 @@ func TestMainUsage(t *testing.T) {
 		out, errOut string
 	}{
 		{nil, exitUsage, "", "no command given"},
-		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus" (commands: torture, inspect)`},
+		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus" (commands: torture, inspect, `},
 		{[]string{"-workers", "4"}, exitUsage, "", "flags belong to a command"},
 		{[]string{"help", "bogus"}, exitUsage, "", `unknown command "bogus"`},
 		{[]string{"--help"}, exitOK, "Commands:", ""},
@@ -401,6 +401,8 @@ func TestBinaryExitStatus(t *testing.T) {
 		{[]string{"torture", "-lock", "mutex", "-iters", "1000", "-workers", "4"}, exitOK},
 		{[]string{"torture", "-lock", "none", "-iters", "1000", "-workers", "4"}, exitFail},
 		{[]string{"torture", "-workers", "0"}, exitUsage},
+		{[]string{"torture", "-lock", "ring", "-procs", "3"}, exitUsage},
+		{[]string{"inspect", "orders", "-json", "-bogus"}, exitUsage},
 	} {
 		cmd := exec.Command(bin, tc.args...)
 		var out bytes.Buffer

@@ -1,0 +1,239 @@
+//go:build linux
+
+package ctest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/cbuild"
+)
+
+// helperEnv makes the test binary, re-executed, a Go helper process
+// (helperMain) instead of running tests.
+const helperEnv = "LOCKWORD_CTEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(helperEnv); spec != "" {
+		os.Exit(helperMain(strings.Fields(spec)))
+	}
+	os.Exit(m.Run())
+}
+
+var built struct {
+	once sync.Once
+	dir  string
+	b    map[cbuild.Variant]*cbuild.Built
+	err  error
+}
+
+// cBuild compiles the C sources (once per test binary, into one temporary
+// directory) in variant v, skipping the test without gcc.
+func cBuild(t testing.TB, v cbuild.Variant) *cbuild.Built {
+	t.Helper()
+	built.once.Do(func() {
+		built.b = map[cbuild.Variant]*cbuild.Built{}
+		built.dir, built.err = os.MkdirTemp("", "lockword-ctest-")
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	if b := built.b[v]; b != nil {
+		return b
+	}
+	src, err := cbuild.SourceDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(built.dir, string(v))
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := cbuild.Build(src, out, v)
+	if errors.Is(err, cbuild.ErrNoCompiler) {
+		t.Skip("gcc is not installed: the C library cannot be built (CI installs gcc)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	built.b[v] = b
+	return b
+}
+
+// regionPath returns a fresh region path, removed at the end of the test.
+func regionPath(t *testing.T) string {
+	dir := "/dev/shm"
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		dir = t.TempDir()
+	}
+	p := filepath.Join(dir, fmt.Sprintf("lockword-ctest-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	t.Cleanup(func() { os.Remove(p) })
+	return p
+}
+
+// goRegion creates a fresh region from Go, closed at the end of the test,
+// and returns its path.
+func goRegion(t *testing.T) (string, *lockword.Region) {
+	t.Helper()
+	path := regionPath(t)
+	r, err := lockword.CreateRegion(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return path, r
+}
+
+// A proc is a running helper process, C or Go, whose stdout is read line
+// by line.
+type proc struct {
+	t     testing.TB
+	cmd   *exec.Cmd
+	lines chan string
+	done  chan struct{}
+	err   error
+	tail  strings.Builder
+}
+
+func start(t testing.TB, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{t: t, cmd: cmd, lines: make(chan string, 1024), done: make(chan struct{})}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = &p.tail
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// startC runs the C worker with args.
+func startC(t testing.TB, worker string, args ...string) *proc {
+	return start(t, exec.Command(worker, args...))
+}
+
+// startGo runs this test binary as a Go helper (helperMain) with args.
+func startGo(t *testing.T, args ...string) *proc {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+strings.Join(args, " "))
+	return start(t, cmd)
+}
+
+// line returns the next line of output, failing after timeout.
+func (p *proc) line(timeout time.Duration) string {
+	p.t.Helper()
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			<-p.done
+			p.t.Fatalf("%s exited (%v) before printing: %s", p.cmd.Path, p.err, p.tail.String())
+		}
+		return l
+	case <-time.After(timeout):
+		p.t.Fatalf("%s printed nothing within %v: %s", p.cmd.Path, timeout, p.tail.String())
+	}
+	return ""
+}
+
+// wait waits for the process to exit and returns its remaining output.
+func (p *proc) wait(timeout time.Duration) (rest []string, err error) {
+	p.t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				<-p.done
+				if p.err != nil {
+					return rest, fmt.Errorf("%v: %s", p.err, p.tail.String())
+				}
+				return rest, nil
+			}
+			rest = append(rest, l)
+		case <-deadline:
+			p.t.Fatalf("%s did not exit within %v: %s", p.cmd.Path, timeout, p.tail.String())
+		}
+	}
+}
+
+func monoNs() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// helperMain is a Go helper process: "hold REGION LOCK" takes the lock and
+// sleeps (to be killed); "send REGION RING CAP COUNT" sends COUNT
+// messages (message i as ringMessage(i)), printing "attached" first.
+func helperMain(args []string) int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "go helper:", err)
+		return 1
+	}
+	if len(args) < 3 {
+		return fail(fmt.Errorf("bad helper args %q", args))
+	}
+	r, err := lockword.OpenRegion(args[1], nil)
+	if err != nil {
+		return fail(err)
+	}
+	switch args[0] {
+	case "hold":
+		m, err := r.Mutex(args[2])
+		if err != nil {
+			return fail(err)
+		}
+		if err := m.LockContext(context.Background()); err != nil && !errors.Is(err, lockword.ErrOwnerDead) {
+			return fail(err)
+		}
+		fmt.Println("held")
+		for { // not select{}: the runtime would call that a deadlock and exit
+			time.Sleep(time.Hour)
+		}
+	case "send":
+		capacity, _ := strconv.Atoi(args[3])
+		count, _ := strconv.ParseUint(args[4], 10, 64)
+		p, err := r.RingProducer(args[2], capacity)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Println("attached")
+		buf := make([]byte, p.MaxMessage())
+		for i := range count {
+			if err := p.Send(context.Background(), ringMessage(buf, i)); err != nil {
+				return fail(err)
+			}
+		}
+		p.Close()
+		return 0
+	}
+	return fail(fmt.Errorf("unknown helper %q", args[0]))
+}

@@ -1,0 +1,494 @@
+package bench
+
+// Charts of a run, drawn with gonum.org/v1/plot: for each group a panel of
+// grouped bars (throughput per goroutine count, each lockword kind beside
+// its peer, whiskers from the slowest to the fastest round, the ratio to
+// the peer above each kind's bar) and, where waits were timed, a panel of
+// the wait-time CDFs at one goroutine count; a caption with the machine
+// and the run's settings on top. The library never imports this: the
+// plotting dependency stays in cmd/.
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// A Chart is what WriteChart draws.
+type Chart struct {
+	Groups  []Group
+	Sums    []Summary
+	Machine Machine
+	// Settings describes the run for the caption: "lockword bench
+	// -duration 150ms -count 5, section empty, rw reads 99%".
+	Settings string
+	Note     string // an extra caption line, "" for none
+}
+
+// Chart formats.
+const (
+	SVG = "svg"
+	PNG = "png"
+)
+
+// chartDPI is the PNG's pixels per inch: a chart of WidthPx is
+// WidthPx/chartDPI inches wide in every format.
+const chartDPI = 96
+
+// Default chart geometry in pixels.
+const (
+	DefaultChartWidthPx = 1400
+	panelHeightPx       = 430
+	headerHeightPx      = 110
+)
+
+// DefaultChartHeightPx is the height that gives each group's row
+// panelHeightPx.
+func (c *Chart) DefaultChartHeightPx() int {
+	return headerHeightPx + panelHeightPx*len(c.rows())
+}
+
+// px converts pixels to the plot's points.
+func px(n int) vg.Length { return vg.Length(n) * vg.Inch / chartDPI }
+
+// WriteChart draws c as format (SVG or PNG) of widthPx x heightPx pixels
+// (at 96 per inch for an SVG) to w.
+func WriteChart(w io.Writer, c *Chart, format string, widthPx, heightPx int) error {
+	if widthPx < 400 || heightPx < 300 {
+		return fmt.Errorf("chart size %dx%d: at least 400x300 pixels", widthPx, heightPx)
+	}
+	rows := c.rows()
+	if len(rows) == 0 {
+		return errors.New("nothing measured to chart")
+	}
+	W, H := px(widthPx), px(heightPx)
+	var canvas vg.CanvasWriterTo
+	switch format {
+	case SVG:
+		canvas = vgsvg.New(W, H)
+	case PNG:
+		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(W, H), vgimg.UseDPI(chartDPI))}
+	default:
+		return fmt.Errorf("chart format %q: want %s or %s", format, SVG, PNG)
+	}
+	dc := draw.New(canvas)
+	top := c.drawHeader(dc)
+
+	// Each group's row: bars, then the CDFs, then the legend both share
+	// (the same colors), outside the data so that it hides nothing.
+	area := draw.Crop(dc, px(12), -px(12), px(8), top-dc.Max.Y)
+	rowH := (area.Max.Y - area.Min.Y) / vg.Length(len(rows))
+	legendW := min(px(240), (area.Max.X-area.Min.X)/4)
+	plotsW := area.Max.X - area.Min.X - legendW
+	for i, r := range rows {
+		y1 := area.Max.Y - vg.Length(i)*rowH
+		cell := func(x0, x1 vg.Length) draw.Canvas {
+			return draw.Canvas{Canvas: dc, Rectangle: vg.Rectangle{
+				Min: vg.Point{X: x0, Y: y1 - rowH + px(14)}, Max: vg.Point{X: x1, Y: y1 - px(6)}}}
+		}
+		x0, split := area.Min.X, area.Min.X+plotsW*0.54
+		r.bars.Draw(cell(x0, split-px(20)))
+		if r.cdf != nil {
+			r.cdf.Draw(cell(split, x0+plotsW-px(12)))
+		}
+		lg := cell(x0+plotsW, area.Max.X)
+		lg.Max.Y -= px(28) // level with the panels' data, below their titles
+		r.legend.Draw(lg)
+	}
+	_, err := canvas.WriteTo(w)
+	return err
+}
+
+// drawHeader draws the title and caption at the top of dc and returns
+// the y below them.
+func (c *Chart) drawHeader(dc draw.Canvas) vg.Length {
+	sty := plot.New().Title.TextStyle
+	sty.XAlign, sty.YAlign = draw.XLeft, draw.YTop
+	x, y := dc.Min.X+px(16), dc.Max.Y-px(12)
+	sty.Font.Size = vg.Points(15)
+	dc.FillText(sty, vg.Point{X: x, Y: y}, "lockword bench: each lockword lock beside its peer, measured in one interleaved run")
+	y -= px(28)
+	sty.Font.Size = vg.Points(9.5)
+	lines := wrapAt(c.Machine.String(), ", ", 170)
+	lines = append(lines, c.Settings)
+	if c.Note != "" {
+		lines = append(lines, c.Note)
+	}
+	for _, l := range lines {
+		dc.FillText(sty, vg.Point{X: x, Y: y}, l)
+		y -= px(17)
+	}
+	return y
+}
+
+// wrapAt splits s into lines of at most width bytes, breaking after sep.
+func wrapAt(s, sep string, width int) []string {
+	var lines []string
+	line := ""
+	for _, part := range strings.SplitAfter(s, sep) {
+		if len(line)+len(part) > width && line != "" {
+			lines = append(lines, strings.TrimSpace(line))
+			line = ""
+		}
+		line += part
+	}
+	return append(lines, strings.TrimSpace(line))
+}
+
+// A row is one group's panels and their legend.
+type row struct {
+	bars, cdf *plot.Plot // cdf is nil where no waits were timed
+	legend    plot.Legend
+}
+
+// rows builds one row per group that has measurements.
+func (c *Chart) rows() []row {
+	var rs []row
+	for i := range c.Groups {
+		g := &c.Groups[i]
+		var sums []*Summary
+		for j := range c.Sums {
+			if c.Sums[j].Group == g.Name {
+				sums = append(sums, &c.Sums[j])
+			}
+		}
+		if len(sums) == 0 {
+			continue
+		}
+		r := row{legend: plot.NewLegend()}
+		r.legend.Top, r.legend.Left = true, true
+		r.legend.TextStyle.Font.Size = vg.Points(9.5)
+		r.legend.ThumbnailWidth = px(22)
+		r.legend.Padding = px(3)
+		r.bars = barsPanel(g, sums, &r.legend)
+		r.cdf = cdfPanel(g, sums, &r.legend)
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// Colors: peers in greys, lockword kinds in colors, in subject order.
+var (
+	peerColors = []color.Color{color.RGBA{0x6b, 0x6b, 0x6b, 0xff}, color.RGBA{0xb0, 0xb0, 0xb0, 0xff}}
+	kindColors = []color.Color{
+		color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff},
+		color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, color.RGBA{0xd6, 0x27, 0x28, 0xff},
+	}
+)
+
+// subjectColors assigns each subject of g its color.
+func subjectColors(g *Group) map[string]color.Color {
+	cs := map[string]color.Color{}
+	np, nk := 0, 0
+	for _, s := range g.Subjects {
+		if s.IsPeer() {
+			cs[s.Name] = peerColors[np%len(peerColors)]
+			np++
+		} else {
+			cs[s.Name] = kindColors[nk%len(kindColors)]
+			nk++
+		}
+	}
+	return cs
+}
+
+// logWhen is the spread of values (largest over smallest) from which a
+// throughput axis is logarithmic: past it, the short bars would be slivers.
+const logWhen = 30
+
+// barsPanel is the grouped bars of one group.
+func barsPanel(g *Group, sums []*Summary, legend *plot.Legend) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = g.Title + ": throughput"
+	p.Title.TextStyle.Font.Size = vg.Points(12)
+	p.Y.Label.Text = "million " + g.Unit + "/s"
+	p.X.Label.Text = g.Axis + "   (whiskers: slowest..fastest round; labels: throughput over the peer's)"
+	if g.ChartX != "" {
+		p.X.Label.Text = g.ChartX + "   (whiskers: slowest..fastest round)"
+	}
+	var points []int
+	for _, s := range sums {
+		if len(points) == 0 || points[len(points)-1] != s.Goroutines {
+			points = append(points, s.Goroutines)
+		}
+	}
+	names := make([]string, len(points))
+	for i, n := range points {
+		names[i] = fmt.Sprint(n)
+	}
+	colors := subjectColors(g)
+	lo, hi := math.Inf(1), 0.0
+	for _, s := range sums {
+		lo, hi = min(lo, s.Lo), max(hi, s.Hi)
+	}
+	logY := lo > 0 && hi/lo > logWhen
+	const groupWidth = 0.8
+	width := groupWidth / float64(len(g.Subjects))
+	for j, sub := range g.Subjects {
+		b := &bars{color: colors[sub.Name], width: width, log: logY}
+		for i, n := range points {
+			for _, s := range sums {
+				if s.Kind == sub.Name && s.Goroutines == n {
+					x := float64(i) - groupWidth/2 + (float64(j)+0.5)*width
+					label := ""
+					switch r := firstRatio(s); {
+					case r >= 10:
+						label = fmt.Sprintf("%.0fx", r)
+					case r > 0:
+						label = fmt.Sprintf("%.2fx", r)
+					}
+					b.add(x, s.OpsPerSec/1e6, s.Lo/1e6, s.Hi/1e6, label)
+				}
+			}
+		}
+		if len(b.xs) > 0 {
+			p.Add(b)
+			legend.Add(legendName(&sub), b)
+		}
+	}
+	if g.ChartX != "" {
+		names = make([]string, len(names)) // the label says it all
+	}
+	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.5, float64(len(points))-0.5
+	p.Add(plotter.NewGrid())
+	// Room above the highest whisker for the labels.
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Min, p.Y.Max = lo/1e6/2, hi/1e6*5
+		p.Y.Label.Text += " (log scale)"
+	} else {
+		p.Y.Min, p.Y.Max = 0, hi/1e6*1.25
+		p.Y.Tick.Marker = plainTicks{}
+	}
+	return p
+}
+
+// plainTicks are plot.DefaultTicks labelled without trailing zeros:
+// 250, not 250.00.
+type plainTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'g', 4, 64)
+		}
+	}
+	return ts
+}
+
+// firstRatio is s's ratio to its first peer, 0 for none.
+func firstRatio(s *Summary) float64 {
+	if len(s.Ratios) == 0 {
+		return 0
+	}
+	return s.Ratios[0]
+}
+
+// legendName is a subject's legend entry: a kind says what it is compared
+// with.
+func legendName(s *Subject) string {
+	if s.IsPeer() {
+		return s.Name + " (peer)"
+	}
+	return s.Name + " (vs " + strings.Join(s.Peers, ", ") + ")"
+}
+
+// bars is one subject's bars in a grouped bar chart: a plotter of our own,
+// because plotter.BarChart draws from zero, which a log axis cannot show.
+type bars struct {
+	xs, ys, los, his []float64
+	labels           []string
+	width            float64 // in x data units
+	color            color.Color
+	log              bool
+}
+
+func (b *bars) add(x, y, lo, hi float64, label string) {
+	b.xs, b.ys, b.los, b.his, b.labels = append(b.xs, x), append(b.ys, y), append(b.los, lo), append(b.his, hi), append(b.labels, label)
+}
+
+// Plot implements plot.Plotter.
+func (b *bars) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	whisker := draw.LineStyle{Color: color.Black, Width: vg.Points(0.8)}
+	label := p.Legend.TextStyle
+	label.Font.Size = vg.Points(7.5)
+	label.XAlign, label.YAlign = draw.XLeft, draw.YCenter
+	label.Rotation = math.Pi / 2 // upwards: labels of narrow bars never touch
+	for i, x := range b.xs {
+		x0, x1 := trX(x-b.width/2*0.92), trX(x+b.width/2*0.92)
+		y0, y1 := c.Min.Y, trY(b.ys[i])
+		poly := []vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}}
+		c.FillPolygon(b.color, c.ClipPolygonY(poly))
+		xm := trX(x)
+		top := y1
+		if b.his[i] > b.los[i] {
+			c.StrokeLines(whisker, c.ClipLinesY([]vg.Point{{X: xm, Y: trY(b.los[i])}, {X: xm, Y: trY(b.his[i])}})...)
+			top = max(top, trY(b.his[i]))
+		}
+		if b.labels[i] != "" {
+			c.FillText(label, vg.Point{X: xm, Y: top + px(3)}, b.labels[i])
+		}
+	}
+}
+
+// DataRange implements plot.DataRanger.
+func (b *bars) DataRange() (xmin, xmax, ymin, ymax float64) {
+	xmin, xmax, ymin, ymax = math.Inf(1), math.Inf(-1), 0, 0
+	for i, x := range b.xs {
+		xmin, xmax = min(xmin, x-b.width/2), max(xmax, x+b.width/2)
+		ymax = max(ymax, b.his[i], b.ys[i])
+	}
+	if b.log {
+		ymin = math.Inf(1)
+		for i := range b.ys {
+			ymin = min(ymin, b.los[i], b.ys[i])
+		}
+	}
+	return xmin, xmax, ymin, ymax
+}
+
+// Thumbnail implements plot.Thumbnailer, for the legend.
+func (b *bars) Thumbnail(c *draw.Canvas) {
+	pts := []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Min.X, Y: c.Max.Y}}
+	c.FillPolygon(b.color, pts)
+}
+
+// cdfPoint is the grid point whose waits a CDF panel shows: the one
+// nearest 16 among those timed (more than one worker).
+func cdfPoint(sums []*Summary) int {
+	best := 0
+	for _, s := range sums {
+		if s.Waits == nil || s.Waits.N == 0 {
+			continue
+		}
+		if best == 0 || math.Abs(math.Log(float64(s.Goroutines)/16)) < math.Abs(math.Log(float64(best)/16)) {
+			best = s.Goroutines
+		}
+	}
+	return best
+}
+
+// cdfPanel is the wait-time CDFs of one group at one grid point, nil
+// where no waits were timed.
+func cdfPanel(g *Group, sums []*Summary, legend *plot.Legend) *plot.Plot {
+	n := cdfPoint(sums)
+	if n == 0 {
+		return nil
+	}
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Wait for the lock at %d %s (CDF)", n, g.Axis)
+	p.Title.TextStyle.Font.Size = vg.Points(12)
+	p.X.Label.Text = "wait from calling Lock to holding it (log scale)"
+	p.Y.Label.Text = "acquisitions that waited at most x"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = nsTicks{}
+	p.Y.Scale = ninesScale{}
+	p.Y.Tick.Marker = ninesTicks{}
+	p.Y.Min, p.Y.Max = 0, 1-math.Pow(10, -maxNines)
+	p.Add(plotter.NewGrid())
+	colors := subjectColors(g)
+	xmin, xmax := math.Inf(1), 0.0
+	legend.Add("") // a blank line between the bars' entries and these
+	legend.Add(fmt.Sprintf("waits at %d %s: p99, max", n, g.Axis))
+	for _, sub := range g.Subjects {
+		for _, s := range sums {
+			if s.Kind != sub.Name || s.Goroutines != n || s.Waits == nil || s.Waits.N == 0 {
+				continue
+			}
+			cdf := s.Waits.CDF()
+			xys := make(plotter.XYs, 0, len(cdf)+1)
+			// A step that starts at zero: the fraction at the first
+			// bucket's end is reached from nothing.
+			xys = append(xys, plotter.XY{X: math.Max(float64(s.Waits.Min), 1), Y: 0})
+			for _, pt := range cdf {
+				xys = append(xys, plotter.XY{X: math.Max(float64(pt.Ns), 1), Y: min(pt.Fraction, 1-math.Pow(10, -maxNines))})
+			}
+			line, err := plotter.NewLine(xys)
+			if err != nil {
+				continue
+			}
+			line.Color = colors[sub.Name]
+			line.Width = vg.Points(1.6)
+			if sub.IsPeer() {
+				line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			}
+			xmin, xmax = min(xmin, xys[0].X), max(xmax, xys[len(xys)-1].X)
+			p.Add(line)
+			legend.Add(fmt.Sprintf("%s: %s, %s", sub.Name, FormatNs(s.Waits.Quantile(0.99)), FormatNs(s.Waits.Max)), line)
+		}
+	}
+	p.X.Min, p.X.Max = xmin/1.5, xmax*1.5
+	return p
+}
+
+// maxNines is how far up the tail the CDF's axis goes: 99.999%.
+const maxNines = 5
+
+// ninesScale spreads a CDF's tail out: the distance from 0 to 90% is that
+// from 90% to 99% and from 99% to 99.9% (the axis is -log10(1-y)), so the
+// p99 and p99.9 of a lock are as visible as its median, as in
+// HdrHistogram's percentile plots.
+type ninesScale struct{}
+
+func nines(y float64) float64 { return -math.Log10(max(1-y, math.Pow(10, -maxNines))) }
+
+// Normalize implements plot.Normalizer.
+func (ninesScale) Normalize(lo, hi, y float64) float64 {
+	return (nines(y) - nines(lo)) / (nines(hi) - nines(lo))
+}
+
+// ninesTicks marks 0, 50%, 90%, 99%, ... on a ninesScale axis.
+type ninesTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (ninesTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := []plot.Tick{{Value: 0, Label: "0"}, {Value: 0.5, Label: "50%"}, {Value: 0.9, Label: "90%"}}
+	pct := "99"
+	for k := 2; k <= maxNines; k++ {
+		if v := 1 - math.Pow(10, -float64(k)); v <= hi+1e-12 {
+			ts = append(ts, plot.Tick{Value: v, Label: pct + "%"})
+		}
+		if k == 2 {
+			pct += "."
+		}
+		pct += "9"
+	}
+	return ts
+}
+
+// nsTicks marks a log axis of nanoseconds at each power of ten, labelled
+// 10ns, 1us, 10ms.
+type nsTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (nsTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for e := math.Floor(math.Log10(max(lo, 1))); math.Pow(10, e) <= hi*1.0001; e++ {
+		v := math.Pow(10, e)
+		if v >= lo {
+			ts = append(ts, plot.Tick{Value: v, Label: FormatNs(int64(v))})
+		}
+		for k := 2.0; k < 10; k++ {
+			if m := k * v; m >= lo && m <= hi {
+				ts = append(ts, plot.Tick{Value: m}) // minor
+			}
+		}
+	}
+	return ts
+}

@@ -1,0 +1,223 @@
+package main
+
+// The ls and rm subcommands: find the region files that processes left
+// behind (a region outlives its processes: under /dev/shm, until reboot)
+// and remove the ones nobody uses any more.
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/lockword/lockword"
+)
+
+const (
+	lsSummary = "list the region files in a directory (/dev/shm) and who is attached"
+	rmSummary = "remove region files that no live process is attached to"
+)
+
+func lsHelp(w io.Writer) {
+	fmt.Fprint(w, `Usage: lockword ls [-json] [-all] [DIR]
+
+Ls lists the lockword regions among the regular files of DIR (default
+/dev/shm), read as "lockword inspect" reads them (attaching to none), one
+line each:
+
+  PATH      the file
+  SIZE      its size in bytes
+  OBJECTS   how many named objects it holds
+  LIVE      attached processes that are alive
+  DEAD      process slots whose process died without detaching (killed)
+  CREATED   when the region was created
+  STATE     "in use" (a live process is attached) or "stale" (none is:
+            "lockword rm PATH" removes it)
+
+Files that are not regions are left out; -all lists them too, with the
+reason (a corrupt, truncated or never initialized region shows here).
+
+Flags:
+  -all    also list files that are not valid regions, with the reason
+  -json   one JSON object per line (JSON Lines): path, size_bytes, objects,
+          live, dead, created, state; with -all, error for a non-region
+
+Exit status:
+  0  the directory was read
+  2  usage error, or the directory cannot be read
+
+Examples:
+  lockword ls                 # regions under /dev/shm
+  lockword ls -all /tmp/lw    # and the files there that are not regions
+`)
+}
+
+func rmHelp(w io.Writer) {
+	fmt.Fprint(w, `Usage: lockword rm [-force] PATH...
+
+Rm removes each region file PATH (a name without a slash is looked up
+under /dev/shm) unless a live process is attached to it: it validates the
+file as an open does and counts the live processes in its process table
+under the region's exclusive file lock, the lock that attaching takes
+(lockword.RemoveRegion). A process that died attached (killed) does not
+count. It never follows a symbolic link.
+
+Flags:
+  -force  remove even while live processes are attached (they keep their
+          mappings; nobody else can open the region any more), and remove
+          a regular file that is not a valid region (corrupt, truncated)
+
+Exit status:
+  0  every PATH was removed
+  1  some PATH was not removed: live processes are attached (their PIDs
+     are named), or it is not a valid region and -force was not given
+  2  usage error, or a PATH is missing or not a regular file
+
+Examples:
+  lockword rm orders               # /dev/shm/orders, if nobody uses it
+  lockword ls -json | jq -r 'select(.state == "stale") | .path' | xargs lockword rm
+`)
+}
+
+// lsEntry is one line of ls; its JSON form is ls -json's.
+type lsEntry struct {
+	Path    string    `json:"path"`
+	Size    int64     `json:"size_bytes"`
+	Objects int       `json:"objects"`
+	Live    int       `json:"live"`
+	Dead    int       `json:"dead"`
+	Created time.Time `json:"created"`
+	State   string    `json:"state"` // "in use", "stale", or "" with Error
+	Error   string    `json:"error,omitempty"`
+}
+
+func runLs(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lockword ls", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {}
+	asJSON := fs.Bool("json", false, "JSON Lines")
+	all := fs.Bool("all", false, "also files that are not regions")
+	if st := parseFlags(fs, args, stdout, stderr, lsHelp); st >= 0 {
+		return st
+	}
+	if fs.NArg() > 1 {
+		fmt.Fprintln(stderr, "lockword ls: expected at most one DIR")
+		fmt.Fprintln(stderr, "Run 'lockword ls -help' for usage.")
+		return exitUsage
+	}
+	dir := lockword.DefaultRegionDir
+	if fs.NArg() == 1 {
+		dir = fs.Arg(0)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "lockword ls: %v\n", err)
+		return exitUsage
+	}
+	var list []lsEntry
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		info, err := lockword.InspectRegion(path)
+		if err != nil {
+			if *all {
+				fi, _ := e.Info()
+				var size int64
+				if fi != nil {
+					size = fi.Size()
+				}
+				list = append(list, lsEntry{Path: path, Size: size, Error: errText(err)})
+			}
+			continue
+		}
+		le := lsEntry{Path: path, Size: info.Size, Objects: len(info.Objects), Created: info.Created, State: "stale"}
+		for _, p := range info.Processes {
+			if p.Alive {
+				le.Live++
+			} else {
+				le.Dead++
+			}
+		}
+		if le.Live > 0 {
+			le.State = "in use"
+		}
+		list = append(list, le)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Path < list[j].Path })
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, le := range list {
+			enc.Encode(le)
+		}
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "PATH\tSIZE\tOBJECTS\tLIVE\tDEAD\tCREATED\tSTATE")
+	for _, le := range list {
+		if le.Error != "" {
+			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\tnot a region: %s\n", shownName(le.Path), le.Size, le.Error)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", shownName(le.Path), le.Size, le.Objects, le.Live, le.Dead, le.Created.Format(time.RFC3339), le.State)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func runRm(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lockword rm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {}
+	force := fs.Bool("force", false, "remove even while in use, or not a region")
+	if st := parseFlags(fs, args, stdout, stderr, rmHelp); st >= 0 {
+		return st
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "lockword rm: expected at least one region PATH")
+		fmt.Fprintln(stderr, "Run 'lockword rm -help' for usage.")
+		return exitUsage
+	}
+	status := exitOK
+	for _, path := range fs.Args() {
+		err := lockword.RemoveRegion(path, &lockword.RemoveOptions{Force: *force})
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, os.ErrNotExist), errors.Is(err, lockword.ErrNotRegularFile), errors.Is(err, os.ErrPermission), errors.Is(err, lockword.ErrUnsupported):
+			status = exitUsage
+		case status == exitOK:
+			status = exitFail
+		}
+		hint := ""
+		if status == exitFail && !errors.Is(err, lockword.ErrRegionInUse) && !*force {
+			hint = " (not a valid region: 'lockword rm -force PATH' removes it anyway)"
+		}
+		fmt.Fprintf(stderr, "lockword rm: %s%s\n", errText(err), hint)
+	}
+	return status
+}
+
+// parseFlags is parseInterspersed for ls and rm: -1 to go on, or the exit
+// status (exitOK after -help, exitUsage after a bad flag); fs.Args() are
+// then the operands.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, help func(io.Writer)) int {
+	operands, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			help(stdout)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "Run '%s -help' for usage.\n", fs.Name())
+		return exitUsage
+	}
+	fs.Parse(append([]string{"--"}, operands...))
+	return -1
+}

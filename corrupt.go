@@ -1,0 +1,51 @@
+package lockword
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrCorrupt is returned (as a *CorruptError) by a lock call that found
+// its object's shared words in a state that no valid history of the lock's
+// protocol produces: something other than this package wrote them (a stray
+// write through the mapping, another program, a file edited on disk).
+// Such a lock is left as it is: nothing in it can be trusted to hand it
+// on, so a call that reports ErrCorrupt holds nothing, and the region
+// should be recreated. It is reported only on proof (a snapshot of words
+// that contradicts the protocol's invariants, taken so that no concurrent
+// valid change can explain it), never because a wait took long.
+var ErrCorrupt = errors.New("lockword: corrupt shared object")
+
+// A CorruptError names the object whose words are corrupt and why. It
+// matches ErrCorrupt with errors.Is.
+type CorruptError struct {
+	Kind   string // "SharedTicketMutex", "SharedRWMutex", ...
+	Object string // the object's name in its region
+	Region string // the region's path
+	Reason string // the contradiction found, with the word values
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("lockword: %s %q in %s is corrupt: %s", e.Kind, e.Object, e.Region, e.Reason)
+}
+
+// Is reports whether target is ErrCorrupt.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// validToken reports whether tok can be an owner token that a region
+// issued: a slot and a generation in 1..ownerGenMax (see makeToken).
+func validToken(tok uint32) bool {
+	g := tokenGen(tok)
+	return g != 0 && g <= ownerGenMax
+}
+
+// Retry bounds. A loop that retries a CAS only because another party moved
+// the word meanwhile makes progress in every valid history, but a word
+// rewritten by something outside the protocol could keep it failing for
+// ever: such loops look at their context (or give up) every
+// retryCheckEvery tries, and loops without a context stop after
+// retryLimit, treating the word as changed under them.
+const (
+	retryCheckEvery = 64
+	retryLimit      = 1 << 16
+)
