@@ -84,6 +84,7 @@ func TestTortureMixedKill(t *testing.T) {
 	if k == nil || k.Kills != kills || k.Hangs != 0 || k.Recoveries != int64(k.HolderKills) || r.Expected != r.Actual || r.OwnerViolations != 0 || r.Result != "PASS" {
 		t.Fatalf("bad kill report: %s", out)
 	}
+	checkHolderKills(t, k, kills)
 	if k.MaxRecoveryMs > 1000 { // as TestTortureProcsKill: detection plus a replacement's start on a shared machine
 		t.Errorf("max recovery latency %.1f ms", k.MaxRecoveryMs)
 	}
