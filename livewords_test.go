@@ -182,6 +182,13 @@ func liveUsers(r *Region, role int, stop <-chan struct{}) (ops, tolerated int64,
 	var nOps, nTol atomic.Int64
 	for i, k := range liveKinds {
 		op, err := k.open(r, role)
+		if errors.Is(err, ErrRingCorrupt) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrRingBusy) {
+			// The other process's writes got there first (a ring's
+			// indices overwritten before we attached, say): refusing a
+			// corrupt object is the right answer, not a failure.
+			nTol.Add(1)
+			continue
+		}
 		if err != nil {
 			return 0, 0, fmt.Errorf("%s: %w", k.name, err)
 		}
