@@ -486,7 +486,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
 	procs := make([]*workerProc, cfg.procs)
 	defer func() {
 		for _, w := range procs {
-			if w != nil && w.cmd.ProcessState == nil {
+			if w != nil && !exited(w) {
 				w.cmd.Process.Kill()
 				<-w.done
 			}

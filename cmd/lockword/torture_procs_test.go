@@ -619,14 +619,22 @@ func TestTortureProcsWorkerKilledFromOutside(t *testing.T) {
 	}
 }
 
-// childOf returns the PID of a child process of pid, or 0: the children
-// files of its threads (any thread may have forked it).
+// childOf returns the PID of a worker process of pid, or 0: a child, in
+// the children files of its threads (any thread may have forked it), whose
+// argv[0] is a worker's. Not any child: Go's os package clones a child that
+// exits at once to learn whether pidfds work, and a child between fork and
+// exec is still a copy of its parent.
 func childOf(pid int) int {
 	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	for _, f := range files {
 		b, _ := os.ReadFile(f)
 		for _, w := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(w); err == nil {
+			n, err := strconv.Atoi(w)
+			if err != nil {
+				continue
+			}
+			argv, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", n))
+			if name, _, _ := bytes.Cut(argv, []byte{0}); string(name) == workerArgv0 {
 				return n
 			}
 		}
