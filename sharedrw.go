@@ -639,6 +639,9 @@ func (rw *SharedRWMutex) arrive(ctx context.Context, slow *bool, start *time.Tim
 	var s uint32
 	for i := 0; ; i++ {
 		s = rw.in.Load()
+		if s&(srwWriter|srwAbandoned) == srwAbandoned {
+			return rw.arriveCorrupt(s, "abandoned bit without the writer bit")
+		}
 		if s&srwWriter == 0 {
 			// Only the served writer sets the writer bit (parked and
 			// abandoned are clear with it): one add sets it, flips the
@@ -668,11 +671,7 @@ func (rw *SharedRWMutex) arrive(ctx context.Context, slow *bool, start *time.Tim
 		// A writer bit that no writer owns: every writer that leaves it
 		// set (giving up, or dead) marks it abandoned first, and retire
 		// does so for one that died before.
-		err := rw.q.errCorrupt("writer bit set with no writer (state %#x)", s)
-		if herr := rw.q.hold(rw.q.ticket); herr == nil {
-			rw.q.finish(rw.q.ticket, packRecord(rw.q.ticket, rw.q.token, recHolding))
-		}
-		return err
+		return rw.arriveCorrupt(s, "writer bit set with no writer")
 	}
 	old := s&srwPhase ^ srwPhase // the phase whose readers we wait for
 	if rw.drained(old, false) {
@@ -741,6 +740,16 @@ func (rw *SharedRWMutex) arrive(ctx context.Context, slow *bool, start *time.Tim
 		}
 		wait.FutexWait(rw.drain, d|srwDrainSleeping, timeout, wait.Shared)
 	}
+}
+
+// arriveCorrupt reports a state word s that no valid history gives the
+// served writer, and passes the writers' ticket on.
+func (rw *SharedRWMutex) arriveCorrupt(s uint32, why string) error {
+	err := rw.q.errCorrupt("%s (state %#x)", why, s)
+	if herr := rw.q.hold(rw.q.ticket); herr == nil {
+		rw.q.finish(rw.q.ticket, packRecord(rw.q.ticket, rw.q.token, recHolding))
+	}
+	return err
 }
 
 // testHookArriveGaveUp, if set, runs in arrive after a writer that gave
@@ -930,6 +939,9 @@ func inspectRWMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 		word32(obj, ticketObjStamp), word32(obj, ticketObjDeadPID), obj[ticketObjRecords:ticketObjRecords+queueRecords*queueRecordLen])
 	in := word32(obj, rwObjIn).Load()
 	info.Word = in
+	if in&(srwWriter|srwAbandoned) == srwAbandoned && info.State != "corrupt" {
+		info.State, info.Reason = "corrupt", fmt.Sprintf("state word %#x: abandoned bit without the writer bit", in)
+	}
 	for s := range uint32(regionProcSlots) {
 		n := int(word32(obj, rwCountOff(0, s)).Load()) + int(word32(obj, rwCountOff(1, s)).Load())
 		t := word32(obj, rwStampOff(s)).Load()
