@@ -59,13 +59,13 @@ func init() {
 	register(
 		kind{name: "etcd", both: true,
 			desc: "etcdlock.Mutex on an embedded etcd server (or -etcd): counter in etcd, fenced writes (-procs, -kill, -pause)",
-			run:  func(cfg *config) (*report, error) { return tortureEtcd(cfg, "etcd", true, false) }},
+			run:  func(cfg *config) (report, error) { return tortureEtcd(cfg, "etcd", true, false) }},
 		kind{name: "etcd-unfenced", both: true,
 			desc: "etcd with plain, unguarded writes: passes, but must FAIL under -pause",
-			run:  func(cfg *config) (*report, error) { return tortureEtcd(cfg, "etcd-unfenced", false, false) }},
+			run:  func(cfg *config) (report, error) { return tortureEtcd(cfg, "etcd-unfenced", false, false) }},
 		kind{name: "etcd-cluster", both: true,
 			desc: "etcd on a three-member embedded cluster whose leader is stopped mid-run",
-			run:  func(cfg *config) (*report, error) { return tortureEtcd(cfg, "etcd-cluster", true, true) }},
+			run:  func(cfg *config) (report, error) { return tortureEtcd(cfg, "etcd-cluster", true, true) }},
 	)
 	kindHelp = append(kindHelp, etcdHelp)
 	if spec := os.Getenv(etcdWorkerEnv); spec != "" {

@@ -35,7 +35,7 @@ func init() {
 			name:  "cond",
 			desc:  "lockword.Cond: items through a queue of capacity 1 (Mutex, two Conds, Signal only)",
 			inAll: true,
-			run:   func(cfg *config) (*report, error) { return tortureCond(cfg), nil },
+			run:   func(cfg *config) (report, error) { return tortureCond(cfg), nil },
 		},
 	)
 }
@@ -63,11 +63,11 @@ func rwKind(name, desc string, writeEvery int) kind {
 		name:  name,
 		desc:  desc,
 		inAll: true,
-		run:   func(cfg *config) (*report, error) { return tortureRW(cfg, name, writeEvery), nil },
+		run:   func(cfg *config) (report, error) { return tortureRW(cfg, name, writeEvery), nil },
 	}
 }
 
-func tortureRW(cfg *config, name string, writeEvery int) *report {
+func tortureRW(cfg *config, name string, writeEvery int) *counterReport {
 	rw := new(lockword.RWMutex)
 	rw.SetName("lockword torture: " + name)
 	rw.EnableStats()
@@ -91,7 +91,7 @@ func (r *readSide) Lock() { r.rw.RLock() }
 // yield makes readers yield the processor inside their section, as a
 // preempted reader would: for tests that run a broken lock, so that the
 // overlap shows even on few cores.
-func tortureRWLock(cfg *config, name string, writeEvery int, rw rwLock, stats func() lockword.Stats, yield bool) *report {
+func tortureRWLock(cfg *config, name string, writeEvery int, rw rwLock, stats func() lockword.Stats, yield bool) *counterReport {
 	reader := &readSide{rw}
 	a := new(arena)
 	var activity atomic.Int64
@@ -177,7 +177,7 @@ func tortureRWLock(cfg *config, name string, writeEvery int, rw rwLock, stats fu
 // counter, so Expected is the usual workers × additions × value, an
 // addition being one item. The wait timed is a consumer's, for an item,
 // and the fairness shares are the consumers': they compete for items.
-func tortureCond(cfg *config) *report {
+func tortureCond(cfg *config) *counterReport {
 	mu := new(lockword.Mutex)
 	mu.SetName("lockword torture: cond")
 	notFull, notEmpty := lockword.NewCond(mu), lockword.NewCond(mu)

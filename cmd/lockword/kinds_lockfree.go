@@ -4,7 +4,7 @@ package main
 // whole and in order) and SeqLock (snapshots that must never be torn), each
 // with a deliberately broken twin that must FAIL, as none does for the
 // locks. Neither is a sync.Locker, so each brings its own experiment and
-// its own report (report.custom); they are not in all, which means the locks.
+// its own report (a report of its own shape); they are not in all, which means the locks.
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func init() {
 	register(
 		kind{name: "ring", desc: "lockword.Ring: SPSC ring, one producer and one consumer, single and batched calls",
 			acrossProcs: "shared-ring",
-			run: func(cfg *config) (*report, error) {
+			run: func(cfg *config) (report, error) {
 				r, err := lockword.NewRing[uint64](ringTortureCapacity)
 				if err != nil {
 					return nil, err
@@ -47,11 +47,11 @@ func init() {
 				return tortureRing(cfg, "ring", r), nil
 			}},
 		kind{name: "ring-broken", desc: "a ring that publishes each item before writing it: must FAIL",
-			run: func(cfg *config) (*report, error) {
+			run: func(cfg *config) (report, error) {
 				return tortureRing(cfg, "ring-broken", newBrokenRing(ringTortureCapacity)), nil
 			}},
 		kind{name: "seqlock", desc: "lockword.SeqLock: one writer, -workers readers checking every snapshot",
-			run: func(cfg *config) (*report, error) {
+			run: func(cfg *config) (report, error) {
 				s, err := lockword.NewSeqLock(consistentPayload(0))
 				if err != nil {
 					return nil, err
@@ -59,7 +59,7 @@ func init() {
 				return tortureSeqLock(cfg, "seqlock", s), nil
 			}},
 		kind{name: "seqlock-broken", desc: "a seqlock without its sequence check: must FAIL",
-			run: func(cfg *config) (*report, error) {
+			run: func(cfg *config) (report, error) {
 				b := new(brokenSeqLock)
 				b.Store(consistentPayload(0))
 				return tortureSeqLock(cfg, "seqlock-broken", b), nil
@@ -117,7 +117,7 @@ type ringReport struct {
 }
 
 // tortureRing streams numbers through q and checks what arrives.
-func tortureRing(cfg *config, name string, q streamQueue) *report {
+func tortureRing(cfg *config, name string, q streamQueue) *ringReport {
 	items := cfg.items
 	if items == 0 && !cfg.timed() {
 		items = defaultRingItems
@@ -184,7 +184,7 @@ func tortureRing(cfg *config, name string, q streamQueue) *report {
 		st := s.Stats()
 		r.stats = &st
 	}
-	return &report{lock: name, custom: r}
+	return r
 }
 
 // produce pushes 1, 2, 3, ... until items are pushed (or stop, in a timed
@@ -300,6 +300,8 @@ func (r *ringReport) failures() []string {
 	}
 	return why
 }
+
+func (r *ringReport) passed() bool { return len(r.failures()) == 0 }
 
 func (r *ringReport) throughput() float64 {
 	if r.elapsed <= 0 {
@@ -491,7 +493,7 @@ type seqLockReport struct {
 }
 
 // tortureSeqLock runs one writer against cfg.workers readers.
-func tortureSeqLock(cfg *config, name string, s snapshotter) *report {
+func tortureSeqLock(cfg *config, name string, s snapshotter) *seqLockReport {
 	reads := cfg.items
 	if reads == 0 && !cfg.timed() {
 		reads = defaultSeqLockReads
@@ -563,7 +565,7 @@ func tortureSeqLock(cfg *config, name string, s snapshotter) *report {
 	r.reads = done.Load()
 	r.torn = torn.Load()
 	r.backwards = backwards.Load()
-	return &report{lock: name, custom: r}
+	return r
 }
 
 func (r *seqLockReport) failures() []string {
@@ -576,6 +578,8 @@ func (r *seqLockReport) failures() []string {
 	}
 	return why
 }
+
+func (r *seqLockReport) passed() bool { return len(r.failures()) == 0 }
 
 func (r *seqLockReport) rates() (reads, stores float64) {
 	if r.elapsed <= 0 {
@@ -619,7 +623,7 @@ func (r *seqLockReport) writeJSON(w io.Writer) error {
 		r.elapsed.Seconds(), verdict(r.failures()), r.failures()})
 }
 
-// ---- shared by the custom reports ----
+// ---- shared by the ring and seqlock reports ----
 
 func verdict(failures []string) string {
 	if len(failures) > 0 {

@@ -32,13 +32,13 @@ func init() {
 	register(
 		kind{name: "shared-c", procs: true,
 			desc: "lockword.SharedMutex taken by Go and C worker processes (every other process is C; see below)",
-			run:  func(cfg *config) (*report, error) { return tortureProcs(cfg, "shared-c", false) }},
+			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared-c", false) }},
 		kind{name: "shared-c-py", procs: true,
 			desc: "lockword.SharedMutex taken by Go, C and Python (ctypes) worker processes, by turns",
-			run:  func(cfg *config) (*report, error) { return tortureProcs(cfg, "shared-c-py", false) }},
+			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared-c-py", false) }},
 		kind{name: "shared-c-broken", procs: true,
 			desc: "shared-c whose C workers use a trylock that ignores the word: must FAIL",
-			run:  func(cfg *config) (*report, error) { return tortureProcs(cfg, "shared-c-broken", false) }},
+			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared-c-broken", false) }},
 	)
 	kindHelp = append(kindHelp, `C and Python workers (-lock shared-c, shared-c-py, shared-c-broken; need -procs N):
   Every other worker process (shared-c), or every third (C, then Python:

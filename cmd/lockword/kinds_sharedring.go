@@ -232,7 +232,7 @@ func sharedRingUsage(cfg *config) error {
 
 // tortureSharedRing runs the shared ring experiment; parseTorture has
 // checked the flags with sharedRingUsage.
-func tortureSharedRing(cfg *config) (*report, error) {
+func tortureSharedRing(cfg *config) (report, error) {
 	exe := "/proc/self/exe"
 	if _, err := os.Stat(exe); err != nil {
 		if exe, err = os.Executable(); err != nil {
@@ -372,7 +372,7 @@ watch:
 	sides = [2]*side{} // reaped
 	// Numbers never reached (the stream ended early) are lost too.
 	rep.recv.Lost += max(0, rep.sent.Sent-rep.recv.Reached)
-	return &report{lock: "shared-ring", procs: 2, custom: rep}, nil
+	return rep, nil
 }
 
 func (r *sharedRingReport) failures() []string {
@@ -403,6 +403,8 @@ func (r *sharedRingReport) failures() []string {
 	}
 	return why
 }
+
+func (r *sharedRingReport) passed() bool { return len(r.failures()) == 0 }
 
 // throughput is in M messages/s and MB/s of payload.
 func (r *sharedRingReport) throughput() (mmsgs, mbytes float64) {

@@ -577,7 +577,7 @@ type kind struct {
 	// it found. An error means the run could not be set up (a shared
 	// mapping that failed, say), not that the lock failed: a lock that
 	// failed is a report whose result is FAIL.
-	run func(cfg *config) (*report, error)
+	run func(cfg *config) (report, error)
 }
 
 // kinds is the registry, in registration order: the order of the help and
@@ -780,7 +780,7 @@ func lockerKind(name, desc string, inAll bool, newTarget func() lockerTarget) ki
 		name:  name,
 		desc:  desc,
 		inAll: inAll,
-		run: func(cfg *config) (*report, error) {
+		run: func(cfg *config) (report, error) {
 			return tortureLocker(cfg, name, newTarget()), nil
 		},
 	}
@@ -788,7 +788,7 @@ func lockerKind(name, desc string, inAll bool, newTarget func() lockerTarget) ki
 
 // tortureLocker is the generic runner: it hammers t.lock with the counter
 // and owner-slot critical section and reports.
-func tortureLocker(cfg *config, name string, t lockerTarget) *report {
+func tortureLocker(cfg *config, name string, t lockerTarget) *counterReport {
 	a := new(arena)
 	lock, value := t.lock, cfg.value
 	m := newFairMeter(cfg)
@@ -915,9 +915,10 @@ func busyWork(x uint64, steps int) uint64 {
 	return x
 }
 
-// A report is the outcome of one kind's run: what is printed for it and
-// the verdict.
-type report struct {
+// A counterReport is the outcome of a run of the counter experiment (a
+// lock guarding a plain counter and an owner slot), in one process or
+// across -procs processes.
+type counterReport struct {
 	lock      string
 	workers   int
 	iters     int64         // additions per worker in a counted run; 0 in a timed one
@@ -953,24 +954,28 @@ type report struct {
 	// fair is the fairness block (fairness.go): shares, wait latency,
 	// starvation check; nil for kinds without one.
 	fair *fairness
-
-	// custom, when set, is the whole report of a kind whose experiment is
-	// not the locked counter (a ring's stream, a seqlock's snapshots): it
-	// prints itself and gives the failures, and the fields above are unused.
-	custom customReport
 }
 
-// A customReport is the outcome of a kind with its own experiment; see
-// report.custom.
-type customReport interface {
+// A report is the outcome of one kind's run: what is printed for it and
+// the verdict. Each shape of experiment has its own implementation: the
+// locked counter (counterReport, the locks in and across processes), a
+// ring's stream (ringReport, sharedRingReport), a seqlock's snapshots
+// (seqLockReport) and the etcd kinds (etcdReport, a counterReport with
+// lines added).
+type report interface {
+	// failures lists why the run failed; none means it passed.
 	failures() []string
+	// passed reports whether no check failed: failures is empty.
+	passed() bool
+	// writeText prints the report in the text format of the help.
 	writeText(w io.Writer)
+	// writeJSON prints the report as one line of JSON.
 	writeJSON(w io.Writer) error
 }
 
 // newReport fills in what hammer measured; the runner adds what it found.
-func newReport(cfg *config, name string, h hammerRun) *report {
-	r := &report{
+func newReport(cfg *config, name string, h hammerRun) *counterReport {
+	r := &counterReport{
 		lock:      name,
 		workers:   cfg.workers,
 		perWorker: h.perWorker,
@@ -990,7 +995,7 @@ func newReport(cfg *config, name string, h hammerRun) *report {
 }
 
 // total is the number of additions, and so of acquisitions, of the run.
-func (r *report) total() int64 {
+func (r *counterReport) total() int64 {
 	var n int64
 	for _, c := range r.perWorker {
 		n += c
@@ -999,7 +1004,7 @@ func (r *report) total() int64 {
 }
 
 // throughput is in millions of acquisitions per wall-clock second.
-func (r *report) throughput() float64 {
+func (r *counterReport) throughput() float64 {
 	if r.elapsed <= 0 {
 		return 0
 	}
@@ -1007,10 +1012,7 @@ func (r *report) throughput() float64 {
 }
 
 // failures lists why the run failed; none means it passed.
-func (r *report) failures() []string {
-	if r.custom != nil {
-		return r.custom.failures()
-	}
+func (r *counterReport) failures() []string {
 	var why []string
 	if d := r.expected - r.actual; d != 0 {
 		if d > 0 && d%r.value == 0 {
@@ -1038,11 +1040,11 @@ func (r *report) failures() []string {
 }
 
 // passed reports whether the lock excluded: no failures.
-func (r *report) passed() bool { return len(r.failures()) == 0 }
+func (r *counterReport) passed() bool { return len(r.failures()) == 0 }
 
 // result is the verdict as printed: PASS, FAIL, or INTERRUPTED for a run
 // stopped early by a signal in which no check failed so far.
-func (r *report) result() string {
+func (r *counterReport) result() string {
 	switch {
 	case !r.passed():
 		return "FAIL"
@@ -1053,11 +1055,7 @@ func (r *report) result() string {
 }
 
 // writeText prints the report in the text format documented in the help.
-func (r *report) writeText(w io.Writer) {
-	if r.custom != nil {
-		r.custom.writeText(w)
-		return
-	}
+func (r *counterReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Lock: %s\n", r.lock)
 	fmt.Fprintf(w, "Workers: %d\n", r.workers)
 	if r.procs > 0 {
@@ -1135,10 +1133,7 @@ type reportJSON struct {
 }
 
 // writeJSON prints the report as one line of JSON.
-func (r *report) writeJSON(w io.Writer) error {
-	if r.custom != nil {
-		return r.custom.writeJSON(w)
-	}
+func (r *counterReport) writeJSON(w io.Writer) error {
 	j := reportJSON{
 		Lock:              r.lock,
 		Workers:           r.workers,

@@ -72,7 +72,7 @@ type etcdExtra struct {
 	Acquisitions uint64   `json:"acquisitions"`
 }
 
-func tortureEtcd(cfg *config, name string, fenced, cluster bool) (*report, error) {
+func tortureEtcd(cfg *config, name string, fenced, cluster bool) (report, error) {
 	ec := cfg.etcd
 	r := &etcdRun{cfg: cfg, name: name}
 	eps := ec.endpoints
@@ -517,7 +517,7 @@ func (r *etcdRun) stopLeader(at int64) {
 }
 
 // report reads the outcome from etcd and builds the report.
-func (r *etcdRun) report(workers int, elapsed time.Duration, kr *killReport) (*report, error) {
+func (r *etcdRun) report(workers int, elapsed time.Duration, kr *killReport) (report, error) {
 	k := r.keys
 	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
 	defer cancel()
@@ -606,13 +606,13 @@ func (r *etcdRun) report(workers int, elapsed time.Duration, kr *killReport) (*r
 		sort.Ints(kr.Robbed)
 		base.killed = kr
 	}
-	return &report{custom: &etcdReport{base: base, extra: r.extra, cfg: cfg}}, nil
+	return &etcdReport{base: base, extra: r.extra, cfg: cfg}, nil
 }
 
 // etcdReport is the standard report of the counter experiment with the
 // etcd kinds' lines added, and throughput in acquisitions per second.
 type etcdReport struct {
-	base  *report
+	base  *counterReport
 	extra etcdExtra
 	cfg   *config
 }
@@ -630,6 +630,8 @@ func (e *etcdReport) failures() []string {
 	}
 	return why
 }
+
+func (e *etcdReport) passed() bool { return len(e.failures()) == 0 }
 
 func (e *etcdReport) writeText(w io.Writer) {
 	var buf bytes.Buffer

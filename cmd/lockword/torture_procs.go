@@ -60,16 +60,16 @@ func init() {
 	register(
 		kind{name: "shared", procs: true, inAll: true,
 			desc: "lockword.SharedMutex in a region shared by -procs processes (robust: see -kill)",
-			run:  func(cfg *config) (*report, error) { return tortureProcs(cfg, "shared", false) }},
+			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared", false) }},
 		kind{name: "shared-ticket", procs: true,
 			desc: "lockword.SharedTicketMutex in a region shared by -procs processes (robust, FIFO: see -kill)",
-			run:  func(cfg *config) (*report, error) { return tortureProcs(cfg, "shared-ticket", false) }},
+			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared-ticket", false) }},
 		kind{name: "shared-rw", procs: true,
 			desc: "lockword.SharedRWMutex's write side in a region shared by -procs processes (robust: see -kill)",
-			run:  func(cfg *config) (*report, error) { return tortureProcs(cfg, "shared-rw", false) }},
+			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared-rw", false) }},
 		kind{name: "shared-none", procs: true,
 			desc: "no lock, across -procs processes sharing the region: must FAIL",
-			run:  func(cfg *config) (*report, error) { return tortureProcs(cfg, "shared-none", true) }},
+			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared-none", true) }},
 	)
 	// A re-executed worker process runs its workers and exits here, before
 	// main (or a test binary's tests) starts.
@@ -432,7 +432,7 @@ func regionDir() string {
 }
 
 // tortureProcs runs one multi-process torture: the supervisor.
-func tortureProcs(cfg *config, name string, unprotected bool) (*report, error) {
+func tortureProcs(cfg *config, name string, unprotected bool) (report, error) {
 	// Re-execute this very binary: /proc/self/exe names its inode even if
 	// the file at our path is replaced (rebuilt) while we run.
 	exe := "/proc/self/exe"

@@ -81,10 +81,11 @@ func TestTortureExactTotals(t *testing.T) {
 		for _, work := range []int{0, 20} {
 			t.Run(fmt.Sprintf("%s/work=%d", name, work), func(t *testing.T) {
 				cfg := &config{workers: workers, iters: int64(iters), value: 5, work: work}
-				r, err := lookupKind(name).run(cfg)
+				rep, err := lookupKind(name).run(cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
+				r := rep.(*counterReport)
 				total := int64(workers) * int64(iters)
 				if r.total() != total || r.expected != 5*total || r.actual != 5*total {
 					t.Errorf("total %d, expected %d, actual %d; want %d, %d, %d",
@@ -127,10 +128,11 @@ func TestTortureNoneFails(t *testing.T) {
 		}
 	}
 
-	r, err := lookupKind("none").run(&config{workers: workers, iters: int64(iters), value: 5})
+	rep, err := lookupKind("none").run(&config{workers: workers, iters: int64(iters), value: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := rep.(*counterReport)
 	if r.actual >= r.expected {
 		t.Errorf("no lost updates: actual %d, expected %d", r.actual, r.expected)
 	}
