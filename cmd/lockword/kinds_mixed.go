@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,16 +57,13 @@ func init() {
 }
 
 // procOfID returns the process that the first run gives worker id (ids are
-// handed out in order, as tortureProcs does): a replacement keeps its
+// handed out by spreadIDs, as tortureProcs does): a replacement keeps its
 // victim's language.
 func procOfID(spec *workerSpec, id int) int {
-	next := 1
-	for p := range spec.Procs {
-		n := spec.Workers/spec.Procs + btoi(p < spec.Workers%spec.Procs)
-		if id < next+n {
+	for p, ids := range spreadIDs(spec.Workers, spec.Procs) {
+		if slices.Contains(ids, id) {
 			return p
 		}
-		next += n
 	}
 	return 0
 }

@@ -8,14 +8,12 @@ package main
 // releases the two, watches for a stall and gathers their reports.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -233,11 +231,9 @@ func sharedRingUsage(cfg *config) error {
 // tortureSharedRing runs the shared ring experiment; parseTorture has
 // checked the flags with sharedRingUsage.
 func tortureSharedRing(cfg *config) (report, error) {
-	exe := "/proc/self/exe"
-	if _, err := os.Stat(exe); err != nil {
-		if exe, err = os.Executable(); err != nil {
-			return nil, err
-		}
+	exe, err := workerExe()
+	if err != nil {
+		return nil, err
 	}
 	items := cfg.items
 	if items == 0 && !cfg.timed() {
@@ -260,20 +256,8 @@ func tortureSharedRing(cfg *config) (report, error) {
 	}
 	c.Detach()
 
-	type side struct {
-		cmd      *exec.Cmd
-		out, err bytes.Buffer
-		done     chan struct{}
-	}
-	var sides [2]*side // producer, consumer
-	defer func() {
-		for _, s := range sides {
-			if s != nil {
-				s.cmd.Process.Kill()
-				<-s.done
-			}
-		}
-	}()
+	sides := make([]*workerProc, 2) // producer, consumer
+	defer func() { killWorkers(sides) }()
 	for i := range sides {
 		js, _ := json.Marshal(sharedRingSpec{Region: path, Producer: i == 0, Items: items,
 			Broken: i == 0 && os.Getenv(sharedRingBreakEnv) != ""})
@@ -281,31 +265,16 @@ func tortureSharedRing(cfg *config) (report, error) {
 		if i == 0 {
 			role = "producer"
 		}
-		s := &side{cmd: workerCommand(exe, "shared-ring", role, path), done: make(chan struct{})}
-		s.cmd.SysProcAttr = workerAttr() // signals reach the supervisor only; die with it
-		s.cmd.ExtraFiles = workerFiles(r)
-		s.cmd.Env = append(os.Environ(), sharedRingWorkerEnv+"="+string(js))
-		s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.err
-		if err := s.cmd.Start(); err != nil {
+		cmd := workerCommand(exe, "shared-ring", role, path)
+		cmd.Env = append(os.Environ(), sharedRingWorkerEnv+"="+string(js))
+		if sides[i], err = startWorker(cmd, nil, workerFiles(r), true); err != nil {
 			return nil, err
 		}
-		go func() { s.cmd.Wait(); close(s.done) }()
-		sides[i] = s
 	}
-	for deadline := time.Now().Add(time.Minute); get(st, srReady)+get(st, srReady+8) != 2; time.Sleep(time.Millisecond) {
-		for _, s := range sides {
-			select {
-			case <-s.done:
-				return nil, fmt.Errorf("ring worker process %d ended before starting: %s%s", s.cmd.Process.Pid, s.out.String(), s.err.String())
-			default:
-			}
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("ring worker processes did not attach within a minute")
-		}
-		if cfg.interrupt.interrupted() {
-			return nil, fmt.Errorf("interrupted by %s before the ring's processes started", cfg.interrupt.name())
-		}
+	attached := func() bool { return get(st, srReady)+get(st, srReady+8) == 2 }
+	if err := awaitAttach(sides, attached, time.Millisecond, cfg.interrupt,
+		"ring worker process", "ring worker processes did not attach within a minute"); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	put(st, srGo, 1)
@@ -361,7 +330,7 @@ watch:
 		lines := strings.Split(strings.TrimSpace(s.out.String()), "\n")
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), res); err != nil {
 			if !rep.stalled {
-				rep.errs = append(rep.errs, fmt.Sprintf("%s (PID %d) gave no report: %v %s", who, s.cmd.Process.Pid, s.cmd.ProcessState, strings.TrimSpace(s.err.String())))
+				rep.errs = append(rep.errs, fmt.Sprintf("%s (PID %d) gave no report: %v %s", who, s.cmd.Process.Pid, s.cmd.ProcessState, strings.TrimSpace(s.errOut.String())))
 			}
 			continue
 		}
@@ -369,7 +338,7 @@ watch:
 			rep.errs = append(rep.errs, fmt.Sprintf("%s: %s", who, res.Err))
 		}
 	}
-	sides = [2]*side{} // reaped
+	sides = nil // reaped
 	// Numbers never reached (the stream ended early) are lost too.
 	rep.recv.Lost += max(0, rep.sent.Sent-rep.recv.Reached)
 	return rep, nil

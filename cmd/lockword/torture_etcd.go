@@ -132,11 +132,8 @@ func tortureEtcd(cfg *config, name string, fenced, cluster bool) (report, error)
 	r.extra.TTLSeconds = ec.ttl.Seconds()
 
 	if cfg.procs > 0 {
-		if r.exe, err = os.Executable(); err != nil {
+		if r.exe, err = workerExe(); err != nil {
 			return nil, err
-		}
-		if _, err := os.Stat("/proc/self/exe"); err == nil {
-			r.exe = "/proc/self/exe"
 		}
 	}
 	defer r.killAll()
@@ -204,13 +201,7 @@ func (r *etcdRun) startWorkers(workers int) error {
 		return nil
 	}
 	r.procs = make([]*workerProc, r.cfg.procs)
-	id := 1
-	for p := range r.procs {
-		var ids []int
-		for range workers/r.cfg.procs + btoi(p < workers%r.cfg.procs) {
-			ids = append(ids, id)
-			id++
-		}
+	for p, ids := range spreadIDs(workers, r.cfg.procs) {
 		w, err := r.spawn(ids)
 		if err != nil {
 			return err
@@ -220,6 +211,7 @@ func (r *etcdRun) startWorkers(workers int) error {
 	return nil
 }
 
+// spawn starts a worker process running ids.
 func (r *etcdRun) spawn(ids []int) (*workerProc, error) {
 	s := r.spec
 	s.IDs = ids
@@ -227,34 +219,22 @@ func (r *etcdRun) spawn(ids []int) (*workerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &workerProc{cmd: exec.Command(r.exe), ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
-	w.cmd.Env = append(os.Environ(), etcdWorkerEnv+"="+string(js))
-	w.cmd.SysProcAttr = workerAttr()
-	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
-	if err := w.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() { w.err = w.cmd.Wait(); close(w.done) }()
-	return w, nil
+	cmd := exec.Command(r.exe)
+	cmd.Env = append(os.Environ(), etcdWorkerEnv+"="+string(js))
+	return startWorker(cmd, ids, nil, false)
 }
 
 // release waits until every worker has its Mutex, then lets them go.
 func (r *etcdRun) release(workers int) error {
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+	ready := func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
 		g, err := r.cli.Get(ctx, r.keys.list("ready"), clientv3.WithPrefix(), clientv3.WithCountOnly())
 		cancel()
-		if err == nil && g.Count == int64(workers) {
-			break
-		}
-		for _, w := range r.procs {
-			if exited(w) {
-				return fmt.Errorf("worker process %d ended before starting: %v\n%s", w.cmd.Process.Pid, w.err, w.out)
-			}
-		}
-		if time.Now().After(deadline) {
-			return errors.New("the etcd workers did not start within a minute")
-		}
+		return err == nil && g.Count == int64(workers)
+	}
+	if err := awaitAttach(r.procs, ready, 5*time.Millisecond, nil,
+		"worker process", "the etcd workers did not start within a minute"); err != nil {
+		return err
 	}
 	return r.put(r.keys.start(), "1")
 }
@@ -349,12 +329,7 @@ func (r *etcdRun) collect() {
 func (r *etcdRun) killAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, w := range r.procs {
-		if w != nil && !exited(w) {
-			w.cmd.Process.Kill()
-			<-w.done
-		}
-	}
+	killWorkers(r.procs)
 }
 
 // holderSlot returns the index of the process whose PID holds the lock

@@ -10,7 +10,6 @@ package main
 // additions, exactly.
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -374,15 +373,6 @@ func (k *killReport) failures() []string {
 	return why
 }
 
-// workerProc is one running worker process.
-type workerProc struct {
-	cmd  *exec.Cmd
-	ids  []int
-	out  *bytes.Buffer
-	done chan struct{} // closed when it has exited and been reaped
-	err  error         // cmd.Wait's result, once done is closed
-}
-
 // tortureRegion creates the region of a -procs run: in an anonymous memory
 // file (CreateMemfdRegion), which the worker processes inherit as fd 3
 // (workerFiles) and which vanishes with the last of them, so that nothing
@@ -433,13 +423,9 @@ func regionDir() string {
 
 // tortureProcs runs one multi-process torture: the supervisor.
 func tortureProcs(cfg *config, name string, unprotected bool) (report, error) {
-	// Re-execute this very binary: /proc/self/exe names its inode even if
-	// the file at our path is replaced (rebuilt) while we run.
-	exe := "/proc/self/exe"
-	if _, err := os.Stat(exe); err != nil {
-		if exe, err = os.Executable(); err != nil {
-			return nil, err
-		}
+	exe, err := workerExe()
+	if err != nil {
+		return nil, err
 	}
 	size := int64(1<<20 + stateSize(cfg.procs, cfg.workers))
 	r, cleanup, err := tortureRegion("lockword-torture", size)
@@ -473,58 +459,26 @@ func tortureProcs(cfg *config, name string, unprotected bool) (report, error) {
 		if err != nil {
 			return nil, err
 		}
-		w := &workerProc{cmd: cmd, ids: ids, out: new(bytes.Buffer), done: make(chan struct{})}
-		w.cmd.SysProcAttr = workerAttr()
-		w.cmd.ExtraFiles = workerFiles(r)
-		w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
-		if err := w.cmd.Start(); err != nil {
-			return nil, err
-		}
-		go func() { w.err = w.cmd.Wait(); close(w.done) }()
-		return w, nil
+		return startWorker(cmd, ids, workerFiles(r), false)
 	}
 	procs := make([]*workerProc, cfg.procs)
-	defer func() {
-		for _, w := range procs {
-			if w != nil && !exited(w) {
-				w.cmd.Process.Kill()
-				<-w.done
-			}
-		}
-	}()
-	id := 1
-	for p := range procs {
-		var ids []int
-		for range cfg.workers/cfg.procs + btoi(p < cfg.workers%cfg.procs) {
-			ids = append(ids, id)
-			id++
-		}
+	defer func() { killWorkers(procs) }()
+	for p, ids := range spreadIDs(cfg.workers, cfg.procs) {
 		if procs[p], err = spawn(p, ids); err != nil {
 			return nil, err
 		}
 	}
 	// Release the workers together, once every process has attached.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+	attached := func() bool {
 		ready := 0
 		for p := range procs {
 			ready += int(get(st, stReady+8*p))
 		}
-		if ready == len(procs) {
-			break
-		}
-		for _, w := range procs {
-			select {
-			case <-w.done:
-				return nil, fmt.Errorf("worker process %d ended before starting: %v\n%s", w.cmd.Process.Pid, w.err, w.out)
-			default:
-			}
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("worker processes did not attach within a minute")
-		}
-		if cfg.interrupt.interrupted() {
-			return nil, fmt.Errorf("interrupted by %s before the workers started", cfg.interrupt.name())
-		}
+		return ready == len(procs)
+	}
+	if err := awaitAttach(procs, attached, time.Millisecond, cfg.interrupt,
+		"worker process", "worker processes did not attach within a minute"); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	put(st, stGo, 1)
@@ -684,16 +638,6 @@ func stopWorkers(cfg *config, st []byte, procs []*workerProc) (failed []string, 
 		}
 	}
 	return failed, hung, killed
-}
-
-// exited reports whether w has exited and been reaped.
-func exited(w *workerProc) bool {
-	select {
-	case <-w.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // closedTimer is a ready timer channel: a deadline that has passed.
