@@ -12,8 +12,8 @@ import (
 // The etcd kinds' tests: each run starts its own embedded server (or
 // three) on free loopback ports, with its data in a temporary directory
 // that the run removes. They run in parallel with each other (they
-// mostly wait for leases to expire), after the package's other tests. Worker processes are the test binary itself (the
-// init function of kinds_etcd.go). Sizes are CI's: each run takes a few
+// mostly wait for leases to expire), after the package's other tests. Worker processes are the test binary itself
+// (ServeWorker, from worker_test.go's init). Sizes are CI's: each run takes a few
 // seconds on 2 cores; a lease TTL is 1 s, so a kill of the holder or a
 // pause costs about 1–2 s.
 

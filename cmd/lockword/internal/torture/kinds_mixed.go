@@ -4,7 +4,7 @@ package torture
 // its worker processes written in C (c/test/cworker.c over the C library
 // c/lockword.c), or a third in Python through ctypes (shared-c-py). Every
 // process, whatever its language, follows the same critical section on the
-// same shared state (the st* layout of torture_procs.go) and takes the same
+// same shared state (the st* layout of procs_worker.go) and takes the same
 // lock word, so the counter is exact only if the two implementations of
 // the protocol exclude each other, and with -kill a holder of either
 // language is recovered by a waiter of either.

@@ -19,9 +19,9 @@ import (
 	"github.com/lockword/lockword"
 )
 
-// The worker processes of these tests are the test binary itself: the
-// init function of torture_procs.go runs a worker and exits when
-// LOCKWORD_TORTURE_WORKER is set.
+// The worker processes of these tests are the test binary itself:
+// ServeWorker (called from worker_test.go's init) runs a worker and exits
+// when LOCKWORD_TORTURE_WORKER is set.
 
 func TestTortureProcsPass(t *testing.T) {
 	iters := 20000

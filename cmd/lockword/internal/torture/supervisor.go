@@ -1,13 +1,13 @@
 package torture
 
 // The one process supervisor of torture's multi-process kinds: the plain
-// shared kinds and the mixed C/Python ones (torture_procs.go), the shared
+// shared kinds and the mixed C/Python ones (procs.go), the shared
 // ring (kinds_sharedring.go) and the etcd kinds with -procs
-// (torture_etcd.go). Each kind says what its workers are to do (the
+// (etcd.go). Each kind says what its workers are to do (the
 // command and its orders) and how it knows they are ready; the supervisor
 // starts them, reaps them, waits for them to attach and kills what is
 // left. A worker process is this binary re-executed: its orders come in
-// the environment, read before main runs (see workerEnv).
+// the environment, read before main runs (ServeWorker).
 
 import (
 	"bytes"
@@ -132,4 +132,11 @@ func awaitAttach(procs []*workerProc, attached func() bool, poll time.Duration, 
 		}
 	}
 	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
