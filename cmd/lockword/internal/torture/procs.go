@@ -221,6 +221,23 @@ func tortureProcs(cfg *config, name string, unprotected bool) (report, error) {
 		defer m.Unlock()
 	}
 
+	return procsReport(cfg, st, m, &spec, procsOutcome{kr: kr, failed: failed, hung: hung,
+		elapsed: elapsed, interrupted: interrupted}), nil
+}
+
+// procsOutcome is how a -procs run ended, as its supervisor saw it.
+type procsOutcome struct {
+	kr          *killReport // the kill loop's report; nil without -kill
+	failed      []string    // worker processes that failed by themselves
+	hung        bool        // some worker did not stop within hangTimeout
+	elapsed     time.Duration
+	interrupted bool // a signal stopped the run
+}
+
+// procsReport reads the shared state st of a finished -procs run (every
+// worker stopped, a half-done update recovered) into its report.
+func procsReport(cfg *config, st []byte, m procLock, spec *workerSpec, o procsOutcome) *counterReport {
+	kr, failed, hung, elapsed, interrupted := o.kr, o.failed, o.hung, o.elapsed, o.interrupted
 	run := hammerRun{perWorker: make([]int64, cfg.workers), elapsed: elapsed}
 	for i := range run.perWorker {
 		run.perWorker[i] = int64(get(st, committedOff(cfg.procs, i+1))) / cfg.value
@@ -230,7 +247,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (report, error) {
 			run.perWorker[i] = spec.Iters
 		}
 	}
-	rep := newReport(cfg, name, run)
+	rep := newReport(cfg, spec.Kind, run)
 	rep.procs = cfg.procs
 	if interrupted {
 		rep.interrupted = cfg.interrupt.Name()
@@ -258,7 +275,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (report, error) {
 		// then the committed additions, as in a -kill run.
 		rep.workerErrors = failed
 	}
-	if unprotected {
+	if spec.Unprotected {
 		rep.noStats = "no lock, nothing to measure"
 	} else {
 		s := m.Stats()
@@ -277,7 +294,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (report, error) {
 			rep.statsAcquisitions = &n
 		}
 	}
-	return rep, nil
+	return rep
 }
 
 // stopWorkers ends the run's worker processes and reaps them. A counted run
