@@ -6,8 +6,8 @@
  *       a torture worker process: the C twin of workerMain in
  *       cmd/lockword/internal/torture/procs_worker.go (same shared state,
  *       st* offsets); IDS is a comma-separated list of worker ids, one
- *       thread each. BROKEN 1 takes the lock by storing the token without looking at the word:
- *       the mixed torture must then FAIL.
+ *       thread each. BROKEN 1 takes the lock by storing the token
+ *       without looking at the word: the mixed torture must then FAIL.
  *   cworker open PATH...          print each open's code: "CODE NAME"
  *   cworker stress THREADS ITERS [broken]  in-process stress on a fresh
  *                                 region (broken: a trylock ignoring the word)

@@ -212,7 +212,7 @@ func (r *etcdRun) release(workers int) error {
 		return err == nil && g.Count == int64(workers)
 	}
 	if err := awaitAttach(r.procs, ready, 5*time.Millisecond, nil,
-		"worker process", "the etcd workers did not start within a minute"); err != nil {
+		"worker process", "the workers", "the etcd workers did not start within a minute"); err != nil {
 		return err
 	}
 	return r.put(r.keys.start(), "1")

@@ -124,7 +124,7 @@ func tortureSharedRing(cfg *config) (report, error) {
 	}
 	attached := func() bool { return get(st, srReady)+get(st, srReady+8) == 2 }
 	if err := awaitAttach(sides, attached, time.Millisecond, cfg.interrupt,
-		"ring worker process", "ring worker processes did not attach within a minute"); err != nil {
+		"ring worker process", "the ring's processes", "ring worker processes did not attach within a minute"); err != nil {
 		return nil, err
 	}
 	start := time.Now()

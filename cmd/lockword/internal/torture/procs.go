@@ -169,7 +169,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (report, error) {
 		return ready == len(procs)
 	}
 	if err := awaitAttach(procs, attached, time.Millisecond, cfg.interrupt,
-		"worker process", "worker processes did not attach within a minute"); err != nil {
+		"worker process", "the workers", "worker processes did not attach within a minute"); err != nil {
 		return nil, err
 	}
 	start := time.Now()

@@ -115,9 +115,10 @@ func spreadIDs(workers, procs int) [][]int {
 
 // awaitAttach waits, polling every poll, until attached reports that every
 // worker process of procs is ready. It fails when one of them ends first
-// (who names them in the error: "worker process"), when attachTimeout
-// passes (late is the error), or when in reports a signal (in may be nil).
-func awaitAttach(procs []*workerProc, attached func() bool, poll time.Duration, in *interrupt.Signals, who, late string) error {
+// (who names one in the error: "worker process"), when attachTimeout
+// passes (late is the error), or when in reports a signal (in may be nil;
+// group names them all in that error: "the workers").
+func awaitAttach(procs []*workerProc, attached func() bool, poll time.Duration, in *interrupt.Signals, who, group, late string) error {
 	for deadline := time.Now().Add(attachTimeout); !attached(); time.Sleep(poll) {
 		for _, w := range procs {
 			if exited(w) {
@@ -128,7 +129,7 @@ func awaitAttach(procs []*workerProc, attached func() bool, poll time.Duration, 
 			return fmt.Errorf("%s", late)
 		}
 		if in.Interrupted() {
-			return fmt.Errorf("interrupted by %s before the workers started", in.Name())
+			return fmt.Errorf("interrupted by %s before %s started", in.Name(), group)
 		}
 	}
 	return nil
