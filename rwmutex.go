@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/lockword/lockword/internal/wait"
 )
 
 // Bits of RWMutex's state word.
@@ -203,15 +205,15 @@ func (r *rlocker) Unlock() { (*RWMutex)(r).RUnlock() }
 func (rw *RWMutex) rlockSlow(s uint32) { rw.rlockSlowContext(nil, s) }
 
 func (rw *RWMutex) rlockSlowContext(ctx context.Context, s uint32) error {
-	return rw.ref().rlockSlow(ctx, s, inProcessTickets, &rw.diag, rw)
+	return rw.ref().rlockSlow(ctx, s, &rw.diag, rw)
 }
 
 //go:noinline
-func (rw *RWMutex) runlockSlow(s uint32) { rw.ref().runlockSlow(s, inProcessTickets) }
+func (rw *RWMutex) runlockSlow(s uint32) { rw.ref().runlockSlow(s) }
 
 // Lock locks rw for writing, waiting for the writers ahead of it and then
 // for the readers inside to leave.
-func (rw *RWMutex) Lock() { rw.ref().lock(nil, inProcessTickets, &rw.diag, rw) }
+func (rw *RWMutex) Lock() { rw.ref().lock(nil, &rw.diag, rw) }
 
 // LockContext locks rw for writing, waiting until it can or ctx is done. If
 // rw is free it is taken even when ctx is already done. On failure it
@@ -230,17 +232,17 @@ func (rw *RWMutex) LockContext(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
-	return rw.ref().lock(ctx, inProcessTickets, &rw.diag, rw)
+	return rw.ref().lock(ctx, &rw.diag, rw)
 }
 
 // TryLock locks rw for writing if it is free (no writer, no reader),
 // without waiting, and reports whether it did.
-func (rw *RWMutex) TryLock() bool { return rw.ref().tryLock(inProcessTickets, &rw.diag) }
+func (rw *RWMutex) TryLock() bool { return rw.ref().tryLock(&rw.diag) }
 
 // Unlock unlocks rw for writing: readers that arrived while it was held are
 // admitted, then the next writer may arrive. It panics with "lockword:
 // Unlock of unlocked RWMutex" if rw is not locked for writing.
-func (rw *RWMutex) Unlock() { rw.ref().unlock(inProcessTickets) }
+func (rw *RWMutex) Unlock() { rw.ref().unlock() }
 
 // EnableStats starts collecting contention statistics (see Stats), for
 // read and write acquisitions together. It may be called at any time. From
@@ -257,12 +259,11 @@ func (rw *RWMutex) ref() rwRef {
 	return rwRef{&rw.state, &rw.departing, ticketRef{&rw.wnext, &rw.wserving, &rw.waux, &rw.diag}}
 }
 
-// An rwRef points at the lock words of a phase-fair reader-writer lock,
-// wherever they live (see RWMutex for the protocol): RWMutex holds them as
-// fields, so that RLock and RUnlock stay inlinable; a lock in shared memory
-// would point into its region. The slow paths below see only these words,
-// a wait strategy, and the diagnostics of the lock they belong to (owner
-// names it in stuck reports).
+// An rwRef points at the lock words of an RWMutex (see RWMutex for the
+// protocol), which holds them as fields so that RLock and RUnlock stay
+// inlinable. The slow paths below see only these words and the
+// diagnostics of the lock they belong to (owner names it in stuck
+// reports).
 type rwRef struct {
 	state, departing *atomic.Uint32
 	writers          ticketRef
@@ -279,7 +280,7 @@ func rwArrive(s uint32) uint32 {
 }
 
 // rlockSlow is RLock's slow path; s is state just after our add.
-func (r rwRef) rlockSlow(ctx context.Context, s uint32, env ticketEnv, d *diag, owner any) error {
+func (r rwRef) rlockSlow(ctx context.Context, s uint32, d *diag, owner any) error {
 	if s&rwGuard != 0 {
 		r.state.Add(rwUnread)
 		panic("lockword: RWMutex reader count overflow: more than 134217727 readers at once (RLock without RUnlock?)")
@@ -309,7 +310,7 @@ func (r rwRef) rlockSlow(ctx context.Context, s uint32, env ticketEnv, d *diag, 
 			continue
 		}
 		tr.parking(r.state)
-		if err := env.ws.wait(ctx, r.state, s|rwParked); err != nil {
+		if err := wait.Wait(ctx, r.state, s|rwParked); err != nil {
 			// Leave, unless the writer left first: then we hold a read
 			// lock that the next writer counted on, and must keep it.
 			for {
@@ -328,7 +329,7 @@ func (r rwRef) rlockSlow(ctx context.Context, s uint32, env ticketEnv, d *diag, 
 }
 
 // runlockSlow is RUnlock's slow path; s is state just after our subtract.
-func (r rwRef) runlockSlow(s uint32, env ticketEnv) {
+func (r rwRef) runlockSlow(s uint32) {
 	if s&rwGuard != 0 {
 		r.state.Add(rwReader)
 		panic("lockword: RUnlock of unlocked RWMutex")
@@ -339,23 +340,23 @@ func (r rwRef) runlockSlow(s uint32, env ticketEnv) {
 	switch r.departing.Add(^uint32(0)) {
 	case 0:
 		// Last one out: the writer may be asleep.
-		env.ws.wake(r.departing, 1)
+		wait.Wake(r.departing, 1)
 	case rwAbandoned:
 		// Last one out, and the writer gave up: release for it.
 		r.departing.Store(0)
-		r.release(env)
+		r.release()
 	}
 }
 
 // lock is Lock and LockContext.
-func (r rwRef) lock(ctx context.Context, env ticketEnv, d *diag, owner any) error {
+func (r rwRef) lock(ctx context.Context, d *diag, owner any) error {
 	statsOn := r.writers.aux.Load() >= statsFlag
 	ticket := r.writers.next.Add(1) - 1
 	var tr waitTrack
 	tracked := false
 	if r.writers.serving.Load() != ticket {
 		tr, tracked = d.track("RWMutex", owner), true
-		if err := r.writers.await(ctx, ticket, env, &tr, "RWMutex"); err != nil {
+		if err := r.writers.await(ctx, ticket, &tr, "RWMutex"); err != nil {
 			tr.abandoned()
 			return err
 		}
@@ -377,7 +378,7 @@ func (r rwRef) lock(ctx context.Context, env ticketEnv, d *diag, owner any) erro
 	if !tracked {
 		tr = d.track("RWMutex", owner)
 	}
-	if err := r.awaitReaders(ctx, env, &tr); err != nil {
+	if err := r.awaitReaders(ctx, &tr); err != nil {
 		tr.abandoned()
 		return err
 	}
@@ -389,7 +390,7 @@ func (r rwRef) lock(ctx context.Context, env ticketEnv, d *diag, owner any) erro
 // inside when this writer arrived have left. If ctx ends first the writer
 // gives up, unless they left meanwhile (then it holds the lock and returns
 // nil); the last reader out releases for it.
-func (r rwRef) awaitReaders(ctx context.Context, env ticketEnv, tr *waitTrack) error {
+func (r rwRef) awaitReaders(ctx context.Context, tr *waitTrack) error {
 	if spinThenYield(func() bool { return r.departing.Load() == 0 }) {
 		return nil
 	}
@@ -399,7 +400,7 @@ func (r rwRef) awaitReaders(ctx context.Context, env ticketEnv, tr *waitTrack) e
 			return nil
 		}
 		tr.parking(r.departing)
-		if err := env.ws.wait(ctx, r.departing, d); err != nil {
+		if err := wait.Wait(ctx, r.departing, d); err != nil {
 			for {
 				d = r.departing.Load()
 				if d == 0 {
@@ -415,14 +416,14 @@ func (r rwRef) awaitReaders(ctx context.Context, env ticketEnv, tr *waitTrack) e
 }
 
 // tryLock is TryLock.
-func (r rwRef) tryLock(env ticketEnv, d *diag) bool {
+func (r rwRef) tryLock(d *diag) bool {
 	if !r.writers.tryLock() {
 		return false
 	}
 	s := r.state.Load()
 	if s>>rwCountOf != 0 || !r.state.CompareAndSwap(s, s+rwArrive(s)) {
 		// Readers are inside: give the writers' ticket back.
-		r.writers.unlock(env, "RWMutex")
+		r.writers.unlock("RWMutex")
 		return false
 	}
 	if s&rwStats != 0 {
@@ -432,19 +433,19 @@ func (r rwRef) tryLock(env ticketEnv, d *diag) bool {
 }
 
 // unlock is Unlock.
-func (r rwRef) unlock(env ticketEnv) {
+func (r rwRef) unlock() {
 	if r.state.Load()&rwWriter == 0 {
 		panic("lockword: Unlock of unlocked RWMutex")
 	}
-	r.release(env)
+	r.release()
 }
 
 // release clears the writer bit, wakes readers parked behind it and passes
 // the writers' ticket on.
-func (r rwRef) release(env ticketEnv) {
+func (r rwRef) release() {
 	// Clear writer and parked, keep phase: the next writer flips it.
 	if s := r.state.And(^uint32(rwWriter | rwParked)); s&rwParked != 0 {
-		env.ws.wake(r.state, wakeAll)
+		wait.Wake(r.state, wakeAll)
 	}
-	r.writers.unlock(env, "RWMutex")
+	r.writers.unlock("RWMutex")
 }
