@@ -254,6 +254,9 @@ func (rw *RWMutex) EnableStats() {
 	rw.state.Or(rwStats)
 }
 
+// stuckInfo is for the stuck watcher (stuckOwner).
+func (rw *RWMutex) stuckInfo() (string, *diag) { return "RWMutex", &rw.diag }
+
 // ref returns rw's lock words for the protocol.
 func (rw *RWMutex) ref() rwRef {
 	return rwRef{&rw.state, &rw.departing, ticketRef{&rw.wnext, &rw.wserving, &rw.waux, &rw.diag}}
@@ -280,7 +283,7 @@ func rwArrive(s uint32) uint32 {
 }
 
 // rlockSlow is RLock's slow path; s is state just after our add.
-func (r rwRef) rlockSlow(ctx context.Context, s uint32, d *diag, owner any) error {
+func (r rwRef) rlockSlow(ctx context.Context, s uint32, d *diag, owner stuckOwner) error {
 	if s&rwGuard != 0 {
 		r.state.Add(rwUnread)
 		panic("lockword: RWMutex reader count overflow: more than 134217727 readers at once (RLock without RUnlock?)")
@@ -293,7 +296,7 @@ func (r rwRef) rlockSlow(ctx context.Context, s uint32, d *diag, owner any) erro
 	// count us, and the writer after it will: wait until the writer bits
 	// change, which means this writer has left.
 	w := s & rwWriterBits
-	tr := d.track("RWMutex", owner)
+	tr := d.trackNoted(owner)
 	// Park at once, without spinning: measured here, a reader that spins
 	// behind a writer keeps the state word's cache line bouncing between
 	// cores for every reader around it, and lost against letting the
@@ -309,8 +312,8 @@ func (r rwRef) rlockSlow(ctx context.Context, s uint32, d *diag, owner any) erro
 		if s&rwParked == 0 && !r.state.CompareAndSwap(s, s|rwParked) {
 			continue
 		}
-		tr.parking(r.state)
-		if err := wait.Wait(ctx, r.state, s|rwParked); err != nil {
+		note, since := tr.sleeping()
+		if err := wait.WaitNoted(ctx, r.state, s|rwParked, note, since); err != nil {
 			// Leave, unless the writer left first: then we hold a read
 			// lock that the next writer counted on, and must keep it.
 			for {
@@ -349,13 +352,13 @@ func (r rwRef) runlockSlow(s uint32) {
 }
 
 // lock is Lock and LockContext.
-func (r rwRef) lock(ctx context.Context, d *diag, owner any) error {
+func (r rwRef) lock(ctx context.Context, d *diag, owner stuckOwner) error {
 	statsOn := r.writers.aux.Load() >= statsFlag
 	ticket := r.writers.next.Add(1) - 1
-	var tr waitTrack
+	var tr noteTrack
 	tracked := false
 	if r.writers.serving.Load() != ticket {
-		tr, tracked = d.track("RWMutex", owner), true
+		tr, tracked = d.trackNoted(owner), true
 		if err := r.writers.await(ctx, ticket, &tr, "RWMutex"); err != nil {
 			tr.abandoned()
 			return err
@@ -376,7 +379,7 @@ func (r rwRef) lock(ctx context.Context, d *diag, owner any) error {
 		return nil
 	}
 	if !tracked {
-		tr = d.track("RWMutex", owner)
+		tr = d.trackNoted(owner)
 	}
 	if err := r.awaitReaders(ctx, &tr); err != nil {
 		tr.abandoned()
@@ -390,7 +393,7 @@ func (r rwRef) lock(ctx context.Context, d *diag, owner any) error {
 // inside when this writer arrived have left. If ctx ends first the writer
 // gives up, unless they left meanwhile (then it holds the lock and returns
 // nil); the last reader out releases for it.
-func (r rwRef) awaitReaders(ctx context.Context, tr *waitTrack) error {
+func (r rwRef) awaitReaders(ctx context.Context, tr *noteTrack) error {
 	if spinThenYield(func() bool { return r.departing.Load() == 0 }) {
 		return nil
 	}
@@ -399,8 +402,8 @@ func (r rwRef) awaitReaders(ctx context.Context, tr *waitTrack) error {
 		if d == 0 {
 			return nil
 		}
-		tr.parking(r.departing)
-		if err := wait.Wait(ctx, r.departing, d); err != nil {
+		note, since := tr.sleeping()
+		if err := wait.WaitNoted(ctx, r.departing, d, note, since); err != nil {
 			for {
 				d = r.departing.Load()
 				if d == 0 {

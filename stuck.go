@@ -10,17 +10,46 @@ import (
 )
 
 // The stuck watcher: one goroutine, running only while some waiter sleeps,
-// that scans the waits in progress every stuckTick and logs a stuck report
-// for each that has passed its lock's threshold. A waiter registers when it
-// first sleeps and leaves when it acquires or gives up: a few dozen
-// nanoseconds, where arming a timer per wait cost several hundred, which a
-// fair lock, whose every handover under contention sleeps, cannot afford.
+// that looks at the waits in progress every stuckTick and logs a stuck
+// report for each that has passed its lock's threshold. It finds them in
+// two ways:
+//
+//   - TicketMutex and RWMutex waiters sleep with a note in internal/wait's
+//     parking lot (wait.WaitNoted: the lock and the wait's start), and the
+//     watcher samples the parking lot (wait.Noted). A wait registers
+//     nothing and leaves nothing to undo: a fair lock, whose every
+//     handover under contention sleeps, cannot afford even the few dozen
+//     nanoseconds of a registration (BENCHMARKS.md, issue 11.4).
+//   - The other locks register a wait when it first sleeps and unregister
+//     it when it ends (watchStuck, done): a few dozen nanoseconds, where
+//     arming a timer per wait cost several hundred.
+//
+// The watcher runs while either kind of wait exists, and stops after
+// stuckIdleTicks looks that found none. A noted waiter starts it if it is
+// not running (wait.OnNotedPark, called under the bucket lock after the
+// waiter is queued): the watcher, before it stops, clears running and
+// samples once more, so a waiter queued before that last sample is seen
+// and one queued after it sees running clear and starts a new watcher.
 
 // stuckTick is how often the watcher looks: a report comes at most this
 // late.
 const stuckTick = 5 * time.Millisecond
 
 const stuckShards = 16
+
+// stuckIdleTicks is how many looks that find no wait the watcher makes
+// before it stops: under contention waits come and go all the time, and
+// the watcher should not stop and start between them.
+const stuckIdleTicks = 20
+
+func init() { wait.OnNotedPark = startStuckWatcher }
+
+// startStuckWatcher starts the watcher if it is not running.
+func startStuckWatcher() {
+	if !stuckWaits.running.Load() && stuckWaits.running.CompareAndSwap(false, true) {
+		go stuckWatcher()
+	}
+}
 
 // A stuckEntry is one wait in progress, with what its report needs.
 type stuckEntry struct {
@@ -55,13 +84,16 @@ var stuckEpoch = time.Now()
 // stuckNow is the start time of a wait for the stuck report: the coarse
 // clock while the watcher runs (at most stuckTick behind), else the system
 // clock.
-func stuckNow() time.Time {
+func stuckNow() time.Time { return stuckEpoch.Add(time.Duration(stuckClockNs())) }
+
+// stuckClockNs is stuckNow as nanoseconds since stuckEpoch (never 0).
+func stuckClockNs() int64 {
 	if stuckWaits.running.Load() {
 		if ns := stuckWaits.now.Load(); ns != 0 {
-			return stuckEpoch.Add(time.Duration(ns))
+			return ns
 		}
 	}
-	return time.Now()
+	return max(int64(time.Since(stuckEpoch)), 1)
 }
 
 var stuckPool = sync.Pool{New: func() any { return new(stuckEntry) }}
@@ -80,9 +112,7 @@ func watchStuck(kind, name string, addr any, word *atomic.Uint32, start time.Tim
 	sh.head = e
 	sh.mu.Unlock()
 	stuckWaits.entries.Add(1)
-	if !stuckWaits.running.Load() && stuckWaits.running.CompareAndSwap(false, true) {
-		go stuckWatcher()
-	}
+	startStuckWatcher()
 	return e
 }
 
@@ -116,19 +146,12 @@ type stuckReport struct {
 
 func stuckWatcher() {
 	var due []stuckReport
+	idle := 0
 	for {
 		time.Sleep(stuckTick)
-		if stuckWaits.entries.Load() == 0 {
-			// Nobody sleeps: stop, unless someone registered while we
-			// stopped and found us still running.
-			stuckWaits.now.Store(0) // stale from here on
-			stuckWaits.running.Store(false)
-			if stuckWaits.entries.Load() == 0 || !stuckWaits.running.CompareAndSwap(false, true) {
-				return
-			}
-		}
 		now := time.Now()
-		stuckWaits.now.Store(int64(now.Sub(stuckEpoch)))
+		nowNs := int64(now.Sub(stuckEpoch))
+		stuckWaits.now.Store(nowNs)
 		due = due[:0]
 		for i := range stuckWaits.shards {
 			sh := &stuckWaits.shards[i]
@@ -144,8 +167,39 @@ func stuckWatcher() {
 			}
 			sh.mu.Unlock()
 		}
+		noted := wait.Noted(func(word *atomic.Uint32, note any, sinceNs int64, marked bool) bool {
+			o, ok := note.(stuckOwner)
+			if marked || !ok {
+				return marked
+			}
+			kind, d := o.stuckInfo()
+			threshold, name := d.stuckThreshold()
+			if threshold < 0 || time.Duration(nowNs-sinceNs) < threshold+stuckTick {
+				return false
+			}
+			due = append(due, stuckReport{kind, name, note, word, stuckEpoch.Add(time.Duration(sinceNs)), threshold})
+			return true // one report per sleep
+		})
 		for _, r := range due {
 			logStuck(r.kind, r.name, r.addr, r.start, r.threshold, wait.Parked(r.word))
 		}
+		if noted != 0 || stuckWaits.entries.Load() != 0 {
+			idle = 0
+			continue
+		}
+		if idle++; idle < stuckIdleTicks {
+			continue
+		}
+		// Nobody sleeps: stop, unless a wait came while we stopped and
+		// found us still running (see the top of the file).
+		stuckWaits.now.Store(0) // stale from here on
+		stuckWaits.running.Store(false)
+		if stuckWaits.entries.Load() == 0 && wait.Noted(func(_ *atomic.Uint32, _ any, _ int64, marked bool) bool { return marked }) == 0 {
+			return
+		}
+		if !stuckWaits.running.CompareAndSwap(false, true) {
+			return // a new watcher took over
+		}
+		idle = 0
 	}
 }

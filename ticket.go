@@ -96,7 +96,7 @@ func (r ticketRef) removeSkip(ticket uint32) bool {
 // await waits until ticket is served or ctx is done. On nil the caller
 // holds the lock; on ctx.Err() the ticket has been given up and its turn
 // will be passed on (see abandon). tr follows the wait for diagnostics.
-func (r ticketRef) await(ctx context.Context, ticket uint32, tr *waitTrack, kind string) error {
+func (r ticketRef) await(ctx context.Context, ticket uint32, tr *noteTrack, kind string) error {
 	for {
 		s := r.serving.Load()
 		if s == ticket {
@@ -115,8 +115,8 @@ func (r ticketRef) await(ctx context.Context, ticket uint32, tr *waitTrack, kind
 		// Park until our turn: Unlock wakes the new holder by its ticket.
 		// A change of serving between the load and the park returns at
 		// once, and we look again.
-		tr.parking(r.serving)
-		if err := wait.WaitKey(ctx, r.serving, s, ticket); err != nil {
+		note, since := tr.sleeping()
+		if err := wait.WaitKeyNoted(ctx, r.serving, s, ticket, note, since); err != nil {
 			r.abandon(ticket, kind)
 			return err
 		}
@@ -316,6 +316,9 @@ func (t *TicketMutex) EnableStats() {
 	t.aux.Or(statsFlag)
 }
 
+// stuckInfo is for the stuck watcher (stuckOwner).
+func (t *TicketMutex) stuckInfo() (string, *diag) { return "TicketMutex", &t.diag }
+
 //go:noinline
 func (t *TicketMutex) unlockSlow() { t.words().release("TicketMutex") }
 
@@ -326,7 +329,7 @@ func (t *TicketMutex) wait(ctx context.Context, ticket uint32) error {
 		t.uncontended() // free: we came only to be counted
 		return nil
 	}
-	tr := t.track("TicketMutex", t)
+	tr := t.trackNoted(t)
 	if err := t.words().await(ctx, ticket, &tr, "TicketMutex"); err != nil {
 		tr.abandoned()
 		return err

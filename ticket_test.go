@@ -287,15 +287,16 @@ func newHookTicket(t *testing.T, hook func(r ticketRef, ticket uint32)) *hookTic
 	return new(hookTicket)
 }
 
-func (e *hookTicket) ref() ticketRef { return ticketRef{&e.next, &e.serving, &e.aux, &e.diag} }
-func (e *hookTicket) Lock()          { e.LockContext(context.Background()) }
-func (e *hookTicket) Unlock()        { e.ref().unlock("hookTicket") }
-func (e *hookTicket) queued() int    { return int(e.next.Load()-e.serving.Load()) - 1 }
-func (e *hookTicket) parked() int    { return wait.Parked(&e.serving) }
+func (e *hookTicket) stuckInfo() (string, *diag) { return "hookTicket", &e.diag }
+func (e *hookTicket) ref() ticketRef             { return ticketRef{&e.next, &e.serving, &e.aux, &e.diag} }
+func (e *hookTicket) Lock()                      { e.LockContext(context.Background()) }
+func (e *hookTicket) Unlock()                    { e.ref().unlock("hookTicket") }
+func (e *hookTicket) queued() int                { return int(e.next.Load()-e.serving.Load()) - 1 }
+func (e *hookTicket) parked() int                { return wait.Parked(&e.serving) }
 
 func (e *hookTicket) LockContext(ctx context.Context) error {
 	ticket := e.next.Add(1) - 1
-	tr := e.track("hookTicket", e)
+	tr := e.trackNoted(e)
 	if err := e.ref().await(ctx, ticket, &tr, "hookTicket"); err != nil {
 		tr.abandoned()
 		return err
