@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/lockword/lockword/internal/wait"
 )
@@ -34,6 +35,21 @@ const (
 	// readers were leaving: the last of them releases on its behalf.
 	rwAbandoned  = 1 << 31
 	rwDepartMask = rwAbandoned - 1
+)
+
+// Bits of the writers' word, a mutex among writers (see RWMutex).
+const (
+	rwwLocked    = 1 << 0 // a writer holds the writers' word
+	rwwContended = 1 << 1 // writers may be parked on it: its release must wake one
+	// rwwHandoff is set by a parked writer that has waited rwStarveNs:
+	// the release then reserves the word (rwwReserved) for the oldest
+	// parked writer, and arriving writers may not take it.
+	rwwHandoff  = 1 << 2
+	rwwReserved = rwwHandoff | rwwContended // free, but only for a woken writer
+
+	// rwStarveNs is how long a parked writer waits before it asks for a
+	// hand-off: sync.Mutex's starvation threshold.
+	rwStarveNs = int64(time.Millisecond)
 )
 
 // Waiting tuning for RWMutex (see BENCHMARKS.md): a writer waiting for
@@ -76,15 +92,19 @@ func spinThenYield(cond func() bool) bool {
 // meanwhile is admitted before the next writer can enter, and that writer
 // waits only for them. So a continuous stream of readers cannot starve a
 // writer, nor a stream of writers a reader: a reader waits for at most one
-// writer, a writer for the writers ahead of it (they queue FIFO on a ticket
-// lock) and one batch of readers each. Its lock words:
+// writer, a writer for the writers ahead of it and one batch of readers
+// each. Writers exclude each other with a mutex word of their own (as
+// sync.RWMutex's writers take a sync.Mutex): an arriving writer may take
+// it from parked ones, which keeps writes off the hand-off through a
+// parked goroutine, until a parked writer has waited 1 ms; then the word
+// is handed to the oldest parked writer and arriving writers wait. Its
+// lock words:
 //
 //	word       meaning
 //	state      reader count (bits 4-31) and the bits below
 //	departing  readers the writer still waits for; bit 31: writer gave up
-//	wnext,     the writers' ticket lock (see TicketMutex); the writer
-//	wserving,  holding it is the only one that may set rwWriter
-//	waux
+//	writers    the writers' mutex; the writer holding it is the only one
+//	           that may set rwWriter
 //
 //	state bit  meaning
 //	0 phase    flipped by each arriving writer, so that a reader can tell
@@ -92,16 +112,25 @@ func spinThenYield(cond func() bool) bool {
 //	1 writer   a writer holds the lock or waits for readers to leave:
 //	           arriving readers wait
 //	2 parked   readers may be parked on state: Unlock must wake them
-//	3 stats    statistics on (EnableStats): RLock's fast path fails
+//	3 stats    statistics on (EnableStats): RLock's and Lock's fast paths fail
+//
+//	writers    meaning
+//	0          free
+//	1          held, no writer parked
+//	3          held, writers may be parked: the release wakes one
+//	7          held, and a parked writer has waited 1 ms: the release
+//	           reserves the word for the oldest parked writer
+//	6          reserved: free for a woken writer only
 //
 // RLock adds one reader to state (one atomic add, the fast path) and is
 // done unless the writer bit is set; then it waits for the writer bits to
 // change. RUnlock subtracts one and is done unless the writer bit is set;
 // then it counts itself off departing, and the last reader out wakes the
-// writer. Lock takes a writer ticket, then sets the writer bit with one add
-// that also reads how many readers are inside, and waits for departing to
-// reach zero. Unlock clears the writer and parked bits, wakes parked
-// readers, and passes the ticket on.
+// writer. Lock takes the writers' word (one CAS, or spin briefly, then
+// park), then sets the writer bit with one add that also reads how many
+// readers are inside, and waits for departing to reach zero. Unlock clears
+// the writer and parked bits, wakes parked readers, and releases the
+// writers' word.
 //
 // RLock fails loudly rather than overflow the reader count: at more than
 // 134,217,727 readers holding or waiting at once (rwMaxReaders; in practice
@@ -118,17 +147,15 @@ func spinThenYield(cond func() bool) bool {
 // synchronizes before that RLock, and the matching RUnlock synchronizes
 // before the n+1'th call to Lock.
 //
-// An RWMutex is 32 bytes: state, departing, wnext, wserving, waux at
-// offsets 0 to 16, 4 bytes of alignment, then a pointer to optional
-// diagnostics (SetName, SetStuckThreshold, EnableStats; statistics count
-// read and write acquisitions together).
+// An RWMutex is 24 bytes: state, departing and writers at offsets 0, 4
+// and 8, 4 bytes of alignment, then a pointer to optional diagnostics
+// (SetName, SetStuckThreshold, EnableStats; statistics count read and
+// write acquisitions together).
 type RWMutex struct {
 	_         noCopy
 	state     atomic.Uint32
 	departing atomic.Uint32
-	wnext     atomic.Uint32
-	wserving  atomic.Uint32
-	waux      atomic.Uint32
+	writers   atomic.Uint32
 	diag
 }
 
@@ -213,7 +240,26 @@ func (rw *RWMutex) runlockSlow(s uint32) { rw.ref().runlockSlow(s) }
 
 // Lock locks rw for writing, waiting for the writers ahead of it and then
 // for the readers inside to leave.
-func (rw *RWMutex) Lock() { rw.ref().lock(nil, &rw.diag, rw) }
+func (rw *RWMutex) Lock() {
+	// Fast path: take the free writers' word, then close the door on an
+	// empty state (no reader, no writer, no statistics) with one CAS.
+	if rw.writers.CompareAndSwap(0, rwwLocked) {
+		if s := rw.state.Load(); s&^rwPhase == 0 && rw.state.CompareAndSwap(s, s+rwArrive(s)) {
+			return
+		}
+		rw.lockHeld()
+		return
+	}
+	rw.lockSlow()
+}
+
+//go:noinline
+func (rw *RWMutex) lockSlow() { rw.ref().lock(nil, &rw.diag, rw) }
+
+// lockHeld is Lock's slow path after its CAS took the writers' word.
+//
+//go:noinline
+func (rw *RWMutex) lockHeld() { rw.ref().arrive(nil, &rw.diag, rw, noteTrack{}, false) }
 
 // LockContext locks rw for writing, waiting until it can or ctx is done. If
 // rw is free it is taken even when ctx is already done. On failure it
@@ -242,7 +288,20 @@ func (rw *RWMutex) TryLock() bool { return rw.ref().tryLock(&rw.diag) }
 // Unlock unlocks rw for writing: readers that arrived while it was held are
 // admitted, then the next writer may arrive. It panics with "lockword:
 // Unlock of unlocked RWMutex" if rw is not locked for writing.
-func (rw *RWMutex) Unlock() { rw.ref().unlock() }
+func (rw *RWMutex) Unlock() {
+	// Fast path: nobody parked, no statistics, no misuse: clear the writer
+	// bit, then free the writers' word nobody waits for.
+	if s := rw.state.Load(); s&(rwWriter|rwParked) == rwWriter && rw.state.CompareAndSwap(s, s&^rwWriter) {
+		if !rw.writers.CompareAndSwap(rwwLocked, 0) {
+			rw.ref().releaseWriters()
+		}
+		return
+	}
+	rw.unlockSlow()
+}
+
+//go:noinline
+func (rw *RWMutex) unlockSlow() { rw.ref().unlock() }
 
 // EnableStats starts collecting contention statistics (see Stats), for
 // read and write acquisitions together. It may be called at any time. From
@@ -250,7 +309,6 @@ func (rw *RWMutex) Unlock() { rw.ref().unlock() }
 // on counters shared by all its users.
 func (rw *RWMutex) EnableStats() {
 	rw.enableStats()
-	rw.waux.Or(statsFlag)
 	rw.state.Or(rwStats)
 }
 
@@ -259,7 +317,7 @@ func (rw *RWMutex) stuckInfo() (string, *diag) { return "RWMutex", &rw.diag }
 
 // ref returns rw's lock words for the protocol.
 func (rw *RWMutex) ref() rwRef {
-	return rwRef{&rw.state, &rw.departing, ticketRef{&rw.wnext, &rw.wserving, &rw.waux, &rw.diag}}
+	return rwRef{&rw.state, &rw.departing, &rw.writers}
 }
 
 // An rwRef points at the lock words of an RWMutex (see RWMutex for the
@@ -268,8 +326,7 @@ func (rw *RWMutex) ref() rwRef {
 // diagnostics of the lock they belong to (owner names it in stuck
 // reports).
 type rwRef struct {
-	state, departing *atomic.Uint32
-	writers          ticketRef
+	state, departing, writers *atomic.Uint32
 }
 
 // rwArrive is the add that sets the writer bit and flips the phase bit of
@@ -351,19 +408,107 @@ func (r rwRef) runlockSlow(s uint32) {
 	}
 }
 
-// lock is Lock and LockContext.
+// lock is Lock's and LockContext's slow path: take the writers' word,
+// then arrive.
 func (r rwRef) lock(ctx context.Context, d *diag, owner stuckOwner) error {
-	statsOn := r.writers.aux.Load() >= statsFlag
-	ticket := r.writers.next.Add(1) - 1
-	var tr noteTrack
-	tracked := false
-	if r.writers.serving.Load() != ticket {
-		tr, tracked = d.trackNoted(owner), true
-		if err := r.writers.await(ctx, ticket, &tr, "RWMutex"); err != nil {
-			tr.abandoned()
+	if r.writers.CompareAndSwap(0, rwwLocked) {
+		return r.arrive(ctx, d, owner, noteTrack{}, false)
+	}
+	tr := d.trackNoted(owner)
+	if err := r.lockWriters(ctx, &tr); err != nil {
+		tr.abandoned()
+		return err
+	}
+	return r.arrive(ctx, d, owner, tr, true)
+}
+
+// lockWriters takes the writers' word, held by another writer: it spins
+// briefly (the holder may be leaving on another core), then parks until
+// woken, marking the word contended so that the release wakes one writer.
+// A writer that has been parked for rwStarveNs asks for a hand-off: the
+// next release reserves the word for the oldest parked writer (the
+// parking lot wakes in FIFO order), which only a writer that has parked
+// may take. So a writer waits at most rwStarveNs plus the writers parked
+// before it, however many writers barge.
+func (r rwRef) lockWriters(ctx context.Context, tr *noteTrack) error {
+	for range rwSpinIterations {
+		procyield(rwSpinPause)
+		if r.writers.Load() == 0 && r.writers.CompareAndSwap(0, rwwLocked) {
+			return nil
+		}
+	}
+	parkedNs := int64(0) // when this writer first parked; 0: not yet
+	for {
+		v := r.writers.Load()
+		if v&rwwLocked == 0 && (v&rwwHandoff == 0 || parkedNs != 0) {
+			// Free, or reserved and we have parked: take it, contended,
+			// since other writers may be parked (the hand-off ends).
+			if r.writers.CompareAndSwap(v, rwwLocked|rwwContended) {
+				return nil
+			}
+			continue
+		}
+		nv := v | rwwContended
+		if parkedNs != 0 && v&rwwLocked != 0 && int64(time.Since(stuckEpoch))-parkedNs >= rwStarveNs {
+			nv |= rwwHandoff
+		}
+		if nv != v && !r.writers.CompareAndSwap(v, nv) {
+			continue
+		}
+		if parkedNs == 0 {
+			parkedNs = max(int64(time.Since(stuckEpoch)), 1)
+		}
+		note, since := tr.sleeping()
+		if err := wait.WaitNoted(ctx, r.writers, nv, note, since); err != nil {
+			// Not woken (a wake-up that chose us returns nil): leave. A
+			// hand-off we asked for is served to the next oldest writer,
+			// or undone if none is parked (releaseWriters).
 			return err
 		}
 	}
+}
+
+// rwTestNoHandoff, false outside tests, disables the hand-off, so that a
+// test shows its check fails without it.
+var rwTestNoHandoff bool
+
+// releaseWriters frees the writers' word after rwwLocked was found with
+// other bits: wake one parked writer, or reserve the word for it.
+func (r rwRef) releaseWriters() {
+	for {
+		v := r.writers.Load()
+		if v&rwwLocked == 0 {
+			panic("lockword: Unlock of unlocked RWMutex") // the writers' word was free
+		}
+		if v&rwwHandoff == 0 || rwTestNoHandoff {
+			if !r.writers.CompareAndSwap(v, 0) {
+				continue
+			}
+			if v&rwwContended != 0 {
+				wait.Wake(r.writers, 1)
+			}
+			return
+		}
+		if !r.writers.CompareAndSwap(v, rwwReserved) {
+			continue
+		}
+		if wait.Wake(r.writers, 1) == 1 {
+			return // the oldest parked writer takes the reserved word
+		}
+		// Nobody parked (those that asked gave up): free the word, and
+		// wake a writer that parked on the reserved value meanwhile.
+		if r.writers.CompareAndSwap(rwwReserved, 0) {
+			wait.Wake(r.writers, 1)
+		}
+		return
+	}
+}
+
+// arrive is Lock after the writers' word is taken: set the writer bit and
+// flip the phase, then wait for the readers inside. tr is the wait so far
+// (tracked: the writer already waited for the word).
+func (r rwRef) arrive(ctx context.Context, d *diag, owner stuckOwner, tr noteTrack, tracked bool) error {
+	statsOn := r.state.Load()&rwStats != 0
 	// We are the only writer: nobody else changes the writer or phase
 	// bits until we clear ours. One add sets them and reads how many
 	// readers are inside; each of them will count itself off departing.
@@ -420,13 +565,13 @@ func (r rwRef) awaitReaders(ctx context.Context, tr *noteTrack) error {
 
 // tryLock is TryLock.
 func (r rwRef) tryLock(d *diag) bool {
-	if !r.writers.tryLock() {
+	if !r.writers.CompareAndSwap(0, rwwLocked) {
 		return false
 	}
 	s := r.state.Load()
 	if s>>rwCountOf != 0 || !r.state.CompareAndSwap(s, s+rwArrive(s)) {
-		// Readers are inside: give the writers' ticket back.
-		r.writers.unlock("RWMutex")
+		// Readers are inside: give the writers' word back.
+		r.unlockWriters()
 		return false
 	}
 	if s&rwStats != 0 {
@@ -435,7 +580,7 @@ func (r rwRef) tryLock(d *diag) bool {
 	return true
 }
 
-// unlock is Unlock.
+// unlock is Unlock's slow path.
 func (r rwRef) unlock() {
 	if r.state.Load()&rwWriter == 0 {
 		panic("lockword: Unlock of unlocked RWMutex")
@@ -443,12 +588,19 @@ func (r rwRef) unlock() {
 	r.release()
 }
 
-// release clears the writer bit, wakes readers parked behind it and passes
-// the writers' ticket on.
+// release clears the writer bit, wakes readers parked behind it and
+// releases the writers' word.
 func (r rwRef) release() {
 	// Clear writer and parked, keep phase: the next writer flips it.
 	if s := r.state.And(^uint32(rwWriter | rwParked)); s&rwParked != 0 {
 		wait.Wake(r.state, wakeAll)
 	}
-	r.writers.unlock("RWMutex")
+	r.unlockWriters()
+}
+
+// unlockWriters releases the writers' word.
+func (r rwRef) unlockWriters() {
+	if !r.writers.CompareAndSwap(rwwLocked, 0) {
+		r.releaseWriters()
+	}
 }
