@@ -166,12 +166,22 @@ type noteTrack struct {
 }
 
 // trackNoted starts a noteTrack for owner, whose diagnostics d are.
-func (d *diag) trackNoted(owner stuckOwner) noteTrack {
-	t := noteTrack{info: d.info.Load(), owner: owner}
-	if t.info != nil && t.info.statsOn.Load() {
+// It inlines: a lock without diagnostics pays one load.
+func (d *diag) trackNoted(owner stuckOwner) (t noteTrack) {
+	t.info, t.owner = d.info.Load(), owner
+	if t.info != nil {
+		t.timeIfStats()
+	}
+	return
+}
+
+// timeIfStats starts timing the wait if statistics are on.
+//
+//go:noinline
+func (t *noteTrack) timeIfStats() {
+	if t.info.statsOn.Load() {
 		t.startNs = int64(time.Since(stuckEpoch))
 	}
-	return t
 }
 
 // sleeping is called before each sleep. It counts the park for Stats and
@@ -192,9 +202,16 @@ func (t *noteTrack) sleeping() (note any, sinceNs int64) {
 	return t.owner, t.sinceNs
 }
 
-// acquired ends a slow-path acquisition.
+// acquired ends a slow-path acquisition. It inlines.
 func (t *noteTrack) acquired() {
-	if t.info != nil && t.info.statsOn.Load() {
+	if t.info != nil {
+		t.countAcquired()
+	}
+}
+
+//go:noinline
+func (t *noteTrack) countAcquired() {
+	if t.info.statsOn.Load() {
 		t.info.acquired.Add(1)
 		t.info.slow.Add(1)
 		t.addWait(&t.info.waitNs, &t.info.waitMax)
