@@ -3,6 +3,7 @@ package lockword
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -112,3 +113,36 @@ func BenchmarkDiagCost(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRWLockPaired is BenchmarkRWLockUncontended with the two locks
+// alternating in blocks of rwPairBlock Lock+Unlock pairs within one
+// iteration, so that a loaded host slows both alike: it reports each
+// one's ns per Lock+Unlock and rw/sync, the median of the blocks' ratios.
+func BenchmarkRWLockPaired(b *testing.B) {
+	ps, pr := &paddedRW{rw: new(sync.RWMutex)}, &paddedRW{rw: new(RWMutex)}
+	var syncNs, rwNs time.Duration
+	var ratios []float64
+	for b.Loop() {
+		t0 := time.Now()
+		for range rwPairBlock {
+			ps.rw.Lock()
+			ps.rw.Unlock()
+		}
+		t1 := time.Now()
+		for range rwPairBlock {
+			pr.rw.Lock()
+			pr.rw.Unlock()
+		}
+		t2 := time.Now()
+		syncNs += t1.Sub(t0)
+		rwNs += t2.Sub(t1)
+		ratios = append(ratios, float64(t2.Sub(t1))/float64(t1.Sub(t0)))
+	}
+	slices.Sort(ratios)
+	n := float64(b.N * rwPairBlock)
+	b.ReportMetric(float64(syncNs)/n, "sync-ns/lock")
+	b.ReportMetric(float64(rwNs)/n, "rw-ns/lock")
+	b.ReportMetric(ratios[len(ratios)/2], "rw/sync")
+}
+
+const rwPairBlock = 1000

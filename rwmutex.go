@@ -289,19 +289,27 @@ func (rw *RWMutex) TryLock() bool { return rw.ref().tryLock(&rw.diag) }
 // admitted, then the next writer may arrive. It panics with "lockword:
 // Unlock of unlocked RWMutex" if rw is not locked for writing.
 func (rw *RWMutex) Unlock() {
-	// Fast path: nobody parked, no statistics, no misuse: clear the writer
-	// bit, then free the writers' word nobody waits for.
-	if s := rw.state.Load(); s&(rwWriter|rwParked) == rwWriter && rw.state.CompareAndSwap(s, s&^rwWriter) {
-		if !rw.writers.CompareAndSwap(rwwLocked, 0) {
-			rw.ref().releaseWriters()
-		}
-		return
+	// Clear the writer and parked bits (keep phase: the next writer flips
+	// it); with no reader parked, free the writers' word: done.
+	s := rw.state.And(^uint32(rwWriter | rwParked))
+	if s&(rwWriter|rwParked) != rwWriter || !rw.writers.CompareAndSwap(rwwLocked, 0) {
+		rw.unlockSlow(s)
 	}
-	rw.unlockSlow()
 }
 
+// unlockSlow is Unlock's slow path; s is state before Unlock cleared the
+// writer and parked bits.
+//
 //go:noinline
-func (rw *RWMutex) unlockSlow() { rw.ref().unlock() }
+func (rw *RWMutex) unlockSlow(s uint32) {
+	if s&rwWriter == 0 {
+		panic("lockword: Unlock of unlocked RWMutex")
+	}
+	if s&rwParked != 0 {
+		wait.Wake(&rw.state, wakeAll)
+	}
+	rw.ref().unlockWriters()
+}
 
 // EnableStats starts collecting contention statistics (see Stats), for
 // read and write acquisitions together. It may be called at any time. From
@@ -578,14 +586,6 @@ func (r rwRef) tryLock(d *diag) bool {
 		d.uncontended()
 	}
 	return true
-}
-
-// unlock is Unlock's slow path.
-func (r rwRef) unlock() {
-	if r.state.Load()&rwWriter == 0 {
-		panic("lockword: Unlock of unlocked RWMutex")
-	}
-	r.release()
 }
 
 // release clears the writer bit, wakes readers parked behind it and

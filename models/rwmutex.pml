@@ -15,7 +15,8 @@
  * models: rwmutex.go rwRef.lock
  * models: rwmutex.go rwRef.arrive
  * models: rwmutex.go rwRef.awaitReaders
- * models: rwmutex.go rwRef.unlock
+ * models: rwmutex.go (*RWMutex).Unlock
+ * models: rwmutex.go (*RWMutex).unlockSlow
  * models: rwmutex.go rwRef.release
  * models: rwmutex.go rwArrive
  *
