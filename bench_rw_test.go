@@ -146,3 +146,71 @@ func BenchmarkRWLockPaired(b *testing.B) {
 }
 
 const rwPairBlock = 1000
+
+// BenchmarkDiagPaired is BenchmarkDiagCost paired within one iteration:
+// each iteration runs diagPairAcq contended acquisitions (benchmarkFair's
+// shape: the lock is held while the goroutines queue) on a lock with the
+// default stuck threshold, then on one with stuck reports off, and reports
+// 1 - default/off throughput per pair (the median: default-cost, the
+// share of throughput the diagnostics take) beside each one's Macq/s.
+// Host load hits both halves of a pair alike.
+func BenchmarkDiagPaired(b *testing.B) {
+	shapes := []struct {
+		name string
+		new  func(threshold time.Duration) sync.Locker
+	}{
+		{"ticket", func(th time.Duration) sync.Locker { m := new(TicketMutex); m.SetStuckThreshold(th); return m }},
+		{"rw-write", func(th time.Duration) sync.Locker { m := new(RWMutex); m.SetStuckThreshold(th); return m }},
+	}
+	for _, sh := range shapes {
+		for _, g := range []int{16, 64} {
+			b.Run(fmt.Sprintf("shape=%s/goroutines=%d", sh.name, g), func(b *testing.B) {
+				var ratios []float64
+				var tDef, tOff time.Duration
+				for b.Loop() {
+					d1 := fairRun(sh.new(0), g, diagPairAcq)
+					d2 := fairRun(sh.new(-1), g, diagPairAcq)
+					tDef, tOff = tDef+d1, tOff+d2
+					ratios = append(ratios, 1-float64(d2)/float64(d1))
+				}
+				slices.Sort(ratios)
+				n := float64(b.N * diagPairAcq)
+				b.ReportMetric(n/tDef.Seconds()/1e6, "default-Macq/s")
+				b.ReportMetric(n/tOff.Seconds()/1e6, "off-Macq/s")
+				b.ReportMetric(ratios[len(ratios)/2], "default-cost")
+			})
+		}
+	}
+}
+
+const diagPairAcq = 30_000
+
+// fairRun is benchmarkFair's shape without the benchmark: goroutines
+// queue on l (held while they start), then share n acquisitions; it
+// returns the time from the release to the last acquisition.
+func fairRun(l sync.Locker, goroutines, n int) time.Duration {
+	total := 0 // guarded by l
+	var wg, started sync.WaitGroup
+	l.Lock()
+	for range goroutines {
+		started.Add(1)
+		wg.Go(func() {
+			started.Done()
+			for {
+				l.Lock()
+				if total >= n {
+					l.Unlock()
+					return
+				}
+				total++
+				l.Unlock()
+			}
+		})
+	}
+	started.Wait()
+	time.Sleep(time.Millisecond + time.Duration(goroutines)*20*time.Microsecond) // all reach Lock
+	t0 := time.Now()
+	l.Unlock()
+	wg.Wait()
+	return time.Since(t0)
+}

@@ -99,6 +99,7 @@ func (d *diag) Name() string {
 // report (a log/slog warning) and keeps waiting. Zero restores
 // DefaultStuckThreshold; a negative duration disables reports for this lock.
 func (d *diag) SetStuckThreshold(threshold time.Duration) {
+	lowerStuckMin(threshold) // the watcher looks often enough for it
 	d.getInfo().stuckNs.Store(int64(threshold))
 }
 

@@ -10,7 +10,7 @@ import (
 )
 
 // The stuck watcher: one goroutine, running only while some waiter sleeps,
-// that looks at the waits in progress every stuckTick and logs a stuck
+// that looks at the waits in progress every tick (stuckTickFor) and logs a stuck
 // report for each that has passed its lock's threshold. It finds them in
 // two ways:
 //
@@ -31,9 +31,40 @@ import (
 // samples once more, so a waiter queued before that last sample is seen
 // and one queued after it sees running clear and starts a new watcher.
 
-// stuckTick is how often the watcher looks: a report comes at most this
-// late.
+// stuckTick is how often the watcher looks at the least: a report comes
+// at most two ticks late (the coarse clock it reads a wait's start from
+// lags by up to one). It looks less often while every threshold in the
+// process is long (stuckTickFor), so that at the default threshold of 2 s
+// it wakes every 50 ms: each look costs a scan of the parking lot.
 const stuckTick = 5 * time.Millisecond
+
+// stuckTickMax is the longest tick: 2 ticks are 5% of the default
+// threshold.
+const stuckTickMax = 50 * time.Millisecond
+
+// stuckMinNs is the shortest stuck threshold any lock of the process has
+// been given (SetStuckThreshold), or 0 for none but the default.
+var stuckMinNs atomic.Int64
+
+// lowerStuckMin records a lock's threshold in stuckMinNs.
+func lowerStuckMin(threshold time.Duration) {
+	for {
+		old := stuckMinNs.Load()
+		if threshold <= 0 || (old != 0 && old <= int64(threshold)) || stuckMinNs.CompareAndSwap(old, int64(threshold)) {
+			return
+		}
+	}
+}
+
+// stuckTickFor is the tick for the shortest threshold in use: a fortieth
+// of it (two ticks are 5% of it), between stuckTick and stuckTickMax.
+func stuckTickFor() time.Duration {
+	th := DefaultStuckThreshold
+	if ns := stuckMinNs.Load(); ns != 0 {
+		th = min(th, time.Duration(ns))
+	}
+	return min(max(th/40, stuckTick), stuckTickMax)
+}
 
 const stuckShards = 16
 
@@ -82,7 +113,7 @@ var stuckWaits struct {
 var stuckEpoch = time.Now()
 
 // stuckNow is the start time of a wait for the stuck report: the coarse
-// clock while the watcher runs (at most stuckTick behind), else the system
+// clock while the watcher runs (at most a tick behind), else the system
 // clock.
 func stuckNow() time.Time { return stuckEpoch.Add(time.Duration(stuckClockNs())) }
 
@@ -148,7 +179,10 @@ func stuckWatcher() {
 	var due []stuckReport
 	idle := 0
 	for {
-		time.Sleep(stuckTick)
+		// margin is how far the coarse clock may lag: the tick before
+		// this look (ticks only shorten: stuckMinNs only falls).
+		margin := stuckTickFor()
+		time.Sleep(margin)
 		now := time.Now()
 		nowNs := int64(now.Sub(stuckEpoch))
 		stuckWaits.now.Store(nowNs)
@@ -160,7 +194,7 @@ func stuckWatcher() {
 				// A start read from the coarse clock may be up to a
 				// tick early: wait a tick more, so as never to report
 				// before the threshold.
-				if !e.reported && now.Sub(e.start) >= e.threshold+stuckTick {
+				if !e.reported && now.Sub(e.start) >= e.threshold+margin {
 					e.reported = true // one report per wait
 					due = append(due, stuckReport{e.kind, e.name, e.addr, e.word, e.start, e.threshold})
 				}
@@ -174,7 +208,7 @@ func stuckWatcher() {
 			}
 			kind, d := o.stuckInfo()
 			threshold, name := d.stuckThreshold()
-			if threshold < 0 || time.Duration(nowNs-sinceNs) < threshold+stuckTick {
+			if threshold < 0 || time.Duration(nowNs-sinceNs) < threshold+margin {
 				return false
 			}
 			due = append(due, stuckReport{kind, name, note, word, stuckEpoch.Add(time.Duration(sinceNs)), threshold})
