@@ -3,6 +3,7 @@
 package lockword
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -118,7 +119,7 @@ func initRegion(path string, fd int, size int64, undo func()) (r *Region, err er
 	// Openers load it with acquire ordering (Go's atomics are sequentially
 	// consistent, which is stronger) before reading anything else.
 	word64(data, hdrMagic).Store(regionMagic)
-	wait.FutexWake(word32(data, hdrMagic), math.MaxInt32, wait.Shared)
+	wakeShared(word32(data, hdrMagic), math.MaxInt32)
 
 	r = newRegion(path, f, data)
 	if err := r.attach(nil); err != nil {
@@ -252,7 +253,7 @@ func mappedOpen(path string, f *os.File, fd int, data []byte, st *unix.Stat_t, r
 			if left <= 0 {
 				return nil, fmt.Errorf("%w: header not published (creator died? remove the file)", ErrNotInitialized)
 			}
-			wait.FutexWait(word32(data, hdrMagic), 0, min(left, 10*time.Millisecond), wait.Shared)
+			sleepShared(context.Background(), word32(data, hdrMagic), 0, min(left, 10*time.Millisecond))
 		}
 	}
 

@@ -1,7 +1,6 @@
 package lockword
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"sync/atomic"
@@ -113,14 +112,4 @@ func setRepair(repair *atomic.Pointer[func() error], fn func() error) {
 		return
 	}
 	repair.Store(&fn)
-}
-
-// wakeOnDone arranges for wake to run when ctx ends, so that a goroutine
-// asleep in the kernel (which no channel can interrupt) returns at once
-// rather than at its next liveness check. The returned stop must be called.
-func wakeOnDone(ctx context.Context, wake func()) (stop func() bool) {
-	if ctx == nil || ctx.Done() == nil {
-		return func() bool { return false }
-	}
-	return context.AfterFunc(ctx, wake)
 }

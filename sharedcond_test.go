@@ -41,7 +41,7 @@ func init() {
 				done.Add(1)
 			}()
 		}
-		for wait.Parked(&c.local) < n-1 {
+		for wait.Parked(&c.sleeper.woke) < n-1 {
 			time.Sleep(5 * time.Millisecond)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -440,7 +440,7 @@ func TestSharedCondSignalNotStolen(t *testing.T) {
 		woke <- name
 	}
 	go waitOn("early", early)
-	for c.waiters.Load() != 1 || early.sleeper.Load() != 1 {
+	for c.waiters.Load() != 1 || early.sleeper.sleeping.Load() != 1 {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(10 * time.Millisecond) // asleep in the kernel

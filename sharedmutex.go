@@ -8,8 +8,6 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
-
-	"github.com/lockword/lockword/internal/wait"
 )
 
 // Lock word of SharedMutex (and of any later robust kind: the owner token
@@ -364,7 +362,7 @@ func (m *SharedMutex) Reinitialize() error {
 			// No sleeper can be left (acquirers of a not-recoverable
 			// lock return), but one that raced the transition must not
 			// sleep on through the reset.
-			wait.FutexWake(m.word, math.MaxInt32, wait.Shared)
+			wakeShared(m.word, math.MaxInt32)
 			return nil
 		}
 	}
@@ -460,9 +458,9 @@ func (m *SharedMutex) unlockSlow() {
 		switch {
 		case w&sharedInconsistent != 0:
 			// Everyone waiting must learn it is not recoverable.
-			wait.FutexWake(m.word, math.MaxInt32, wait.Shared)
+			wakeShared(m.word, math.MaxInt32)
 		case w&sharedWaiters != 0:
-			wait.FutexWake(m.word, 1, wait.Shared)
+			wakeShared(m.word, 1)
 		}
 		return
 	}
@@ -562,10 +560,6 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 	if start.IsZero() {
 		*start = time.Now()
 	}
-	// A cancelled context must end a kernel sleep at once, not at the
-	// next liveness check: wake this lock's sleepers (at most one per
-	// process; the others go back to sleep).
-	defer wakeOnDone(ctx, func() { wait.FutexWake(m.word, math.MaxInt32, wait.Shared) })()
 	slept := false
 	reported := false
 	var checked time.Time // when the holder was last checked; zero: never
@@ -615,7 +609,7 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 			if slept {
 				// We may have consumed a wake-up meant for the next
 				// waiter: pass it on.
-				wait.FutexWake(m.word, 1, wait.Shared)
+				wakeShared(m.word, 1)
 			}
 			return ctx.Err()
 		}
@@ -626,10 +620,6 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 			}
 			w |= sharedWaiters
 		}
-		timeout := ownerCheckInterval
-		if dl, ok := ctx.Deadline(); ok {
-			timeout = max(min(timeout, time.Until(dl)), 0)
-		}
 		if w&sharedStats != 0 {
 			word64(m.obj, mutexObjParks).Add(1)
 		}
@@ -639,7 +629,10 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 			slept = true
 			checked = time.Now()
 		}
-		wait.FutexWait(m.word, w, timeout, wait.Shared)
+		// A cancelled context ends the sleep at once, not at the next
+		// liveness check: it wakes this lock's sleepers (at most one per
+		// process; the others go back to sleep).
+		sleepShared(ctx, m.word, w, ownerCheckInterval)
 		if !reported {
 			reported = m.reportIfStuck(*start, owner, holderPID)
 		}

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync/atomic"
 	"time"
-
-	"github.com/lockword/lockword/internal/wait"
 )
 
 // Errors of the shared byte ring (RingProducer, RingConsumer). Each is
@@ -146,22 +143,14 @@ func (s sharedRingSleeper) sleep(ctx context.Context, word *atomic.Uint32, val u
 			return err
 		}
 	}
-	timeout := ringSleepSlice
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(min(timeout, time.Until(dl)), 0)
-	}
-	if ctx.Done() != nil {
-		// A cancelled context ends the sleep at once, not at the end of
-		// the slice. Only this side sleeps on word, so waking all is one.
-		stop := context.AfterFunc(ctx, func() { wait.FutexWake(word, math.MaxInt32, wait.Shared) })
-		defer stop()
-	}
-	// Spurious returns are fine: ringAwait looks again and comes back.
-	wait.FutexWait(word, val, timeout, wait.Shared)
+	// A cancelled context ends the sleep at once, not at the end of the
+	// slice (only this side sleeps on word). Spurious returns are fine:
+	// ringAwait looks again and comes back.
+	sleepShared(ctx, word, val, ringSleepSlice)
 	return nil
 }
 
-func (s sharedRingSleeper) wake(word *atomic.Uint32) { wait.FutexWake(word, 1, wait.Shared) }
+func (s sharedRingSleeper) wake(word *atomic.Uint32) { wakeShared(word, 1) }
 
 // peerDead returns an error wrapping ErrPeerDead if the other side's role
 // names a process that has died; nil if it lives or nobody holds the role

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
-
-	"github.com/lockword/lockword/internal/wait"
 )
 
 // A robust ticket queue: the ticket lock of Mellor-Crummey and Scott (1991)
@@ -307,7 +305,7 @@ func (q *ticketQueue) handOn(s uint32, ctx context.Context) {
 			continue
 		case recWaiting, recHolding:
 			if r&recSleeping != 0 {
-				wait.FutexWakeBitset(q.serving, wakeAll, ticketBit(s), wait.Shared)
+				wakeSharedBits(q.serving, wakeAll, ticketBit(s))
 			}
 		}
 		return
@@ -446,7 +444,6 @@ func (q *ticketQueue) resolve(ctx context.Context, s uint32) (blocker uint32, al
 // server wakes it. Every ownerCheckInterval that serving stands still it
 // resolves the ticket served; past the stuck threshold it reports once.
 func (q *ticketQueue) waitServing(ctx context.Context, start time.Time, bits uint32, sleeping func(), done func(s uint32) bool) error {
-	defer wakeOnDone(ctx, func() { wait.FutexWakeBitset(q.serving, wakeAll, bits, wait.Shared) })()
 	last := q.serving.Load()
 	since, checked := time.Now(), time.Time{}
 	reported := false
@@ -478,14 +475,10 @@ func (q *ticketQueue) waitServing(ctx context.Context, start time.Time, bits uin
 		if sleeping != nil {
 			sleeping()
 		}
-		timeout := ownerCheckInterval
-		if dl, ok := ctx.Deadline(); ok {
-			timeout = max(min(timeout, time.Until(dl)), 0)
-		}
 		if q.flags.Load()&queueStats != 0 {
 			word64(q.obj, mutexObjParks).Add(1)
 		}
-		wait.FutexWaitBitset(q.serving, s, bits, timeout, wait.Shared)
+		sleepSharedBits(ctx, q.serving, s, bits, ownerCheckInterval)
 	}
 }
 
@@ -677,7 +670,7 @@ func (q *ticketQueue) release() {
 	}
 	q.finish(q.ticket, packRecord(q.ticket, q.token, recHolding))
 	if f&queueInconsistent != 0 {
-		wait.FutexWakeBitset(q.serving, wakeAll, anyBit, wait.Shared)
+		wakeSharedBits(q.serving, wakeAll, anyBit)
 	}
 }
 
