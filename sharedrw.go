@@ -324,7 +324,7 @@ func (rw *SharedRWMutex) rwait(ctx context.Context, w uint32, start time.Time) e
 		if now := time.Now(); now.Sub(checked) >= ownerCheckInterval {
 			// Retire the writer if it died; report a long wait once.
 			checked = now
-			blocker, alive := rw.q.resolve(ctx, rw.q.serving.Load())
+			blocker, alive := rw.q.retireIfStalled(ctx, rw.q.serving.Load())
 			if !reported {
 				reported = rw.reportReaderStuck(start, blocker, alive)
 			}
@@ -432,7 +432,7 @@ func (rw *SharedRWMutex) LockContext(ctx context.Context) error {
 		err = q.hold(q.ticket)
 	}
 	if err == nil {
-		err = q.afterServed(slow, start)
+		err = q.acceptHold(slow, start)
 	}
 	if err != nil && !isOwnerDead(err) {
 		q.gate.Unlock()
@@ -449,7 +449,7 @@ func (rw *SharedRWMutex) arrive(ctx context.Context, slow *bool, start *time.Tim
 	for s := rw.in.Load(); s&srwWriter != 0; s = rw.in.Load() {
 		if rw.q.flags.Load()&(queueInconsistent|queueNotRecoverable) != 0 {
 			// Left by a writer that died holding: readers are already
-			// out; it is ours (afterServed reports the owner death).
+			// out; it is ours (acceptHold reports the owner death).
 			return nil
 		}
 		// Left by a writer that gave up, or died, while readers it
@@ -666,7 +666,7 @@ func (rw *SharedRWMutex) TryLock() bool {
 					q.gate.Unlock() // overwritten under us (corrupt): nothing to hand on
 					return false
 				}
-				err := q.afterServed(false, time.Time{})
+				err := q.acceptHold(false, time.Time{})
 				if err == nil {
 					return true
 				}

@@ -752,8 +752,8 @@ func TestSharedTicketDeadAfterReleaseNotInconsistent(t *testing.T) {
 	q.rec(s).Store(packRecord(s, q.token, recSkippingDead)) // the resolver's CAS won
 	q.next.Store(s + 1)
 	q.serving.Store(s + 1) // the dead holder's finish had moved serving on
-	if !q.complete(context.Background(), s, recSkippingDead) {
-		t.Fatal("complete gave up")
+	if !q.retireTicket(context.Background(), s, recSkippingDead) {
+		t.Fatal("retireTicket gave up")
 	}
 	if q.flags.Load()&queueInconsistent != 0 {
 		t.Fatal("a holder that released before dying made the lock inconsistent")

@@ -23,7 +23,7 @@
  * models: sharedrw.go (*SharedRWMutex).Unlock
  * models: sharedrw.go (*SharedRWMutex).MarkConsistent
  * models: rwmutex.go rwArrive
- * models: sharedticket.go (*ticketQueue).complete
+ * models: sharedqueue.go (*ticketQueue).retireTicket
  *
  * Words as in Go, in bytes: in = bit 0 phase, 1 writer, 2 parked, count
  * in bits 3-7 (one reader = 8; Go: bits 4-31, the stats bit 3 is not
