@@ -11,7 +11,7 @@ import (
 )
 
 // Lock word of SharedMutex (and of any later robust kind: the owner token
-// layout is shared):
+// layout, bits 0-27, is regionowner.go's):
 //
 //	bits   meaning
 //	0-17   owner generation: with the slot, the owner token; 0 when free
@@ -20,26 +20,12 @@ import (
 //	29     inconsistent: taken from a dead owner, MarkConsistent not yet called
 //	30     waiters: a process may sleep in the kernel; Unlock must FUTEX_WAKE
 //	31     timed: the object's held-since stamp describes this hold
-//
-// Bits 0-27 all ones (ownerNotRecoverable) mean not recoverable.
 const (
-	ownerGenBits        = 18
-	ownerSlotBits       = 10
-	ownerMask           = 1<<(ownerGenBits+ownerSlotBits) - 1
-	ownerNotRecoverable = ownerMask
-	// ownerGenMax is the largest generation issued: the all-ones
-	// generation in slot 1023 would spell ownerNotRecoverable.
-	ownerGenMax = 1<<ownerGenBits - 2
-
 	sharedStats        = 1 << 28
 	sharedInconsistent = 1 << 29
 	sharedWaiters      = 1 << 30
 	sharedTimed        = 1 << 31
 )
-
-func makeToken(slot, gen uint32) uint32 { return slot<<ownerGenBits | gen }
-func tokenSlot(t uint32) uint32         { return t >> ownerGenBits & (1<<ownerSlotBits - 1) }
-func tokenGen(t uint32) uint32          { return t & (1<<ownerGenBits - 1) }
 
 // SharedMutex object layout in a region (kind 1, 64 bytes, 64-aligned: one
 // cache line, so two locks never share one). See docs/abi.md.
@@ -239,6 +225,15 @@ var _ interface {
 	Unlock()
 } = (*SharedMutex)(nil)
 
+// Mutex returns the SharedMutex named name (1 to 48 bytes of UTF-8 without control characters, else ErrObjectName), creating it,
+// unlocked, if the region has no object of that name. Every call with the
+// same name on one Region returns the same *SharedMutex. It fails with
+// ErrObjectKind if name is an object of another kind, ErrRegionFull if
+// there is no room, ErrRegionClosed after Close.
+func (r *Region) Mutex(name string) (*SharedMutex, error) {
+	return handle(r, name, kindMutex, func(obj []byte) *SharedMutex { return newSharedMutex(r, name, obj) })
+}
+
 func newSharedMutex(r *Region, name string, obj []byte) *SharedMutex {
 	m := &SharedMutex{word: word32(obj, mutexObjWord), token: r.token, obj: obj, r: r, name: name}
 	// The gate's own stuck reports would speak of an unnamed in-process
@@ -246,6 +241,9 @@ func newSharedMutex(r *Region, name string, obj []byte) *SharedMutex {
 	m.gate.SetStuckThreshold(-1)
 	return m
 }
+
+// holdsLock reports whether this process holds m: Close refuses then.
+func (m *SharedMutex) holdsLock() bool { return m.word.Load()&ownerMask == m.r.token }
 
 func init() {
 	registerKind(kindMutex, &kindInfo{

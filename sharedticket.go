@@ -125,6 +125,16 @@ func init() {
 	})
 }
 
+// TicketMutex returns the SharedTicketMutex named name (1 to 48 bytes of UTF-8 without control characters, else ErrObjectName),
+// creating it, unlocked, if the region has no object of that name. Every
+// call with the same name on one Region returns the same
+// *SharedTicketMutex. It fails with ErrObjectKind if name is an object of
+// another kind, ErrRegionFull if there is no room, ErrRegionClosed after
+// Close.
+func (r *Region) TicketMutex(name string) (*SharedTicketMutex, error) {
+	return handle(r, name, kindTicketMutex, func(obj []byte) *SharedTicketMutex { return newSharedTicketMutex(r, name, obj) })
+}
+
 func newSharedTicketMutex(r *Region, name string, obj []byte) *SharedTicketMutex {
 	t := &SharedTicketMutex{}
 	t.q.init(r, name, "SharedTicketMutex", obj, ticketObjNext, ticketObjServing, ticketObjFlags, ticketObjStamp, ticketObjDeadPID, ticketObjRecords)

@@ -18,9 +18,9 @@
  * models: sharedmutex.go (*SharedMutex).MarkConsistent
  * models: sharedmutex.go (*SharedMutex).afterLocker
  * models: robust.go repairAfterLocker
- * models: region_linux.go (*Region).tokenAlive
- * models: region_linux.go (*Region).attach
- * models: region_linux.go (*Region).nextGen
+ * models: regionowner.go (*Region).tokenAlive
+ * models: regionowner.go (*Region).attach
+ * models: regionowner.go (*Region).nextGen
  *
  * Word (a byte here): bits 0-3 owner token = slot << 2 | generation
  * (generations 1..3; Go: 18 bits), 15 = not recoverable (Go: bits 0-27
