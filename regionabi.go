@@ -85,7 +85,7 @@ const (
 	kindRWMutex     objectKind = 4 // SharedRWMutex
 	kindCond        objectKind = 5 // SharedCond
 	kindRing        objectKind = 6 // RingProducer, RingConsumer: shared byte ring (sharedring.go)
-	kindSeqLock     objectKind = 7 // RegionSeqLock (seqlock_region.go)
+	kindSeqLock     objectKind = 7 // RegionSeqLock (sharedseqlock.go)
 )
 
 // kindInfo describes one kind of region object: its fixed size and

@@ -54,49 +54,6 @@ const (
 	ownerCheckInterval   = 10 * time.Millisecond
 )
 
-var (
-	// ErrOwnerDead is returned, together with the lock, when the previous
-	// holder process died while holding it (POSIX EOWNERDEAD). The caller
-	// holds the lock, must bring the protected data back to a consistent
-	// state, then call MarkConsistent before Unlock. Unlocking without
-	// MarkConsistent makes the lock not recoverable.
-	ErrOwnerDead = errors.New("lockword: previous holder of the shared lock died while holding it; repair the data, then call MarkConsistent")
-	// ErrNotRecoverable is returned by every acquisition of a lock whose
-	// holder, after an owner death, unlocked it without calling
-	// MarkConsistent (POSIX ENOTRECOVERABLE). The caller does not hold the
-	// lock; the data it protects cannot be trusted. The way out: restore
-	// the data by other means, then SharedMutex.Reinitialize (or use a new
-	// object name, or a new region).
-	ErrNotRecoverable = errors.New("lockword: shared lock is not recoverable: after an owner death it was unlocked without MarkConsistent (or Lock had no repair function)")
-)
-
-// OwnerDeadError is the error LockContext returns, with the lock held,
-// when the previous holder died holding it. errors.Is(err, ErrOwnerDead)
-// holds for it; errors.As gives the dead holder's PID.
-type OwnerDeadError struct {
-	Lock, Region string // the lock's name and its region's path
-	// PID is the dead holder's process ID, or 0 if it is unknown: the
-	// holder's process-table slot was reclaimed by another process
-	// before the death was noticed, and its identity went with it.
-	PID int
-}
-
-// Error names the lock, its region and the dead holder.
-func (e *OwnerDeadError) Error() string {
-	return fmt.Sprintf("%v (lock %q in %s; previous holder PID %s)", ErrOwnerDead, e.Lock, e.Region, pidText(uint32(e.PID)))
-}
-
-// pidText formats a holder's PID for messages: "unknown" for 0.
-func pidText(pid uint32) string {
-	if pid == 0 {
-		return "unknown"
-	}
-	return fmt.Sprint(pid)
-}
-
-// Is reports whether target is ErrOwnerDead.
-func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
-
 // A SharedMutex is a mutual exclusion lock in a Region, shared by every
 // process that maps the region, and robust: when a holder process dies
 // while holding it, the next acquirer is told (ErrOwnerDead) and may repair
@@ -396,16 +353,6 @@ func (m *SharedMutex) EnableStats() { m.word.Or(sharedStats) }
 // all processes. Parks counts sleeps in the kernel.
 func (m *SharedMutex) Stats() Stats { return mutexObjStats(m.obj) }
 
-func mutexObjStats(obj []byte) Stats {
-	return Stats{
-		Acquisitions: word64(obj, mutexObjAcquired).Load(),
-		SlowPath:     word64(obj, mutexObjSlow).Load(),
-		Parks:        word64(obj, mutexObjParks).Load(),
-		WaitTotal:    time.Duration(word64(obj, mutexObjWaitNs).Load()),
-		WaitMax:      time.Duration(word64(obj, mutexObjWaitMaxNs).Load()),
-	}
-}
-
 //go:noinline
 func (m *SharedMutex) lockSlowLocker() {
 	m.afterLocker(m.lockSlow(context.Background()))
@@ -656,4 +603,57 @@ func (m *SharedMutex) reportIfStuck(start time.Time, owner, pid uint32) bool {
 	}
 	logSharedStuck("SharedMutex", m.name, m.r.path, pid, alive, waited, threshold)
 	return true
+}
+
+// inspectMutex describes a SharedMutex object (and the writers' lock of a
+// region SeqLock) for InspectRegion: state, holder, how long the hold has
+// lasted, statistics. A hold it sees for the first time whose start was not
+// recorded (a fast-path acquisition) it stamps, unless the mapping is
+// read-only.
+func inspectMutex(insp *inspector, obj []byte, info *ObjectInfo) {
+	word := word32(obj, mutexObjWord)
+	w := word.Load()
+	info.Word = w
+	info.Waiters = w&sharedWaiters != 0
+	info.Inconsistent = w&sharedInconsistent != 0
+	if w&sharedStats != 0 {
+		s := mutexObjStats(obj)
+		info.Stats = &s
+	}
+	owner := w & ownerMask
+	switch owner {
+	case 0:
+		info.State = "free"
+		return
+	case ownerNotRecoverable:
+		info.State = "not-recoverable"
+		return
+	}
+	if !validToken(owner) {
+		info.State, info.Reason = "corrupt", fmt.Sprintf("owner token %#x names no incarnation (generation %d)", owner, tokenGen(owner))
+		return
+	}
+	setHolder(info, insp.check(owner))
+	since := word64(obj, mutexObjHeldSince)
+	now := monoNowNs()
+	if w&sharedTimed != 0 {
+		info.HeldFor = time.Duration(max(now-int64(since.Load()), 0))
+		info.HeldForKnown = true
+		return
+	}
+	if insp.r.readOnly {
+		return // cannot stamp: unknown
+	}
+	// Stamp "held since at most now": time first, then the bit, so that a
+	// reader who sees the bit sees the time. If the word changed
+	// meanwhile the CAS fails and nothing is claimed. If it succeeds, the
+	// hold may still have begun after now (released and taken again with
+	// the same token since we read w): stamp again, with a time after the
+	// CAS, when this hold is known to have begun, so that the stamp
+	// never precedes it.
+	since.Store(uint64(now))
+	if word.CompareAndSwap(w, w|sharedTimed) {
+		since.Store(uint64(monoNowNs()))
+		info.HeldForKnown = true
+	}
 }

@@ -703,3 +703,41 @@ func (c *RingConsumer) Close() {
 // another process may attach as the consumer and receive what remains.
 // Later calls on c return ErrRingClosed.
 func (c *RingConsumer) Detach() { c.e.release() }
+
+// inspectRing describes a shared byte ring (sharedring.go's layout). It
+// reads the words and writes nothing: a ring is no lock, so it sets no
+// State.
+func inspectRing(insp *inspector, obj []byte, info *ObjectInfo) {
+	if len(obj) < shringData+MinSharedRingCapacity {
+		return // too small to be one (attachRing refuses it)
+	}
+	ri := &RingInfo{
+		Capacity:         len(obj) - shringData,
+		Producer:         insp.role(word32(obj, shringProducerRole).Load()),
+		Consumer:         insp.role(word32(obj, shringConsumerRole).Load()),
+		Closed:           word32(obj, shringNotEmpty).Load()&ringClosed != 0,
+		BytesReceived:    word64(obj, shringHead).Load(),
+		BytesSent:        word64(obj, shringTail).Load(),
+		MessagesReceived: word64(obj, shringMessagesRecvd).Load(),
+		MessagesSent:     word64(obj, shringMessagesSent).Load(),
+	}
+	// head first, then tail: the ring only grows between the two loads,
+	// so a busy ring never looks over-full.
+	if used := ri.BytesSent - ri.BytesReceived; used > uint64(ri.Capacity) || ri.BytesSent%recHeaderSize != 0 || ri.BytesReceived%recHeaderSize != 0 {
+		ri.Corrupt = true
+	} else {
+		ri.Used = int64(used)
+	}
+	info.Ring = ri
+}
+
+// role describes the process whose owner token a ring's role word holds;
+// nil for none.
+func (insp *inspector) role(w uint32) *ProcessInfo {
+	tok := w & ownerMask
+	if tok == 0 {
+		return nil
+	}
+	a := insp.check(tok)
+	return &ProcessInfo{Slot: int(tokenSlot(tok)), PID: int(a.pid), Alive: a.alive}
+}

@@ -1329,7 +1329,7 @@ static int lock_slow(lw_mutex *m, int64_t timeout_ns, uint32_t *dead_pid) {
 	return err;
 }
 
-/* ---- Shared byte ring (sharedring.go, spsc.go) ---- */
+/* ---- Shared byte ring (sharedring.go, ringindex.go) ---- */
 
 enum { ring_spin_iterations = 10, ring_yield_rounds = 4, ring_spin_first = 16, ring_spin_pause = 64 };
 

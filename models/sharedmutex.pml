@@ -7,7 +7,7 @@
  * holder with ErrOwnerDead; a dead process's slot reused by a new process
  * with a new generation.
  *
- * Mirrors sharedmutex.go and region_linux.go on main:
+ * Mirrors sharedmutex.go and regionowner.go on main:
  * models: sharedmutex.go (*SharedMutex).Lock
  * models: sharedmutex.go (*SharedMutex).LockContext
  * models: sharedmutex.go (*SharedMutex).lockSlow
@@ -17,7 +17,7 @@
  * models: sharedmutex.go (*SharedMutex).unlockSlow
  * models: sharedmutex.go (*SharedMutex).MarkConsistent
  * models: sharedmutex.go (*SharedMutex).afterLocker
- * models: robust.go repairAfterLocker
+ * models: sharedownerdead.go repairAfterLocker
  * models: regionowner.go (*Region).tokenAlive
  * models: regionowner.go (*Region).attach
  * models: regionowner.go (*Region).nextGen
