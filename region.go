@@ -402,9 +402,6 @@ func (r *Region) readHeader() (h *regionHeader, hdr []byte, err error) {
 // refreshObjects learns the objects that other processes created since
 // this handle last read the table. r.mu must be held.
 func (r *Region) refreshObjects() error {
-	if !regionsSupported {
-		return ErrUnsupported
-	}
 	fd := int(r.file.Fd())
 	if err := flock(fd, lockShared); err != nil {
 		return err
@@ -423,9 +420,6 @@ func (r *Region) refreshObjects() error {
 // for every kind: a new kind's constructor is a call to it and a wrapper
 // around the bytes it returns.
 func (r *Region) object(name string, kind objectKind, size uint32) (regionObject, error) {
-	if !regionsSupported {
-		return regionObject{}, ErrUnsupported
-	}
 	if r.closed {
 		return regionObject{}, ErrRegionClosed
 	}
@@ -481,9 +475,6 @@ func checkKind(o regionObject, kind objectKind) error {
 }
 
 func (r *Region) close() error {
-	if !regionsSupported {
-		return ErrUnsupported
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {

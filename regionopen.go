@@ -522,9 +522,6 @@ func (r *Region) checkSize() error {
 // Call it from a health check, or after a lock call returned ErrCorrupt.
 // It returns ErrRegionClosed after Close.
 func (r *Region) Check() error {
-	if !regionsSupported {
-		return ErrUnsupported
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
