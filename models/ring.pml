@@ -4,7 +4,7 @@
  * announce-sleep-then-look), in-process (Ring) and between processes
  * (the shared byte ring, -DSHARED).
  *
- * Mirrors ring.go, ringindex.go and sharedring.go on main:
+ * Mirrors ring.go, ringindex.go, sharedring.go and sharedringends.go on main:
  * models: ring.go (*Ring).TryPush
  * models: ring.go (*Ring).TryPop
  * models: ring.go (*Ring).pushSlow
@@ -17,9 +17,9 @@
  * models: ringindex.go (*spscIndex).waitRoom
  * models: ringindex.go (*spscIndex).waitItems
  * models: ringindex.go publishIndex
- * models: sharedring.go (*RingProducer).trySend
- * models: sharedring.go (*RingConsumer).Receive
- * models: sharedring.go (*RingConsumer).tryReceive
+ * models: sharedringends.go (*RingProducer).trySend
+ * models: sharedringends.go (*RingConsumer).Receive
+ * models: sharedringends.go (*RingConsumer).tryReceive
  * models: sharedring.go sharedRingSleeper.sleep
  * models: sharedring.go (*ringEnd).peerDead
  *
