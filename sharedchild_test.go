@@ -130,13 +130,6 @@ func TestSharedChild(t *testing.T) {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	atoi := func(s string) int {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			fail(err)
-		}
-		return n
-	}
 	switch mode {
 	case "create":
 		r, err := OpenOrCreateRegion(args[0], 0, nil)
@@ -169,67 +162,6 @@ func TestSharedChild(t *testing.T) {
 		}
 		fmt.Println("locked")
 		time.Sleep(time.Hour) // not select{}: the runtime would call that a deadlock and exit
-	case "hammer":
-		r, err := OpenRegion(args[0], nil)
-		if err != nil {
-			fail(err)
-		}
-		var l sync.Locker
-		kind := "mutex"
-		if len(args) > 4 {
-			kind = args[4]
-		}
-		if args[3] == "broken" {
-			l = brokenLock{}
-		} else if l, err = robustLock(r, kind, "hammer"); err != nil {
-			fail(err)
-		}
-		data, err := r.Bytes("guarded", 64)
-		if err != nil {
-			fail(err)
-		}
-		// Start together: a process that ran alone would prove nothing
-		// about mutual exclusion between processes.
-		start, err := r.Bytes("start", 8)
-		if err != nil {
-			fail(err)
-		}
-		fmt.Println("ready")
-		for word32(start, 0).Load() == 0 {
-			time.Sleep(time.Millisecond)
-		}
-		v := sharedHammer(l, data, atoi(args[1]), atoi(args[2]), os.Getpid())
-		fmt.Println("violations", v)
-	case "threads":
-		// args: path, goroutines. The parent holds "m".
-		r, err := OpenRegion(args[0], nil)
-		if err != nil {
-			fail(err)
-		}
-		kind := "mutex"
-		if len(args) > 2 {
-			kind = args[2]
-		}
-		m, err := robustLock(r, kind, "m")
-		if err != nil {
-			fail(err)
-		}
-		n := atoi(args[1])
-		var done atomic.Int64
-		for range n {
-			go func() { m.Lock(); m.Unlock(); done.Add(1) }()
-		}
-		// Everyone but the one goroutine that goes on to the kernel
-		// parks at the process-local gate.
-		for localParked(m) < n-1 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(100 * time.Millisecond) // let the kernel sleeper settle
-		fmt.Println("threads", threadCountNow(), runtime.GOMAXPROCS(0))
-		for done.Load() < int64(n) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		fmt.Println("done", done.Load())
 	case "unlock-other":
 		r, err := OpenRegion(args[0], nil)
 		if err != nil {
@@ -281,6 +213,47 @@ func TestSharedChild(t *testing.T) {
 // childModes are TestSharedChild modes that other test files add: each
 // body gets the child's arguments and returns an error to fail it.
 var childModes = map[string]func(args []string) error{}
+
+func init() { childModes["threads"] = childThreads }
+
+// childThreads blocks goroutines on the robust lock "m", which the parent
+// holds, and prints the process's thread count once they wait, then the
+// count done once the parent released it. args: path, goroutines[, kind
+// (see robustLock)].
+func childThreads(args []string) error {
+	r, err := OpenRegion(args[0], nil)
+	if err != nil {
+		return err
+	}
+	kind := "mutex"
+	if len(args) > 2 {
+		kind = args[2]
+	}
+	m, err := robustLock(r, kind, "m")
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(args[1])
+	if err != nil {
+		return err
+	}
+	var done atomic.Int64
+	for range n {
+		go func() { m.Lock(); m.Unlock(); done.Add(1) }()
+	}
+	// Everyone but the one goroutine that goes on to the kernel
+	// parks at the process-local gate.
+	for localParked(m) < n-1 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // let the kernel sleeper settle
+	fmt.Println("threads", threadCountNow(), runtime.GOMAXPROCS(0))
+	for done.Load() < int64(n) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	fmt.Println("done", done.Load())
+	return nil
+}
 
 // localParked counts the goroutines parked at a robust lock's
 // process-local gate.

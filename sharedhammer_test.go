@@ -5,6 +5,7 @@ package lockword
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -54,6 +55,54 @@ func sharedKinds() []sharedKind {
 			return queueAtRest(&m.q)
 		}},
 	}
+}
+
+func init() { childModes["hammer"] = childHammer }
+
+// childHammer is runSharedHammer's child: it waits for the start word,
+// runs sharedHammer on the lock, and prints "violations N". args: path,
+// goroutines, iterations, ok or broken (brokenLock), and optionally the
+// kind (see robustLock).
+func childHammer(args []string) error {
+	r, err := OpenRegion(args[0], nil)
+	if err != nil {
+		return err
+	}
+	var l sync.Locker
+	kind := "mutex"
+	if len(args) > 4 {
+		kind = args[4]
+	}
+	if args[3] == "broken" {
+		l = brokenLock{}
+	} else if l, err = robustLock(r, kind, "hammer"); err != nil {
+		return err
+	}
+	data, err := r.Bytes("guarded", 64)
+	if err != nil {
+		return err
+	}
+	// Start together: a process that ran alone would prove nothing
+	// about mutual exclusion between processes.
+	start, err := r.Bytes("start", 8)
+	if err != nil {
+		return err
+	}
+	goroutines, err := strconv.Atoi(args[1])
+	if err != nil {
+		return err
+	}
+	iters, err := strconv.Atoi(args[2])
+	if err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	for word32(start, 0).Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	v := sharedHammer(l, data, goroutines, iters, os.Getpid())
+	fmt.Println("violations", v)
+	return nil
 }
 
 // sharedHammer runs goroutines × iters increments of a counter in shared
