@@ -130,6 +130,15 @@ func TestSharedChild(t *testing.T) {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
+	// mutexIn opens the region args[0] and returns its SharedMutex name.
+	mutexIn := func(name string) *SharedMutex {
+		r, err := OpenRegion(args[0], nil)
+		if err != nil {
+			fail(err)
+		}
+		m, _ := r.Mutex(name)
+		return m
+	}
 	switch mode {
 	case "create":
 		r, err := OpenOrCreateRegion(args[0], 0, nil)
@@ -163,26 +172,14 @@ func TestSharedChild(t *testing.T) {
 		fmt.Println("locked")
 		time.Sleep(time.Hour) // not select{}: the runtime would call that a deadlock and exit
 	case "unlock-other":
-		r, err := OpenRegion(args[0], nil)
-		if err != nil {
-			fail(err)
-		}
-		m, _ := r.Mutex("m")
+		m := mutexIn("m")
 		m.Unlock()
 	case "unlock-unlocked":
-		r, err := OpenRegion(args[0], nil)
-		if err != nil {
-			fail(err)
-		}
-		m, _ := r.Mutex("fresh")
+		m := mutexIn("fresh")
 		m.Unlock()
 	case "lock-owner-dead-recover":
 		// As lock-owner-dead, but recover the panic and live on.
-		r, err := OpenRegion(args[0], nil)
-		if err != nil {
-			fail(err)
-		}
-		m, _ := r.Mutex("m")
+		m := mutexIn("m")
 		func() {
 			defer func() { fmt.Println("recovered", recover()) }()
 			m.Lock()
@@ -192,11 +189,7 @@ func TestSharedChild(t *testing.T) {
 	case "lock-owner-dead":
 		// Lock (the sync.Locker path) on a lock whose owner died, with no
 		// repair function: must panic with ErrOwnerDead.
-		r, err := OpenRegion(args[0], nil)
-		if err != nil {
-			fail(err)
-		}
-		m, _ := r.Mutex("m")
+		m := mutexIn("m")
 		m.Lock()
 	default:
 		body := childModes[mode]
