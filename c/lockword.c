@@ -105,7 +105,7 @@ static int64_t slice_until(int64_t deadline, int64_t slice_ns) {
 	return left < slice_ns ? left : slice_ns;
 }
 
-/* ---- Process identity (proc_linux.go) ---- */
+/* ---- Process identity (regionowner.go, proc_linux.go) ---- */
 
 typedef struct {
 	uint32_t pid;
