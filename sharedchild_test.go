@@ -236,7 +236,17 @@ func childThreads(args []string) error {
 	}
 	// Everyone but the one goroutine that goes on to the kernel
 	// parks at the process-local gate.
-	for localParked(m) < n-1 {
+	printThreadsWhileParked(n, func() int { return localParked(m) }, &done)
+	return nil
+}
+
+// printThreadsWhileParked is the report of a child whose n goroutines
+// block on a shared object: once all but the one kernel sleeper park
+// (parked counts them) and the sleeper has settled, it prints "threads"
+// with the process's OS threads and GOMAXPROCS; once done reaches n, it
+// prints "done" and the count.
+func printThreadsWhileParked(n int, parked func() int, done *atomic.Int64) {
+	for parked() < n-1 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond) // let the kernel sleeper settle
@@ -245,7 +255,6 @@ func childThreads(args []string) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	fmt.Println("done", done.Load())
-	return nil
 }
 
 // localParked counts the goroutines parked at a robust lock's

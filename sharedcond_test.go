@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,15 +40,7 @@ func init() {
 				done.Add(1)
 			}()
 		}
-		for wait.Parked(&c.sleeper.woke) < n-1 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(100 * time.Millisecond)
-		fmt.Println("threads", threadCountNow(), runtime.GOMAXPROCS(0))
-		for done.Load() < int64(n) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		fmt.Println("done", done.Load())
+		printThreadsWhileParked(n, func() int { return wait.Parked(&c.sleeper.woke) }, &done)
 		return nil
 	}
 	childModes["cond-wait"] = func(args []string) error {
