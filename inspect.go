@@ -88,9 +88,10 @@ type ObjectInfo struct {
 	// how many goroutines wait on it (a process that died waiting stays
 	// counted).
 	Queued int `json:"queued,omitempty"`
-	// Readers is how many read holds an RW mutex counts: holding, or
-	// waiting behind a writer. Readers are counted, not owned: a reader
-	// process that died holding stays counted (see SharedRWMutex).
+	// Readers is how many read holds an RW mutex counts for live
+	// processes: holding, or waiting behind a writer. The holds of a
+	// reader process that died are not counted (see SharedRWMutex: the
+	// next writer drops them).
 	Readers int `json:"readers,omitempty"`
 	// Stats, when statistics are enabled (EnableStats), summed over all
 	// processes.

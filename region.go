@@ -328,8 +328,8 @@ func (r *Region) Bytes(name string, size int) ([]byte, error) {
 
 // Close detaches this process from the region and unmaps it. It refuses
 // with ErrRegionBusy while this process holds a lock in the region or has
-// goroutines waiting for one (read holds of a SharedRWMutex excepted: they
-// are counted, not owned), and returns ErrRegionClosed if already closed.
+// goroutines waiting for one (read holds of a SharedRWMutex included), and
+// returns ErrRegionClosed if already closed.
 // Objects of a closed region must not be used.
 func (r *Region) Close() error { return r.close() }
 

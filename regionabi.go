@@ -82,10 +82,11 @@ const (
 	kindMutex       objectKind = 1 // SharedMutex
 	kindBytes       objectKind = 2 // (*Region).Bytes: plain data
 	kindTicketMutex objectKind = 3 // SharedTicketMutex
-	kindRWMutex     objectKind = 4 // SharedRWMutex
+	kindRWMutexV1   objectKind = 4 // SharedRWMutex before per-process reader counts: validated, never made
 	kindCond        objectKind = 5 // SharedCond
 	kindRing        objectKind = 6 // RingProducer, RingConsumer: shared byte ring (sharedring.go)
 	kindSeqLock     objectKind = 7 // RegionSeqLock (sharedseqlock.go)
+	kindRWMutex     objectKind = 8 // SharedRWMutex, readers counted per process (sharedrw.go)
 )
 
 // kindInfo describes one kind of region object: its fixed size and

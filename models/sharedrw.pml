@@ -16,8 +16,8 @@
  * models: sharedrw.go (*SharedRWMutex).LockContext
  * models: sharedrw.go (*SharedRWMutex).arrive
  * models: sharedrw.go (*SharedRWMutex).abandonArrival
- * models: sharedrw.go (*SharedRWMutex).releaseAbandoned
- * models: sharedrw.go (*SharedRWMutex).awaitBitsCleared
+ * models: sharedrw.go (*SharedRWMutex).releaseIfDrained
+ * models: sharedrw.go (*SharedRWMutex).drained
  * models: sharedrw.go (*SharedRWMutex).releaseBits
  * models: sharedrw.go (*SharedRWMutex).retire
  * models: sharedrw.go (*SharedRWMutex).Unlock
