@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/lockword/lockword/internal/wait"
 )
 
 // Bits of a SharedRWMutex's state word (in). Phase and writer have the
@@ -187,10 +185,10 @@ type SharedRWMutex struct {
 	in, drain *atomic.Uint32
 	// mine are this handle's slot's reader counts, by phase.
 	mine [2]*atomic.Uint32
-	// rsleeper is 1 while one of this process's readers sleeps in the
-	// kernel waiting for a writer to leave; the others park on rseq (see
-	// rwait), so a thousand blocked readers cost one OS thread.
-	rsleeper, rseq atomic.Uint32
+	// rsleeper lets one of this process's readers sleep in the kernel
+	// waiting for a writer to leave; the others park (see rwait), so a
+	// thousand blocked readers cost one OS thread.
+	rsleeper kernelSleeper
 }
 
 var _ interface {
@@ -351,7 +349,7 @@ func (rw *SharedRWMutex) leave(p uint32) {
 // left.
 func (rw *SharedRWMutex) emptied() {
 	if rw.drain.Add(srwDrainOne)&srwDrainSleeping != 0 {
-		wait.FutexWake(rw.drain, 1, wait.Shared)
+		wakeShared(rw.drain, 1)
 	}
 	if s := rw.in.Load(); s&(srwWriter|srwAbandoned) == srwWriter|srwAbandoned {
 		rw.releaseIfDrained(s, false)
@@ -484,8 +482,8 @@ func (rw *SharedRWMutex) rlockSlow(ctx context.Context, s uint32) error {
 // count back (retreat).
 //
 // One goroutine per process (the sleeper) sleeps in the kernel on in; the
-// others park as goroutines on rseq, which the sleeper bumps whenever it
-// wakes (at least every ownerCheckInterval). Not a mutex: a reader behind
+// others park as goroutines behind it (kernelSleeper) until it wakes (at
+// least every ownerCheckInterval). Not a mutex: a reader behind
 // an earlier writer must never queue behind a reader that waits for a
 // later one, which waits, through that writer, for the first.
 func (rw *SharedRWMutex) rwait(ctx context.Context, w, p uint32, start time.Time) error {
@@ -502,15 +500,8 @@ func (rw *SharedRWMutex) rwait(ctx context.Context, w, p uint32, start time.Time
 		if err := ctx.Err(); err != nil {
 			return rw.retreat(w, p, err)
 		}
-		if !rw.rsleeper.CompareAndSwap(0, 1) {
-			// Another goroutine of ours sleeps in the kernel: read rseq,
-			// then look once more, then park while rseq is unchanged.
-			v := rw.rseq.Load()
-			if rw.rsleeper.Load() == 0 || rw.in.Load()&srwArrivalMask != w {
-				continue
-			}
-			wait.Wait(ctx, &rw.rseq, v)
-			continue
+		if !rw.rsleeper.enter(ctx, func() bool { return rw.in.Load()&srwArrivalMask != w }) {
+			continue // another goroutine of ours slept in the kernel: look again
 		}
 		if now := time.Now(); now.Sub(checked) >= ownerCheckInterval {
 			// Retire the writer if it died; release an abandoned
@@ -527,20 +518,12 @@ func (rw *SharedRWMutex) rwait(ctx context.Context, w, p uint32, start time.Time
 		} else if s&srwParked != 0 || rw.in.CompareAndSwap(s, s|srwParked) {
 			// Asked the writer's release to wake us: sleep while in is
 			// unchanged.
-			timeout := ownerCheckInterval
-			if dl, ok := ctx.Deadline(); ok {
-				timeout = max(min(timeout, time.Until(dl)), 0)
-			}
 			if rw.q.flags.Load()&queueStats != 0 {
 				word64(rw.q.obj, mutexObjParks).Add(1)
 			}
-			stop := wakeOnDone(ctx, func() { wait.FutexWake(rw.in, wakeAll, wait.Shared) })
-			wait.FutexWait(rw.in, s|srwParked, timeout, wait.Shared)
-			stop()
+			sleepShared(ctx, rw.in, s|srwParked, ownerCheckInterval)
 		}
-		rw.rsleeper.Store(0)
-		rw.rseq.Add(1)
-		wait.Wake(&rw.rseq, wakeAll)
+		rw.rsleeper.leave()
 	}
 }
 
@@ -683,7 +666,6 @@ func (rw *SharedRWMutex) arrive(ctx context.Context, slow *bool, start *time.Tim
 		defer rw.q.r.waiting.Add(-1)
 	}
 	defer rw.drain.And(^uint32(srwDrainSleeping))
-	defer wakeOnDone(ctx, func() { wait.FutexWake(rw.drain, wakeAll, wait.Shared) })()
 	backoff := uint32(1)
 	for range sharedSpinIterations {
 		procyield(backoff)
@@ -731,14 +713,11 @@ func (rw *SharedRWMutex) arrive(ctx context.Context, slow *bool, start *time.Tim
 		if d&srwDrainSleeping == 0 && !rw.drain.CompareAndSwap(d, d|srwDrainSleeping) {
 			continue // a count emptied meanwhile: sum again
 		}
-		timeout := ownerCheckInterval
-		if dl, ok := ctx.Deadline(); ok {
-			timeout = max(min(timeout, time.Until(dl)), 0)
-		}
 		if rw.q.flags.Load()&queueStats != 0 {
 			word64(rw.q.obj, mutexObjParks).Add(1)
 		}
-		wait.FutexWait(rw.drain, d|srwDrainSleeping, timeout, wait.Shared)
+		// A context's end wakes the sleep at once (sharedwait.go).
+		sleepShared(ctx, rw.drain, d|srwDrainSleeping, ownerCheckInterval)
 	}
 }
 
@@ -789,7 +768,7 @@ func (rw *SharedRWMutex) releaseIfDrained(s uint32, checkDead bool) {
 	for range retryLimit { // a CAS fails when a reader parks or stats are enabled meanwhile
 		if rw.in.CompareAndSwap(s, s&^(srwWriter|srwParked|srwAbandoned)) {
 			if s&srwParked != 0 {
-				wait.FutexWake(rw.in, wakeAll, wait.Shared)
+				wakeShared(rw.in, wakeAll)
 			}
 			return
 		}
@@ -806,7 +785,7 @@ func (rw *SharedRWMutex) releaseIfDrained(s uint32, checkDead bool) {
 // readers parked behind them.
 func (rw *SharedRWMutex) releaseBits() {
 	if s := rw.in.And(^uint32(srwWriter | srwParked | srwAbandoned)); s&srwParked != 0 {
-		wait.FutexWake(rw.in, wakeAll, wait.Shared)
+		wakeShared(rw.in, wakeAll)
 	}
 }
 
@@ -892,7 +871,7 @@ func (rw *SharedRWMutex) Unlock() {
 	}
 	q.release()
 	if inconsistent {
-		wait.FutexWake(rw.in, wakeAll, wait.Shared) // readers must learn it is not recoverable
+		wakeShared(rw.in, wakeAll) // readers must learn it is not recoverable
 	}
 	q.gate.Unlock()
 }

@@ -43,7 +43,7 @@ func init() {
 			go func() { rw.RLock(); rw.RUnlock(); done.Add(1) }()
 		}
 		// All but the one that sleeps in the kernel park as goroutines.
-		for wait.Parked(&rw.rseq) < n-1 {
+		for wait.Parked(&rw.rsleeper.woke) < n-1 {
 			time.Sleep(5 * time.Millisecond)
 		}
 		time.Sleep(100 * time.Millisecond)
