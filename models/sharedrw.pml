@@ -7,17 +7,17 @@
  * abandons its arrival (bits kept, target marked): the last of its readers
  * clears the bits, or the next writer adopts the arrival.
  *
- * Mirrors sharedrw.go on main:
- * models: sharedrw.go (*SharedRWMutex).RLock
- * models: sharedrw.go (*SharedRWMutex).rlockSlow
- * models: sharedrw.go (*SharedRWMutex).rwait
- * models: sharedrw.go (*SharedRWMutex).RUnlock
- * models: sharedrw.go (*SharedRWMutex).runlockSlow
+ * Mirrors sharedrw.go and sharedrwreaders.go on main:
+ * models: sharedrwreaders.go (*SharedRWMutex).RLock
+ * models: sharedrwreaders.go (*SharedRWMutex).rlockSlow
+ * models: sharedrwreaders.go (*SharedRWMutex).rwait
+ * models: sharedrwreaders.go (*SharedRWMutex).RUnlock
+ * models: sharedrwreaders.go (*SharedRWMutex).runlockSlow
  * models: sharedrw.go (*SharedRWMutex).LockContext
  * models: sharedrw.go (*SharedRWMutex).arrive
  * models: sharedrw.go (*SharedRWMutex).abandonArrival
  * models: sharedrw.go (*SharedRWMutex).releaseIfDrained
- * models: sharedrw.go (*SharedRWMutex).drained
+ * models: sharedrwreaders.go (*SharedRWMutex).drained
  * models: sharedrw.go (*SharedRWMutex).releaseBits
  * models: sharedrw.go (*SharedRWMutex).retire
  * models: sharedrw.go (*SharedRWMutex).Unlock
