@@ -18,9 +18,8 @@ import (
 // so a new file is placed by whoever adds it, and the rules below cover it.
 var (
 	// In-process primitives: goroutines of one process, parked by
-	// internal/wait. waiting.go is listed until the in-process redesign
-	// removes it (a listed file that does not exist is skipped).
-	inProcessFiles = []string{"mutex.go", "spin.go", "ticket.go", "rwmutex.go", "cond.go", "waiting.go", "diag.go", "stuck.go"}
+	// internal/wait.
+	inProcessFiles = []string{"mutex.go", "spin.go", "ticket.go", "rwmutex.go", "cond.go", "diag.go", "stuck.go"}
 	// Lock-free structures, in process and (through a region) shared.
 	lockFreeFiles = []string{"ring.go", "ringindex.go", "seqlock.go", "update.go"}
 	// The region: file, mapping, header, tables, processes, inspection.
