@@ -7,23 +7,23 @@
  * abandons its arrival (bits kept, target marked): the last of its readers
  * clears the bits, or the next writer adopts the arrival.
  *
- * Mirrors sharedrw.go on main:
- * models: sharedrw.go (*SharedRWMutex).RLock
- * models: sharedrw.go (*SharedRWMutex).rlockSlow
- * models: sharedrw.go (*SharedRWMutex).rwait
- * models: sharedrw.go (*SharedRWMutex).RUnlock
- * models: sharedrw.go (*SharedRWMutex).runlockSlow
+ * Mirrors sharedrw.go and sharedrwreaders.go on main:
+ * models: sharedrwreaders.go (*SharedRWMutex).RLock
+ * models: sharedrwreaders.go (*SharedRWMutex).rlockSlow
+ * models: sharedrwreaders.go (*SharedRWMutex).rwait
+ * models: sharedrwreaders.go (*SharedRWMutex).RUnlock
+ * models: sharedrwreaders.go (*SharedRWMutex).runlockSlow
  * models: sharedrw.go (*SharedRWMutex).LockContext
  * models: sharedrw.go (*SharedRWMutex).arrive
  * models: sharedrw.go (*SharedRWMutex).abandonArrival
  * models: sharedrw.go (*SharedRWMutex).releaseIfDrained
- * models: sharedrw.go (*SharedRWMutex).drained
+ * models: sharedrwreaders.go (*SharedRWMutex).drained
  * models: sharedrw.go (*SharedRWMutex).releaseBits
  * models: sharedrw.go (*SharedRWMutex).retire
  * models: sharedrw.go (*SharedRWMutex).Unlock
  * models: sharedrw.go (*SharedRWMutex).MarkConsistent
  * models: rwmutex.go rwArrive
- * models: sharedticket.go (*ticketQueue).complete
+ * models: sharedqueue.go (*ticketQueue).retireTicket
  *
  * Words as in Go, in bytes: in = bit 0 phase, 1 writer, 2 parked, count
  * in bits 3-7 (one reader = 8; Go: bits 4-31, the stats bit 3 is not

@@ -144,3 +144,12 @@ func seqStalled(ctx context.Context, seqWord *atomic.Uint64, seq uint64, w *Shar
 	}
 	return fmt.Errorf("%w (seqlock %q in %s, writer PID %d)", ErrWriterDead, w.name, w.r.path, pid)
 }
+
+// inspectSeqLock adds a region SeqLock's sequence to info, which
+// inspectMutex has filled from the writers' lock.
+func inspectSeqLock(obj []byte, info *ObjectInfo) {
+	seq := word64(obj, seqObjSeq).Load()
+	writing := seq%2 == 1
+	info.SeqLock = &SeqLockInfo{Sequence: seq, Stores: seq / 2, Writing: writing,
+		Torn: writing && info.State == "owner-dead" && !info.HolderAlive}
+}

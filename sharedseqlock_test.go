@@ -115,15 +115,22 @@ func init() {
 	childModes["seqlock-die"] = seqlockDieChild
 }
 
+// openSeqLockChild opens the region at path and its seqlock "s", for the
+// child modes.
+func openSeqLockChild(path string) (*Region, *SeqLock[tornPayload], error) {
+	r, err := OpenRegion(path, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := RegionSeqLock[tornPayload](r, "s")
+	return r, s, err
+}
+
 // seqlockWriteChild: args path. It stores consistent payloads with rising
 // a until the region's "stop" bytes hold a nonzero byte, then prints the
 // number of Stores.
 func seqlockWriteChild(args []string) error {
-	r, err := OpenRegion(args[0], nil)
-	if err != nil {
-		return err
-	}
-	s, err := RegionSeqLock[tornPayload](r, "s")
+	r, s, err := openSeqLockChild(args[0])
 	if err != nil {
 		return err
 	}
@@ -144,11 +151,7 @@ func seqlockWriteChild(args []string) error {
 // and writes only its first word, prints "mid" and waits to be killed: a
 // writer that dies in the middle of a Store.
 func seqlockDieChild(args []string) error {
-	r, err := OpenRegion(args[0], nil)
-	if err != nil {
-		return err
-	}
-	s, err := RegionSeqLock[tornPayload](r, "s")
+	_, s, err := openSeqLockChild(args[0])
 	if err != nil {
 		return err
 	}
