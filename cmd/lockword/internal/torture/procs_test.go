@@ -218,8 +218,14 @@ func TestTortureProcsInterrupted(t *testing.T) {
 			// Wait until both workers have attached, then let them run.
 			var workers []int
 			for deadline := time.Now().Add(30 * time.Second); len(workers) < 2; time.Sleep(5 * time.Millisecond) {
+				select {
+				case err := <-exited: // stderr is ours to read once it has exited
+					t.Fatalf("the supervisor exited (%v) before its workers attached\n%s%s", err, stdout.String(), stderr.String())
+				default:
+				}
 				if time.Now().After(deadline) {
-					t.Fatalf("workers did not attach\n%s", stderr.String())
+					cmd.Process.Kill()
+					t.Fatalf("workers did not attach within 30 s (exit %v)\n%s", <-exited, stderr.String())
 				}
 				workers = workers[:0]
 				if info, ok := inspectRunRegion(t, pid, "lockword-torture-"); ok {
@@ -242,6 +248,8 @@ func TestTortureProcsInterrupted(t *testing.T) {
 			select {
 			case err = <-exited:
 			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				<-exited
 				t.Fatalf("still running 30 s after %s\n%s", c.name, stderr.String())
 			}
 			var exitErr *exec.ExitError
