@@ -116,7 +116,7 @@ func (r ticketRef) await(ctx context.Context, ticket uint32, tr *noteTrack, kind
 		// A change of serving between the load and the park returns at
 		// once, and we look again.
 		note, since := tr.sleeping()
-		if err := wait.WaitKeyNoted(ctx, r.serving, s, ticket, note, since); err != nil {
+		if err := wait.WaitOne(ctx, r.serving, s, ticket, note, since); err != nil {
 			r.abandon(ticket, kind)
 			return err
 		}
@@ -151,8 +151,8 @@ func (r ticketRef) release(kind string) {
 			s = r.serving.Add(1)
 			continue
 		}
-		// Wake the new holder, if it sleeps: only it, by its ticket.
-		wait.WakeKey(r.serving, s, 1)
+		// Wake the new holder, if it sleeps: only it, found by its ticket.
+		wait.WakeOne(r.serving, s)
 		return
 	}
 }
@@ -219,9 +219,10 @@ func (r ticketRef) tryLock() bool {
 // scheduler does, so no waiter is overtaken; TryLock succeeds only when no
 // ticket is outstanding. The price is that a handover must wait for the
 // next waiter to run. Only the waiter next in line spins, briefly; the
-// others park, each keyed by its ticket (internal/wait's WaitKey), and
-// Unlock wakes the new holder alone, so that no goroutine is woken only to
-// find that its turn has not come. Under contention every handover costs a
+// others park, each keyed by its ticket (internal/wait's WaitOne: in a
+// slot that Unlock reads directly, without a search), and Unlock wakes
+// the new holder alone, so that no goroutine is woken only to find that
+// its turn has not come. Under contention every handover costs a
 // park and a wake-up: prefer Mutex where throughput matters more than order.
 //
 // A LockContext whose context ends before its turn gives its ticket up:

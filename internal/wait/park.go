@@ -143,7 +143,7 @@ func Noted(f func(addr *atomic.Uint32, note any, since int64, marked bool) bool)
 		}
 		b.mu.Unlock()
 	}
-	return n
+	return n + slotsNoted(f)
 }
 
 // release returns w to the pool, holding nothing it pointed at.
@@ -254,7 +254,8 @@ func wake(b *bucket, addr *atomic.Uint32, keyed bool, key uint32, n int) int {
 
 // Parked reports how many goroutines are parked on addr, keyed or not. It
 // is a snapshot, for diagnostics and tests only: it visits every bucket
-// that has a parked goroutine, since keyed waiters are spread over them.
+// that has a parked goroutine, since keyed waiters are spread over them,
+// and every slot (WaitOne).
 func Parked(addr *atomic.Uint32) int {
 	n := 0
 	for i := range table {
@@ -270,17 +271,17 @@ func Parked(addr *atomic.Uint32) int {
 		}
 		b.mu.Unlock()
 	}
-	return n
+	return n + slotsParked(addr, false, 0)
 }
 
-// ParkedKey reports how many goroutines are parked on addr by WaitKey with
-// this key; a snapshot, for diagnostics and tests.
+// ParkedKey reports how many goroutines are parked on addr by WaitKey (or
+// WaitOne) with this key; a snapshot, for diagnostics and tests.
 func ParkedKey(addr *atomic.Uint32, key uint32) int {
+	n := slotsParked(addr, true, key)
 	b := bucketOfKey(addr, key)
 	if b.parked.Load() == 0 {
-		return 0
+		return n
 	}
-	n := 0
 	b.mu.Lock()
 	for w := b.head; w != nil; w = w.next {
 		if w.addr == addr && w.keyed && w.key == key {
