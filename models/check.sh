@@ -93,6 +93,12 @@ run ticket.pml     pass   ltl:nostarve   -DROUNDS=1
 run ticket.pml     fail   safety         -DSPURIOUS=0 -DBROKEN_DROP_TURN
 run ticket.pml     fail   ltl:nostarve   -DROUNDS=1 -DBROKEN_DROP_TURN
 run ticket.pml     fail   safety         -DSPURIOUS=0 -DBROKEN_RECORD_FIRST
+run slot.pml       pass   safety         -O2
+run slot.pml       fail   safety         -DBROKEN_CHECK_FIRST
+run slot.pml       fail   safety         -DBROKEN_CANCEL_DROP
+run slot.pml       fail   safety         -DBROKEN_NO_FALLBACK
+run slot.pml       fail   safety         -DBROKEN_LEAVE_BUSY
+run slot.pml       fail   safety         -DBROKEN_NO_KEY_CHECK
 run cond.pml       pass   safety
 run cond.pml       pass   safety         -DBROADCAST
 run cond.pml       pass   safety         -DSHARED
