@@ -161,8 +161,10 @@ func rwSlotAt(i uint32) uint32 { return i%16*64 + i/16 }
 // reader killed holding read locks delays a writer by about 10 ms plus
 // the time its process takes to die. The writer is not told with an
 // error: readers do not write, so a dead reader cannot have left the data
-// inconsistent, and there is nothing to repair. The drop is counted in the
-// object (lockword inspect shows it, with the last dead reader's PID).
+// inconsistent, and there is nothing to repair. Until a writer comes,
+// InspectRegion reports such holds as ObjectInfo.DeadReaders (not in
+// Readers); the object counts the drops and keeps the last dead reader's
+// PID (docs/abi.md).
 // Readers waiting behind a writer that gave up do the same check, so an
 // abandoned arrival whose last readers died is cleared too.
 //
@@ -968,6 +970,8 @@ func inspectRWMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 		}
 		if a := insp.check(t); a.alive {
 			info.Readers += n
+		} else {
+			info.DeadReaders += n
 		}
 	}
 	if (info.State == "free" || info.State == "handoff") && info.Readers > 0 {
