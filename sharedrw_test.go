@@ -43,7 +43,7 @@ func init() {
 			go func() { rw.RLock(); rw.RUnlock(); done.Add(1) }()
 		}
 		// All but the one that sleeps in the kernel park as goroutines.
-		for wait.Parked(&rw.rseq) < n-1 {
+		for wait.Parked(&rw.rsleeper.woke) < n-1 {
 			time.Sleep(5 * time.Millisecond)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -180,22 +180,9 @@ func sharedRWHammer(l rwLocker, data []byte, readers, writers, iters, pid int) i
 				if a := act.Add(10000); a != 10000 {
 					violations.Add(1)
 				}
-				if ne.Uint64(data[8:]) != 0 {
-					violations.Add(1)
+				if n := sharedCritical(data, id, rnd); n != 0 {
+					violations.Add(n)
 				}
-				ne.PutUint64(data[8:], id)
-				v := ne.Uint64(data)
-				switch {
-				case rnd%64 == 0:
-					runtime.Gosched()
-				case rnd%4 == 0:
-					spinWork(int(rnd>>8) % 64)
-				}
-				ne.PutUint64(data, v+1)
-				if ne.Uint64(data[8:]) != id {
-					violations.Add(1)
-				}
-				ne.PutUint64(data[8:], 0)
 				act.Add(^uint32(10000 - 1))
 				l.Unlock()
 			}

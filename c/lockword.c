@@ -105,7 +105,7 @@ static int64_t slice_until(int64_t deadline, int64_t slice_ns) {
 	return left < slice_ns ? left : slice_ns;
 }
 
-/* ---- Process identity (proc_linux.go) ---- */
+/* ---- Process identity (regionowner.go, proc_linux.go) ---- */
 
 typedef struct {
 	uint32_t pid;
@@ -1338,7 +1338,7 @@ static int lock_slow(lw_mutex *m, int64_t timeout_ns, uint32_t *dead_pid) {
 	return err;
 }
 
-/* ---- Shared byte ring (sharedring.go, spsc.go) ---- */
+/* ---- Shared byte ring (sharedring.go, ringindex.go) ---- */
 
 enum { ring_spin_iterations = 10, ring_yield_rounds = 4, ring_spin_first = 16, ring_spin_pause = 64 };
 

@@ -13,15 +13,15 @@
  * Writer 2 dies only in runs without -DREADER_DIES (one death per run,
  * for the state space).
  *
- * Mirrors sharedrw.go:
- * models: sharedrw.go (*SharedRWMutex).RLock
- * models: sharedrw.go (*SharedRWMutex).rlockSlow
- * models: sharedrw.go (*SharedRWMutex).rwait
- * models: sharedrw.go (*SharedRWMutex).RUnlock
- * models: sharedrw.go (*SharedRWMutex).leave
- * models: sharedrw.go (*SharedRWMutex).emptied
- * models: sharedrw.go (*SharedRWMutex).drained
- * models: sharedrw.go (*SharedRWMutex).readerLive
+ * Mirrors sharedrw.go and sharedrwreaders.go:
+ * models: sharedrwreaders.go (*SharedRWMutex).RLock
+ * models: sharedrwreaders.go (*SharedRWMutex).rlockSlow
+ * models: sharedrwreaders.go (*SharedRWMutex).rwait
+ * models: sharedrwreaders.go (*SharedRWMutex).RUnlock
+ * models: sharedrwreaders.go (*SharedRWMutex).leave
+ * models: sharedrwreaders.go (*SharedRWMutex).emptied
+ * models: sharedrwreaders.go (*SharedRWMutex).drained
+ * models: sharedrwreaders.go (*SharedRWMutex).readerLive
  * models: sharedrw.go (*SharedRWMutex).LockContext
  * models: sharedrw.go (*SharedRWMutex).arrive
  * models: sharedrw.go (*SharedRWMutex).abandonArrival
@@ -32,7 +32,7 @@
  * models: sharedrw.go (*SharedRWMutex).MarkConsistent
  * models: sharedrw.go srwArrive
  * models: rwmutex.go rwArrive
- * models: sharedticket.go (*ticketQueue).complete
+ * models: sharedqueue.go (*ticketQueue).retireTicket
  *
  * Words as in Go: in = bit 0 phase, 1 writer, 2 parked, 3 abandoned (Go:
  * bit 4; the stats bit 3 is not modelled), arrival number in bits 4-7
