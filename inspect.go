@@ -93,6 +93,9 @@ type ObjectInfo struct {
 	// reader process that died are not counted (see SharedRWMutex: the
 	// next writer drops them).
 	Readers int `json:"readers,omitempty"`
+	// DeadReaders is how many read holds an RW mutex still counts for
+	// processes that died: the next writer drops them.
+	DeadReaders int `json:"dead_readers,omitempty"`
 	// Stats, when statistics are enabled (EnableStats), summed over all
 	// processes.
 	Stats *Stats `json:"stats,omitempty"`

@@ -158,8 +158,10 @@ func rwSlotAt(i uint32) uint32 { return i%16*64 + i/16 }
 // reader killed holding read locks delays a writer by about 10 ms plus
 // the time its process takes to die. The writer is not told with an
 // error: readers do not write, so a dead reader cannot have left the data
-// inconsistent, and there is nothing to repair. The drop is counted in the
-// object (lockword inspect shows it, with the last dead reader's PID).
+// inconsistent, and there is nothing to repair. Until a writer comes,
+// InspectRegion reports such holds as ObjectInfo.DeadReaders (not in
+// Readers); the object counts the drops and keeps the last dead reader's
+// PID (docs/abi.md).
 // Readers waiting behind a writer that gave up do the same check, so an
 // abandoned arrival whose last readers died is cleared too.
 //
@@ -184,6 +186,9 @@ type SharedRWMutex struct {
 	in, drain *atomic.Uint32
 	// mine are this handle's slot's reader counts, by phase.
 	mine [2]*atomic.Uint32
+	// scanFrom is where drained starts: the offset, in a phase's counts,
+	// of the 64-bit word where it last found a live reader (a hint).
+	scanFrom atomic.Uint32
 	// rsleeper lets one of this process's readers sleep in the kernel
 	// waiting for a writer to leave; the others park (see rwait), so a
 	// thousand blocked readers cost one OS thread.
@@ -625,6 +630,8 @@ func inspectRWMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 		}
 		if a := insp.check(t); a.alive {
 			info.Readers += n
+		} else {
+			info.DeadReaders += n
 		}
 	}
 	if (info.State == "free" || info.State == "handoff") && info.Readers > 0 {

@@ -103,21 +103,28 @@ func TestSharedRWMutexDeadReaderReleased(t *testing.T) {
 		t.Fatal("readers blocked by a dead reader")
 	}
 	rw.RUnlock()
+	info, err := InspectRegion(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := info.Objects[0]; o.State != "free" || o.Readers != 0 || o.DeadReaders != 3 {
+		t.Fatalf("inspect with a dead reader's three holds: %+v", o)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), deadReaderBound)
 	defer cancel()
 	start := time.Now()
-	err := rw.LockContext(ctx)
+	err = rw.LockContext(ctx)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("writer behind a dead reader: %v after %v, want the lock within %v", err, took, deadReaderBound)
 	}
 	t.Logf("the writer got the lock %v after the dead reader was reaped", took)
 	deadReaderNoted(t, rw, 1, pid)
-	info, err := InspectRegion(path)
+	info, err = InspectRegion(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := info.Objects[0]; o.State != "held" || o.Readers != 0 {
+	if o := info.Objects[0]; o.State != "held" || o.Readers != 0 || o.DeadReaders != 0 {
 		t.Fatalf("inspect while the writer holds: %+v", o)
 	}
 	rw.Unlock()

@@ -123,14 +123,15 @@ run sharedticket.pml fail safety         -DNO_C -DBROKEN_NO_CLAIM_CHECK
 run rwmutex.pml    pass   safety
 run rwmutex.pml    pass   ltl:all_done
 run rwmutex.pml    fail   safety         -DBROKEN_GIVEUP_RELEASES
-run sharedrw.pml   pass   safety         -O2
+run sharedrw.pml   pass   safety         -DSPURIOUS=0 -O2
+run sharedrw.pml   pass   safety         -DSUM_SPLIT -O2
 run sharedrw.pml   pass   ltl:all_done   -O2
-run sharedrw.pml   fail   safety         -DBROKEN_PREFIX
+run sharedrw.pml   pass   safety         -DREADER_DIES -O2
+run sharedrw.pml   pass   ltl:all_done   -DREADER_DIES -O2
+run sharedrw.pml   fail   safety         -DBROKEN_NO_RECHECK
+run sharedrw.pml   fail   safety         -DBROKEN_GIVEUP_CLEARS
 run sharedrw.pml   fail   safety         -DBROKEN_HOLD_FIRST
-run sharedrw.pml   fail   safety         -DBROKEN_RETIRE_CLEARS -O2
-# A known limit (retire's comment), not a broken variant: SPIN must keep
-# finding it until it is fixed; then move this line up as a pass.
-run sharedrw.pml   fail   safety         -DDEATH_BEFORE_TARGET
+run sharedrw.pml   fail   ltl:all_done   -DREADER_DIES -DBROKEN_DEAD_COUNTS
 run seqlock.pml    pass   safety
 run seqlock.pml    pass   ltl:readers_finish
 run seqlock.pml    pass   safety         -DSHARED
