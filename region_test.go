@@ -583,3 +583,29 @@ func TestRegionErrorMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestRegionDamagedSizeNotTruncated: garbage in the header's size field
+// is a damaged header (ErrBadSize, and the checksum named), not a
+// truncated file; a file cut short under an intact header stays
+// ErrTruncated (TestRegionTruncatedReported and the open tests).
+func TestRegionDamagedSizeNotTruncated(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var garbage [8]byte
+	ne.PutUint64(garbage[:], 6365935209750747224)
+	if _, err := f.WriteAt(garbage[:], hdrSize); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = OpenRegion(path, nil)
+	if !errors.Is(err, ErrBadSize) || errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("open with a damaged size field: %v; want ErrBadSize naming the checksum, not ErrTruncated", err)
+	}
+}

@@ -179,6 +179,16 @@ func parseRegionHeader(hdr []byte, fileSize int64) (*regionHeader, error) {
 	}
 	size := ne.Uint64(hdr[hdrSize:])
 	if size > uint64(fileSize) && size >= regionMinSize {
+		// Truncated, or a damaged size field? With the whole header in the
+		// file, its checksum tells: a header that fails it is damaged (the
+		// size may be garbage), one that passes was cut short.
+		if fileSize >= regionArenaOffset {
+			count := ne.Uint32(hdr[hdrObjectCount:])
+			if sum, want := ne.Uint32(hdr[hdrChecksum:]), headerChecksum(hdr, count); sum != want {
+				return nil, fmt.Errorf("%w: header says %d bytes, file has %d, and the header checksum fails (stored %#08x, computed %#08x): the header is damaged, not the file truncated",
+					ErrBadSize, size, fileSize, sum, want)
+			}
+		}
 		return nil, &shrunkError{fmt.Sprintf("header says %d bytes, file has %d", size, fileSize)}
 	}
 	if fileSize < regionMinSize || size != uint64(fileSize) {
