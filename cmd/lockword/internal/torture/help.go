@@ -187,7 +187,9 @@ Across processes (-procs N):
   to next write: max T ms" is the longest time from a reader's kill to
   the next completed write, and a write that does not come within 10 s
   is a hang (-json kill object: reader_kills,
-  max_reader_kill_to_write_ms).
+  max_reader_kill_to_write_ms). A -kill run of shared-rw leaves the
+  lock's statistics off (Slow path: n/a), since with them every RLock
+  takes its slow path.
   SIGINT (Ctrl-C), SIGTERM or SIGHUP stops a -procs run early: the
   supervisor tells the workers to stop between updates (they run in a
   process group of their own and ignore these signals), waits for them

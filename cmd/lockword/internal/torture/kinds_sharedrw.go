@@ -44,6 +44,14 @@ func readingOff(workers, id int) int { return 16*(workers+1) + 8*id }
 // hasReaders reports whether the -procs kind's workers also read.
 func hasReaders(kind string) bool { return kind == "shared-rw" }
 
+// fastReads reports whether a run of kind leaves the lock's statistics
+// off: with -kill, for a kind with readers, since a SharedRWMutex with
+// statistics sends every RLock down its slow path (to count it), and the
+// kills are to hit readers on the fast path too. Runs without -kill keep
+// them, and check that the acquisitions counted are the writes plus the
+// reads.
+func fastReads(cfg *config, kind string) bool { return cfg.kill && hasReaders(kind) }
+
 // openReaders returns the reader area of r's run, nil for kinds without
 // readers.
 func openReaders(r *lockword.Region, kind string, workers int) ([]byte, error) {

@@ -131,7 +131,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (report, error) {
 		return nil, err
 	}
 	m.SetStuckThreshold(hangTimeout / 2)
-	if !unprotected {
+	if !unprotected && !fastReads(cfg, name) {
 		m.EnableStats()
 	}
 	st, err := r.Bytes(stateName, stateSize(cfg.procs, cfg.workers))
@@ -288,6 +288,8 @@ func procsReport(cfg *config, st []byte, m procLock, spec *workerSpec, o procsOu
 	}
 	if spec.Unprotected {
 		rep.noStats = "no lock, nothing to measure"
+	} else if fastReads(cfg, spec.Kind) {
+		rep.noStats = "off with -kill, so that reads take RLock's fast path"
 	} else {
 		s := m.Stats()
 		frac := s.SlowPathFraction()
