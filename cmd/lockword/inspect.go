@@ -35,7 +35,9 @@ For each object it prints its name, kind and offset and, for locks:
            a recoverer holds it and has not marked it consistent), or
            not-recoverable; for a ticket mutex (and an rwmutex's writers)
            ", N queued" counts the processes waiting their turn, and for
-           an rwmutex "read-held" and ", N readers" count read holds;
+           an rwmutex "read-held" and ", N readers" count read holds of
+           live processes, ", N dead readers" those of dead processes
+           (the next writer drops them; -json: dead_readers);
            "handoff": granted to the next ticket, not yet taken by it;
            a cond is "idle", or "waiting, N queued" (goroutines in Wait);
            "corrupt (REASON)": its words hold a state that no valid
@@ -218,7 +220,9 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo, all bool) {
 			holder, alive, held := "-", "-", "-"
 			switch o.State {
 			case "free", "not-recoverable", "read-held", "handoff", "idle", "waiting", "corrupt":
-				// Nobody holds it (readers are counted, not owned).
+				// No one process holds it: read holds are counted per
+				// process slot (the STATE column's "N readers", and
+				// "N dead readers" that the next writer drops).
 			default:
 				holder = "unknown" // died, and its slot was taken since
 				if o.HolderPID != 0 {
@@ -242,6 +246,9 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo, all bool) {
 			}
 			if o.Readers > 0 {
 				state += fmt.Sprintf(", %d readers", o.Readers)
+			}
+			if o.DeadReaders > 0 {
+				state += fmt.Sprintf(", %d dead readers", o.DeadReaders)
 			}
 			stats := "off"
 			if s := o.Stats; s != nil {

@@ -174,6 +174,22 @@ Across processes (-procs N):
   max_detection_latency_ms, max_recovery_latency_ms, hangs,
   detection_latency_ms and recovery_latency_ms: {samples, p50_ms, p99_ms,
   max_ms}, worker_errors, robbed}.
+  With -lock shared-rw the workers also read: before about half of its
+  writes a worker takes the read lock (RLockContext, given 10 s), checks
+  that no writer is inside (the owner slot) and that the counter stands
+  still while it reads it twice with busy work between, and commits a
+  read count that a replacement continues from. The report adds "Reads:
+  N (V saw a writer inside)" after the owner-slot line (V must be 0;
+  -json: reads, read_violations) and, with -kill, "Kills: N (H of the
+  lock's holder, R of a reader)": a quarter of the kills are aimed at a
+  read holder, stopped inside its read. A dead reader needs no recovery
+  (readers write nothing), but the next writer must get in: "Reader kill
+  to next write: max T ms" is the longest time from a reader's kill to
+  the next completed write, and a write that does not come within 10 s
+  is a hang (-json kill object: reader_kills,
+  max_reader_kill_to_write_ms). A -kill run of shared-rw leaves the
+  lock's statistics off (Slow path: n/a), since with them every RLock
+  takes its slow path.
   SIGINT (Ctrl-C), SIGTERM or SIGHUP stops a -procs run early: the
   supervisor tells the workers to stop between updates (they run in a
   process group of their own and ignore these signals), waits for them

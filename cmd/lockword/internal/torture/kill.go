@@ -22,9 +22,15 @@ type killReport struct {
 	// HolderKills counts kills of the lock's holder; each must be
 	// recovered exactly once: Recoveries == HolderKills (a recovery
 	// without a dead holder would be a live holder robbed).
-	HolderKills int   `json:"holder_kills"`
-	Recoveries  int64 `json:"recoveries"`
-	RolledBack  int64 `json:"rolled_back"`
+	HolderKills int `json:"holder_kills"`
+	// ReaderKills counts kills of a process with a worker inside a read
+	// (kinds with readers only, else omitted): no recovery follows one;
+	// MaxReaderKillToWriteMs is the longest time from such a kill to the
+	// next completed write, which must come within hangTimeout.
+	ReaderKills            *int     `json:"reader_kills,omitempty"`
+	MaxReaderKillToWriteMs *float64 `json:"max_reader_kill_to_write_ms,omitempty"`
+	Recoveries             int64    `json:"recoveries"`
+	RolledBack             int64    `json:"rolled_back"`
 	// MaxDetectionMs is the longest time from a kill of the holder to a
 	// waiter getting the lock with ErrOwnerDead; MaxRecoveryMs to the
 	// repaired lock being marked consistent.
@@ -54,7 +60,12 @@ type killReport struct {
 }
 
 func (k *killReport) writeText(w io.Writer) {
-	fmt.Fprintf(w, "Kills: %d (%d of the lock's holder)\n", k.Kills, k.HolderKills)
+	if k.ReaderKills != nil {
+		fmt.Fprintf(w, "Kills: %d (%d of the lock's holder, %d of a reader)\n", k.Kills, k.HolderKills, *k.ReaderKills)
+		fmt.Fprintf(w, "Reader kill to next write: max %.1f ms\n", *k.MaxReaderKillToWriteMs)
+	} else {
+		fmt.Fprintf(w, "Kills: %d (%d of the lock's holder)\n", k.Kills, k.HolderKills)
+	}
 	fmt.Fprintf(w, "Recoveries: %d (%d half-done updates rolled back)\n", k.Recoveries, k.RolledBack)
 	k.writeLatencies(w)
 	fmt.Fprintf(w, "Hangs: %d\n", k.Hangs)
@@ -78,18 +89,34 @@ func (k *killReport) failures() []string {
 }
 
 // killLoop is the -kill supervisor: kill a worker process (half the time
-// the lock's holder), start a replacement with the same worker ids, and,
-// when the victim held the lock, wait for its recovery and time it.
-func killLoop(cfg *config, r *lockword.Region, st []byte, procs []*workerProc, spawn func(int, []int) (*workerProc, error)) *killReport {
+// the lock's holder; for a kind with readers, whose reader area rd is not
+// nil, a quarter of the time a read holder), start a replacement with the
+// same worker ids, and, when the victim held the lock, wait for its
+// recovery and time it; when it held a read lock, wait for the next
+// completed write and time that.
+func killLoop(cfg *config, r *lockword.Region, st, rd []byte, procs []*workerProc, spawn func(int, []int) (*workerProc, error)) *killReport {
 	kr := &killReport{killed: map[int]bool{}}
+	var readerKills int
+	var maxReaderToWrite time.Duration
+	if rd != nil {
+		defer func() {
+			ms := float64(maxReaderToWrite) / float64(time.Millisecond)
+			kr.ReaderKills, kr.MaxReaderKillToWriteMs = &readerKills, &ms
+		}()
+	}
 	start := time.Now()
 	lastTotal, lastProgress := get(st, stCounter), time.Now()
 	for kr.Kills < cfg.kills && (!cfg.timed() || time.Since(start) < cfg.duration) && !cfg.interrupt.Interrupted() {
 		time.Sleep(rand.N(killMaxGap))
 		victim := rand.IntN(len(procs))
-		if rand.IntN(2) == 0 {
+		switch aim := rand.IntN(4); {
+		case aim < 2:
 			if i, ok := catchHolder(st, procs, holderWait); ok {
 				victim = i // stopped inside the critical section
+			}
+		case aim == 2 && rd != nil:
+			if i, ok := catchReader(rd, cfg.workers, procs, holderWait); ok {
+				victim = i // stopped inside a read
 			}
 		}
 		w := procs[victim]
@@ -114,6 +141,17 @@ func killLoop(cfg *config, r *lockword.Region, st []byte, procs []*workerProc, s
 		pid, inconsistent := holder(r)
 		held := pid == w.cmd.Process.Pid || inconsistent || int(get(st, stRecovering)) == w.cmd.Process.Pid ||
 			get(st, stRecoveries) != recoveredBefore
+		var reading bool
+		var writesAtKill uint64
+		if rd != nil {
+			// A reader marks itself only holding a read lock: a dead
+			// mark is a dead read holder (one that died just after
+			// RLock or just before RUnlock is missed, and counted as
+			// a kill of no holder).
+			reading = !held && readingAmong(rd, cfg.workers, w.ids)
+			clearReading(rd, cfg.workers, w.ids)
+			writesAtKill = get(st, stCounter)
+		}
 		next, err := spawn(-1, w.ids)
 		if err != nil {
 			kr.WorkerErrors = append(kr.WorkerErrors, err.Error())
@@ -138,6 +176,26 @@ func killLoop(cfg *config, r *lockword.Region, st []byte, procs []*workerProc, s
 			}
 			kr.recovered(time.Duration(int64(get(st, stDetected))-killedAt.UnixNano()),
 				time.Duration(int64(get(st, stLastRecovery))-killedAt.UnixNano()))
+		}
+		if reading {
+			// No recovery: readers write nothing the lock guards. But
+			// the next writer must drop the dead reader's holds and get
+			// in: wait for a write to complete (the counter moves only
+			// by completed writes, or by a rollback, which needs a
+			// holder kill, each awaited above).
+			readerKills++
+			for get(st, stCounter) == writesAtKill {
+				if cfg.interrupt.Interrupted() {
+					return kr
+				}
+				if time.Since(killedAt) > hangTimeout {
+					kr.Hangs++
+					kr.WorkerErrors = append(kr.WorkerErrors, fmt.Sprintf("no write completed within %v of kill %d, of PID %d, a reader", hangTimeout, kr.Kills, w.cmd.Process.Pid))
+					return kr
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+			maxReaderToWrite = max(maxReaderToWrite, time.Since(killedAt))
 		}
 		if total := get(st, stCounter); total != lastTotal {
 			lastTotal, lastProgress = total, time.Now()
@@ -168,6 +226,32 @@ func catchHolder(st []byte, procs []*workerProc, wait time.Duration) (int, bool)
 		}
 		w := procs[i]
 		if stopProcess(w.cmd.Process, time.Until(deadline)) && slices.Contains(w.ids, int(get(st, stOwner))) {
+			return i, true
+		}
+		continueProcess(w.cmd.Process)
+	}
+}
+
+// catchReader is catchHolder for read holders: it stops a process with a
+// worker marked inside a read (rd, kinds_sharedrw.go) and checks the mark
+// again once it is stopped; it gives up after wait.
+func catchReader(rd []byte, workers int, procs []*workerProc, wait time.Duration) (int, bool) {
+	deadline := time.Now().Add(wait)
+	for {
+		i, ok := -1, false
+		for ; !ok && !time.Now().After(deadline); runtime.Gosched() {
+			for j, w := range procs {
+				if readingAmong(rd, workers, w.ids) {
+					i, ok = j, true
+					break
+				}
+			}
+		}
+		if !ok {
+			return 0, false
+		}
+		w := procs[i]
+		if stopProcess(w.cmd.Process, time.Until(deadline)) && readingAmong(rd, workers, w.ids) {
 			return i, true
 		}
 		continueProcess(w.cmd.Process)

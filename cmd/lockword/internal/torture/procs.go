@@ -57,7 +57,7 @@ func init() {
 			desc: "lockword.SharedTicketMutex in a region shared by -procs processes (robust, FIFO: see -kill)",
 			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared-ticket", false) }},
 		kind{name: "shared-rw", procs: true,
-			desc: "lockword.SharedRWMutex's write side in a region shared by -procs processes (robust: see -kill)",
+			desc: "lockword.SharedRWMutex, readers and writers, in a region shared by -procs processes (robust: see -kill)",
 			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared-rw", false) }},
 		kind{name: "shared-none", procs: true,
 			desc: "no lock, across -procs processes sharing the region: must FAIL",
@@ -131,7 +131,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (report, error) {
 		return nil, err
 	}
 	m.SetStuckThreshold(hangTimeout / 2)
-	if !unprotected {
+	if !unprotected && !fastReads(cfg, name) {
 		m.EnableStats()
 	}
 	st, err := r.Bytes(stateName, stateSize(cfg.procs, cfg.workers))
@@ -139,8 +139,14 @@ func tortureProcs(cfg *config, name string, unprotected bool) (report, error) {
 		return nil, err
 	}
 
+	rd, err := openReaders(r, name, cfg.workers)
+	if err != nil {
+		return nil, err
+	}
+
 	spec := workerSpec{Region: path, Kind: name, Procs: cfg.procs, Workers: cfg.workers, Value: cfg.value,
-		Work: cfg.work, Unprotected: unprotected, Kill: cfg.kill, BreakRepair: os.Getenv(breakRepairEnv) != ""}
+		Work: cfg.work, Unprotected: unprotected, Kill: cfg.kill, BreakRepair: os.Getenv(breakRepairEnv) != "",
+		BreakReaders: rd != nil && os.Getenv(breakReadersEnv) != ""}
 	if !cfg.kill && !cfg.timed() {
 		spec.Iters = cfg.iters
 	}
@@ -181,7 +187,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (report, error) {
 	var kr *killReport
 	if cfg.kill {
 		respawn := func(proc int, ids []int) (*workerProc, error) { kills.Add(1); return spawn(proc, ids) }
-		kr = killLoop(cfg, r, st, procs, respawn)
+		kr = killLoop(cfg, r, st, rd, procs, respawn)
 	} else if cfg.timed() {
 		select {
 		case <-time.After(cfg.duration):
@@ -222,7 +228,7 @@ func tortureProcs(cfg *config, name string, unprotected bool) (report, error) {
 	}
 
 	return procsReport(cfg, st, m, &spec, procsOutcome{kr: kr, failed: failed, hung: hung,
-		elapsed: elapsed, interrupted: interrupted}), nil
+		elapsed: elapsed, interrupted: interrupted, readers: rd}), nil
 }
 
 // procsOutcome is how a -procs run ended, as its supervisor saw it.
@@ -231,7 +237,8 @@ type procsOutcome struct {
 	failed      []string    // worker processes that failed by themselves
 	hung        bool        // some worker did not stop within hangTimeout
 	elapsed     time.Duration
-	interrupted bool // a signal stopped the run
+	interrupted bool   // a signal stopped the run
+	readers     []byte // the reader area of a kind with readers, else nil
 }
 
 // procsReport reads the shared state st of a finished -procs run (every
@@ -254,6 +261,10 @@ func procsReport(cfg *config, st []byte, m procLock, spec *workerSpec, o procsOu
 	}
 	rep.actual = int64(get(st, stCounter))
 	rep.ownerViolations = int64(get(st, stViolations))
+	if o.readers != nil {
+		reads, viol := readTotals(o.readers, cfg.workers)
+		rep.reads, rep.readViolations = &reads, viol
+	}
 	if kr != nil {
 		// A count of kills, not of additions: report the time it took.
 		rep.iters, rep.duration = 0, max(elapsed.Round(time.Millisecond), time.Millisecond)
@@ -277,6 +288,8 @@ func procsReport(cfg *config, st []byte, m procLock, spec *workerSpec, o procsOu
 	}
 	if spec.Unprotected {
 		rep.noStats = "no lock, nothing to measure"
+	} else if fastReads(cfg, spec.Kind) {
+		rep.noStats = "off with -kill, so that reads take RLock's fast path"
 	} else {
 		s := m.Stats()
 		frac := s.SlowPathFraction()
@@ -290,6 +303,9 @@ func procsReport(cfg *config, st []byte, m procLock, spec *workerSpec, o procsOu
 			n := s.Acquisitions
 			if cfg.timed() {
 				n -= uint64(cfg.workers)
+			}
+			if rep.reads != nil {
+				n -= uint64(*rep.reads) // read locks count as acquisitions too
 			}
 			rep.statsAcquisitions = &n
 		}

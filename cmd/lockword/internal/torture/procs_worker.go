@@ -96,6 +96,8 @@ type workerSpec struct {
 	Unprotected bool   `json:"unprotected"`
 	Kill        bool   `json:"kill"`
 	BreakRepair bool   `json:"break_repair"`
+	// BreakReaders: readers take no read lock (tests only: kinds_sharedrw.go).
+	BreakReaders bool `json:"break_readers,omitempty"`
 }
 
 // workerMain is a worker process: it attaches to the region and runs its
@@ -127,6 +129,10 @@ func workerMain(specJSON string) int {
 	if err != nil {
 		return fail(err)
 	}
+	rd, err := openReaders(r, spec.Kind, spec.Workers)
+	if err != nil {
+		return fail(err)
+	}
 	if spec.Proc >= 0 {
 		put(st, stReady+8*spec.Proc, 1)
 	}
@@ -137,7 +143,7 @@ func workerMain(specJSON string) int {
 	errs := make(chan error, len(spec.IDs))
 	for _, id := range spec.IDs {
 		wg.Go(func() {
-			if err := procWorker(&spec, m, st, id); err != nil {
+			if err := procWorker(&spec, m, st, rd, id); err != nil {
 				errs <- err
 			}
 		})
@@ -153,13 +159,21 @@ func workerMain(specJSON string) int {
 	return exitOK
 }
 
-func procWorker(spec *workerSpec, m procLock, st []byte, id int) error {
+// procWorker runs worker id: spec.Iters writes (0: until stop), each, for
+// a kind with readers (rd not nil), after a read about half the time.
+func procWorker(spec *workerSpec, m procLock, st, rd []byte, id int) error {
 	rng := rand.New(rand.NewPCG(rand.Uint64(), uint64(id)))
 	var sink uint64
+	rl, _ := m.(procRLock)
 	for n := int64(0); spec.Iters == 0 || n < spec.Iters; n++ {
 		steps := 0
 		if spec.Work > 0 {
 			steps = rng.IntN(spec.Work + 1)
+		}
+		if rd != nil && rl != nil && readsThisTime(rng) {
+			if err := procRead(spec, rl, st, rd, id, steps, &sink); err != nil {
+				return err
+			}
 		}
 		if !spec.Unprotected {
 			if err := m.LockContext(context.Background()); err != nil {

@@ -28,6 +28,11 @@ type counterReport struct {
 	elapsed   time.Duration
 
 	ownerViolations int64
+	// reads counts the committed reads of a kind with readers (nil for
+	// the others), readViolations those that saw a writer inside or the
+	// counter change (kinds_sharedrw.go).
+	reads          *int64
+	readViolations int64
 	// slowPath is the lock's Stats().SlowPathFraction(), nil when the
 	// lock keeps no statistics; noStats then says why.
 	slowPath *float64
@@ -121,6 +126,9 @@ func (r *counterReport) failures() []string {
 	if r.ownerViolations != 0 {
 		why = append(why, fmt.Sprintf("%d owner-slot violations", r.ownerViolations))
 	}
+	if r.readViolations != 0 {
+		why = append(why, fmt.Sprintf("%d reads saw a writer inside", r.readViolations))
+	}
 	if r.statsAcquisitions != nil && int64(*r.statsAcquisitions) != r.total() {
 		why = append(why, fmt.Sprintf("the lock's statistics count %d acquisitions, the workers made %d", *r.statsAcquisitions, r.total()))
 	}
@@ -182,6 +190,9 @@ func (r *counterReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Expected: %d\n", r.expected)
 	fmt.Fprintf(w, "Actual:   %d\n", r.actual)
 	fmt.Fprintf(w, "Owner-slot violations: %d\n", r.ownerViolations)
+	if r.reads != nil {
+		fmt.Fprintf(w, "Reads: %d (%d saw a writer inside)\n", *r.reads, r.readViolations)
+	}
 	fmt.Fprintf(w, "Throughput: %.1f M acquisitions/s\n", r.throughput())
 	if r.slowPath != nil {
 		fmt.Fprintf(w, "Slow path: %.1f%% of acquisitions\n", 100**r.slowPath)
@@ -206,15 +217,18 @@ func (r *counterReport) writeText(w io.Writer) {
 // reportJSON is the -json form of a report; its fields are documented in
 // the help and are a contract with scripts.
 type reportJSON struct {
-	Lock              string   `json:"lock"`
-	Workers           int      `json:"workers"`
-	Iters             *int64   `json:"iters"` // null in a timed run: it varies per worker
-	Additions         int64    `json:"additions"`
-	Value             int64    `json:"value"`
-	Work              int      `json:"work"`
-	Expected          int64    `json:"expected"`
-	Actual            int64    `json:"actual"`
-	OwnerViolations   int64    `json:"owner_violations"`
+	Lock            string `json:"lock"`
+	Workers         int    `json:"workers"`
+	Iters           *int64 `json:"iters"` // null in a timed run: it varies per worker
+	Additions       int64  `json:"additions"`
+	Value           int64  `json:"value"`
+	Work            int    `json:"work"`
+	Expected        int64  `json:"expected"`
+	Actual          int64  `json:"actual"`
+	OwnerViolations int64  `json:"owner_violations"`
+	// Kinds with readers (shared-rw) only.
+	Reads             *int64   `json:"reads,omitempty"`
+	ReadViolations    *int64   `json:"read_violations,omitempty"`
 	ThroughputMacqS   float64  `json:"throughput_macq_s"`
 	SlowPathFraction  *float64 `json:"slow_path_fraction"`
 	StatsAcquisitions *uint64  `json:"stats_acquisitions"`
@@ -254,6 +268,9 @@ func (r *counterReport) writeJSON(w io.Writer) error {
 		j.Processes = &r.procs
 	}
 	j.Interrupted = r.interrupted
+	if r.reads != nil {
+		j.Reads, j.ReadViolations = r.reads, &r.readViolations
+	}
 	j.Kill = r.killed
 	if r.fair != nil {
 		j.Fairness = r.fair.json()
