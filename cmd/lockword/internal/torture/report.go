@@ -193,7 +193,11 @@ func (r *counterReport) writeText(w io.Writer) {
 	if r.reads != nil {
 		fmt.Fprintf(w, "Reads: %d (%d saw a writer inside)\n", *r.reads, r.readViolations)
 	}
-	fmt.Fprintf(w, "Throughput: %.1f M acquisitions/s\n", r.throughput())
+	if tp := r.throughput(); tp >= 0.1 || tp == 0 {
+		fmt.Fprintf(w, "Throughput: %.1f M acquisitions/s\n", tp)
+	} else { // a -kill run can be this slow: "0.0 M" would read as none
+		fmt.Fprintf(w, "Throughput: %.1f k acquisitions/s\n", tp*1e3)
+	}
 	if r.slowPath != nil {
 		fmt.Fprintf(w, "Slow path: %.1f%% of acquisitions\n", 100**r.slowPath)
 	} else {
