@@ -83,13 +83,16 @@ var ErrNilContext = errors.New("lockword: nil context.Context (use context.Backg
 // count and sleeps in a queue of its own. While that count is nonzero,
 // Unlock does not release the lock: it sets the hand-off bit, leaving the
 // state at 2, and wakes the oldest starving waiter, which owns the lock as
-// soon as it runs; newcomers find the lock held and queue. A waiter
-// therefore waits about 1 ms plus one hand-off per starving waiter ahead
-// of it, as with sync.Mutex's starvation mode; the figures are in
-// BENCHMARKS.md (issue 11.1). If the wake-up finds no starving waiter
-// asleep (one was cancelled), Unlock takes the hand-off back and releases,
-// so the lock is never stranded. Use TicketMutex where every acquisition
-// must be served in FIFO order.
+// soon as it runs; newcomers find the lock held and queue. This is
+// sync.Mutex's starvation mode (Go 1.9). Once a waiter starves it waits
+// one hand-off per starving waiter ahead of it. Before that it must be
+// woken to notice: plain sleepers are not woken while hand-offs go on,
+// so with many goroutines a waiter can sit out several such streaks; at
+// 64 goroutines on 2 cores its worst wait measured 2.5-3.6× sync.Mutex's,
+// at 2 to 16 0.2-2.3× (BENCHMARKS.md, issue 11.1). If the wake-up finds
+// no starving waiter asleep (one was cancelled), Unlock takes the hand-off
+// back and releases, so the lock is never stranded. Use TicketMutex where
+// every acquisition must be served in FIFO order.
 //
 // Waiters sleep by parking their goroutine (see internal/wait), never by
 // blocking an OS thread, so any number of goroutines may wait.
