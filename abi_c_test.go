@@ -33,7 +33,7 @@ func TestCHeaderConstants(t *testing.T) {
 		"LW_PROC_LIVE": procLive, "LW_PROC_GEN_MASK": procGenMask,
 		"LW_ARENA_OFFSET": regionArenaOffset, "LW_MIN_REGION_SIZE": regionMinSize, "LW_DEFAULT_REGION_SIZE": DefaultRegionSize,
 		"LW_KIND_MUTEX": uint64(kindMutex), "LW_KIND_BYTES": uint64(kindBytes), "LW_KIND_TICKET_MUTEX": uint64(kindTicketMutex),
-		"LW_KIND_RWMUTEX": uint64(kindRWMutex), "LW_KIND_COND": uint64(kindCond), "LW_KIND_RING": uint64(kindRing),
+		"LW_KIND_RWMUTEX": uint64(kindRWMutex), "LW_KIND_RWMUTEX_V1": uint64(kindRWMutexV1), "LW_KIND_COND": uint64(kindCond), "LW_KIND_RING": uint64(kindRing),
 		"LW_KIND_SEQLOCK":   uint64(kindSeqLock),
 		"LW_OWNER_GEN_BITS": ownerGenBits, "LW_OWNER_SLOT_BITS": ownerSlotBits, "LW_OWNER_MASK": ownerMask,
 		"LW_OWNER_NOT_RECOVERABLE": ownerNotRecoverable, "LW_OWNER_GEN_MAX": ownerGenMax,

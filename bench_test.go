@@ -180,7 +180,9 @@ func benchmarkFair(b *testing.B, l sync.Locker, goroutines int) {
 }
 
 // BenchmarkFair measures throughput and fairness at 2, 4, 16 and 64
-// goroutines; run it with -cpu 2 for the figures in BENCHMARKS.md.
+// goroutines; run it with -cpu 2 for the figures in BENCHMARKS.md. The
+// kind tokenring is the floor of strict FIFO, a token passed around a ring
+// of channels (benchmarkTokenRing), for TicketMutex to be compared with.
 func BenchmarkFair(b *testing.B) {
 	for _, g := range []int{2, 4, 16, 64} {
 		for _, k := range benchKinds {
@@ -188,6 +190,9 @@ func BenchmarkFair(b *testing.B) {
 				benchmarkFair(b, k.new(), g)
 			})
 		}
+		b.Run(fmt.Sprintf("kind=tokenring/goroutines=%d", g), func(b *testing.B) {
+			benchmarkTokenRing(b, g)
+		})
 	}
 }
 

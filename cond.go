@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"github.com/lockword/lockword/internal/wait"
 )
 
 // A Cond is a condition variable: a rendezvous point for goroutines
@@ -63,7 +65,7 @@ func NewCond(l sync.Locker) *Cond { return &Cond{L: l} }
 // Wait atomically unlocks c.L and suspends the calling goroutine; when it
 // is woken it locks c.L before returning. Wait may return spuriously, so
 // call it in a loop that re-checks the condition.
-func (c *Cond) Wait() { c.wait(nil, inProcess{}) }
+func (c *Cond) Wait() { condWait(nil, &c.seq, c.L) }
 
 // WaitContext is Wait that gives up when ctx is done. It always returns
 // with c.L locked, whether it was woken (nil) or ctx ended first
@@ -75,33 +77,31 @@ func (c *Cond) WaitContext(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
-	return c.wait(ctx, inProcess{})
+	return condWait(ctx, &c.seq, c.L)
 }
 
 // Signal wakes the goroutine that has waited longest on c, if any.
-func (c *Cond) Signal() { condNotify(&c.seq, inProcess{}, 1) }
+func (c *Cond) Signal() { condNotify(&c.seq, 1) }
 
 // Broadcast wakes every goroutine waiting on c.
-func (c *Cond) Broadcast() { condNotify(&c.seq, inProcess{}, wakeAll) }
+func (c *Cond) Broadcast() { condNotify(&c.seq, wakeAll) }
 
-func (c *Cond) wait(ctx context.Context, ws waitStrategy) error {
-	return condWait(ctx, &c.seq, c.L, ws)
-}
-
-// condWait is the protocol of Wait on any sequence word: read it while
-// holding l, release l, sleep while it is unchanged, lock l again. A
-// condition variable in shared memory would run it on a word in its region
-// with a shared wait strategy.
-func condWait(ctx context.Context, seq *atomic.Uint32, l sync.Locker, ws waitStrategy) error {
+// condWait is the protocol of Wait: read seq while holding l, release l,
+// park while seq is unchanged, lock l again.
+func condWait(ctx context.Context, seq *atomic.Uint32, l sync.Locker) error {
 	v := seq.Load() // before Unlock: any notification after it changes seq
 	l.Unlock()
-	err := ws.wait(ctx, seq, v)
+	err := wait.Wait(ctx, seq, v)
 	l.Lock()
 	return err
 }
 
 // condNotify is Signal (n = 1) and Broadcast (n = wakeAll).
-func condNotify(seq *atomic.Uint32, ws waitStrategy, n int) {
+func condNotify(seq *atomic.Uint32, n int) {
 	seq.Add(1) // before the wake: a waiter not yet asleep sees it and returns
-	ws.wake(seq, n)
+	wait.Wake(seq, n)
 }
+
+// wakeAll is the n of internal/wait's Wake (and of the futex wake-ups of
+// the shared kinds) for "every waiter".
+const wakeAll = 1<<31 - 1

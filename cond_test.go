@@ -38,8 +38,8 @@ func (c *lateReadCond) Wait() {
 	wait.Wait(nil, &c.seq, v)
 	c.L.Lock()
 }
-func (c *lateReadCond) Signal()    { condNotify(&c.seq, inProcess{}, 1) }
-func (c *lateReadCond) Broadcast() { condNotify(&c.seq, inProcess{}, wakeAll) }
+func (c *lateReadCond) Signal()    { condNotify(&c.seq, 1) }
+func (c *lateReadCond) Broadcast() { condNotify(&c.seq, wakeAll) }
 
 // condStress passes items through a bounded queue of capacity 1 guarded by
 // l, with two condition variables (not empty, not full), Signal only:

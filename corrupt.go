@@ -20,8 +20,9 @@ import (
 // outstanding, whose served ticket has no record, a record in no state of
 // the table, a record naming an owner token no region issues or a ticket
 // not issued yet; a SharedMutex word naming an owner token no region
-// issues (generation 0 or past the last); an RW writer target marked
-// abandoned without being set; a word that keeps changing under a CAS
+// issues (generation 0 or past the last); an RW state word with the
+// abandoned bit but not the writer bit, or a writer bit that no writer
+// owns; a word that keeps changing under a CAS
 // loop far beyond what its other parties can do (retryLimit). Whatever
 // the words hold, every call that takes a context returns when it ends,
 // and nothing reads outside the object (FuzzLiveWords).

@@ -99,6 +99,7 @@ func (d *diag) Name() string {
 // report (a log/slog warning) and keeps waiting. Zero restores
 // DefaultStuckThreshold; a negative duration disables reports for this lock.
 func (d *diag) SetStuckThreshold(threshold time.Duration) {
+	lowerStuckMin(threshold) // the watcher looks often enough for it
 	d.getInfo().stuckNs.Store(int64(threshold))
 }
 
@@ -133,15 +134,125 @@ func (d *diag) uncontended() {
 	}
 }
 
-// waitTrack follows one acquisition through the slow path: it times the
-// wait for Stats and registers it with the stuck watcher (stuck.go) when
-// the waiter first sleeps.
+// waitTrack follows one acquisition of a Mutex or SpinMutex through the
+// slow path: it times the wait for Stats and registers it with the stuck
+// watcher (stuck.go) when the waiter first sleeps. (TicketMutex and
+// RWMutex use noteTrack.)
 type waitTrack struct {
 	info  *lockInfo
 	kind  string
 	addr  any
 	start time.Time
 	stuck *stuckEntry
+}
+
+// A stuckOwner is a lock whose waiters sleep with a note in the parking
+// lot (wait.WaitNoted) instead of registering with the stuck watcher: the
+// watcher reads the lock's kind and diagnostics through it.
+type stuckOwner interface {
+	stuckInfo() (kind string, d *diag)
+}
+
+// noteTrack follows one acquisition of a TicketMutex or RWMutex through
+// the slow path: it times the wait for Stats and gives each sleep the
+// note by which the stuck watcher, sampling the parking lot, finds the
+// wait (sleeping). Nothing is registered and nothing undone: a waiter
+// that sleeps for a microsecond pays two loads for the stuck report it
+// will never need. It is small, as it is built on every slow path.
+type noteTrack struct {
+	info    *lockInfo
+	owner   stuckOwner
+	startNs int64 // Stats: the wait's start on the stuck clock; 0: untimed
+	sinceNs int64 // the first sleep's start on the stuck clock; 0: none yet
+}
+
+// trackNoted starts a noteTrack for owner, whose diagnostics d are.
+// It inlines: a lock without diagnostics pays one load.
+func (d *diag) trackNoted(owner stuckOwner) (t noteTrack) {
+	t.info, t.owner = d.info.Load(), owner
+	if t.info != nil {
+		t.timeIfStats()
+	}
+	return
+}
+
+// timeIfStats starts timing the wait if statistics are on.
+//
+//go:noinline
+func (t *noteTrack) timeIfStats() {
+	if t.info.statsOn.Load() {
+		t.startNs = int64(time.Since(stuckEpoch))
+	}
+}
+
+// sleeping is called before each sleep. It counts the park for Stats and
+// returns the note and the start to sleep with (wait.WaitNoted); a nil
+// note (stuck reports off for the lock) is a plain sleep.
+func (t *noteTrack) sleeping() (note any, sinceNs int64) {
+	if t.info != nil {
+		if t.info.statsOn.Load() {
+			t.info.parks.Add(1)
+		}
+		if t.info.stuckNs.Load() < 0 {
+			return nil, 0
+		}
+	}
+	if t.sinceNs == 0 {
+		t.sinceNs = stuckClockNs()
+	}
+	return t.owner, t.sinceNs
+}
+
+// acquired ends a slow-path acquisition. It inlines.
+func (t *noteTrack) acquired() {
+	if t.info != nil {
+		t.countAcquired()
+	}
+}
+
+//go:noinline
+func (t *noteTrack) countAcquired() {
+	if t.info.statsOn.Load() {
+		t.info.acquired.Add(1)
+		t.info.slow.Add(1)
+		t.addWait(&t.info.waitNs, &t.info.waitMax)
+	}
+}
+
+// abandoned ends a slow-path attempt that gave up (context done).
+func (t *noteTrack) abandoned() {
+	if t.info != nil && t.info.statsOn.Load() {
+		t.info.giveUps.Add(1)
+		t.addWait(&t.info.giveUpNs, &t.info.giveUpMax)
+	}
+}
+
+// addWait adds the wait, if it was timed, to total and max.
+func (t *noteTrack) addWait(total, max *atomic.Int64) {
+	if t.startNs == 0 {
+		return
+	}
+	ns := int64(time.Since(stuckEpoch)) - t.startNs
+	total.Add(ns)
+	storeMax(max, ns)
+}
+
+// stuckThreshold is the lock's stuck threshold (negative: reports off)
+// and its name, for the stuck watcher.
+func (d *diag) stuckThreshold() (time.Duration, string) {
+	p := d.info.Load()
+	if p == nil {
+		return DefaultStuckThreshold, ""
+	}
+	threshold := DefaultStuckThreshold
+	if ns := p.stuckNs.Load(); ns != 0 {
+		threshold = time.Duration(ns)
+	}
+	name := ""
+	if n := p.name.Load(); n != nil {
+		name = *n
+	}
+	return threshold, name
 }
 
 func (d *diag) track(kind string, addr any) waitTrack {

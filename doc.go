@@ -17,9 +17,9 @@
 //	Region       a file mapped by several processes, holding named objects (Linux)
 //	SharedMutex  robust mutex in a Region: owner death is reported (Linux)
 //	SharedTicketMutex, SharedRWMutex, SharedCond
-//	             the fair lock, the reader-writer lock (robust for writers;
-//	             readers are counted, not owned) and the condition variable
-//	             in a Region (Linux)
+//	             the fair lock, the reader-writer lock (robust for writers
+//	             and readers) and the condition variable in a Region
+//	             (Linux)
 //
 // and, where a lock is the wrong tool (see docs/when-to-lock.md):
 //

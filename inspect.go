@@ -2,7 +2,6 @@ package lockword
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -89,10 +88,14 @@ type ObjectInfo struct {
 	// how many goroutines wait on it (a process that died waiting stays
 	// counted).
 	Queued int `json:"queued,omitempty"`
-	// Readers is how many read holds an RW mutex counts: holding, or
-	// waiting behind a writer. Readers are counted, not owned: a reader
-	// process that died holding stays counted (see SharedRWMutex).
+	// Readers is how many read holds an RW mutex counts for live
+	// processes: holding, or waiting behind a writer. The holds of a
+	// reader process that died are not counted (see SharedRWMutex: the
+	// next writer drops them).
 	Readers int `json:"readers,omitempty"`
+	// DeadReaders is how many read holds an RW mutex still counts for
+	// processes that died: the next writer drops them.
+	DeadReaders int `json:"dead_readers,omitempty"`
 	// Stats, when statistics are enabled (EnableStats), summed over all
 	// processes.
 	Stats *Stats `json:"stats,omitempty"`
@@ -299,54 +302,6 @@ func (insp *inspector) check(token uint32) aliveness {
 	return a
 }
 
-func inspectMutex(insp *inspector, obj []byte, info *ObjectInfo) {
-	word := word32(obj, mutexObjWord)
-	w := word.Load()
-	info.Word = w
-	info.Waiters = w&sharedWaiters != 0
-	info.Inconsistent = w&sharedInconsistent != 0
-	if w&sharedStats != 0 {
-		s := mutexObjStats(obj)
-		info.Stats = &s
-	}
-	owner := w & ownerMask
-	switch owner {
-	case 0:
-		info.State = "free"
-		return
-	case ownerNotRecoverable:
-		info.State = "not-recoverable"
-		return
-	}
-	if !validToken(owner) {
-		info.State, info.Reason = "corrupt", fmt.Sprintf("owner token %#x names no incarnation (generation %d)", owner, tokenGen(owner))
-		return
-	}
-	setHolder(info, insp.check(owner))
-	since := word64(obj, mutexObjHeldSince)
-	now := monoNowNs()
-	if w&sharedTimed != 0 {
-		info.HeldFor = time.Duration(max(now-int64(since.Load()), 0))
-		info.HeldForKnown = true
-		return
-	}
-	if insp.r.readOnly {
-		return // cannot stamp: unknown
-	}
-	// Stamp "held since at most now": time first, then the bit, so that a
-	// reader who sees the bit sees the time. If the word changed
-	// meanwhile the CAS fails and nothing is claimed. If it succeeds, the
-	// hold may still have begun after now (released and taken again with
-	// the same token since we read w): stamp again, with a time after the
-	// CAS, when this hold is known to have begun, so that the stamp
-	// never precedes it.
-	since.Store(uint64(now))
-	if word.CompareAndSwap(w, w|sharedTimed) {
-		since.Store(uint64(monoNowNs()))
-		info.HeldForKnown = true
-	}
-}
-
 // setHolder fills in a held lock's holder and its state from the holder's
 // aliveness (info.Inconsistent and info.Waiters already set).
 func setHolder(info *ObjectInfo, a aliveness) {
@@ -359,51 +314,4 @@ func setHolder(info *ObjectInfo, a aliveness) {
 	default:
 		info.State = "held"
 	}
-}
-
-// inspectRing describes a shared byte ring (sharedring.go's layout). It
-// reads the words and writes nothing: a ring is no lock, so it sets no
-// State.
-func inspectRing(insp *inspector, obj []byte, info *ObjectInfo) {
-	if len(obj) < shringData+MinSharedRingCapacity {
-		return // too small to be one (attachRing refuses it)
-	}
-	ri := &RingInfo{
-		Capacity:         len(obj) - shringData,
-		Producer:         insp.role(word32(obj, shringProducerRole).Load()),
-		Consumer:         insp.role(word32(obj, shringConsumerRole).Load()),
-		Closed:           word32(obj, shringNotEmpty).Load()&ringClosed != 0,
-		BytesReceived:    word64(obj, shringHead).Load(),
-		BytesSent:        word64(obj, shringTail).Load(),
-		MessagesReceived: word64(obj, shringMessagesRecvd).Load(),
-		MessagesSent:     word64(obj, shringMessagesSent).Load(),
-	}
-	// head first, then tail: the ring only grows between the two loads,
-	// so a busy ring never looks over-full.
-	if used := ri.BytesSent - ri.BytesReceived; used > uint64(ri.Capacity) || ri.BytesSent%recHeaderSize != 0 || ri.BytesReceived%recHeaderSize != 0 {
-		ri.Corrupt = true
-	} else {
-		ri.Used = int64(used)
-	}
-	info.Ring = ri
-}
-
-// role describes the process whose owner token a ring's role word holds;
-// nil for none.
-func (insp *inspector) role(w uint32) *ProcessInfo {
-	tok := w & ownerMask
-	if tok == 0 {
-		return nil
-	}
-	a := insp.check(tok)
-	return &ProcessInfo{Slot: int(tokenSlot(tok)), PID: int(a.pid), Alive: a.alive}
-}
-
-// inspectSeqLock adds a region SeqLock's sequence to info, which
-// inspectMutex has filled from the writers' lock.
-func inspectSeqLock(obj []byte, info *ObjectInfo) {
-	seq := word64(obj, seqObjSeq).Load()
-	writing := seq%2 == 1
-	info.SeqLock = &SeqLockInfo{Sequence: seq, Stores: seq / 2, Writing: writing,
-		Torn: writing && info.State == "owner-dead" && !info.HolderAlive}
 }

@@ -31,7 +31,7 @@ func TestLayout(t *testing.T) {
 		wantOffsets []uintptr
 	}{
 		{"TicketMutex", unsafe.Sizeof(tm), []uintptr{unsafe.Offsetof(tm.next), unsafe.Offsetof(tm.serving), unsafe.Offsetof(tm.aux)}, 24, []uintptr{0, 4, 8}},
-		{"RWMutex", unsafe.Sizeof(rw), []uintptr{unsafe.Offsetof(rw.state), unsafe.Offsetof(rw.departing), unsafe.Offsetof(rw.wnext), unsafe.Offsetof(rw.wserving), unsafe.Offsetof(rw.waux)}, 32, []uintptr{0, 4, 8, 12, 16}},
+		{"RWMutex", unsafe.Sizeof(rw), []uintptr{unsafe.Offsetof(rw.state), unsafe.Offsetof(rw.departing), unsafe.Offsetof(rw.writers)}, 24, []uintptr{0, 4, 8}},
 		{"Cond", unsafe.Sizeof(c), []uintptr{unsafe.Offsetof(c.seq)}, 24, []uintptr{0}},
 	} {
 		if f.size != f.wantSize || fmt.Sprint(f.offsets) != fmt.Sprint(f.wantOffsets) {

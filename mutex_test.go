@@ -38,10 +38,11 @@ var ctxLockKinds = []struct {
 }{
 	{"Mutex", func() ctxLocker { return new(Mutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*Mutex).state }},
 	{"SpinMutex", func() ctxLocker { return new(SpinMutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*SpinMutex).state }},
-	// The fair locks' waiters park keyed by ticket on serving (Parked
-	// counts them); an RWMutex here is its write side.
+	// The ticket lock's waiters park keyed by ticket on serving (Parked
+	// counts them); an RWMutex here is its write side, whose writers park
+	// on the writers' word.
 	{"TicketMutex", func() ctxLocker { return new(TicketMutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*TicketMutex).serving }},
-	{"RWMutex", func() ctxLocker { return new(RWMutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*RWMutex).wserving }},
+	{"RWMutex", func() ctxLocker { return new(RWMutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*RWMutex).writers }},
 }
 
 func TestMutexStateTable(t *testing.T) {

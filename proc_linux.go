@@ -14,23 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// procIdentity names one incarnation of a process: PIDs are reused (here
-// pid_max is 32768), but a PID together with its start time (clock ticks
-// since boot, /proc/PID/stat field 22) and the boot ID names one process
-// for the life of the machine. Two processes would need the same PID within
-// one clock tick (10 ms) of the same boot to collide.
-//
-// A PID means something only in its PID namespace: pidNS names the one it
-// was recorded in (the inode number of /proc/self/ns/pid), 0 if unknown.
-// For a region's slots it is the region's namespace record (all of a
-// region's processes share one namespace; see Region).
-type procIdentity struct {
-	pid   uint32
-	start uint64
-	boot  [16]byte
-	pidNS uint64
-}
-
 var self struct {
 	once sync.Once
 	id   procIdentity

@@ -2,19 +2,16 @@ package lockword
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"runtime/debug"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/lockword/lockword/internal/wait"
 )
 
 // A Region is a file mapped MAP_SHARED by every process that opens it,
@@ -117,10 +114,9 @@ type Region struct {
 	mu      sync.Mutex // guards the fields below
 	closed  bool
 	objects map[string]regionObject // validated table entries we have seen
-	mutexes map[string]*SharedMutex
-	// handles are the other kinds' handles, one per name, so that every
-	// call with a name returns the same one; Close asks each whether this
-	// process holds it.
+	// handles are the objects' handles, one per name, of every kind, so
+	// that every call with a name returns the same one; Close asks each
+	// whether this process holds it.
 	handles map[string]regionHandle
 }
 
@@ -151,16 +147,6 @@ func handle[H regionHandle](r *Region, name string, kind objectKind, newH func(o
 	h := newH(r.data[o.offset : o.offset+uint64(o.size) : o.offset+uint64(o.size)])
 	r.handles[name] = h
 	return h, nil
-}
-
-// TicketMutex returns the SharedTicketMutex named name (1 to 48 bytes of UTF-8 without control characters, else ErrObjectName),
-// creating it, unlocked, if the region has no object of that name. Every
-// call with the same name on one Region returns the same
-// *SharedTicketMutex. It fails with ErrObjectKind if name is an object of
-// another kind, ErrRegionFull if there is no room, ErrRegionClosed after
-// Close.
-func (r *Region) TicketMutex(name string) (*SharedTicketMutex, error) {
-	return handle(r, name, kindTicketMutex, func(obj []byte) *SharedTicketMutex { return newSharedTicketMutex(r, name, obj) })
 }
 
 // RegionOptions adjust how a region is created or opened. A nil
@@ -303,241 +289,6 @@ func (e *regionError) Error() string {
 
 func (e *regionError) Unwrap() error { return e.err }
 
-// Region file layout, ABI version 1 (docs/abi.md). Native byte order
-// (little-endian on amd64 and arm64). Offsets are in bytes from the start of
-// the file.
-const (
-	regionMagic   uint64 = 0x64726f776b636f6c // the bytes "lockword" in little-endian order
-	regionVersion        = 1
-
-	// Header fields. The checksum covers [hdrChecked, hdrCheckedEnd), the
-	// object count, and the used table entries; not the magic (published
-	// last) nor the live fields from hdrSlotHint on. The object count and
-	// the checksum share one 64-bit word, so that adding an object commits
-	// with a single store: a process killed half-way through leaves the
-	// previous, valid header (the half-written entry lies past the count).
-	hdrMagic         = 0  // uint64
-	hdrVersion       = 8  // uint32
-	hdrHeaderSize    = 12 // uint32: offset of the object area (= regionArenaOffset)
-	hdrSize          = 16 // uint64: total bytes, = file size
-	hdrTableCap      = 24 // uint32: = regionTableCap
-	hdrProcSlots     = 28 // uint32: = regionProcSlots
-	hdrFlags         = 32 // uint32: 0, reserved
-	hdrCreatedNs     = 40 // uint64: creation time, Unix ns (informational)
-	hdrChecked       = 8
-	hdrCheckedEnd    = 48
-	hdrObjectCount   = 48 // uint32: used table entries
-	hdrChecksum      = 52 // uint32: CRC-32C (Castagnoli)
-	hdrCountChecksum = 48 // the uint64 holding both, stored at once
-	hdrSlotHint      = 56 // uint32, live: where the next attach starts its slot search
-	hdrPIDNamespace  = 64 // uint64, live: the attached processes' PID namespace (inode), 0: unknown
-
-	regionTableOffset = 4096
-	tableEntrySize    = 64
-	regionTableCap    = 128
-
-	// Object table entry fields.
-	entryName    = 0 // [48]byte, NUL-padded
-	entryNameMax = 48
-	entryKind    = 48 // uint32
-	entrySize    = 52 // uint32: bytes
-	entryOffset  = 56 // uint64: from the start of the file
-
-	regionProcOffset = regionTableOffset + regionTableCap*tableEntrySize // 12288
-	procSlotSize     = 32
-	regionProcSlots  = 1 << ownerSlotBits // 1024
-
-	// Process table slot fields.
-	procState = 0  // uint32: procLive | generation
-	procPID   = 4  // uint32
-	procStart = 8  // uint64: start time in clock ticks since boot (/proc/PID/stat field 22)
-	procBoot  = 16 // [16]byte: /proc/sys/kernel/random/boot_id
-
-	regionArenaOffset = regionProcOffset + regionProcSlots*procSlotSize // 45056
-	regionMinSize     = regionArenaOffset
-)
-
-// Process-table slot states: bit 31 live, bits 0-17 the slot's generation.
-const (
-	procLive    = 1 << 31
-	procGenMask = 1<<ownerGenBits - 1
-)
-
-// objectKind numbers are part of the ABI (docs/abi.md); never renumber.
-type objectKind uint32
-
-const (
-	kindMutex       objectKind = 1 // SharedMutex
-	kindBytes       objectKind = 2 // (*Region).Bytes: plain data
-	kindTicketMutex objectKind = 3 // SharedTicketMutex
-	kindRWMutex     objectKind = 4 // SharedRWMutex
-	kindCond        objectKind = 5 // SharedCond
-	kindRing        objectKind = 6 // RingProducer, RingConsumer: shared byte ring (sharedring.go)
-	kindSeqLock     objectKind = 7 // RegionSeqLock (seqlock_region.go)
-)
-
-// kindInfo describes one kind of region object: its fixed size and
-// alignment, and where its words carry owner tokens (for robust kinds).
-// Adding a kind is an entry here plus a (*Region).Kind(name) constructor
-// built on (*Region).object.
-type kindInfo struct {
-	name string
-	// size is the object's size in bytes; 0 for kinds whose objects are
-	// sized at creation (any size from 1 byte).
-	size, align uint32
-	// ownerWords are offsets, within the object, of lock words whose bits
-	// 0-27 hold an owner token (see SharedMutex). Attach avoids reissuing
-	// a token that such a word still names, and Close refuses while one
-	// names ours.
-	ownerWords []uint32
-	// inspect describes the object's live state for InspectRegion. It
-	// must not write to obj when insp.r.readOnly (the mapping is
-	// read-only: a store faults).
-	inspect func(insp *inspector, obj []byte, info *ObjectInfo)
-}
-
-var objectKinds = map[objectKind]*kindInfo{}
-
-func registerKind(k objectKind, info *kindInfo) { objectKinds[k] = info }
-
-// regionObject is one validated object table entry.
-type regionObject struct {
-	name   string
-	kind   objectKind
-	size   uint32
-	offset uint64
-}
-
-// regionHeader is what parseRegionHeader found in a header snapshot.
-type regionHeader struct {
-	size      uint64
-	arenaUsed uint64 // end of the last object: where the next one may go
-	createdNs uint64
-	objects   []regionObject
-}
-
-// headerChecksum is the CRC-32C of the checked header fields, the object
-// count and the first count table entries. hdr must be at least
-// regionProcOffset bytes.
-func headerChecksum(hdr []byte, count uint32) uint32 {
-	c := crc32.Checksum(hdr[hdrChecked:hdrCheckedEnd], castagnoli)
-	var n [4]byte
-	ne.PutUint32(n[:], count)
-	c = crc32.Update(c, castagnoli, n[:])
-	end := regionTableOffset + int(min(count, regionTableCap))*tableEntrySize
-	return crc32.Update(c, castagnoli, hdr[regionTableOffset:end])
-}
-
-// countChecksumWord packs the object count and the checksum into the one
-// 64-bit word at hdrCountChecksum, in the byte order of the header.
-func countChecksumWord(count, sum uint32) uint64 {
-	var b [8]byte
-	ne.PutUint32(b[hdrObjectCount-hdrCountChecksum:], count)
-	ne.PutUint32(b[hdrChecksum-hdrCountChecksum:], sum)
-	return ne.Uint64(b[:])
-}
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-var ne = binary.NativeEndian
-
-// parseRegionHeader validates a header snapshot taken from a file of
-// fileSize bytes, in the documented order. hdr holds the file's first
-// regionArenaOffset bytes, zero-filled past the end of a shorter file, and
-// is a private copy: a process scribbling on the mapping meanwhile cannot
-// make the checks inconsistent.
-func parseRegionHeader(hdr []byte, fileSize int64) (*regionHeader, error) {
-	if len(hdr) != regionArenaOffset {
-		panic("lockword: header snapshot of wrong size") // our bug, not the file's
-	}
-	magic := ne.Uint64(hdr[hdrMagic:])
-	if magic == 0 {
-		return nil, ErrNotInitialized
-	}
-	if magic != regionMagic {
-		return nil, fmt.Errorf("%w: found %#016x, want %#016x", ErrBadMagic, magic, regionMagic)
-	}
-	if v := ne.Uint32(hdr[hdrVersion:]); v != regionVersion {
-		return nil, fmt.Errorf("%w: file has version %d, this package reads %d", ErrBadVersion, v, regionVersion)
-	}
-	if hs, tc, ps := ne.Uint32(hdr[hdrHeaderSize:]), ne.Uint32(hdr[hdrTableCap:]), ne.Uint32(hdr[hdrProcSlots:]); hs != regionArenaOffset || tc != regionTableCap || ps != regionProcSlots {
-		return nil, fmt.Errorf("%w: layout (header %d bytes, %d table entries, %d process slots) is not version %d's (%d, %d, %d)",
-			ErrBadVersion, hs, tc, ps, regionVersion, regionArenaOffset, regionTableCap, regionProcSlots)
-	}
-	size := ne.Uint64(hdr[hdrSize:])
-	if size > uint64(fileSize) && size >= regionMinSize {
-		return nil, &shrunkError{fmt.Sprintf("header says %d bytes, file has %d", size, fileSize)}
-	}
-	if fileSize < regionMinSize || size != uint64(fileSize) {
-		return nil, fmt.Errorf("%w: header says %d bytes, file has %d (minimum %d)", ErrBadSize, size, fileSize, regionMinSize)
-	}
-	count := ne.Uint32(hdr[hdrObjectCount:])
-	if sum, want := ne.Uint32(hdr[hdrChecksum:]), headerChecksum(hdr, count); sum != want {
-		return nil, fmt.Errorf("%w: stored %#08x, computed %#08x", ErrBadChecksum, sum, want)
-	}
-	h := &regionHeader{size: size, arenaUsed: regionArenaOffset, createdNs: ne.Uint64(hdr[hdrCreatedNs:])}
-	if count > regionTableCap {
-		return nil, fmt.Errorf("%w: %d table entries, capacity %d", ErrObjectBounds, count, regionTableCap)
-	}
-	seen := make(map[string]bool, count)
-	for i := range count {
-		e := hdr[regionTableOffset+int(i)*tableEntrySize:][:tableEntrySize]
-		o, err := parseEntry(e, size)
-		if err != nil {
-			return nil, &regionError{op: fmt.Sprint("object table entry ", i), err: err}
-		}
-		if seen[o.name] {
-			return nil, &regionError{op: fmt.Sprint("object table entry ", i), err: fmt.Errorf("%w: %q appears twice", ErrObjectName, o.name)}
-		}
-		seen[o.name] = true
-		h.objects = append(h.objects, o)
-		h.arenaUsed = max(h.arenaUsed, o.offset+uint64(o.size))
-	}
-	// No two objects may share a byte.
-	sorted := append([]regionObject(nil), h.objects...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].offset < sorted[j].offset })
-	for i := 1; i < len(sorted); i++ {
-		if prev := sorted[i-1]; prev.offset+uint64(prev.size) > sorted[i].offset {
-			return nil, fmt.Errorf("%w: objects %q and %q overlap", ErrObjectBounds, prev.name, sorted[i].name)
-		}
-	}
-	return h, nil
-}
-
-// parseEntry validates one object table entry against an object area that
-// ends at arenaEnd.
-func parseEntry(e []byte, arenaEnd uint64) (regionObject, error) {
-	rawName := e[entryName : entryName+entryNameMax]
-	n := bytes.IndexByte(rawName, 0)
-	if n < 0 {
-		n = entryNameMax
-	}
-	o := regionObject{
-		name:   string(rawName[:n]),
-		kind:   objectKind(ne.Uint32(e[entryKind:])),
-		size:   ne.Uint32(e[entrySize:]),
-		offset: ne.Uint64(e[entryOffset:]),
-	}
-	if err := checkObjectName(o.name); err != nil {
-		return o, err
-	}
-	if !allZero(rawName[n:]) {
-		return o, fmt.Errorf("%w: %q is not NUL-padded", ErrObjectName, o.name)
-	}
-	k := objectKinds[o.kind]
-	if k == nil {
-		return o, fmt.Errorf("%w: %q has unknown kind %d", ErrObjectKind, o.name, o.kind)
-	}
-	if (k.size != 0 && o.size != k.size) || o.size == 0 || o.offset < regionArenaOffset || o.offset > arenaEnd || uint64(o.size) > arenaEnd-o.offset {
-		return o, fmt.Errorf("%w: %q (%s) at [%d, +%d), object area is [%d, %d), size must be %d",
-			ErrObjectBounds, o.name, k.name, o.offset, o.size, regionArenaOffset, arenaEnd, k.size)
-	}
-	if o.offset%uint64(k.align) != 0 {
-		return o, fmt.Errorf("%w: %q (%s) at offset %d, must be a multiple of %d", ErrObjectAlignment, o.name, k.name, o.offset, k.align)
-	}
-	return o, nil
-}
-
 func init() {
 	registerKind(kindBytes, &kindInfo{name: "bytes", align: bytesAlign,
 		inspect: func(*inspector, []byte, *ObjectInfo) {}})
@@ -575,134 +326,12 @@ func (r *Region) Bytes(name string, size int) ([]byte, error) {
 	return r.data[o.offset : o.offset+uint64(o.size) : o.offset+uint64(o.size)], nil
 }
 
-// checkObjectName accepts names of 1 to 48 bytes of UTF-8 without control
-// characters (so without NUL, which pads names in the table): lockword
-// inspect prints them in a table, where a newline or an escape sequence in
-// a name could forge a row or garble a monitoring user's terminal.
-func checkObjectName(name string) error {
-	bad := name == "" || len(name) > entryNameMax || !utf8.ValidString(name)
-	for _, c := range name {
-		bad = bad || unicode.IsControl(c)
-	}
-	if bad {
-		shown := name
-		if len(shown) > 2*entryNameMax {
-			shown = shown[:2*entryNameMax] + "…"
-		}
-		return fmt.Errorf("%w: %q (%d bytes; want 1 to %d bytes of UTF-8 without control characters)", ErrObjectName, shown, len(name), entryNameMax)
-	}
-	return nil
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-type openMode int
-
-const (
-	modeOpen openMode = iota
-	modeCreate
-	modeEither
-	modeObserve         // for InspectRegion: shared file lock, no process slot; read-only if it cannot write
-	modeObserveReadOnly // modeObserve, read-only even where it could write
-)
-
-// CreateRegion creates a new region file of size bytes (0 means
-// DefaultRegionSize; the minimum is 45056, the header and tables) and opens
-// it. It fails with an error satisfying errors.Is(err, fs.ErrExist) if the
-// path exists, and with ErrRegionTooSmall if size is negative or below the
-// minimum. A path without a slash is a name under /dev/shm.
-func CreateRegion(path string, size int64, opts *RegionOptions) (*Region, error) {
-	return openRegion(path, size, opts, modeCreate)
-}
-
-// OpenRegion opens an existing region file, waiting up to
-// RegionOptions.InitTimeout for a concurrent creator. It returns the
-// validation errors listed on Region.
-func OpenRegion(path string, opts *RegionOptions) (*Region, error) {
-	return openRegion(path, 0, opts, modeOpen)
-}
-
-// OpenOrCreateRegion opens the region at path, creating it with size bytes
-// if it does not exist. Of several processes racing here, exactly one
-// creates and initializes it; the others wait for its header. size matters
-// only to the creator: an existing region is opened at the size it was
-// created with, whatever size says (Region.Size reports it).
-func OpenOrCreateRegion(path string, size int64, opts *RegionOptions) (*Region, error) {
-	return openRegion(path, size, opts, modeEither)
-}
-
-// RemoveOptions are the options of RemoveRegion; nil means the defaults.
-type RemoveOptions struct {
-	// Force removes the file even while live processes are attached
-	// (they keep their mappings and go on using the region, which nobody
-	// else can open any more), and removes a regular file that is not a
-	// valid region (corrupt, truncated, never initialized).
-	Force bool
-}
-
-// RemoveRegion removes the region file at path (a name without a slash is
-// looked up under DefaultRegionDir), the lifecycle step that a region
-// needs once every process is done with it: the file otherwise outlives
-// them all (under /dev/shm, until reboot).
-//
-// It validates the file as OpenRegion does, without attaching, and then,
-// under the region's exclusive flock(2) — the lock that attaching takes —
-// counts the live processes in its process table. If there are any it
-// refuses with ErrRegionInUse (naming their PIDs) unless opts.Force is
-// set. A dead process's slot does not count: a region whose processes all
-// died (killed, crashed) is removable. It unlinks the file only if the
-// path still names the file it validated. A process that opened the path
-// just before the removal and attaches after it is attached to a file
-// that no one can open any more, as with any removed file.
-//
-// The errors are OpenRegion's (fs.ErrNotExist for a missing file; with
-// Force, only a non-regular file is refused), ErrRegionInUse, and
-// ErrUnsupported outside Linux.
-func RemoveRegion(path string, opts *RemoveOptions) error {
-	force := opts != nil && opts.Force
-	path = regionPath(path)
-	if err := removeRegion(path, force); err != nil {
-		if re, ok := err.(*regionError); ok {
-			err = re.err // the open's, renamed: this is a removal
-		}
-		return &regionError{op: "remove region " + path, err: err}
-	}
-	return nil
-}
-
 // Close detaches this process from the region and unmaps it. It refuses
 // with ErrRegionBusy while this process holds a lock in the region or has
-// goroutines waiting for one (read holds of a SharedRWMutex excepted: they
-// are counted, not owned), and returns ErrRegionClosed if already closed.
+// goroutines waiting for one (read holds of a SharedRWMutex included), and
+// returns ErrRegionClosed if already closed.
 // Objects of a closed region must not be used.
 func (r *Region) Close() error { return r.close() }
-
-// Mutex returns the SharedMutex named name (1 to 48 bytes of UTF-8 without control characters, else ErrObjectName), creating it,
-// unlocked, if the region has no object of that name. Every call with the
-// same name on one Region returns the same *SharedMutex. It fails with
-// ErrObjectKind if name is an object of another kind, ErrRegionFull if
-// there is no room, ErrRegionClosed after Close.
-func (r *Region) Mutex(name string) (*SharedMutex, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if m := r.mutexes[name]; m != nil && !r.closed {
-		return m, nil
-	}
-	o, err := r.object(name, kindMutex, mutexObjSize)
-	if err != nil {
-		return nil, err
-	}
-	m := newSharedMutex(r, name, r.data[o.offset:o.offset+uint64(o.size)])
-	r.mutexes[name] = m
-	return m, nil
-}
 
 // regionPath applies the DefaultRegionDir rule: a path without a slash is a
 // name under /dev/shm.
@@ -711,12 +340,6 @@ func regionPath(path string) string {
 		return DefaultRegionDir + "/" + path
 	}
 	return path
-}
-
-// slotWord returns the bytes of process-table slot number slot.
-func (r *Region) slotWord(slot uint32) []byte {
-	off := regionProcOffset + int(slot)*procSlotSize
-	return r.data[off : off+procSlotSize]
 }
 
 // Path returns the region's file path ("memfd:NAME" for a region made by
@@ -744,3 +367,161 @@ func guardFault(onFault func() error, fn func() error) (err error) {
 	}()
 	return fn()
 }
+
+func newRegion(path string, f *os.File, data []byte) *Region {
+	return &Region{path: path, file: f, data: data,
+		objects: map[string]regionObject{}, handles: map[string]regionHandle{}}
+}
+
+func (r *Region) learn(objs []regionObject) {
+	for _, o := range objs {
+		r.objects[o.name] = o
+	}
+}
+
+// readHeader copies and parses the header and object table as they are
+// now. The caller holds the file lock. It looks at the file's size first:
+// reading a truncated file would fault.
+func (r *Region) readHeader() (h *regionHeader, hdr []byte, err error) {
+	if err := r.checkSize(); err != nil {
+		return nil, nil, &regionError{op: "region " + r.path, err: err}
+	}
+	hdr = make([]byte, regionArenaOffset)
+	if err := guardFault(func() error { return truncatedError(int(r.file.Fd()), len(r.data)) }, func() error {
+		copy(hdr, r.data)
+		return nil
+	}); err != nil {
+		return nil, nil, &regionError{op: "region " + r.path, err: err}
+	}
+	if h, err = parseRegionHeader(hdr, int64(len(r.data))); err != nil {
+		return nil, nil, &regionError{op: "region " + r.path, err: err}
+	}
+	return h, hdr, nil
+}
+
+// refreshObjects learns the objects that other processes created since
+// this handle last read the table. r.mu must be held.
+func (r *Region) refreshObjects() error {
+	fd := int(r.file.Fd())
+	if err := flock(fd, lockShared); err != nil {
+		return err
+	}
+	defer flock(fd, lockUnlock)
+	h, _, err := r.readHeader()
+	if err != nil {
+		return err
+	}
+	r.learn(h.objects)
+	return nil
+}
+
+// object returns the named object of the given kind, creating it with size
+// bytes if it does not exist. r.mu must be held. This is the one allocator
+// for every kind: a new kind's constructor is a call to it and a wrapper
+// around the bytes it returns.
+func (r *Region) object(name string, kind objectKind, size uint32) (regionObject, error) {
+	if r.closed {
+		return regionObject{}, ErrRegionClosed
+	}
+	if err := checkObjectName(name); err != nil {
+		return regionObject{}, err
+	}
+	k := objectKinds[kind]
+	if o, ok := r.objects[name]; ok {
+		return o, checkKind(o, kind)
+	}
+	fd := int(r.file.Fd())
+	if err := flock(fd, lockExclusive); err != nil {
+		return regionObject{}, err
+	}
+	defer flock(fd, lockUnlock)
+	// Re-read the table: other processes may have added objects.
+	h, hdr, err := r.readHeader()
+	if err != nil {
+		return regionObject{}, err
+	}
+	r.learn(h.objects)
+	if o, ok := r.objects[name]; ok {
+		return o, checkKind(o, kind)
+	}
+	count := uint32(len(h.objects))
+	off := (h.arenaUsed + uint64(k.align) - 1) / uint64(k.align) * uint64(k.align)
+	if count == regionTableCap || off+uint64(size) > h.size {
+		return regionObject{}, fmt.Errorf("%w: %s cannot hold %q (%d of %d table entries, %d of %d bytes used)",
+			ErrRegionFull, r.path, name, count, regionTableCap, h.arenaUsed, h.size)
+	}
+	o := regionObject{name: name, kind: kind, size: size, offset: off}
+	// Write the entry past the current count, where nobody reads, then
+	// commit count and checksum with one store: a process killed in
+	// between leaves the old, valid header. The object's bytes are zero
+	// (never used before): a fresh, unlocked object.
+	e := r.data[regionTableOffset+int(count)*tableEntrySize:][:tableEntrySize]
+	clear(e)
+	copy(e[entryName:entryName+entryNameMax], name)
+	ne.PutUint32(e[entryKind:], uint32(kind))
+	ne.PutUint32(e[entrySize:], size)
+	ne.PutUint64(e[entryOffset:], off)
+	copy(hdr[regionTableOffset:], r.data[regionTableOffset:regionProcOffset])
+	word64(r.data, hdrCountChecksum).Store(countChecksumWord(count+1, headerChecksum(hdr, count+1)))
+	r.objects[name] = o
+	return o, nil
+}
+
+func checkKind(o regionObject, kind objectKind) error {
+	if o.kind != kind {
+		return fmt.Errorf("%w: %q is a %s, not a %s", ErrObjectKind, o.name, objectKinds[o.kind].name, objectKinds[kind].name)
+	}
+	return nil
+}
+
+func (r *Region) close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrRegionClosed
+	}
+	if n := r.waiting.Load(); n > 0 {
+		return fmt.Errorf("%w: %d goroutines of this process are waiting for locks in %s", ErrRegionBusy, n, r.path)
+	}
+	for name, h := range r.handles {
+		if h.holdsLock() {
+			return fmt.Errorf("%w: this process holds %q in %s; unlock it first (unmapping a held lock would strand it)", ErrRegionBusy, name, r.path)
+		}
+	}
+	fd := int(r.file.Fd())
+	if r.token != 0 {
+		if err := flock(fd, lockExclusive); err != nil {
+			return err
+		}
+		state := word32(r.slotWord(r.slot), procState)
+		state.Store(state.Load() &^ procLive)
+		flock(fd, lockUnlock)
+	}
+	r.closed = true
+	err := sysMunmap(r.data)
+	r.data = nil
+	if cerr := r.file.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// File returns the region's open file, to pass to related processes
+// (exec.Cmd.ExtraFiles; see CreateMemfdRegion). It stays the Region's:
+// do not close it; it is closed by Close.
+func (r *Region) File() *os.File { return r.file }
+
+// monoNowNs reads CLOCK_MONOTONIC in ns, a clock every process on the
+// machine shares (for held-since stamps), cheaply (see wait.MonotonicNs;
+// 0 outside Linux).
+func monoNowNs() int64 { return wait.MonotonicNs() }
+
+// flockHow is a flock(2) operation: the file lock under which a region's
+// header and tables change.
+type flockHow int
+
+const (
+	lockUnlock flockHow = iota
+	lockShared
+	lockExclusive
+)

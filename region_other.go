@@ -7,38 +7,26 @@ import "os"
 // Shared regions need mmap(MAP_SHARED), flock and the shared kernel futex
 // as Linux provides them, and /proc for owner liveness: elsewhere every
 // constructor returns ErrUnsupported, and no Region or SharedMutex exists.
+// These are region_linux.go's helpers, failing.
 
-func openRegion(path string, size int64, opts *RegionOptions, mode openMode) (*Region, error) {
-	return nil, ErrUnsupported
-}
+// regionsSupported: regions do not work here; every entry point says so.
+const regionsSupported = false
 
-func (r *Region) object(name string, kind objectKind, size uint32) (regionObject, error) {
-	return regionObject{}, ErrUnsupported
-}
-
-func (r *Region) close() error { return ErrUnsupported }
-
-func (r *Region) tokenAlive(token uint32) (bool, uint32) { return true, 0 }
-
-func (r *Region) pid() int { return 0 }
-
-func monoNowNs() int64 { return 0 }
-
-func removeRegion(path string, force bool) error { return ErrUnsupported }
-func (r *Region) faultCause() error              { return ErrUnsupported }
-
-// CreateMemfdRegion returns ErrUnsupported: see the Linux version.
-func CreateMemfdRegion(name string, size int64, opts *RegionOptions) (*Region, error) {
-	return nil, ErrUnsupported
-}
-
-// OpenRegionFile returns ErrUnsupported: see the Linux version.
-func OpenRegionFile(f *os.File, opts *RegionOptions) (*Region, error) { return nil, ErrUnsupported }
-
-// File returns nil: no Region exists on this platform.
-func (r *Region) File() *os.File { return nil }
-
-// Check returns ErrUnsupported: no Region exists on this platform.
-func (r *Region) Check() error { return ErrUnsupported }
-
-func (r *Region) refreshObjects() error { return ErrUnsupported }
+func sysCreate(path string, perm os.FileMode) (int, error) { return -1, ErrUnsupported }
+func sysOpen(path string, readOnly bool) (int, error)      { return -1, ErrUnsupported }
+func sysWriteDenied(err error) bool                        { return false }
+func sysOpenError(err error) error                         { return err }
+func sysFstat(fd int) (fileInfo, error)                    { return fileInfo{}, ErrUnsupported }
+func sysLstat(path string) (fileInfo, error)               { return fileInfo{}, ErrUnsupported }
+func sysPread(fd int, b []byte, off int64) (int, error)    { return 0, ErrUnsupported }
+func sysTruncate(fd int, size int64) error                 { return ErrUnsupported }
+func sysMmap(fd, size int, readOnly bool) ([]byte, error)  { return nil, ErrUnsupported }
+func sysMunmap(data []byte) error                          { return ErrUnsupported }
+func sysUnlink(path string) error                          { return ErrUnsupported }
+func flock(fd int, how flockHow) error                     { return ErrUnsupported }
+func sysMemfd(name string) (int, error)                    { return -1, ErrUnsupported }
+func sysSeal(fd uintptr) error                             { return ErrUnsupported }
+func sysSealedAgainstShrink(fd int) bool                   { return false }
+func sysDup(fd uintptr) (int, error)                       { return -1, ErrUnsupported }
+func selfIdentity() (procIdentity, error)                  { return procIdentity{}, ErrUnsupported }
+func processAlive(id procIdentity) bool                    { return true }

@@ -5,6 +5,9 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/lockword/lockword/internal/wait"
 )
 
 // Bits of RWMutex's state word.
@@ -32,6 +35,21 @@ const (
 	// readers were leaving: the last of them releases on its behalf.
 	rwAbandoned  = 1 << 31
 	rwDepartMask = rwAbandoned - 1
+)
+
+// Bits of the writers' word, a mutex among writers (see RWMutex).
+const (
+	rwwLocked    = 1 << 0 // a writer holds the writers' word
+	rwwContended = 1 << 1 // writers may be parked on it: its release must wake one
+	// rwwHandoff is set by a parked writer that has waited rwStarveNs:
+	// the release then reserves the word (rwwReserved) for the oldest
+	// parked writer, and arriving writers may not take it.
+	rwwHandoff  = 1 << 2
+	rwwReserved = rwwHandoff | rwwContended // free, but only for a woken writer
+
+	// rwStarveNs is how long a parked writer waits before it asks for a
+	// hand-off: sync.Mutex's starvation threshold.
+	rwStarveNs = int64(time.Millisecond)
 )
 
 // Waiting tuning for RWMutex (see BENCHMARKS.md): a writer waiting for
@@ -74,15 +92,19 @@ func spinThenYield(cond func() bool) bool {
 // meanwhile is admitted before the next writer can enter, and that writer
 // waits only for them. So a continuous stream of readers cannot starve a
 // writer, nor a stream of writers a reader: a reader waits for at most one
-// writer, a writer for the writers ahead of it (they queue FIFO on a ticket
-// lock) and one batch of readers each. Its lock words:
+// writer, a writer for the writers ahead of it and one batch of readers
+// each. Writers exclude each other with a mutex word of their own (as
+// sync.RWMutex's writers take a sync.Mutex): an arriving writer may take
+// it from parked ones, which keeps writes off the hand-off through a
+// parked goroutine, until a parked writer has waited 1 ms; then the word
+// is handed to the oldest parked writer and arriving writers wait. Its
+// lock words:
 //
 //	word       meaning
 //	state      reader count (bits 4-31) and the bits below
 //	departing  readers the writer still waits for; bit 31: writer gave up
-//	wnext,     the writers' ticket lock (see TicketMutex); the writer
-//	wserving,  holding it is the only one that may set rwWriter
-//	waux
+//	writers    the writers' mutex; the writer holding it is the only one
+//	           that may set rwWriter
 //
 //	state bit  meaning
 //	0 phase    flipped by each arriving writer, so that a reader can tell
@@ -90,16 +112,25 @@ func spinThenYield(cond func() bool) bool {
 //	1 writer   a writer holds the lock or waits for readers to leave:
 //	           arriving readers wait
 //	2 parked   readers may be parked on state: Unlock must wake them
-//	3 stats    statistics on (EnableStats): RLock's fast path fails
+//	3 stats    statistics on (EnableStats): RLock's and Lock's fast paths fail
+//
+//	writers    meaning
+//	0          free
+//	1          held, no writer parked
+//	3          held, writers may be parked: the release wakes one
+//	7          held, and a parked writer has waited 1 ms: the release
+//	           reserves the word for the oldest parked writer
+//	6          reserved: free for a woken writer only
 //
 // RLock adds one reader to state (one atomic add, the fast path) and is
 // done unless the writer bit is set; then it waits for the writer bits to
 // change. RUnlock subtracts one and is done unless the writer bit is set;
 // then it counts itself off departing, and the last reader out wakes the
-// writer. Lock takes a writer ticket, then sets the writer bit with one add
-// that also reads how many readers are inside, and waits for departing to
-// reach zero. Unlock clears the writer and parked bits, wakes parked
-// readers, and passes the ticket on.
+// writer. Lock takes the writers' word (one CAS, or spin briefly, then
+// park), then sets the writer bit with one add that also reads how many
+// readers are inside, and waits for departing to reach zero. Unlock clears
+// the writer and parked bits, wakes parked readers, and releases the
+// writers' word.
 //
 // RLock fails loudly rather than overflow the reader count: at more than
 // 134,217,727 readers holding or waiting at once (rwMaxReaders; in practice
@@ -116,17 +147,15 @@ func spinThenYield(cond func() bool) bool {
 // synchronizes before that RLock, and the matching RUnlock synchronizes
 // before the n+1'th call to Lock.
 //
-// An RWMutex is 32 bytes: state, departing, wnext, wserving, waux at
-// offsets 0 to 16, 4 bytes of alignment, then a pointer to optional
-// diagnostics (SetName, SetStuckThreshold, EnableStats; statistics count
-// read and write acquisitions together).
+// An RWMutex is 24 bytes: state, departing and writers at offsets 0, 4
+// and 8, 4 bytes of alignment, then a pointer to optional diagnostics
+// (SetName, SetStuckThreshold, EnableStats; statistics count read and
+// write acquisitions together).
 type RWMutex struct {
 	_         noCopy
 	state     atomic.Uint32
 	departing atomic.Uint32
-	wnext     atomic.Uint32
-	wserving  atomic.Uint32
-	waux      atomic.Uint32
+	writers   atomic.Uint32
 	diag
 }
 
@@ -203,15 +232,34 @@ func (r *rlocker) Unlock() { (*RWMutex)(r).RUnlock() }
 func (rw *RWMutex) rlockSlow(s uint32) { rw.rlockSlowContext(nil, s) }
 
 func (rw *RWMutex) rlockSlowContext(ctx context.Context, s uint32) error {
-	return rw.ref().rlockSlow(ctx, s, inProcessTickets, &rw.diag, rw)
+	return rw.ref().rlockSlow(ctx, s, &rw.diag, rw)
 }
 
 //go:noinline
-func (rw *RWMutex) runlockSlow(s uint32) { rw.ref().runlockSlow(s, inProcessTickets) }
+func (rw *RWMutex) runlockSlow(s uint32) { rw.ref().runlockSlow(s) }
 
 // Lock locks rw for writing, waiting for the writers ahead of it and then
 // for the readers inside to leave.
-func (rw *RWMutex) Lock() { rw.ref().lock(nil, inProcessTickets, &rw.diag, rw) }
+func (rw *RWMutex) Lock() {
+	// Fast path: take the free writers' word, then close the door on an
+	// empty state (no reader, no writer, no statistics) with one CAS.
+	if rw.writers.CompareAndSwap(0, rwwLocked) {
+		if s := rw.state.Load(); s&^rwPhase == 0 && rw.state.CompareAndSwap(s, s+rwArrive(s)) {
+			return
+		}
+		rw.lockHeld()
+		return
+	}
+	rw.lockSlow()
+}
+
+//go:noinline
+func (rw *RWMutex) lockSlow() { rw.ref().lock(nil, &rw.diag, rw) }
+
+// lockHeld is Lock's slow path after its CAS took the writers' word.
+//
+//go:noinline
+func (rw *RWMutex) lockHeld() { rw.ref().arrive(nil, &rw.diag, rw, noteTrack{}, false) }
 
 // LockContext locks rw for writing, waiting until it can or ctx is done. If
 // rw is free it is taken even when ctx is already done. On failure it
@@ -230,17 +278,38 @@ func (rw *RWMutex) LockContext(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
-	return rw.ref().lock(ctx, inProcessTickets, &rw.diag, rw)
+	return rw.ref().lock(ctx, &rw.diag, rw)
 }
 
 // TryLock locks rw for writing if it is free (no writer, no reader),
 // without waiting, and reports whether it did.
-func (rw *RWMutex) TryLock() bool { return rw.ref().tryLock(inProcessTickets, &rw.diag) }
+func (rw *RWMutex) TryLock() bool { return rw.ref().tryLock(&rw.diag) }
 
 // Unlock unlocks rw for writing: readers that arrived while it was held are
 // admitted, then the next writer may arrive. It panics with "lockword:
 // Unlock of unlocked RWMutex" if rw is not locked for writing.
-func (rw *RWMutex) Unlock() { rw.ref().unlock(inProcessTickets) }
+func (rw *RWMutex) Unlock() {
+	// Clear the writer and parked bits (keep phase: the next writer flips
+	// it); with no reader parked, free the writers' word: done.
+	s := rw.state.And(^uint32(rwWriter | rwParked))
+	if s&(rwWriter|rwParked) != rwWriter || !rw.writers.CompareAndSwap(rwwLocked, 0) {
+		rw.unlockSlow(s)
+	}
+}
+
+// unlockSlow is Unlock's slow path; s is state before Unlock cleared the
+// writer and parked bits.
+//
+//go:noinline
+func (rw *RWMutex) unlockSlow(s uint32) {
+	if s&rwWriter == 0 {
+		panic("lockword: Unlock of unlocked RWMutex")
+	}
+	if s&rwParked != 0 {
+		wait.Wake(&rw.state, wakeAll)
+	}
+	rw.ref().unlockWriters()
+}
 
 // EnableStats starts collecting contention statistics (see Stats), for
 // read and write acquisitions together. It may be called at any time. From
@@ -248,24 +317,24 @@ func (rw *RWMutex) Unlock() { rw.ref().unlock(inProcessTickets) }
 // on counters shared by all its users.
 func (rw *RWMutex) EnableStats() {
 	rw.enableStats()
-	rw.waux.Or(statsFlag)
 	rw.state.Or(rwStats)
 }
 
+// stuckInfo is for the stuck watcher (stuckOwner).
+func (rw *RWMutex) stuckInfo() (string, *diag) { return "RWMutex", &rw.diag }
+
 // ref returns rw's lock words for the protocol.
 func (rw *RWMutex) ref() rwRef {
-	return rwRef{&rw.state, &rw.departing, ticketRef{&rw.wnext, &rw.wserving, &rw.waux, &rw.diag}}
+	return rwRef{&rw.state, &rw.departing, &rw.writers}
 }
 
-// An rwRef points at the lock words of a phase-fair reader-writer lock,
-// wherever they live (see RWMutex for the protocol): RWMutex holds them as
-// fields, so that RLock and RUnlock stay inlinable; a lock in shared memory
-// would point into its region. The slow paths below see only these words,
-// a wait strategy, and the diagnostics of the lock they belong to (owner
-// names it in stuck reports).
+// An rwRef points at the lock words of an RWMutex (see RWMutex for the
+// protocol), which holds them as fields so that RLock and RUnlock stay
+// inlinable. The slow paths below see only these words and the
+// diagnostics of the lock they belong to (owner names it in stuck
+// reports).
 type rwRef struct {
-	state, departing *atomic.Uint32
-	writers          ticketRef
+	state, departing, writers *atomic.Uint32
 }
 
 // rwArrive is the add that sets the writer bit and flips the phase bit of
@@ -279,7 +348,7 @@ func rwArrive(s uint32) uint32 {
 }
 
 // rlockSlow is RLock's slow path; s is state just after our add.
-func (r rwRef) rlockSlow(ctx context.Context, s uint32, env ticketEnv, d *diag, owner any) error {
+func (r rwRef) rlockSlow(ctx context.Context, s uint32, d *diag, owner stuckOwner) error {
 	if s&rwGuard != 0 {
 		r.state.Add(rwUnread)
 		panic("lockword: RWMutex reader count overflow: more than 134217727 readers at once (RLock without RUnlock?)")
@@ -292,7 +361,7 @@ func (r rwRef) rlockSlow(ctx context.Context, s uint32, env ticketEnv, d *diag, 
 	// count us, and the writer after it will: wait until the writer bits
 	// change, which means this writer has left.
 	w := s & rwWriterBits
-	tr := d.track("RWMutex", owner)
+	tr := d.trackNoted(owner)
 	// Park at once, without spinning: measured here, a reader that spins
 	// behind a writer keeps the state word's cache line bouncing between
 	// cores for every reader around it, and lost against letting the
@@ -308,8 +377,8 @@ func (r rwRef) rlockSlow(ctx context.Context, s uint32, env ticketEnv, d *diag, 
 		if s&rwParked == 0 && !r.state.CompareAndSwap(s, s|rwParked) {
 			continue
 		}
-		tr.parking(r.state)
-		if err := env.ws.wait(ctx, r.state, s|rwParked); err != nil {
+		note, since := tr.sleeping()
+		if err := wait.WaitNoted(ctx, r.state, s|rwParked, note, since); err != nil {
 			// Leave, unless the writer left first: then we hold a read
 			// lock that the next writer counted on, and must keep it.
 			for {
@@ -328,7 +397,7 @@ func (r rwRef) rlockSlow(ctx context.Context, s uint32, env ticketEnv, d *diag, 
 }
 
 // runlockSlow is RUnlock's slow path; s is state just after our subtract.
-func (r rwRef) runlockSlow(s uint32, env ticketEnv) {
+func (r rwRef) runlockSlow(s uint32) {
 	if s&rwGuard != 0 {
 		r.state.Add(rwReader)
 		panic("lockword: RUnlock of unlocked RWMutex")
@@ -339,27 +408,115 @@ func (r rwRef) runlockSlow(s uint32, env ticketEnv) {
 	switch r.departing.Add(^uint32(0)) {
 	case 0:
 		// Last one out: the writer may be asleep.
-		env.ws.wake(r.departing, 1)
+		wait.Wake(r.departing, 1)
 	case rwAbandoned:
 		// Last one out, and the writer gave up: release for it.
 		r.departing.Store(0)
-		r.release(env)
+		r.release()
 	}
 }
 
-// lock is Lock and LockContext.
-func (r rwRef) lock(ctx context.Context, env ticketEnv, d *diag, owner any) error {
-	statsOn := r.writers.aux.Load() >= statsFlag
-	ticket := r.writers.next.Add(1) - 1
-	var tr waitTrack
-	tracked := false
-	if r.writers.serving.Load() != ticket {
-		tr, tracked = d.track("RWMutex", owner), true
-		if err := r.writers.await(ctx, ticket, env, &tr, "RWMutex"); err != nil {
-			tr.abandoned()
+// lock is Lock's and LockContext's slow path: take the writers' word,
+// then arrive.
+func (r rwRef) lock(ctx context.Context, d *diag, owner stuckOwner) error {
+	if r.writers.CompareAndSwap(0, rwwLocked) {
+		return r.arrive(ctx, d, owner, noteTrack{}, false)
+	}
+	tr := d.trackNoted(owner)
+	if err := r.lockWriters(ctx, &tr); err != nil {
+		tr.abandoned()
+		return err
+	}
+	return r.arrive(ctx, d, owner, tr, true)
+}
+
+// lockWriters takes the writers' word, held by another writer: it spins
+// briefly (the holder may be leaving on another core), then parks until
+// woken, marking the word contended so that the release wakes one writer.
+// A writer that has been parked for rwStarveNs asks for a hand-off: the
+// next release reserves the word for the oldest parked writer (the
+// parking lot wakes in FIFO order), which only a writer that has parked
+// may take. So a writer waits at most rwStarveNs plus the writers parked
+// before it, however many writers barge.
+func (r rwRef) lockWriters(ctx context.Context, tr *noteTrack) error {
+	for range rwSpinIterations {
+		procyield(rwSpinPause)
+		if r.writers.Load() == 0 && r.writers.CompareAndSwap(0, rwwLocked) {
+			return nil
+		}
+	}
+	parkedNs := int64(0) // when this writer first parked; 0: not yet
+	for {
+		v := r.writers.Load()
+		if v&rwwLocked == 0 && (v&rwwHandoff == 0 || parkedNs != 0) {
+			// Free, or reserved and we have parked: take it, contended,
+			// since other writers may be parked (the hand-off ends).
+			if r.writers.CompareAndSwap(v, rwwLocked|rwwContended) {
+				return nil
+			}
+			continue
+		}
+		nv := v | rwwContended
+		if parkedNs != 0 && v&rwwLocked != 0 && int64(time.Since(stuckEpoch))-parkedNs >= rwStarveNs {
+			nv |= rwwHandoff
+		}
+		if nv != v && !r.writers.CompareAndSwap(v, nv) {
+			continue
+		}
+		if parkedNs == 0 {
+			parkedNs = max(int64(time.Since(stuckEpoch)), 1)
+		}
+		note, since := tr.sleeping()
+		if err := wait.WaitNoted(ctx, r.writers, nv, note, since); err != nil {
+			// Not woken (a wake-up that chose us returns nil): leave. A
+			// hand-off we asked for is served to the next oldest writer,
+			// or undone if none is parked (releaseWriters).
 			return err
 		}
 	}
+}
+
+// rwTestNoHandoff, false outside tests, disables the hand-off, so that a
+// test shows its check fails without it.
+var rwTestNoHandoff bool
+
+// releaseWriters frees the writers' word after rwwLocked was found with
+// other bits: wake one parked writer, or reserve the word for it.
+func (r rwRef) releaseWriters() {
+	for {
+		v := r.writers.Load()
+		if v&rwwLocked == 0 {
+			panic("lockword: Unlock of unlocked RWMutex") // the writers' word was free
+		}
+		if v&rwwHandoff == 0 || rwTestNoHandoff {
+			if !r.writers.CompareAndSwap(v, 0) {
+				continue
+			}
+			if v&rwwContended != 0 {
+				wait.Wake(r.writers, 1)
+			}
+			return
+		}
+		if !r.writers.CompareAndSwap(v, rwwReserved) {
+			continue
+		}
+		if wait.Wake(r.writers, 1) == 1 {
+			return // the oldest parked writer takes the reserved word
+		}
+		// Nobody parked (those that asked gave up): free the word, and
+		// wake a writer that parked on the reserved value meanwhile.
+		if r.writers.CompareAndSwap(rwwReserved, 0) {
+			wait.Wake(r.writers, 1)
+		}
+		return
+	}
+}
+
+// arrive is Lock after the writers' word is taken: set the writer bit and
+// flip the phase, then wait for the readers inside. tr is the wait so far
+// (tracked: the writer already waited for the word).
+func (r rwRef) arrive(ctx context.Context, d *diag, owner stuckOwner, tr noteTrack, tracked bool) error {
+	statsOn := r.state.Load()&rwStats != 0
 	// We are the only writer: nobody else changes the writer or phase
 	// bits until we clear ours. One add sets them and reads how many
 	// readers are inside; each of them will count itself off departing.
@@ -375,9 +532,9 @@ func (r rwRef) lock(ctx context.Context, env ticketEnv, d *diag, owner any) erro
 		return nil
 	}
 	if !tracked {
-		tr = d.track("RWMutex", owner)
+		tr = d.trackNoted(owner)
 	}
-	if err := r.awaitReaders(ctx, env, &tr); err != nil {
+	if err := r.awaitReaders(ctx, &tr); err != nil {
 		tr.abandoned()
 		return err
 	}
@@ -389,7 +546,7 @@ func (r rwRef) lock(ctx context.Context, env ticketEnv, d *diag, owner any) erro
 // inside when this writer arrived have left. If ctx ends first the writer
 // gives up, unless they left meanwhile (then it holds the lock and returns
 // nil); the last reader out releases for it.
-func (r rwRef) awaitReaders(ctx context.Context, env ticketEnv, tr *waitTrack) error {
+func (r rwRef) awaitReaders(ctx context.Context, tr *noteTrack) error {
 	if spinThenYield(func() bool { return r.departing.Load() == 0 }) {
 		return nil
 	}
@@ -398,8 +555,8 @@ func (r rwRef) awaitReaders(ctx context.Context, env ticketEnv, tr *waitTrack) e
 		if d == 0 {
 			return nil
 		}
-		tr.parking(r.departing)
-		if err := env.ws.wait(ctx, r.departing, d); err != nil {
+		note, since := tr.sleeping()
+		if err := wait.WaitNoted(ctx, r.departing, d, note, since); err != nil {
 			for {
 				d = r.departing.Load()
 				if d == 0 {
@@ -415,14 +572,14 @@ func (r rwRef) awaitReaders(ctx context.Context, env ticketEnv, tr *waitTrack) e
 }
 
 // tryLock is TryLock.
-func (r rwRef) tryLock(env ticketEnv, d *diag) bool {
-	if !r.writers.tryLock() {
+func (r rwRef) tryLock(d *diag) bool {
+	if !r.writers.CompareAndSwap(0, rwwLocked) {
 		return false
 	}
 	s := r.state.Load()
 	if s>>rwCountOf != 0 || !r.state.CompareAndSwap(s, s+rwArrive(s)) {
-		// Readers are inside: give the writers' ticket back.
-		r.writers.unlock(env, "RWMutex")
+		// Readers are inside: give the writers' word back.
+		r.unlockWriters()
 		return false
 	}
 	if s&rwStats != 0 {
@@ -431,20 +588,19 @@ func (r rwRef) tryLock(env ticketEnv, d *diag) bool {
 	return true
 }
 
-// unlock is Unlock.
-func (r rwRef) unlock(env ticketEnv) {
-	if r.state.Load()&rwWriter == 0 {
-		panic("lockword: Unlock of unlocked RWMutex")
-	}
-	r.release(env)
-}
-
-// release clears the writer bit, wakes readers parked behind it and passes
-// the writers' ticket on.
-func (r rwRef) release(env ticketEnv) {
+// release clears the writer bit, wakes readers parked behind it and
+// releases the writers' word.
+func (r rwRef) release() {
 	// Clear writer and parked, keep phase: the next writer flips it.
 	if s := r.state.And(^uint32(rwWriter | rwParked)); s&rwParked != 0 {
-		env.ws.wake(r.state, wakeAll)
+		wait.Wake(r.state, wakeAll)
 	}
-	r.writers.unlock(env, "RWMutex")
+	r.unlockWriters()
+}
+
+// unlockWriters releases the writers' word.
+func (r rwRef) unlockWriters() {
+	if !r.writers.CompareAndSwap(rwwLocked, 0) {
+		r.releaseWriters()
+	}
 }

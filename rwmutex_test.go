@@ -15,7 +15,7 @@ import (
 )
 
 // atRest checks the words of an idle RWMutex: no reader, no writer,
-// nobody parked, nothing departing, the writers' ticket lock at rest.
+// nobody parked, nothing departing, the writers' word free.
 func (rw *RWMutex) atRest() error {
 	if s := rw.state.Load() &^ (rwPhase | rwStats); s != 0 {
 		return fmt.Errorf("RWMutex at rest: state %#x (readers %d, writer %t, parked %t)", s, s>>rwCountOf, s&rwWriter != 0, s&rwParked != 0)
@@ -23,10 +23,13 @@ func (rw *RWMutex) atRest() error {
 	if d := rw.departing.Load(); d != 0 {
 		return fmt.Errorf("RWMutex at rest: departing %#x", d)
 	}
-	if n := wait.Parked(&rw.state) + wait.Parked(&rw.departing); n != 0 {
+	if n := wait.Parked(&rw.state) + wait.Parked(&rw.departing) + wait.Parked(&rw.writers); n != 0 {
 		return fmt.Errorf("RWMutex at rest: %d goroutines parked", n)
 	}
-	return ticketAtRest("RWMutex writers", rw.ref().writers)
+	if w := rw.writers.Load(); w != 0 {
+		return fmt.Errorf("RWMutex at rest: writers' word %#x", w)
+	}
+	return nil
 }
 
 // rwLocker is a reader-writer lock: RWMutex, sync.RWMutex, and the broken
@@ -431,7 +434,7 @@ func TestRWMutexPhases(t *testing.T) {
 	}
 	until(func() bool { return rw.state.Load()>>rwCountOf == 3 }) // R1, R2 queued behind W1
 	wg.Go(func() { rw.Lock(); note("W2"); rw.Unlock() })
-	until(func() bool { return rw.wnext.Load()-rw.wserving.Load() == 2 }) // W2 queued behind W1
+	until(func() bool { return wait.Parked(&rw.writers) == 1 }) // W2 parked behind W1
 	rw.RUnlock()
 	wg.Wait()
 	if len(events) != 4 || events[0] != "W1" || events[3] != "W2" {
@@ -648,20 +651,104 @@ func TestRWMutexCancelStress(t *testing.T) {
 	}
 }
 
-// TestRWMutexWriterTicketsWrap runs the hammer with the writers' ticket
-// counters just below 2^32.
-func TestRWMutexWriterTicketsWrap(t *testing.T) {
+// handoffServed: a writer parked for longer than rwStarveNs is handed the
+// writers' word: once it has asked (the hand-off bit is set), the holder's
+// Unlock leaves the word reserved for it, and a writer arriving right
+// after, which would otherwise take the free word, cannot (TryLock fails).
+// It reports an error if the barging writer got in. Getting the victim to
+// ask needs the barging writer to win one race against the woken victim
+// (likely: the victim is woken, not yet running); a try in which the
+// victim wins is retried. With the hand-off, a barge never succeeds (the
+// word is reserved before the victim is woken); without it, the barging
+// TryLock races the woken victim and wins only some of the time (about a
+// fifth of tries under -race on 2 cores): so the check asks for
+// handoffTries tries that reached the hand-off, and any barge fails it.
+func handoffServed(t *testing.T) error {
+	defer watchdog("writer hand-off", 2*time.Minute)()
+	const handoffTries = 40
+	asked := 0
+	for range 20 * handoffTries {
+		barged, ok := handoffTry(t)
+		if !ok {
+			continue
+		}
+		if barged {
+			return fmt.Errorf("a barging writer took the writers' word reserved for a starving one")
+		}
+		if asked++; asked == handoffTries {
+			return nil
+		}
+	}
+	t.Fatalf("in %d tries the victim lost a race to a barging writer only %d times: cannot check the hand-off", 20*handoffTries, asked)
+	return nil
+}
+
+// handoffTry is one try of handoffServed: asked reports whether the victim
+// asked for the hand-off, barged whether a writer then got in before it.
+func handoffTry(t *testing.T) (barged, asked bool) {
 	rw := new(RWMutex)
-	rw.wnext.Store(1<<32 - 100)
-	rw.wserving.Store(1<<32 - 100)
-	if r := hammerRW(rw, 4, 4, 500, false); !r.ok() {
-		t.Fatal(r)
+	rw.Lock()
+	got, leave := make(chan struct{}), make(chan struct{})
+	go func() { rw.Lock(); close(got); <-leave; rw.Unlock() }()
+	defer func() {
+		<-got
+		close(leave)
+		for rw.atRest() != nil {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	parked := func() bool {
+		for deadline := time.Now().Add(20 * time.Second); wait.Parked(&rw.writers) != 1; time.Sleep(100 * time.Microsecond) {
+			select {
+			case <-got:
+				return false
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the victim never parked (writers' word %#x)", rw.writers.Load())
+			}
+		}
+		return true
 	}
-	if rw.wserving.Load() > 1<<31 {
-		t.Fatal("the writers' tickets did not wrap")
+	for rw.writers.Load()&rwwHandoff == 0 {
+		if !parked() {
+			return false, false
+		}
+		time.Sleep(2 * time.Duration(rwStarveNs))
+		rw.Unlock()
+		// Barge: take the word before the woken victim runs.
+		for !rw.TryLock() {
+			select {
+			case <-got:
+				return false, false // the victim won
+			default:
+			}
+		}
+		if !parked() {
+			rw.Unlock()
+			return false, false
+		}
 	}
-	if err := rw.atRest(); err != nil {
+	rw.Unlock()
+	if barged = rw.TryLock(); barged {
+		rw.Unlock()
+	}
+	return barged, true
+}
+
+func TestRWMutexWriterHandoff(t *testing.T) {
+	if err := handoffServed(t); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRWMutexHandoffCheckerCatchesBarging: with the hand-off disabled the
+// check above fails.
+func TestRWMutexHandoffCheckerCatchesBarging(t *testing.T) {
+	rwTestNoHandoff = true
+	defer func() { rwTestNoHandoff = false }()
+	if err := handoffServed(t); err == nil {
+		t.Fatal("a writers' word without hand-off passed the hand-off check")
 	}
 }
 

@@ -4,9 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
-
-	"github.com/lockword/lockword/internal/wait"
 )
 
 // SharedCond object layout (kind 5, 64 bytes, 64-aligned: one cache line).
@@ -71,9 +68,9 @@ type SharedCond struct {
 	waiters *atomic.Uint32
 	r       *Region
 	name    string
-	// sleeper is 1 while one of this process's waiters sleeps in the
-	// kernel; the others park on local (see sleep).
-	sleeper, local atomic.Uint32
+	// sleeper lets one of this process's waiters sleep in the kernel;
+	// the others park (see sleep).
+	sleeper kernelSleeper
 }
 
 func init() {
@@ -142,8 +139,8 @@ func (c *SharedCond) enter() uint32 {
 // sleep waits while seq is v, then counts the caller out.
 //
 // One goroutine per process (the sleeper) sleeps in the kernel on seq; the
-// others park as goroutines on local, which the sleeper bumps whenever it
-// wakes, and look at seq again. So a thousand waiting goroutines cost one
+// others park as goroutines behind it (kernelSleeper) until it wakes, and
+// look at seq again. So a thousand waiting goroutines cost one
 // OS thread, and a notification that wakes a process's sleeper wakes every
 // goroutine of that process whose sequence value it changed (condition
 // variables allow the extra returns).
@@ -155,28 +152,11 @@ func (c *SharedCond) sleep(ctx context.Context, v uint32) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !c.sleeper.CompareAndSwap(0, 1) {
-			// Read local, look once more, then park while local is
-			// unchanged: a sleeper that wakes after the look bumps it.
-			lv := c.local.Load()
-			if c.sleeper.Load() == 0 || c.seq.Load() != v {
-				continue
-			}
-			wait.Wait(ctx, &c.local, lv)
+		if !c.sleeper.enter(ctx, func() bool { return c.seq.Load() != v }) {
 			continue
 		}
-		timeout := time.Duration(-1) // without limit
-		if dl, ok := ctx.Deadline(); ok {
-			timeout = max(time.Until(dl), 0)
-		}
-		// A kernel sleep cannot watch a channel: wake every sleeper when
-		// ctx ends (the others see a spurious wake-up and sleep again).
-		stop := wakeOnDone(ctx, func() { wait.FutexWake(c.seq, wakeAll, wait.Shared) })
-		wait.FutexWait(c.seq, v, timeout, wait.Shared)
-		stop()
-		c.sleeper.Store(0)
-		c.local.Add(1)
-		wait.Wake(&c.local, wakeAll)
+		sleepShared(ctx, c.seq, v, unboundedSlice)
+		c.sleeper.leave()
 	}
 	return nil
 }
@@ -196,7 +176,7 @@ func (c *SharedCond) Broadcast() { c.notify(wakeAll) }
 func (c *SharedCond) notify(n int) {
 	c.seq.Add(1) // before the wake: a waiter not yet asleep sees it and returns
 	if c.waiters.Load() != 0 {
-		wait.FutexWake(c.seq, n, wait.Shared)
+		wakeShared(c.seq, n)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,15 +40,7 @@ func init() {
 				done.Add(1)
 			}()
 		}
-		for wait.Parked(&c.local) < n-1 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(100 * time.Millisecond)
-		fmt.Println("threads", threadCountNow(), runtime.GOMAXPROCS(0))
-		for done.Load() < int64(n) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		fmt.Println("done", done.Load())
+		printThreadsWhileParked(n, func() int { return wait.Parked(&c.sleeper.woke) }, &done)
 		return nil
 	}
 	childModes["cond-wait"] = func(args []string) error {
@@ -440,7 +431,7 @@ func TestSharedCondSignalNotStolen(t *testing.T) {
 		woke <- name
 	}
 	go waitOn("early", early)
-	for c.waiters.Load() != 1 || early.sleeper.Load() != 1 {
+	for c.waiters.Load() != 1 || early.sleeper.sleeping.Load() != 1 {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(10 * time.Millisecond) // asleep in the kernel

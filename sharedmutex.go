@@ -8,12 +8,10 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
-
-	"github.com/lockword/lockword/internal/wait"
 )
 
 // Lock word of SharedMutex (and of any later robust kind: the owner token
-// layout is shared):
+// layout, bits 0-27, is regionowner.go's):
 //
 //	bits   meaning
 //	0-17   owner generation: with the slot, the owner token; 0 when free
@@ -22,26 +20,12 @@ import (
 //	29     inconsistent: taken from a dead owner, MarkConsistent not yet called
 //	30     waiters: a process may sleep in the kernel; Unlock must FUTEX_WAKE
 //	31     timed: the object's held-since stamp describes this hold
-//
-// Bits 0-27 all ones (ownerNotRecoverable) mean not recoverable.
 const (
-	ownerGenBits        = 18
-	ownerSlotBits       = 10
-	ownerMask           = 1<<(ownerGenBits+ownerSlotBits) - 1
-	ownerNotRecoverable = ownerMask
-	// ownerGenMax is the largest generation issued: the all-ones
-	// generation in slot 1023 would spell ownerNotRecoverable.
-	ownerGenMax = 1<<ownerGenBits - 2
-
 	sharedStats        = 1 << 28
 	sharedInconsistent = 1 << 29
 	sharedWaiters      = 1 << 30
 	sharedTimed        = 1 << 31
 )
-
-func makeToken(slot, gen uint32) uint32 { return slot<<ownerGenBits | gen }
-func tokenSlot(t uint32) uint32         { return t >> ownerGenBits & (1<<ownerSlotBits - 1) }
-func tokenGen(t uint32) uint32          { return t & (1<<ownerGenBits - 1) }
 
 // SharedMutex object layout in a region (kind 1, 64 bytes, 64-aligned: one
 // cache line, so two locks never share one). See docs/abi.md.
@@ -69,49 +53,6 @@ const (
 	sharedSpinPause      = 64
 	ownerCheckInterval   = 10 * time.Millisecond
 )
-
-var (
-	// ErrOwnerDead is returned, together with the lock, when the previous
-	// holder process died while holding it (POSIX EOWNERDEAD). The caller
-	// holds the lock, must bring the protected data back to a consistent
-	// state, then call MarkConsistent before Unlock. Unlocking without
-	// MarkConsistent makes the lock not recoverable.
-	ErrOwnerDead = errors.New("lockword: previous holder of the shared lock died while holding it; repair the data, then call MarkConsistent")
-	// ErrNotRecoverable is returned by every acquisition of a lock whose
-	// holder, after an owner death, unlocked it without calling
-	// MarkConsistent (POSIX ENOTRECOVERABLE). The caller does not hold the
-	// lock; the data it protects cannot be trusted. The way out: restore
-	// the data by other means, then SharedMutex.Reinitialize (or use a new
-	// object name, or a new region).
-	ErrNotRecoverable = errors.New("lockword: shared lock is not recoverable: after an owner death it was unlocked without MarkConsistent (or Lock had no repair function)")
-)
-
-// OwnerDeadError is the error LockContext returns, with the lock held,
-// when the previous holder died holding it. errors.Is(err, ErrOwnerDead)
-// holds for it; errors.As gives the dead holder's PID.
-type OwnerDeadError struct {
-	Lock, Region string // the lock's name and its region's path
-	// PID is the dead holder's process ID, or 0 if it is unknown: the
-	// holder's process-table slot was reclaimed by another process
-	// before the death was noticed, and its identity went with it.
-	PID int
-}
-
-// Error names the lock, its region and the dead holder.
-func (e *OwnerDeadError) Error() string {
-	return fmt.Sprintf("%v (lock %q in %s; previous holder PID %s)", ErrOwnerDead, e.Lock, e.Region, pidText(uint32(e.PID)))
-}
-
-// pidText formats a holder's PID for messages: "unknown" for 0.
-func pidText(pid uint32) string {
-	if pid == 0 {
-		return "unknown"
-	}
-	return fmt.Sprint(pid)
-}
-
-// Is reports whether target is ErrOwnerDead.
-func (e *OwnerDeadError) Is(target error) bool { return target == ErrOwnerDead }
 
 // A SharedMutex is a mutual exclusion lock in a Region, shared by every
 // process that maps the region, and robust: when a holder process dies
@@ -241,6 +182,15 @@ var _ interface {
 	Unlock()
 } = (*SharedMutex)(nil)
 
+// Mutex returns the SharedMutex named name (1 to 48 bytes of UTF-8 without control characters, else ErrObjectName), creating it,
+// unlocked, if the region has no object of that name. Every call with the
+// same name on one Region returns the same *SharedMutex. It fails with
+// ErrObjectKind if name is an object of another kind, ErrRegionFull if
+// there is no room, ErrRegionClosed after Close.
+func (r *Region) Mutex(name string) (*SharedMutex, error) {
+	return handle(r, name, kindMutex, func(obj []byte) *SharedMutex { return newSharedMutex(r, name, obj) })
+}
+
 func newSharedMutex(r *Region, name string, obj []byte) *SharedMutex {
 	m := &SharedMutex{word: word32(obj, mutexObjWord), token: r.token, obj: obj, r: r, name: name}
 	// The gate's own stuck reports would speak of an unnamed in-process
@@ -248,6 +198,9 @@ func newSharedMutex(r *Region, name string, obj []byte) *SharedMutex {
 	m.gate.SetStuckThreshold(-1)
 	return m
 }
+
+// holdsLock reports whether this process holds m: Close refuses then.
+func (m *SharedMutex) holdsLock() bool { return m.word.Load()&ownerMask == m.r.token }
 
 func init() {
 	registerKind(kindMutex, &kindInfo{
@@ -364,7 +317,7 @@ func (m *SharedMutex) Reinitialize() error {
 			// No sleeper can be left (acquirers of a not-recoverable
 			// lock return), but one that raced the transition must not
 			// sleep on through the reset.
-			wait.FutexWake(m.word, math.MaxInt32, wait.Shared)
+			wakeShared(m.word, math.MaxInt32)
 			return nil
 		}
 	}
@@ -399,16 +352,6 @@ func (m *SharedMutex) EnableStats() { m.word.Or(sharedStats) }
 // Stats returns the statistics collected since EnableStats, summed over
 // all processes. Parks counts sleeps in the kernel.
 func (m *SharedMutex) Stats() Stats { return mutexObjStats(m.obj) }
-
-func mutexObjStats(obj []byte) Stats {
-	return Stats{
-		Acquisitions: word64(obj, mutexObjAcquired).Load(),
-		SlowPath:     word64(obj, mutexObjSlow).Load(),
-		Parks:        word64(obj, mutexObjParks).Load(),
-		WaitTotal:    time.Duration(word64(obj, mutexObjWaitNs).Load()),
-		WaitMax:      time.Duration(word64(obj, mutexObjWaitMaxNs).Load()),
-	}
-}
 
 //go:noinline
 func (m *SharedMutex) lockSlowLocker() {
@@ -460,9 +403,9 @@ func (m *SharedMutex) unlockSlow() {
 		switch {
 		case w&sharedInconsistent != 0:
 			// Everyone waiting must learn it is not recoverable.
-			wait.FutexWake(m.word, math.MaxInt32, wait.Shared)
+			wakeShared(m.word, math.MaxInt32)
 		case w&sharedWaiters != 0:
-			wait.FutexWake(m.word, 1, wait.Shared)
+			wakeShared(m.word, 1)
 		}
 		return
 	}
@@ -562,10 +505,6 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 	if start.IsZero() {
 		*start = time.Now()
 	}
-	// A cancelled context must end a kernel sleep at once, not at the
-	// next liveness check: wake this lock's sleepers (at most one per
-	// process; the others go back to sleep).
-	defer wakeOnDone(ctx, func() { wait.FutexWake(m.word, math.MaxInt32, wait.Shared) })()
 	slept := false
 	reported := false
 	var checked time.Time // when the holder was last checked; zero: never
@@ -615,7 +554,7 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 			if slept {
 				// We may have consumed a wake-up meant for the next
 				// waiter: pass it on.
-				wait.FutexWake(m.word, 1, wait.Shared)
+				wakeShared(m.word, 1)
 			}
 			return ctx.Err()
 		}
@@ -626,10 +565,6 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 			}
 			w |= sharedWaiters
 		}
-		timeout := ownerCheckInterval
-		if dl, ok := ctx.Deadline(); ok {
-			timeout = max(min(timeout, time.Until(dl)), 0)
-		}
 		if w&sharedStats != 0 {
 			word64(m.obj, mutexObjParks).Add(1)
 		}
@@ -639,7 +574,10 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 			slept = true
 			checked = time.Now()
 		}
-		wait.FutexWait(m.word, w, timeout, wait.Shared)
+		// A cancelled context ends the sleep at once, not at the next
+		// liveness check: it wakes this lock's sleepers (at most one per
+		// process; the others go back to sleep).
+		sleepShared(ctx, m.word, w, ownerCheckInterval)
 		if !reported {
 			reported = m.reportIfStuck(*start, owner, holderPID)
 		}
@@ -665,4 +603,57 @@ func (m *SharedMutex) reportIfStuck(start time.Time, owner, pid uint32) bool {
 	}
 	logSharedStuck("SharedMutex", m.name, m.r.path, pid, alive, waited, threshold)
 	return true
+}
+
+// inspectMutex describes a SharedMutex object (and the writers' lock of a
+// region SeqLock) for InspectRegion: state, holder, how long the hold has
+// lasted, statistics. A hold it sees for the first time whose start was not
+// recorded (a fast-path acquisition) it stamps, unless the mapping is
+// read-only.
+func inspectMutex(insp *inspector, obj []byte, info *ObjectInfo) {
+	word := word32(obj, mutexObjWord)
+	w := word.Load()
+	info.Word = w
+	info.Waiters = w&sharedWaiters != 0
+	info.Inconsistent = w&sharedInconsistent != 0
+	if w&sharedStats != 0 {
+		s := mutexObjStats(obj)
+		info.Stats = &s
+	}
+	owner := w & ownerMask
+	switch owner {
+	case 0:
+		info.State = "free"
+		return
+	case ownerNotRecoverable:
+		info.State = "not-recoverable"
+		return
+	}
+	if !validToken(owner) {
+		info.State, info.Reason = "corrupt", fmt.Sprintf("owner token %#x names no incarnation (generation %d)", owner, tokenGen(owner))
+		return
+	}
+	setHolder(info, insp.check(owner))
+	since := word64(obj, mutexObjHeldSince)
+	now := monoNowNs()
+	if w&sharedTimed != 0 {
+		info.HeldFor = time.Duration(max(now-int64(since.Load()), 0))
+		info.HeldForKnown = true
+		return
+	}
+	if insp.r.readOnly {
+		return // cannot stamp: unknown
+	}
+	// Stamp "held since at most now": time first, then the bit, so that a
+	// reader who sees the bit sees the time. If the word changed
+	// meanwhile the CAS fails and nothing is claimed. If it succeeds, the
+	// hold may still have begun after now (released and taken again with
+	// the same token since we read w): stamp again, with a time after the
+	// CAS, when this hold is known to have begun, so that the stamp
+	// never precedes it.
+	since.Store(uint64(now))
+	if word.CompareAndSwap(w, w|sharedTimed) {
+		since.Store(uint64(monoNowNs()))
+		info.HeldForKnown = true
+	}
 }

@@ -123,3 +123,94 @@ func FuzzSharedRingConsumer(f *testing.F) {
 		}
 	})
 }
+
+// TestSharedRingCorrupt: every impossible index or header is
+// ErrRingCorrupt, sticky, with nothing delivered.
+func TestSharedRingCorrupt(t *testing.T) {
+	const capacity = 256
+	type setup func(obj []byte)
+	at := func(off uint64, length, typ uint32) setup {
+		return func(obj []byte) {
+			ne.PutUint32(obj[shringData+off+recLength:], length)
+			ne.PutUint32(obj[shringData+off+recType:], typ)
+		}
+	}
+	indices := func(h, tl uint64) setup {
+		return func(obj []byte) {
+			word64(obj, shringHead).Store(h)
+			word64(obj, shringTail).Store(tl)
+		}
+	}
+	both := func(a, b setup) setup { return func(obj []byte) { a(obj); b(obj) } }
+	for _, c := range []struct {
+		name     string
+		before   setup // before the consumer attaches
+		after    setup // after
+		atAttach bool  // the consumer's attach fails
+	}{
+		{name: "tail beyond capacity", before: indices(0, capacity+8), atAttach: true},
+		{name: "tail behind head", before: indices(64, 8), atAttach: true},
+		{name: "tail misaligned", before: indices(0, 12), atAttach: true},
+		{name: "head misaligned", before: indices(4, 12), atAttach: true},
+		{name: "tail jumps ahead", after: func(obj []byte) { word64(obj, shringTail).Store(capacity + 16) }},
+		{name: "tail goes back", before: indices(64, 64), after: func(obj []byte) { word64(obj, shringTail).Store(56) }},
+		{name: "tail misaligned later", after: func(obj []byte) { word64(obj, shringTail).Store(20) }},
+		{name: "length beyond published", after: both(at(0, 17, recMessage), indices(0, 24))},
+		{name: "length beyond the ring", after: both(at(0, 0xFFFFFFF0, recMessage), indices(0, 256))},
+		{name: "length past the end", before: indices(192, 192), after: both(at(192, 64, recMessage), indices(192, 192+128))},
+		{name: "unknown type", after: both(at(0, 0, 7), indices(0, 8))},
+		{name: "padding at offset 0", after: both(at(0, capacity-8, recPadding), indices(0, 256))},
+		{name: "padding short of the end", before: indices(128, 128), after: both(at(128, 64, recPadding), indices(128, 256))},
+		{name: "padding beyond published", before: indices(128, 128), after: both(at(128, 120, recPadding), indices(128, 200))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := mustCreate(t, tempRegionPath(t), 0)
+			p, err := r.RingProducer("q", capacity)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj := ringObject(r, "q")
+			if c.before != nil {
+				c.before(obj)
+			}
+			cons, err := r.RingConsumer("q", capacity)
+			if c.atAttach {
+				if !errors.Is(err, ErrRingCorrupt) {
+					t.Fatalf("attach: %v, want ErrRingCorrupt", err)
+				}
+				if _, err := r.RingProducer("x", capacity); err != nil { // the role was given back
+					t.Fatal(err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.after(obj)
+			for range 2 { // sticky
+				msg, err := cons.Receive(context.Background(), nil)
+				if !errors.Is(err, ErrRingCorrupt) || len(msg) != 0 {
+					t.Fatalf("Receive: %q, %v, want ErrRingCorrupt", msg, err)
+				}
+			}
+			t.Log(cons.e.err)
+			_ = p
+		})
+	}
+	// The producer validates head the same way.
+	for _, bad := range []func(tail uint64) uint64{
+		func(tail uint64) uint64 { return tail + 8 },            // ahead of tail
+		func(tail uint64) uint64 { return tail - capacity - 8 }, // more than capacity behind
+		func(uint64) uint64 { return 4 },                        // misaligned
+	} {
+		r, p, _ := ringPair(t, capacity)
+		obj := ringObject(r, "q")
+		for p.Send(doneCtx, make([]byte, 24)) == nil { // full: Send must read head
+		}
+		h := bad(p.tail)
+		word64(obj, shringHead).Store(h)
+		if err := p.Send(context.Background(), make([]byte, 24)); !errors.Is(err, ErrRingCorrupt) {
+			t.Fatalf("head %d: Send = %v, want ErrRingCorrupt", h, err)
+		}
+	}
+}

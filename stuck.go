@@ -10,17 +10,77 @@ import (
 )
 
 // The stuck watcher: one goroutine, running only while some waiter sleeps,
-// that scans the waits in progress every stuckTick and logs a stuck report
-// for each that has passed its lock's threshold. A waiter registers when it
-// first sleeps and leaves when it acquires or gives up: a few dozen
-// nanoseconds, where arming a timer per wait cost several hundred, which a
-// fair lock, whose every handover under contention sleeps, cannot afford.
+// that looks at the waits in progress every tick (stuckTickFor) and logs a stuck
+// report for each that has passed its lock's threshold. It finds them in
+// two ways:
+//
+//   - TicketMutex and RWMutex waiters sleep with a note in internal/wait's
+//     parking lot (wait.WaitNoted: the lock and the wait's start), and the
+//     watcher samples the parking lot (wait.Noted). A wait registers
+//     nothing and leaves nothing to undo: a fair lock, whose every
+//     handover under contention sleeps, cannot afford even the few dozen
+//     nanoseconds of a registration (BENCHMARKS.md, issue 11.4).
+//   - The other locks register a wait when it first sleeps and unregister
+//     it when it ends (watchStuck, done): a few dozen nanoseconds, where
+//     arming a timer per wait cost several hundred.
+//
+// The watcher runs while either kind of wait exists, and stops after
+// stuckIdleTicks looks that found none. A noted waiter starts it if it is
+// not running (wait.OnNotedPark, called under the bucket lock after the
+// waiter is queued): the watcher, before it stops, clears running and
+// samples once more, so a waiter queued before that last sample is seen
+// and one queued after it sees running clear and starts a new watcher.
 
-// stuckTick is how often the watcher looks: a report comes at most this
-// late.
+// stuckTick is how often the watcher looks at the least: a report comes
+// at most two ticks late (the coarse clock it reads a wait's start from
+// lags by up to one). It looks less often while every threshold in the
+// process is long (stuckTickFor), so that at the default threshold of 2 s
+// it wakes every 50 ms: each look costs a scan of the parking lot.
 const stuckTick = 5 * time.Millisecond
 
+// stuckTickMax is the longest tick: 2 ticks are 5% of the default
+// threshold.
+const stuckTickMax = 50 * time.Millisecond
+
+// stuckMinNs is the shortest stuck threshold any lock of the process has
+// been given (SetStuckThreshold), or 0 for none but the default.
+var stuckMinNs atomic.Int64
+
+// lowerStuckMin records a lock's threshold in stuckMinNs.
+func lowerStuckMin(threshold time.Duration) {
+	for {
+		old := stuckMinNs.Load()
+		if threshold <= 0 || (old != 0 && old <= int64(threshold)) || stuckMinNs.CompareAndSwap(old, int64(threshold)) {
+			return
+		}
+	}
+}
+
+// stuckTickFor is the tick for the shortest threshold in use: a fortieth
+// of it (two ticks are 5% of it), between stuckTick and stuckTickMax.
+func stuckTickFor() time.Duration {
+	th := DefaultStuckThreshold
+	if ns := stuckMinNs.Load(); ns != 0 {
+		th = min(th, time.Duration(ns))
+	}
+	return min(max(th/40, stuckTick), stuckTickMax)
+}
+
 const stuckShards = 16
+
+// stuckIdleTicks is how many looks that find no wait the watcher makes
+// before it stops: under contention waits come and go all the time, and
+// the watcher should not stop and start between them.
+const stuckIdleTicks = 20
+
+func init() { wait.OnNotedPark = startStuckWatcher }
+
+// startStuckWatcher starts the watcher if it is not running.
+func startStuckWatcher() {
+	if !stuckWaits.running.Load() && stuckWaits.running.CompareAndSwap(false, true) {
+		go stuckWatcher()
+	}
+}
 
 // A stuckEntry is one wait in progress, with what its report needs.
 type stuckEntry struct {
@@ -53,15 +113,18 @@ var stuckWaits struct {
 var stuckEpoch = time.Now()
 
 // stuckNow is the start time of a wait for the stuck report: the coarse
-// clock while the watcher runs (at most stuckTick behind), else the system
+// clock while the watcher runs (at most a tick behind), else the system
 // clock.
-func stuckNow() time.Time {
+func stuckNow() time.Time { return stuckEpoch.Add(time.Duration(stuckClockNs())) }
+
+// stuckClockNs is stuckNow as nanoseconds since stuckEpoch (never 0).
+func stuckClockNs() int64 {
 	if stuckWaits.running.Load() {
 		if ns := stuckWaits.now.Load(); ns != 0 {
-			return stuckEpoch.Add(time.Duration(ns))
+			return ns
 		}
 	}
-	return time.Now()
+	return max(int64(time.Since(stuckEpoch)), 1)
 }
 
 var stuckPool = sync.Pool{New: func() any { return new(stuckEntry) }}
@@ -80,9 +143,7 @@ func watchStuck(kind, name string, addr any, word *atomic.Uint32, start time.Tim
 	sh.head = e
 	sh.mu.Unlock()
 	stuckWaits.entries.Add(1)
-	if !stuckWaits.running.Load() && stuckWaits.running.CompareAndSwap(false, true) {
-		go stuckWatcher()
-	}
+	startStuckWatcher()
 	return e
 }
 
@@ -116,19 +177,15 @@ type stuckReport struct {
 
 func stuckWatcher() {
 	var due []stuckReport
+	idle := 0
 	for {
-		time.Sleep(stuckTick)
-		if stuckWaits.entries.Load() == 0 {
-			// Nobody sleeps: stop, unless someone registered while we
-			// stopped and found us still running.
-			stuckWaits.now.Store(0) // stale from here on
-			stuckWaits.running.Store(false)
-			if stuckWaits.entries.Load() == 0 || !stuckWaits.running.CompareAndSwap(false, true) {
-				return
-			}
-		}
+		// margin is how far the coarse clock may lag: the tick before
+		// this look (ticks only shorten: stuckMinNs only falls).
+		margin := stuckTickFor()
+		time.Sleep(margin)
 		now := time.Now()
-		stuckWaits.now.Store(int64(now.Sub(stuckEpoch)))
+		nowNs := int64(now.Sub(stuckEpoch))
+		stuckWaits.now.Store(nowNs)
 		due = due[:0]
 		for i := range stuckWaits.shards {
 			sh := &stuckWaits.shards[i]
@@ -137,15 +194,46 @@ func stuckWatcher() {
 				// A start read from the coarse clock may be up to a
 				// tick early: wait a tick more, so as never to report
 				// before the threshold.
-				if !e.reported && now.Sub(e.start) >= e.threshold+stuckTick {
+				if !e.reported && now.Sub(e.start) >= e.threshold+margin {
 					e.reported = true // one report per wait
 					due = append(due, stuckReport{e.kind, e.name, e.addr, e.word, e.start, e.threshold})
 				}
 			}
 			sh.mu.Unlock()
 		}
+		noted := wait.Noted(func(word *atomic.Uint32, note any, sinceNs int64, marked bool) bool {
+			o, ok := note.(stuckOwner)
+			if marked || !ok {
+				return marked
+			}
+			kind, d := o.stuckInfo()
+			threshold, name := d.stuckThreshold()
+			if threshold < 0 || time.Duration(nowNs-sinceNs) < threshold+margin {
+				return false
+			}
+			due = append(due, stuckReport{kind, name, note, word, stuckEpoch.Add(time.Duration(sinceNs)), threshold})
+			return true // one report per sleep
+		})
 		for _, r := range due {
 			logStuck(r.kind, r.name, r.addr, r.start, r.threshold, wait.Parked(r.word))
 		}
+		if noted != 0 || stuckWaits.entries.Load() != 0 {
+			idle = 0
+			continue
+		}
+		if idle++; idle < stuckIdleTicks {
+			continue
+		}
+		// Nobody sleeps: stop, unless a wait came while we stopped and
+		// found us still running (see the top of the file).
+		stuckWaits.now.Store(0) // stale from here on
+		stuckWaits.running.Store(false)
+		if stuckWaits.entries.Load() == 0 && wait.Noted(func(_ *atomic.Uint32, _ any, _ int64, marked bool) bool { return marked }) == 0 {
+			return
+		}
+		if !stuckWaits.running.CompareAndSwap(false, true) {
+			return // a new watcher took over
+		}
+		idle = 0
 	}
 }

@@ -1,10 +1,13 @@
 package lockword
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/internal/wait"
 )
 
 // TestStuckWatcherReportsEachWaitOnceAndStops: three goroutines stuck on
@@ -40,5 +43,114 @@ func TestStuckWatcherReportsEachWaitOnceAndStops(t *testing.T) {
 			t.Fatalf("the stuck watcher still runs with %d waits registered", stuckWaits.entries.Load())
 		}
 		time.Sleep(stuckTick)
+	}
+}
+
+// stuckReportDelay holds a lock (hold, release), starts one waiter on it
+// (waiter, which returns holding nothing), and returns how long after the
+// waiter's call the first stuck report was logged (0: none within
+// patience).
+func stuckReportDelay(t *testing.T, hold, release, waiter func(), patience time.Duration) time.Duration {
+	logs := captureSlog(t)
+	hold()
+	defer release()
+	start := make(chan time.Time, 1)
+	go func() {
+		start <- time.Now()
+		waiter()
+	}()
+	t0 := <-start
+	deadline := t0.Add(patience)
+	for time.Now().Before(deadline) {
+		if strings.Contains(logs.String(), "level=WARN") {
+			return time.Since(t0)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return 0
+}
+
+// stuckLock is a lock under test for stuckWithin10Percent.
+type stuckLock struct {
+	hold, release, waiter func()
+	setThreshold          func(time.Duration)
+}
+
+func stuckLockOf(l interface {
+	sync.Locker
+	SetStuckThreshold(time.Duration)
+}) stuckLock {
+	return stuckLock{l.Lock, l.Unlock, func() { l.Lock(); l.Unlock() }, l.SetStuckThreshold}
+}
+
+// stuckWithin10Percent reports whether the stuck report for a waiter on l
+// comes after its threshold (less the coarse clock's tick: the start is
+// read from it) and within 10% past it. Timing assumption, for a loaded
+// 2-core host: within one try the watcher's sleep of stuckTick and this
+// test's polling (1 ms) each overrun by less than 5% of the 400 ms
+// threshold (20 ms). A try that overruns is retried, up to 5 tries; the
+// bound itself is never widened.
+func stuckWithin10Percent(t *testing.T, l stuckLock) error {
+	const threshold = 400 * time.Millisecond
+	l.setThreshold(threshold)
+	var last time.Duration
+	for range 5 {
+		last = stuckReportDelay(t, l.hold, l.release, l.waiter, 2*threshold)
+		if last >= threshold-stuckTick && last <= threshold+threshold/10 {
+			return nil
+		}
+	}
+	return fmt.Errorf("stuck report %v after the wait began (0: none in %v), want within [%v, %v]",
+		last, 2*threshold, threshold-stuckTick, threshold+threshold/10)
+}
+
+// TestStuckReportWithin10Percent: the report of a waiter on each in-process
+// lock comes no later than 10% past its threshold: writers and readers of
+// an RWMutex, each behind a writer.
+func TestStuckReportWithin10Percent(t *testing.T) {
+	for _, k := range ctxLockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			l := k.new()
+			l.SetName("ten-percent")
+			if err := stuckWithin10Percent(t, stuckLockOf(l)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Run("RWMutex-reader", func(t *testing.T) {
+		rw := new(RWMutex)
+		l := stuckLock{rw.Lock, rw.Unlock, func() { rw.RLock(); rw.RUnlock() }, rw.SetStuckThreshold}
+		if err := stuckWithin10Percent(t, l); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("RWMutex-writer-behind-reader", func(t *testing.T) {
+		rw := new(RWMutex)
+		l := stuckLock{rw.RLock, rw.RUnlock, func() { rw.Lock(); rw.Unlock() }, rw.SetStuckThreshold}
+		if err := stuckWithin10Percent(t, l); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// unseenTicket is a ticket lock whose waiters sleep without a note: the
+// stuck watcher never sees them. TestStuckCheckerCatchesMissingReport shows
+// that stuckWithin10Percent fails on it.
+type unseenTicket struct{ TicketMutex }
+
+func (m *unseenTicket) Lock() {
+	ticket := m.next.Add(1) - 1
+	for {
+		s := m.serving.Load()
+		if s == ticket {
+			return
+		}
+		wait.WaitKey(nil, &m.serving, s, ticket)
+	}
+}
+
+func TestStuckCheckerCatchesMissingReport(t *testing.T) {
+	if err := stuckWithin10Percent(t, stuckLockOf(new(unseenTicket))); err == nil {
+		t.Fatal("a lock whose waiters the watcher cannot see passed the stuck-report check")
 	}
 }

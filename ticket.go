@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"github.com/lockword/lockword/internal/wait"
 )
 
 // Waiting tuning for the ticket protocol (see BENCHMARKS.md). Only the
@@ -23,8 +25,8 @@ const (
 const ticketAbandonedMask = statsFlag - 1
 
 // A ticketRef points at the three lock words of a ticket lock
-// (Mellor-Crummey & Scott, 1991), wherever they live: TicketMutex and the
-// writers of RWMutex hold them as fields (fields, not a struct, so that
+// (Mellor-Crummey & Scott, 1991): TicketMutex and the writers of RWMutex
+// hold them as fields (fields, not a struct, so that
 // the fast paths stay within the inliner's budget), and at the lock's
 // diagnostics, where the tickets of waiters that gave up are recorded.
 // All comparisons are equalities or int32 differences, so both counters
@@ -35,24 +37,6 @@ type ticketRef struct {
 	aux     *atomic.Uint32 // statsFlag | abandoned tickets awaiting skip
 	d       *diag          // the lock's own: its skips live there
 }
-
-// ticketEnv is what the ticket protocol needs besides its words: how to
-// sleep, and (tests only) a replacement for the lock's own record of
-// abandoned tickets, to break it.
-type ticketEnv struct {
-	ws    waitStrategy
-	skips ticketSkipper // nil: the lock's own (ticketSkips)
-}
-
-// A ticketSkipper replaces a lock's ticketSkips in tests that show the
-// cancellation checks fail when abandoned tickets are lost or raced.
-type ticketSkipper interface {
-	add(r ticketRef, ticket uint32)
-	remove(r ticketRef, ticket uint32) bool
-}
-
-// inProcessTickets is the environment of ticket locks in the Go heap.
-var inProcessTickets = ticketEnv{ws: inProcess{}}
 
 // ticketSkips records a lock's abandoned tickets: those whose waiters'
 // contexts ended before their turn. A ticket once taken cannot be given
@@ -95,19 +79,16 @@ func (k *ticketSkips) remove(ticket uint32) bool {
 	return ok
 }
 
-// addSkip and removeSkip record and take back an abandoned ticket of r.
-func (r ticketRef) addSkip(env ticketEnv, ticket uint32) {
-	if env.skips != nil {
-		env.skips.add(r, ticket)
-		return
-	}
-	r.d.getInfo().skips.add(ticket)
-}
+// ticketAbandonHook, nil outside tests, runs in abandon just after the
+// ticket is recorded: tests use it to lose the record (a ticket lock whose
+// cancelled waiters simply leave) or to hold the window between the record
+// and the check of serving open, and show that the checks catch it.
+var ticketAbandonHook func(r ticketRef, ticket uint32)
 
-func (r ticketRef) removeSkip(env ticketEnv, ticket uint32) bool {
-	if env.skips != nil {
-		return env.skips.remove(r, ticket)
-	}
+// addSkip and removeSkip record and take back an abandoned ticket of r.
+func (r ticketRef) addSkip(ticket uint32) { r.d.getInfo().skips.add(ticket) }
+
+func (r ticketRef) removeSkip(ticket uint32) bool {
 	info := r.d.info.Load()
 	return info != nil && info.skips.remove(ticket) // no info: nothing recorded yet
 }
@@ -115,7 +96,7 @@ func (r ticketRef) removeSkip(env ticketEnv, ticket uint32) bool {
 // await waits until ticket is served or ctx is done. On nil the caller
 // holds the lock; on ctx.Err() the ticket has been given up and its turn
 // will be passed on (see abandon). tr follows the wait for diagnostics.
-func (r ticketRef) await(ctx context.Context, ticket uint32, env ticketEnv, tr *waitTrack, kind string) error {
+func (r ticketRef) await(ctx context.Context, ticket uint32, tr *noteTrack, kind string) error {
 	for {
 		s := r.serving.Load()
 		if s == ticket {
@@ -134,9 +115,9 @@ func (r ticketRef) await(ctx context.Context, ticket uint32, env ticketEnv, tr *
 		// Park until our turn: Unlock wakes the new holder by its ticket.
 		// A change of serving between the load and the park returns at
 		// once, and we look again.
-		tr.parking(r.serving)
-		if err := env.ws.waitKey(ctx, r.serving, s, ticket); err != nil {
-			r.abandon(ticket, env, kind)
+		note, since := tr.sleeping()
+		if err := wait.WaitOne(ctx, r.serving, s, ticket, note, since); err != nil {
+			r.abandon(ticket, kind)
 			return err
 		}
 	}
@@ -148,7 +129,7 @@ func (r ticketRef) await(ctx context.Context, ticket uint32, env ticketEnv, tr *
 // (the fast path passes nothing, to stay inlinable): if serving moved on
 // meanwhile, its new holder has released too, and the extra wake-up is
 // harmless.
-func (r ticketRef) release(env ticketEnv, kind string) {
+func (r ticketRef) release(kind string) {
 	s := r.serving.Load()
 	for {
 		n := r.next.Load()
@@ -164,14 +145,14 @@ func (r ticketRef) release(env ticketEnv, kind string) {
 		// waiter counts itself in aux and records its ticket before it
 		// loads serving, so either we see its count (and then find its
 		// record) or it sees its turn (see abandon).
-		if r.aux.Load()&ticketAbandonedMask != 0 && r.removeSkip(env, s) {
+		if r.aux.Load()&ticketAbandonedMask != 0 && r.removeSkip(s) {
 			// Ticket s was given up: release on its behalf.
 			r.aux.Add(^uint32(0)) // one fewer to skip
 			s = r.serving.Add(1)
 			continue
 		}
-		// Wake the new holder, if it sleeps: only it, by its ticket.
-		env.ws.wakeKey(r.serving, s, 1)
+		// Wake the new holder, if it sleeps: only it, found by its ticket.
+		wait.WakeOne(r.serving, s)
 		return
 	}
 }
@@ -179,9 +160,9 @@ func (r ticketRef) release(env ticketEnv, kind string) {
 // unlock advances serving and releases: Unlock on behalf of a holder that
 // is not a TicketMutex method (an abandoned ticket whose turn came, an
 // RWMutex writer).
-func (r ticketRef) unlock(env ticketEnv, kind string) {
+func (r ticketRef) unlock(kind string) {
 	if r.serving.Add(1) != r.next.Load() {
-		r.release(env, kind)
+		r.release(kind)
 	}
 }
 
@@ -189,7 +170,7 @@ func (r ticketRef) unlock(env ticketEnv, kind string) {
 // woken: record it so that the unlocker that reaches it skips it. If its
 // turn came meanwhile and nobody skipped it yet, we hold the lock, so we
 // pass it on ourselves.
-func (r ticketRef) abandon(ticket uint32, env ticketEnv, kind string) {
+func (r ticketRef) abandon(ticket uint32, kind string) {
 	// Count before recording, so that every recorded ticket is counted:
 	// were it the other way round, an unlocker that found the count
 	// nonzero for another ticket could remove and uncount this one in
@@ -198,10 +179,13 @@ func (r ticketRef) abandon(ticket uint32, env ticketEnv, kind string) {
 	// unlocker a needless look.) Counted before serving is loaded: see
 	// release.
 	r.aux.Add(1)
-	r.addSkip(env, ticket)
-	if r.serving.Load() == ticket && r.removeSkip(env, ticket) {
+	r.addSkip(ticket)
+	if ticketAbandonHook != nil {
+		ticketAbandonHook(r, ticket)
+	}
+	if r.serving.Load() == ticket && r.removeSkip(ticket) {
 		r.aux.Add(^uint32(0))
-		r.unlock(env, kind)
+		r.unlock(kind)
 	}
 }
 
@@ -235,9 +219,10 @@ func (r ticketRef) tryLock() bool {
 // scheduler does, so no waiter is overtaken; TryLock succeeds only when no
 // ticket is outstanding. The price is that a handover must wait for the
 // next waiter to run. Only the waiter next in line spins, briefly; the
-// others park, each keyed by its ticket (internal/wait's WaitKey), and
-// Unlock wakes the new holder alone, so that no goroutine is woken only to
-// find that its turn has not come. Under contention every handover costs a
+// others park, each keyed by its ticket (internal/wait's WaitOne: in a
+// slot that Unlock reads directly, without a search), and Unlock wakes
+// the new holder alone, so that no goroutine is woken only to find that
+// its turn has not come. Under contention every handover costs a
 // park and a wake-up: prefer Mutex where throughput matters more than order.
 //
 // A LockContext whose context ends before its turn gives its ticket up:
@@ -332,8 +317,11 @@ func (t *TicketMutex) EnableStats() {
 	t.aux.Or(statsFlag)
 }
 
+// stuckInfo is for the stuck watcher (stuckOwner).
+func (t *TicketMutex) stuckInfo() (string, *diag) { return "TicketMutex", &t.diag }
+
 //go:noinline
-func (t *TicketMutex) unlockSlow() { t.words().release(inProcessTickets, "TicketMutex") }
+func (t *TicketMutex) unlockSlow() { t.words().release("TicketMutex") }
 
 // wait waits for ticket to be served, counting and reporting as the other
 // locks do.
@@ -342,8 +330,8 @@ func (t *TicketMutex) wait(ctx context.Context, ticket uint32) error {
 		t.uncontended() // free: we came only to be counted
 		return nil
 	}
-	tr := t.track("TicketMutex", t)
-	if err := t.words().await(ctx, ticket, inProcessTickets, &tr, "TicketMutex"); err != nil {
+	tr := t.trackNoted(t)
+	if err := t.words().await(ctx, ticket, &tr, "TicketMutex"); err != nil {
 		tr.abandoned()
 		return err
 	}

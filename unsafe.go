@@ -20,7 +20,7 @@ import (
 //     reinterpreting 4 or 8 bytes of the mapping as one is a plain typed view
 //     of those bytes.
 //   - Callers pass offsets that were checked to lie inside the mapping and to
-//     be aligned to the word's size (region.go validates every object table
+//     be aligned to the word's size (regionabi.go validates every object table
 //     entry; header fields have fixed, aligned offsets), and the mapping
 //     itself starts on a page boundary, so every word is naturally aligned:
 //     atomic instructions on amd64 and arm64 require that.

@@ -105,7 +105,7 @@ static int64_t slice_until(int64_t deadline, int64_t slice_ns) {
 	return left < slice_ns ? left : slice_ns;
 }
 
-/* ---- Process identity (proc_linux.go) ---- */
+/* ---- Process identity (regionowner.go, proc_linux.go) ---- */
 
 typedef struct {
 	uint32_t pid;
@@ -315,18 +315,22 @@ typedef struct {
 	uint32_t size, align;
 	int nowner;
 	uint32_t owner0, stride; /* owner words at owner0 + i*stride, i < nowner */
+	int nowner2;
+	uint32_t owner2, stride2; /* and at owner2 + i*stride2, i < nowner2 */
 } kind_info;
 
 static const kind_info *kind_of(uint32_t kind) {
-	/* queueOwnerWords: 64 ticket records of 8 bytes from offset 128. */
+	/* queueOwnerWords: 64 ticket records of 8 bytes from offset 128;
+	 * rwOwnerWords: those and 1024 reader-slot stamps from offset 8896. */
 	static const kind_info kinds[] = {
-		[LW_KIND_MUTEX] = {64, 64, 1, 0, 0},
-		[LW_KIND_BYTES] = {0, 64, 0, 0, 0},
-		[LW_KIND_TICKET_MUTEX] = {640, 64, 64, 128, 8},
-		[LW_KIND_RWMUTEX] = {704, 64, 64, 128, 8},
-		[LW_KIND_COND] = {64, 64, 0, 0, 0},
-		[LW_KIND_RING] = {0, 128, 2, 0, 4},
-		[LW_KIND_SEQLOCK] = {0, 64, 1, 0, 0},
+		[LW_KIND_MUTEX] = {64, 64, 1, 0, 0, 0, 0, 0},
+		[LW_KIND_BYTES] = {0, 64, 0, 0, 0, 0, 0, 0},
+		[LW_KIND_TICKET_MUTEX] = {640, 64, 64, 128, 8, 0, 0, 0},
+		[LW_KIND_RWMUTEX_V1] = {704, 64, 64, 128, 8, 0, 0, 0},
+		[LW_KIND_COND] = {64, 64, 0, 0, 0, 0, 0, 0},
+		[LW_KIND_RING] = {0, 128, 2, 0, 4, 0, 0, 0},
+		[LW_KIND_SEQLOCK] = {0, 64, 1, 0, 0, 0, 0, 0},
+		[LW_KIND_RWMUTEX] = {12992, 64, 64, 128, 8, 1024, 8896, 4},
 	};
 	if (kind == 0 || kind >= sizeof kinds / sizeof kinds[0])
 		return NULL;
@@ -547,6 +551,11 @@ static bool token_named(lw_region *r, const lw_obj *objs, uint32_t n, uint32_t t
 		const kind_info *k = kind_of(objs[i].kind);
 		for (int j = 0; j < k->nowner; j++) {
 			uint64_t off = objs[i].offset + k->owner0 + (uint64_t)j * k->stride;
+			if ((atomic_load(w32(r->data, off)) & LW_OWNER_MASK) == token)
+				return true;
+		}
+		for (int j = 0; j < k->nowner2; j++) {
+			uint64_t off = objs[i].offset + k->owner2 + (uint64_t)j * k->stride2;
 			if ((atomic_load(w32(r->data, off)) & LW_OWNER_MASK) == token)
 				return true;
 		}
@@ -1329,7 +1338,7 @@ static int lock_slow(lw_mutex *m, int64_t timeout_ns, uint32_t *dead_pid) {
 	return err;
 }
 
-/* ---- Shared byte ring (sharedring.go, spsc.go) ---- */
+/* ---- Shared byte ring (sharedring.go, ringindex.go) ---- */
 
 enum { ring_spin_iterations = 10, ring_yield_rounds = 4, ring_spin_first = 16, ring_spin_pause = 64 };
 

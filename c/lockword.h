@@ -110,10 +110,11 @@ extern "C" {
 #define LW_KIND_MUTEX 1
 #define LW_KIND_BYTES 2
 #define LW_KIND_TICKET_MUTEX 3
-#define LW_KIND_RWMUTEX 4
+#define LW_KIND_RWMUTEX_V1 4 /* the layout before per-process reader counts */
 #define LW_KIND_COND 5
 #define LW_KIND_RING 6
 #define LW_KIND_SEQLOCK 7
+#define LW_KIND_RWMUTEX 8
 
 /* Owner token and SharedMutex lock word. */
 #define LW_OWNER_GEN_BITS 18

@@ -98,6 +98,12 @@ run ticket.pml     pass   ltl:nostarve   -DROUNDS=1
 run ticket.pml     fail   safety         -DSPURIOUS=0 -DBROKEN_DROP_TURN
 run ticket.pml     fail   ltl:nostarve   -DROUNDS=1 -DBROKEN_DROP_TURN
 run ticket.pml     fail   safety         -DSPURIOUS=0 -DBROKEN_RECORD_FIRST
+run slot.pml       pass   safety         -O2
+run slot.pml       fail   safety         -DBROKEN_CHECK_FIRST
+run slot.pml       fail   safety         -DBROKEN_CANCEL_DROP
+run slot.pml       fail   safety         -DBROKEN_NO_FALLBACK
+run slot.pml       fail   safety         -DBROKEN_LEAVE_BUSY
+run slot.pml       fail   safety         -DBROKEN_NO_KEY_CHECK
 run cond.pml       pass   safety
 run cond.pml       pass   safety         -DBROADCAST
 run cond.pml       pass   safety         -DSHARED
@@ -122,14 +128,15 @@ run sharedticket.pml fail safety         -DNO_C -DBROKEN_NO_CLAIM_CHECK
 run rwmutex.pml    pass   safety
 run rwmutex.pml    pass   ltl:all_done
 run rwmutex.pml    fail   safety         -DBROKEN_GIVEUP_RELEASES
-run sharedrw.pml   pass   safety         -O2
+run sharedrw.pml   pass   safety         -DSPURIOUS=0 -O2
+run sharedrw.pml   pass   safety         -DSUM_SPLIT -O2
 run sharedrw.pml   pass   ltl:all_done   -O2
-run sharedrw.pml   fail   safety         -DBROKEN_PREFIX
+run sharedrw.pml   pass   safety         -DREADER_DIES -O2
+run sharedrw.pml   pass   ltl:all_done   -DREADER_DIES -O2
+run sharedrw.pml   fail   safety         -DBROKEN_NO_RECHECK
+run sharedrw.pml   fail   safety         -DBROKEN_GIVEUP_CLEARS
 run sharedrw.pml   fail   safety         -DBROKEN_HOLD_FIRST
-run sharedrw.pml   fail   safety         -DBROKEN_RETIRE_CLEARS -O2
-# A known limit (retire's comment), not a broken variant: SPIN must keep
-# finding it until it is fixed; then move this line up as a pass.
-run sharedrw.pml   fail   safety         -DDEATH_BEFORE_TARGET
+run sharedrw.pml   fail   ltl:all_done   -DREADER_DIES -DBROKEN_DEAD_COUNTS
 run seqlock.pml    pass   safety
 run seqlock.pml    pass   ltl:readers_finish
 run seqlock.pml    pass   safety         -DSHARED

@@ -4,22 +4,22 @@
  * announce-sleep-then-look), in-process (Ring) and between processes
  * (the shared byte ring, -DSHARED).
  *
- * Mirrors ring.go, spsc.go and sharedring.go on main:
+ * Mirrors ring.go, ringindex.go, sharedring.go and sharedringends.go on main:
  * models: ring.go (*Ring).TryPush
  * models: ring.go (*Ring).TryPop
  * models: ring.go (*Ring).pushSlow
  * models: ring.go (*Ring).popSlow
  * models: ring.go (*Ring).refreshHead
  * models: ring.go (*Ring).refreshTail
- * models: spsc.go ringAwait
- * models: spsc.go wakeSide
- * models: spsc.go closeRingWords
- * models: spsc.go (*spscIndex).waitRoom
- * models: spsc.go (*spscIndex).waitItems
- * models: spsc.go publishIndex
- * models: sharedring.go (*RingProducer).trySend
- * models: sharedring.go (*RingConsumer).Receive
- * models: sharedring.go (*RingConsumer).tryReceive
+ * models: ringindex.go ringAwait
+ * models: ringindex.go wakeSide
+ * models: ringindex.go closeRingWords
+ * models: ringindex.go (*spscIndex).waitRoom
+ * models: ringindex.go (*spscIndex).waitItems
+ * models: ringindex.go publishIndex
+ * models: sharedringends.go (*RingProducer).trySend
+ * models: sharedringends.go (*RingConsumer).Receive
+ * models: sharedringends.go (*RingConsumer).tryReceive
  * models: sharedring.go sharedRingSleeper.sleep
  * models: sharedring.go (*ringEnd).peerDead
  *

@@ -1,7 +1,7 @@
 /*
  * rwmutex.pml: RWMutex, the in-process phase-fair lock (PF-T of
  * Brandenburg and Anderson, with parked waiters): readers count in and out
- * on state; the writer holding the writers' ticket lock sets the writer
+ * on state; the writer holding the writers' word (a mutex) sets the writer
  * bit and flips the phase with one add that reads the readers inside, and
  * waits for departing (readers it still waits for) to reach zero; a
  * writer that gives up marks departing abandoned and the last reader out
@@ -13,18 +13,22 @@
  * models: rwmutex.go rwRef.rlockSlow
  * models: rwmutex.go rwRef.runlockSlow
  * models: rwmutex.go rwRef.lock
+ * models: rwmutex.go rwRef.arrive
  * models: rwmutex.go rwRef.awaitReaders
- * models: rwmutex.go rwRef.unlock
+ * models: rwmutex.go (*RWMutex).Unlock
+ * models: rwmutex.go (*RWMutex).unlockSlow
  * models: rwmutex.go rwRef.release
  * models: rwmutex.go rwArrive
  *
  * Words in bytes: state = bit 0 phase, 1 writer, 2 parked, reader count
  * from bit 4 (mod 16; Go: bits 4-30 with an overflow guard, and the stats
  * bit 3, not modelled); departing with bit 7 abandoned (Go: bit 31). The
- * writers' ticket lock is an ideal FIFO lock here (ticket.pml checks it):
- * writers arrive one after the other, and the next one waits until the
- * ticket is passed on, by a writer's Unlock or by the reader that releases
- * for an abandoned writer.
+ * writers' word is an ideal mutex here (wticket; its protocol, a
+ * Drepper-style word with a hand-off to a starving parked writer, is
+ * rwRef.lockWriters and releaseWriters, not modelled): writers arrive one
+ * after the other, and the next one waits until the word is released, by
+ * a writer's Unlock or by the reader that releases for an abandoned
+ * writer. Phase fairness does not depend on the order among writers.
  *
  * Scenario: three writer arrivals (writer 2 uses LockContext and may give
  * up while readers leave); NR = 2 readers, one RLock/RUnlock each, reader
@@ -40,7 +44,7 @@
  *
  * Negative control:
  *   -DBROKEN_GIVEUP_RELEASES  a writer that gives up releases at once
- *                             (clears its bits and passes the ticket on)
+ *                             (clears its bits and releases the writers' word)
  *                             while the readers it counted are leaving.
  */
 #define NG 3 /* 0: writers, 1-2: readers */
@@ -70,7 +74,7 @@ inline release() {
 		:: else -> state = state & ~(WRITER | PARKED)
 		fi
 	};
-	wticket = false /* writers.unlock */
+	wticket = false /* unlockWriters */
 }
 
 inline wlock() {

@@ -6,13 +6,13 @@
  * a writer may die mid-Store and the next writer finishes from the odd
  * sequence, and a reader reports ErrWriterDead rather than spin forever.
  *
- * Mirrors seqlock.go and seqlock_region.go on main:
+ * Mirrors seqlock.go and sharedseqlock.go on main:
  * models: seqlock.go (*SeqLock).Store
  * models: seqlock.go (*SeqLock).beginWrite
  * models: seqlock.go (*SeqLock).load
  * models: seqlock.go (*SeqLock).copyOut
- * models: seqlock_region.go beginSharedWrite
- * models: seqlock_region.go seqStalled
+ * models: sharedseqlock.go beginSharedWrite
+ * models: sharedseqlock.go seqStalled
  *
  * Bounds: NW = 2 writers, 2 Stores each (values 1..4), NR = 2 readers, one
  * Load each (-DSHARED: one reader; two with the dead writer grow past the

@@ -7,7 +7,7 @@
  * holder with ErrOwnerDead; a dead process's slot reused by a new process
  * with a new generation.
  *
- * Mirrors sharedmutex.go and region_linux.go on main:
+ * Mirrors sharedmutex.go and regionowner.go on main:
  * models: sharedmutex.go (*SharedMutex).Lock
  * models: sharedmutex.go (*SharedMutex).LockContext
  * models: sharedmutex.go (*SharedMutex).lockSlow
@@ -17,10 +17,10 @@
  * models: sharedmutex.go (*SharedMutex).unlockSlow
  * models: sharedmutex.go (*SharedMutex).MarkConsistent
  * models: sharedmutex.go (*SharedMutex).afterLocker
- * models: robust.go repairAfterLocker
- * models: region_linux.go (*Region).tokenAlive
- * models: region_linux.go (*Region).attach
- * models: region_linux.go (*Region).nextGen
+ * models: sharedownerdead.go repairAfterLocker
+ * models: regionowner.go (*Region).tokenAlive
+ * models: regionowner.go (*Region).attach
+ * models: regionowner.go (*Region).nextGen
  *
  * Word (a byte here): bits 0-3 owner token = slot << 2 | generation
  * (generations 1..3; Go: 18 bits), 15 = not recoverable (Go: bits 0-27

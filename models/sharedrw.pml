@@ -1,34 +1,45 @@
 /*
- * sharedrw.pml: SharedRWMutex, the phase-fair ticket lock PF-T of
- * Brandenburg and Anderson with sleeping waiters: readers count entries
- * on in and exits on out; the served writer sets the writer bit and flips
- * the phase with one add on in, and waits until out reaches the count it
- * read. A writer that gives up or dies while its readers are inside
- * abandons its arrival (bits kept, target marked): the last of its readers
- * clears the bits, or the next writer adopts the arrival.
+ * sharedrw.pml: SharedRWMutex, phase-fair (Brandenburg and Anderson's
+ * PF-T) with readers counted per process and phase: a reader reads in,
+ * adds one to its own slot's count for the phase it read, and reads in
+ * again; the served writer sets the writer bit, flips the phase and
+ * counts its arrival with one add on in, and waits until the old phase's
+ * counts of live processes are all zero. A writer that gives up or dies
+ * while readers of the old phase are inside abandons its arrival (bits
+ * kept, abandoned bit set): whoever finds the old phase empty clears
+ * them, or the next writer adopts the arrival. A reader process that dies
+ * holding leaves its counts; the writer's sums skip a dead process's.
  *
- * Mirrors sharedrw.go on main:
- * models: sharedrw.go (*SharedRWMutex).RLock
- * models: sharedrw.go (*SharedRWMutex).rlockSlow
- * models: sharedrw.go (*SharedRWMutex).rwait
- * models: sharedrw.go (*SharedRWMutex).RUnlock
- * models: sharedrw.go (*SharedRWMutex).runlockSlow
+ * Writer 2 dies only in runs without -DREADER_DIES (one death per run,
+ * for the state space).
+ *
+ * Mirrors sharedrw.go and sharedrwreaders.go:
+ * models: sharedrwreaders.go (*SharedRWMutex).RLock
+ * models: sharedrwreaders.go (*SharedRWMutex).rlockSlow
+ * models: sharedrwreaders.go (*SharedRWMutex).rwait
+ * models: sharedrwreaders.go (*SharedRWMutex).RUnlock
+ * models: sharedrwreaders.go (*SharedRWMutex).leave
+ * models: sharedrwreaders.go (*SharedRWMutex).emptied
+ * models: sharedrwreaders.go (*SharedRWMutex).drained
+ * models: sharedrwreaders.go (*SharedRWMutex).readerLive
  * models: sharedrw.go (*SharedRWMutex).LockContext
  * models: sharedrw.go (*SharedRWMutex).arrive
  * models: sharedrw.go (*SharedRWMutex).abandonArrival
- * models: sharedrw.go (*SharedRWMutex).releaseAbandoned
- * models: sharedrw.go (*SharedRWMutex).awaitBitsCleared
+ * models: sharedrw.go (*SharedRWMutex).releaseIfDrained
  * models: sharedrw.go (*SharedRWMutex).releaseBits
  * models: sharedrw.go (*SharedRWMutex).retire
  * models: sharedrw.go (*SharedRWMutex).Unlock
  * models: sharedrw.go (*SharedRWMutex).MarkConsistent
+ * models: sharedrw.go srwArrive
  * models: rwmutex.go rwArrive
- * models: sharedticket.go (*ticketQueue).complete
+ * models: sharedqueue.go (*ticketQueue).retireTicket
  *
- * Words as in Go, in bytes: in = bit 0 phase, 1 writer, 2 parked, count
- * in bits 3-7 (one reader = 8; Go: bits 4-31, the stats bit 3 is not
- * modelled); out in the same units; target = count | 4 set | 2 abandoned,
- * or 1 (no target). Counts wrap mod 32 readers (Go: 2^28).
+ * Words as in Go: in = bit 0 phase, 1 writer, 2 parked, 3 abandoned (Go:
+ * bit 4; the stats bit 3 is not modelled), arrival number in bits 4-7
+ * (Go: 5-31; three arrivals here, so it never wraps); drain = bit 0
+ * sleeping, bumped by 2 (wraps mod 128 bumps); cnt[p*NR + r-1] is reader
+ * r's slot's count of phase p (one reader goroutine per process: the
+ * counts are 0 or 1, and 2 for the moment of a move).
  *
  * Writers: the writers' ticket queue is not modelled here (sharedticket.pml
  * checks it): writers are served one after the other, as the queue serves
@@ -41,144 +52,156 @@
  * gets ErrOwnerDead and calls MarkConsistent. In the Go code a waiting
  * reader may do that resolve too: the same CAS-decided steps.
  *
- * Readers: NR = 2 reader processes, one RLock/RUnlock each (one goroutine
- * per process, so the rsleeper election is not exercised; cond.pml checks
- * that shape). They do not die and do not give up (RLockContext's retreat
- * is not modelled). A kernel sleep ends early only by the one spurious
- * wake-up, or, once writer 2 is dead, by its 10 ms slice.
+ * Readers: NR reader processes (1 by default, see Bounds), one
+ * RLock/RUnlock each. With -DREADER_DIES the last reader's process may
+ * die at any step (holding, waiting, moving between phases,
+ * in RUnlock): its counts stay, and every sum from then on may find it
+ * dead (readerLive's liveness check; /proc is taken as exact, and its
+ * 10 ms period as "any sum", which only makes detection earlier). Slot
+ * reuse (the next process zeroes the counts before its stamp) is not
+ * modelled: TestSharedRWMutexDeadReaderSlotReused covers it. Readers do
+ * not give up (RLockContext's retreat is a leave, the same step as a
+ * move's). A kernel sleep ends early only by the one spurious wake-up,
+ * or, once a process is dead, by its 10 ms slice.
  *
- * Bounds: 3 writer arrivals and 2 readers is the smallest setting of the
- * deadlock found in review (a reader counted behind writer 1 but slow,
- * writer 2 counting it and leaving, writer 3 flipping the phase back) and
- * lets a second reader arrive in every phase. Spin phases are blocking
- * guards (a busy-wait that re-checks is, under fairness, a wait for its
- * condition).
+ * Bounds: 3 writer arrivals, the smallest setting of the deadlock found
+ * in review of the design before (a reader counted behind writer 1 but
+ * slow, writer 2 counting it and leaving, writer 3 flipping the phase
+ * back), and one reader, which then arrives in every phase and races
+ * every step of every writer. Two readers (-DNR=2: two last readers
+ * racing to release an abandoned arrival, a reader moving while another
+ * holds) did not finish: over 30 million states in two minutes, against
+ * 0.5 million for one; that run is left out of check.sh (a known gap).
+ * A sum is one step by default; -DSUM_SPLIT makes it one load per slot,
+ * as the Go loop reads them.
  *
- * Properties: no writer with a reader, no two writers (assert); phase
- * fairness (assert): when a writer holds, every reader still waiting
- * arrived after that writer's arrival (a reader waits for at most one
- * writer), and a reader never enters while an arrived writer waits unless
- * it was counted before that arrival (a writer waits for at most one batch
- * of readers); no invalid end state; ltl all_done under weak fairness:
- * every reader and writer finishes, also when writer 2 dies.
- *
- * Bug found: on main, a writer that gave up marked its ticket held
- * (q.hold) and then finished it. Killed between the two, its record says
- * it died holding: the next writer is told the lock is inconsistent, and
- * arrive then takes the abandoned bits as a dead holder's and returns at
- * once, while the readers that writer counted are still inside: a writer
- * and a reader hold together. Fixed in sharedrw.go (arrive finishes the
- * record as it is, without the hold), with a regression test
- * (TestSharedRWMutexWriterDiesGivingUp).
- *
- * Bug found, not fixed (reported): a writer process killed between its
- * add on in and its store of target leaves bits with no target; retire
- * then clears them ("nobody waits for it"), and the next writer flips the
- * phase back to the bits a slow reader, counted behind the writer before,
- * still waits on: that reader waits for the writer, which waits for it
- * (the review's deadlock, by death instead of giving up). The default
- * runs leave that window out; -DDEATH_BEFORE_TARGET puts it back, and
- * check.sh expects SPIN to find the deadlock there until it is fixed.
- *
- * Bug found: on main, retire cleared the bits of a dead writer whose
- * target was not set at once. That is also the state while the last
- * reader of an abandoned arrival is between its CAS of the target and
- * its releaseBits: with the writer dead there (after abandoning, before
- * its ticket was finished), the reader's late clear removes the next
- * writer's bits, readers walk in, and that writer waits for an out count
- * already passed. Fixed: retire waits for the clearer as arrive does
- * (awaitBitsCleared).
+ * Properties: no writer with a live reader, no two writers (assert);
+ * phase fairness (assert): when a writer holds, every live reader still
+ * waiting counted itself in during that writer's arrival or later (a
+ * reader waits for at most one writer), and a reader never enters while
+ * an arrival waits unless it was counted before it (a writer waits for at
+ * most one batch of readers); the served writer never finds a writer bit
+ * that is neither abandoned nor a dead holder's (assert: ErrCorrupt in Go
+ * is unreachable); no count underflows; no invalid end state; ltl
+ * all_done under weak fairness: every live reader and every writer
+ * finishes, also when writer 2 dies, reader 2 dies, or both.
  *
  * Negative controls:
- *   -DBROKEN_HOLD_FIRST  the first bug above: hold, then finish.
- *   -DBROKEN_RETIRE_CLEARS the second: retire clears at once.
- *   -DBROKEN_PREFIX  the code before 5fecfc9: a writer that gives up
- *                    clears its bits (releaseBits) at once, arrive takes
- *                    leftover bits as a dead holder's, retire clears them,
- *                    and target carries no set/abandoned bits.
+ *   -DBROKEN_NO_RECHECK   RLock holds after its add without looking at in
+ *                         again: a writer that arrived between misses it.
+ *   -DBROKEN_GIVEUP_CLEARS a writer that gives up clears its bits at once
+ *                         (the design before abandoned arrivals): readers
+ *                         of the old phase then count out of the new one.
+ *   -DBROKEN_DEAD_COUNTS  sums never find a dead reader dead (the limit
+ *                         before this design): with -DREADER_DIES the
+ *                         writer waits forever (an invalid end state).
+ *   -DBROKEN_HOLD_FIRST   a writer that gave up marks its ticket held
+ *                         before finishing it (a bug fixed before): dead
+ *                         in between, it looks like a dead holder.
  */
-#define NG 4 /* 0: writers, 1-2: readers */
-#define NR 2
-#define TIMEOUT_OK(self) (w2dead && !retired)
+#ifndef NR
+#define NR 1 /* reader processes, 1 or 2 (see Bounds) */
+#endif
+#define NG (NR + 1) /* 0: writers, 1..NR: readers */
+#define DR NR /* the reader whose process may die */
+#define TIMEOUT_OK(self) ((w2dead && !retired) || rdead[DR])
 #include "wait.pml"
 
 #define IN 0  /* word addresses */
-#define OUT 1
+#define DRAIN 1
 #define PHASE 1
 #define WRITER 2
 #define PARKED 4
-#define READER 8
-#define COUNT 248 /* ~7 */
-#define WBITS 3
-#define NOTARGET 1
-#define ABANDONED 2
-#define TSET 4
+#define ABANDONED 8
+#define ARRIVAL 16
+#define AMASK 243 /* phase | writer | arrival bits: ~(parked | abandoned) */
+#define SLEEPING 1
+#define ARR(s) ((s) / ARRIVAL)
 
-byte in, out;
-byte target = NOTARGET;
+byte in;
+byte drain;
+byte cnt[2 * NR]; /* cnt[p*NR + r-1] */
+bool rdead[NG];
 bool inconsistent;
 byte rholding, wholding;
-byte arrivals;     /* ghost: writer arrivals (adoption is not one) */
-byte wwaiting;     /* ghost: arrival number of a writer waiting for readers, 0 none */
-byte rgen[NG];     /* ghost: arrivals when reader i counted itself in */
+byte rgen[NG];     /* ghost: the arrival number at reader i's last look at in (the look that decides is its arrival) */
 bool rwaiting[NG];
+bool rhold[NG];    /* ghost: reader i holds */
+bool rfin[NG];     /* ghost: reader i finished */
 bool w2started, w2dead, retired;
-bool window;       /* see DEATH_BEFORE_TARGET */
-byte clearing;     /* ghost: live parties between a target CAS and releaseBits */
-bool w2clr;        /* writer 2 is one of them */
 byte w2rec;        /* ghost of writer 2's queue record: 0 waiting, 1 holding, 2 finished */
 byte done;
 
-/* releaseBits: clear writer and parked, keep the phase; wake parked readers */
+#define C(p, r) cnt[(p) * NR + (r) - 1]
+#ifdef BROKEN_DEAD_COUNTS
+#define DEADSEEN false
+#else
+#define DEADSEEN true
+#endif
+
+/*
+ * drained(p): every slot's count of p is zero or a dead process's. Two
+ * loads, one per slot. res is the result.
+ */
+inline drained(p, res) {
+#ifdef SUM_SPLIT
+	res = true;
+	if :: C(p, 1) != 0 && !(rdead[1] && DEADSEEN) -> res = false :: else -> skip fi;
+	if :: C(p, NR) != 0 && !(rdead[NR] && DEADSEEN) -> res = false :: else -> skip fi
+#else
+	atomic { res = (C(p, 1) == 0 || (rdead[1] && DEADSEEN)) && (C(p, NR) == 0 || (rdead[NR] && DEADSEEN)) }
+#endif
+}
+
+/* releaseBits: clear writer, parked and abandoned, keep phase and arrival; wake parked readers */
 inline release_bits() {
 	atomic {
 		if
-		:: in & PARKED -> in = in & ~(WRITER | PARKED); wake_n(IN, NG, false, 0)
-		:: else -> in = in & ~(WRITER | PARKED)
+		:: in & PARKED -> in = in & ~(WRITER | PARKED | ABANDONED); wake_n(IN, NG, false, 0)
+		:: else -> in = in & ~(WRITER | PARKED | ABANDONED)
 		fi
 	}
 }
 
-inline release_abandoned(t) {
-	if
-	:: atomic { target == (t) -> target = NOTARGET; clearing++; w2clr = (_pid == 0) };
-		release_bits();
-		atomic { clearing--; w2clr = false }
-	:: else -> skip
-	fi
-}
-
-inline abandon_arrival(tl) {
-#ifdef BROKEN_PREFIX
-	release_bits()
-#else
-	if
-	:: atomic { target == (tl | TSET) -> target = tl | TSET | ABANDONED };
-		if
-		:: out == tl -> release_abandoned(tl | TSET | ABANDONED)
-		:: else -> skip
-		fi
-	:: else -> skip /* already abandoned (a retire on our behalf) or adopted */
-	fi
-#endif
-}
-
 /*
- * awaitBitsCleared: until the bits clear or a target is abandoned; past
- * ownerCheckInterval the clearer is taken for dead and, if no target is
- * set, the bits are cleared here. The deadline is the Go code's timing
- * assumption (a reader does not stop for 10 ms between its CAS of the
- * target and its clear): the model lets it pass only while no reader is
- * between the two (clearing == 0).
+ * releaseIfDrained: clear the abandoned arrival ss (a state read before)
+ * once its old phase is empty; the CAS from ss fails once the arrival was
+ * adopted or released, or a later one came. Uses ss and ok.
  */
-inline await_bits_cleared() {
+inline release_if_drained() {
 	if
-	:: atomic { !(in & WRITER) || (target & ABANDONED) } -> skip
-	:: atomic { (in & WRITER) && !(target & ABANDONED) && clearing == 0 } ->
-		if
-		:: !(target & TSET) -> release_bits()
-		:: else -> skip
-		fi
+	:: (ss & (WRITER | ABANDONED)) == (WRITER | ABANDONED) ->
+		drained((ss & PHASE) ^ PHASE, ok);
+		do
+		:: !ok -> break
+		:: atomic { ok && in == ss ->
+			in = ss & ~(WRITER | PARKED | ABANDONED);
+			if
+			:: ss & PARKED -> wake_n(IN, NG, false, 0)
+			:: else -> skip
+			fi;
+			ok = false }; break
+		:: atomic { ok && in != ss ->
+			if
+			:: (in & (AMASK | ABANDONED)) != (ss & (AMASK | ABANDONED)) -> ok = false
+			:: else -> ss = in /* only parked changed: again */
+			fi }
+		od
+	:: else -> skip
+	fi;
+	ss = 0; ok = false
+}
+
+/* abandonArrival(s): mark arrival s abandoned, then release if drained */
+inline abandon_arrival(s) {
+	do
+	:: ((in & AMASK) != (s & AMASK)) || (in & ABANDONED) -> break
+	:: atomic { (in & AMASK) == (s & AMASK) && !(in & ABANDONED) -> in = in | ABANDONED }; break
+	od;
+	ss = in;
+	if
+	:: (ss & AMASK) == (s & AMASK) -> release_if_drained()
+	:: else -> skip
 	fi
 }
 
@@ -186,88 +209,72 @@ inline await_bits_cleared() {
  * arrive: res 0 ok (readers out), 1 gave up; it may give up while ctxok.
  */
 inline arrive() {
-	adopted = false;
-#ifdef BROKEN_PREFIX
-	if
-	:: in & WRITER -> goto arrived /* left by a writer that died holding */
-	:: else -> skip
-	fi;
-#else
 	do
-	:: !(in & WRITER) -> break
-	:: else ->
+	:: s = in;
 		if
-		:: inconsistent -> goto arrived /* left by a writer that died holding */
-		:: else -> skip
-		fi;
-		if
-		:: atomic { (target & (TSET | ABANDONED)) == (TSET | ABANDONED) ->
-			tl = target & COUNT; target = target & ~ABANDONED; adopted = true; wwaiting = arrivals }; break
-		:: else -> skip
-		fi;
-		await_bits_cleared()
-	od;
-#endif
-	if
-	:: !adopted ->
-		s = in;
-		atomic {
+		:: !(s & WRITER) ->
+			atomic {
+				if
+				:: in & PHASE -> in = in + ARRIVAL + WRITER - PHASE /* srwArrive */
+				:: else -> in = in + ARRIVAL + WRITER + PHASE
+				fi;
+				s = in
+			};
+			break
+		:: else ->
 			if
-			:: s & PHASE -> in = in + WRITER - PHASE /* rwArrive */
-			:: else -> in = in + WRITER + PHASE
+			:: inconsistent -> goto arrived /* left by a writer that died holding */
+			:: else -> skip
 			fi;
-			tl = in & COUNT; arrivals++;
-#ifndef DEATH_BEFORE_TARGET
-			window = ctxok /* writer 2 between its add and its target */
-#endif
-		};
-		s = 0;
-		if
-		:: out == tl -> tl = 0; window = false; goto arrived
-		:: else -> skip
-		fi;
-		atomic { wwaiting = arrivals; window = false;
-#ifdef BROKEN_PREFIX
-		target = tl
-#else
-		target = tl | TSET
-#endif
-		}
+			if
+			:: s & ABANDONED ->
+				if
+				:: atomic { in == s -> in = s & ~ABANDONED; s = in }; break /* adopt */
+				:: else -> skip /* a reader parked or released it: look again */
+				fi
+			:: else -> assert(false) /* ErrCorrupt: a writer bit no writer owns */
+			fi
+		fi
+	od;
+	drained((s & PHASE) ^ PHASE, ok);
+	if
+	:: ok -> ok = false; goto arrived
 	:: else -> skip
 	fi;
-	/* wait for out to reach tl */
 	do
-	:: o = out;
+	:: d = drain;
+		drained((s & PHASE) ^ PHASE, ok);
 		if
-		:: o == tl -> o = 0; break
+		:: ok -> d = 0; ok = false; break
 		:: else -> skip
 		fi;
 		if
 		:: ctxok ->
 			/* ctx.Err(): abandon the arrival, pass the ticket on */
 			ctxok = false;
-			wwaiting = 0;
-			abandon_arrival(tl);
+			abandon_arrival(s);
+#ifdef BROKEN_GIVEUP_CLEARS
+			release_bits();
+#endif
 #ifdef BROKEN_HOLD_FIRST
-			w2rec = 1;  /* q.hold: main before this model (see below) */
+			w2rec = 1;  /* q.hold, then finish: the old bug */
 #endif
 			w2rec = 2;  /* q.finish of the waiting record */
-			res = 1; o = 0; tl = 0;
+			res = 1; d = 0;
+			drain = drain & ~SLEEPING;
 			goto arrived
 		:: true -> skip
 		fi;
-		wait_enqueue(0, OUT, out, o, 0);
-		wait_sleep(0, false, err);
-		o = 0
+		if
+		:: atomic { drain == d -> drain = d | SLEEPING };
+			wait_enqueue(0, DRAIN, drain, d | SLEEPING, 0);
+			wait_sleep(0, false, err)
+		:: else -> skip /* a count emptied meanwhile: sum again */
+		fi;
+		d = 0
 	od;
-	wwaiting = 0;
-#ifdef BROKEN_PREFIX
-	target = 0; /* the old "none" */
-#else
-	target = NOTARGET;
-#endif
-	tl = 0;
-arrived: skip
+	drain = drain & ~SLEEPING;
+arrived: s = 0
 }
 
 /* the writer holds: check exclusion and reader phase-fairness */
@@ -275,8 +282,8 @@ inline wcs() {
 	atomic {
 		wholding++;
 		assert(wholding == 1 && rholding == 0);
-		assert(!rwaiting[1] || rgen[1] >= arrivals);
-		assert(!rwaiting[2] || rgen[2] >= arrivals)
+		assert(!rwaiting[1] || rdead[1] || rgen[1] >= ARR(in));
+		assert(!rwaiting[NR] || rdead[NR] || rgen[NR] >= ARR(in))
 	};
 	wholding--
 }
@@ -289,8 +296,8 @@ inline unlock() {
 }
 
 active proctype Writers() {
-	byte s, o, tl, res;
-	bool adopted, err, ctxok;
+	byte s, ss, d, res;
+	bool ok, err, ctxok;
 	/* writer 1 */
 	arrive();
 	wcs();
@@ -316,23 +323,10 @@ active proctype Writers() {
 		if
 		:: w2rec == 1 -> skip
 		:: else ->
+			s = in;
 			if
-			:: !(in & WRITER) -> skip
-			:: else ->
-#ifdef BROKEN_PREFIX
-				release_bits()
-#else
-				if
-				:: !(target & TSET) ->
-#ifdef BROKEN_RETIRE_CLEARS
-					release_bits() /* main before this model */
-#else
-					await_bits_cleared() /* a reader may be clearing them */
-#endif
-				:: (target & (TSET | ABANDONED)) == TSET -> tl = target & COUNT; abandon_arrival(tl); tl = 0
-				:: else -> skip
-				fi
-#endif
+			:: s & WRITER -> abandon_arrival(s)
+			:: else -> skip
 			fi
 		fi;
 		/* complete: a dead holder marks the lock inconsistent */
@@ -340,11 +334,10 @@ active proctype Writers() {
 		:: w2rec == 1 -> inconsistent = true
 		:: else -> skip
 		fi;
-		wwaiting = 0;
 		retired = true
 	:: else -> retired = true
 	fi;
-	res = 0;
+	s = 0; ss = 0; res = 0;
 	ctxok = false;
 	arrive();
 	wcs();
@@ -354,74 +347,120 @@ active proctype Writers() {
 }
 
 active proctype Killer() {
-	if
 	/* writer 2's process dies; a hold it had ends with it (the data
 	   it may have left half-written is what ErrOwnerDead reports) */
-	:: atomic { w2started && w2rec < 2 && !window -> w2dead = true; wholding = 0; wwaiting = 0;
-		if :: w2clr -> clearing--; w2clr = false :: else -> skip fi }
+	skip;
+#ifndef READER_DIES
+	if
+	:: atomic { w2started && w2rec < 2 -> w2dead = true; wholding = 0 }
 	:: skip
+	fi
+#endif
+}
+
+/* one of this reader's counts out of phase p; tell a waiting writer if emptied */
+inline leave(p) {
+	atomic { C(p, self) = C(p, self) - 1; assert(C(p, self) < 128); c = C(p, self) };
+	if
+	:: atomic { c == 0 && (in & WRITER) -> c = 0 }; emptied()
+	:: else -> c = 0
+	fi
+}
+
+inline emptied() {
+	atomic { drain = drain + 2; c = drain & SLEEPING };
+	if
+	:: atomic { c -> c = 0; wake_n(DRAIN, 1, false, 0) }
+	:: else -> skip
+	fi;
+	ss = in;
+	if
+	:: (ss & (WRITER | ABANDONED)) == (WRITER | ABANDONED) -> release_if_drained()
+	:: else -> skip
 	fi
 }
 
 active [NR] proctype Reader() {
-	byte self = _pid - 1; /* 1, 2 */
-	byte s, w, o, t;
-	bool err;
-	/* RLock: in.Add(reader) */
-	atomic { in = in + READER; s = in; rgen[self] = arrivals; rwaiting[self] = (s & WRITER) != 0 };
-	if
-	:: s & WRITER ->
-		/* rwait(w = the writer bits we saw) */
-		w = s & WBITS;
-		do
-		:: atomic {
-			s = in;
-			if
-			:: (s & WBITS) != w -> rwaiting[self] = false; break
-			:: else -> skip
-			fi
-		   };
-			if
-			:: s & PARKED -> skip
-			:: atomic { in == s -> in = in | PARKED }
-			:: else -> goto again /* the CAS failed */
-			fi;
-			wait_enqueue(self, IN, in, s | PARKED, 0);
-			wait_sleep(self, false, err);
-again:			s = 0
-		od
-	:: else -> skip
-	fi;
-	s = 0; w = 0;
-	/* holding: no writer; a reader entering past an arrived, waiting
-	   writer must have been counted before its arrival */
-	atomic {
-		rholding++;
-		assert(wholding == 0);
-		assert(wwaiting == 0 || rgen[self] < wwaiting)
-	};
-	rholding--;
-	/* RUnlock */
-	atomic { out = out + READER; o = out };
-#ifdef BROKEN_PREFIX
-	if
-	:: o == target -> wake_n(OUT, 1, false, 0)
-	:: else -> skip
-	fi;
-#else
-	if
-	:: o == (target & ~(ABANDONED | TSET)) ->
-		t = target;
-		if
-		:: t == (o | TSET) -> wake_n(OUT, 1, false, 0)
-		:: t == (o | TSET | ABANDONED) -> release_abandoned(t)
-		:: else -> skip
-		fi
-	:: else -> skip
-	fi;
+	byte self = _pid - 1; /* 1, 2 (pids: 0 Writers, 1 Killer) */
+	byte s, ss, w, p, c;
+	bool ok, err;
+	{
+	/* RLock: load, add to our count of that phase, load again */
+	s = in;
+	p = s & PHASE;
+	C(p, self)++;
+	do
+	:: atomic { s = in; rgen[self] = ARR(s) }; /* the look that decides: the reader's arrival */
+#ifdef BROKEN_NO_RECHECK
+		if :: true -> break :: else -> skip fi;
 #endif
-	o = 0; t = 0;
-	done++
+		if
+		:: !(s & WRITER) && (s & PHASE) == p -> break /* held */
+		:: (s & WRITER) && (s & PHASE) == p ->
+			/* rwait(w): counted in the batch after this arrival */
+			atomic { rwaiting[self] = true; w = s & AMASK };
+			do
+			:: atomic {
+				s = in;
+				if
+				:: (s & AMASK) != w -> rwaiting[self] = false; break
+				:: else -> skip
+				fi
+			   };
+				/* the 10 ms check: an abandoned arrival whose readers left or died */
+				if
+				:: s & ABANDONED -> ss = s; release_if_drained()
+				:: else -> skip
+				fi;
+				if
+				:: s & PARKED -> skip
+				:: atomic { in == s -> in = in | PARKED }
+				:: else -> goto again /* the CAS failed */
+				fi;
+				wait_enqueue(self, IN, in, s | PARKED, 0);
+				wait_sleep(self, false, err);
+again:				s = 0
+			od;
+			break
+		:: else ->
+			/* counted in a phase that is not the one to join: move */
+			C(s & PHASE, self)++;
+			leave(p);
+			p = s & PHASE
+		fi
+	od;
+	s = 0; w = 0; p = 0; c = 0; ss = 0; ok = false; err = false;
+	/* holding: no writer; a reader entering past a waiting arrival must
+	   have been counted before it */
+	atomic {
+		rholding++; rhold[self] = true;
+		assert(wholding == 0);
+		assert(!(in & WRITER) || rgen[self] < ARR(in))
+	};
+	atomic { rholding--; rhold[self] = false };
+	/* RUnlock: our count is in in's phase, or the other one while a
+	   writer is there */
+	s = in;
+	p = (s ^ (s >> 1)) & PHASE;
+	leave(p);
+	s = 0; ss = 0; p = 0; c = 0;
+	atomic { done++; rfin[self] = true }
+	} unless { rdead[self] }
 }
 
-ltl all_done { <> (done == NR + 1) }
+active proctype ReaderKiller() {
+	/* reader 2's process dies at any step; a hold it had ends with it */
+	skip;
+#ifdef READER_DIES
+	if
+	:: atomic { !rfin[DR] -> rdead[DR] = true; rwaiting[DR] = false;
+		if
+		:: rhold[DR] -> rholding--; rhold[DR] = false
+		:: else -> skip
+		fi }
+	:: skip
+	fi
+#endif
+}
+
+ltl all_done { <> (done + rdead[DR] == NR + 1) }

@@ -7,22 +7,22 @@
  * skipped by whoever serves them or adopted by their process's next
  * waiter; a holder that released and then died.
  *
- * Mirrors sharedticket.go on main (its record state table):
- * models: sharedticket.go (*ticketQueue).take
- * models: sharedticket.go (*ticketQueue).claimed
- * models: sharedticket.go (*ticketQueue).adopt
- * models: sharedticket.go (*ticketQueue).hold
- * models: sharedticket.go (*ticketQueue).finish
- * models: sharedticket.go (*ticketQueue).handOn
- * models: sharedticket.go (*ticketQueue).complete
- * models: sharedticket.go (*ticketQueue).resolve
- * models: sharedticket.go (*ticketQueue).waitServing
- * models: sharedticket.go (*ticketQueue).markSleeping
- * models: sharedticket.go (*ticketQueue).acquire
- * models: sharedticket.go (*ticketQueue).abandon
- * models: sharedticket.go (*ticketQueue).afterServed
- * models: sharedticket.go (*ticketQueue).release
- * models: sharedticket.go (*ticketQueue).markConsistent
+ * Mirrors sharedqueue.go on main (its record state table):
+ * models: sharedqueue.go (*ticketQueue).take
+ * models: sharedqueue.go (*ticketQueue).claimed
+ * models: sharedqueue.go (*ticketQueue).adopt
+ * models: sharedqueue.go (*ticketQueue).hold
+ * models: sharedqueue.go (*ticketQueue).finish
+ * models: sharedqueue.go (*ticketQueue).serveTicket
+ * models: sharedqueue.go (*ticketQueue).retireTicket
+ * models: sharedqueue.go (*ticketQueue).retireIfStalled
+ * models: sharedqueue.go (*ticketQueue).waitServing
+ * models: sharedqueue.go (*ticketQueue).markSleeping
+ * models: sharedqueue.go (*ticketQueue).acquire
+ * models: sharedqueue.go (*ticketQueue).abandon
+ * models: sharedqueue.go (*ticketQueue).acceptHold
+ * models: sharedqueue.go (*ticketQueue).release
+ * models: sharedqueue.go (*ticketQueue).markConsistent
  *
  * Words: next and serving count mod 16 from 12 (so runs wrap; Go: 2^32);
  * R = 2 records (Go: 64) at ticket mod 2, each (ticket, owner token,
@@ -38,8 +38,8 @@
  * (token 3) calls Lock once. Lock runs the repair on ErrOwnerDead
  * (MarkConsistent). A kernel sleep ends by a keyed wake-up, by its
  * 10 ms slice once B is dead, or by one early slice end while all live
- * (SPURIOUS = 1), after which the waiter resolves the served ticket
- * before it sleeps again, as waitServing does once serving stood still
+ * (SPURIOUS = 1), after which the waiter looks at the served ticket
+ * (retireIfStalled) before it sleeps again, as waitServing does once serving stood still
  * for 10 ms (the early slice is what lets a waiter look at a holder that
  * then releases and dies: the 48360fc case).
  *
@@ -62,7 +62,7 @@
  * ltl all_done under weak fairness: every live process finishes.
  *
  * Negative controls:
- *   -DBROKEN_RELEASED_DIED  complete marks the lock inconsistent even when
+ *   -DBROKEN_RELEASED_DIED  retireTicket marks the lock inconsistent even when
  *                           the dead holder had moved serving on (before
  *                           48360fc).
  *   -DBROKEN_DROP_TURN      a waiter that gives up just leaves its record
@@ -105,8 +105,8 @@ byte tk[4];
 
 inline load_rec(t) { atomic { i = (t) % R; lt = rt[i]; lo = rtok[i]; ls = rst[i]; lsl = rsl[i] } }
 
-/* complete(s, state): retire ticket s, ours in state */
-inline complete(s, state) {
+/* retireTicket(s, state): retire ticket s, ours in state */
+inline retireTicket(s, state) {
 	if
 	:: state == SKIPDEAD ->
 #ifndef BROKEN_RELEASED_DIED
@@ -126,7 +126,7 @@ completed:
 	skip
 }
 
-/* handOn(s): serve ticket s */
+/* serveTicket(s): serve ticket s */
 inline hand_on(s) {
 	do
 	:: s == next -> break
@@ -137,7 +137,7 @@ inline hand_on(s) {
 		:: ls == ABANDONED ->
 			if
 			:: atomic { REC_IS(i, lt, lo, ls, lsl) -> REC_SET(i, s, me, SKIPPING, false) } ->
-				complete(s, SKIPPING);
+				retireTicket(s, SKIPPING);
 				s = (s + 1) % MOD
 			:: else -> skip /* continue */
 			fi
@@ -164,8 +164,8 @@ inline finish(t, st, sl) {
 	s2 = 0
 }
 
-/* resolve(s): the served ticket stood still; retire it if its owner is dead or it was abandoned */
-inline resolve(s) {
+/* retireIfStalled(s): the served ticket stood still; retire it if its owner is dead or it was abandoned */
+inline retireIfStalled(s) {
 	load_rec(s);
 	if
 	:: lt != s || serving != s -> skip
@@ -185,7 +185,7 @@ inline resolve(s) {
 		fi;
 		if
 		:: atomic { ok && REC_IS(i, lt, lo, ls, lsl) -> REC_SET(i, s, me, nst, false) } ->
-			complete(s, nst);
+			retireTicket(s, nst);
 			s3 = (s + 1) % MOD;
 			hand_on(s3);
 			s3 = 0
@@ -293,7 +293,7 @@ inline lock(mayCancel) {
 			:: true -> skip
 			fi;
 			if
-			:: slept -> resolve(s); slept = false /* a slice ended with serving still s */
+			:: slept -> retireIfStalled(s); slept = false /* a slice ended with serving still s */
 			:: else ->
 				/* markSleeping, then FutexWaitBitset(serving, s, bit t) */
 				atomic { if :: REC_IS(t % R, t, me, WAITING, false) -> rsl[t % R] = true :: else -> skip fi };
@@ -313,7 +313,7 @@ inline lock(mayCancel) {
 	fi;
 	if
 	:: res == 0 ->
-		/* afterServed */
+		/* acceptHold */
 		atomic {
 			waiting[me] = false;
 			holders++;

@@ -92,7 +92,7 @@ inline release() {
 		fi;
 		if
 		:: ok -> ok = false; aux--; atomic { serving = (serving + 1) % MOD; s = serving }
-		:: else -> atomic { wake_n(SERVING, 1, true, s); s = 0 }; break /* wakeKey(serving, s, 1) */
+		:: else -> atomic { wake_n(SERVING, 1, true, s); s = 0 }; break /* wait.WakeOne(serving, s) */
 		fi
 	od
 }
@@ -129,7 +129,8 @@ active [NG] proctype G() {
 			:: atomic { (t - s + MOD) % MOD == 1 && serving == t -> s = 0 }; break
 			:: else -> skip
 			fi;
-			/* waitKey(serving, s, t) */
+			/* wait.WaitOne(serving, s, t): WaitKey's contract, one waiter per
+			 * key (its slot lane is checked by internal/wait's slot_test.go) */
 			atomic { wait_enqueue(self, SERVING, serving, s, t); s = 0 };
 			wait_sleep(self, canCancel, err);
 			if

@@ -9,6 +9,10 @@
  * models: internal/wait/futex_linux.go FutexWait
  * models: internal/wait/futex_linux.go FutexWake
  *
+ * The diagnostic note a waiter may leave (WaitNoted, WaitKeyNoted: read by
+ * the stuck watcher through Noted, never by a waker) does not take part in
+ * the protocol and is not modelled.
+ *
  * A model defines NG (goroutines, at most MAXG) before including this file,
  * and names each lock word by a small number (its "address").
  *

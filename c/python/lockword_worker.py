@@ -4,7 +4,7 @@
 It takes the same SharedMutex as the Go and C workers of one
 `lockword torture -lock shared-py` run (or TestPythonMixedTorture), and
 follows the same critical section on the same shared state (the st*
-offsets of cmd/lockword/torture_procs.go): owner slot checked on entry and
+offsets of cmd/lockword/internal/torture/procs_worker.go): owner slot checked on entry and
 exit, a plain read-modify-write of the counter, an intent record.
 
     python3 lockword_worker.py LIB REGION PROC PROCS WORKERS VALUE WORK KILL BROKEN ITERS IDS

@@ -3,11 +3,11 @@
  * `lockword torture -lock shared-c`. One binary, one subcommand per job:
  *
  *   cworker torture REGION PROC PROCS WORKERS VALUE WORK KILL BROKEN ITERS IDS
- *       a torture worker process: the C twin of cmd/lockword's workerMain
- *       (same shared state, st* offsets of torture_procs.go); IDS is a
- *       comma-separated list of worker ids, one thread each. BROKEN 1
- *       takes the lock by storing the token without looking at the word:
- *       the mixed torture must then FAIL.
+ *       a torture worker process: the C twin of workerMain in
+ *       cmd/lockword/internal/torture/procs_worker.go (same shared state,
+ *       st* offsets); IDS is a comma-separated list of worker ids, one
+ *       thread each. BROKEN 1 takes the lock by storing the token
+ *       without looking at the word: the mixed torture must then FAIL.
  *   cworker open PATH...          print each open's code: "CODE NAME"
  *   cworker stress THREADS ITERS [broken]  in-process stress on a fresh
  *                                 region (broken: a trylock ignoring the word)
@@ -37,7 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The torture's shared state (cmd/lockword/torture_procs.go). */
+/* The torture's shared state (cmd/lockword/internal/torture/procs_worker.go). */
 enum {
 	st_counter = 0,
 	st_owner = 8,

@@ -20,6 +20,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/lockword/lockword/cmd/lockword/internal/bench"
+	"github.com/lockword/lockword/cmd/lockword/internal/interrupt"
 )
 
 // benchSummary is bench's line in the top-level help.
@@ -212,11 +213,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	// what was measured is still reported.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	in := catchInterrupts()
-	defer in.stop()
+	in := interrupt.Catch()
+	defer in.Stop()
 	go func() {
 		select {
-		case <-in.done():
+		case <-in.Done():
 			cancel()
 		case <-ctx.Done():
 		}
@@ -247,7 +248,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		_ = bar.Exit()
 		_ = bar.Clear()
 	}
-	interrupted := in.interrupted()
+	interrupted := in.Interrupted()
 
 	sums := bench.Summarize(ms)
 	if !opts.json {
@@ -264,8 +265,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case interrupted:
 		fmt.Fprintf(stderr, "lockword bench: interrupted by %s after %d of %d samples; the table shows those\n",
-			in.name(), len(ms), cfg.Samples())
-		status = in.exitStatus()
+			in.Name(), len(ms), cfg.Samples())
+		status = in.ExitStatus()
 	case runErr != nil:
 		fmt.Fprintf(stderr, "lockword bench: %v\n", errText(runErr))
 		status = exitFail

@@ -11,11 +11,19 @@ import (
 	"time"
 
 	"github.com/lockword/lockword/etcdlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // inspectEtcdTimeout bounds the whole inspection: an unreachable etcd is
 // an error, not a hang.
 const inspectEtcdTimeout = 5 * time.Second
+
+// newEtcdClient connects to endpoints as the torture workers do: a short
+// dial timeout, and the client's own logging silenced.
+func newEtcdClient(endpoints []string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+}
 
 func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer) int {
 	eps := strings.Split(endpoints, ",")

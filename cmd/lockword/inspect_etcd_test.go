@@ -10,10 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockword/lockword/cmd/lockword/internal/torture"
 	"github.com/lockword/lockword/etcdlock"
 	"github.com/lockword/lockword/internal/etcdembed"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
+
+// etcdTTL is the lease TTL of the torture run below, as in the torture
+// package's etcd tests: 2 s, so that keep-alives survive a loaded host.
+const etcdTTL = "2s"
 
 func TestInspectEtcd(t *testing.T) {
 	t.Parallel()
@@ -82,8 +87,8 @@ func TestInspectEtcd(t *testing.T) {
 	if out, stderr, status := runCLI(t, "torture", "-ttl", etcdTTL, "-lock", "etcd", "-etcd", ep, "-workers", "3", "-iters", "4"); status != exitOK {
 		t.Fatalf("torture -etcd %s: status %d\n%s\n%s", ep, status, out, stderr)
 	}
-	if r, err := cli.Get(ctx, etcdDataRoot, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || r.Count != 0 {
-		t.Fatalf("torture -etcd left %v keys under %s (%v)", r, etcdDataRoot, err)
+	if r, err := cli.Get(ctx, torture.EtcdDataRoot, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || r.Count != 0 {
+		t.Fatalf("torture -etcd left %v keys under %s (%v)", r, torture.EtcdDataRoot, err)
 	}
 	// Unreachable: an error, exit 2, within the timeout.
 	start := time.Now()

@@ -4,9 +4,7 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -110,31 +108,4 @@ func waitFor(t *testing.T, ok func(lockword.ObjectInfo) bool, path string) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	t.Fatal("inspect never showed the expected state")
-}
-
-// TestTortureProcsKillFairKinds is TestTortureProcsKill for the shared
-// ticket mutex and the RW mutex's write side: SIGKILLed holders are
-// recovered exactly once each, no hang, and the counter equals the
-// committed additions exactly.
-func TestTortureProcsKillFairKinds(t *testing.T) {
-	bin := buildLockword(t)
-	kills := killRuns()
-	for _, kind := range []string{"shared-ticket", "shared-rw"} {
-		t.Run(kind, func(t *testing.T) {
-			out, err := exec.Command(bin, "torture", "-procs", "4", "-lock", kind, "-kill", "-kills", fmt.Sprint(kills), "-json").Output()
-			if err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
-			var r reportJSON
-			if err := json.Unmarshal(out, &r); err != nil {
-				t.Fatalf("%v: %s", err, out)
-			}
-			k := r.Kill
-			if k == nil || k.Kills != kills || k.Hangs != 0 || k.Recoveries != int64(k.HolderKills) || r.Expected != r.Actual || r.Result != "PASS" {
-				t.Fatalf("bad kill report: %s", out)
-			}
-			checkHolderKills(t, k, kills)
-			t.Logf("%s: %d kills, %d of the holder, max recovery %.1f ms", kind, k.Kills, k.HolderKills, k.MaxRecoveryMs)
-		})
-	}
 }

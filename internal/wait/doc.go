@@ -20,7 +20,10 @@
 //     key wakes it. A ticket lock keys its waiters by ticket so that Unlock
 //     wakes the holder of the next ticket alone (the private analogue of
 //     FUTEX_WAIT_BITSET). Keyed and plain waiters of one word do not wake
-//     each other.
+//     each other. WaitOne and WakeOne are keyed waiting for protocols with
+//     at most one waiter per word and key (a ticket): the waiter sits in a
+//     slot of a fixed table that the waker reads directly, so a hand-off
+//     takes no bucket lock (slot.go); Parked and Noted count it as parked.
 //
 //   - Kernel waiting (FutexWait, FutexWake) is the futex(2) syscall, in the
 //     shared flavour for words in memory mapped by several processes (any of

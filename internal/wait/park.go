@@ -29,6 +29,12 @@ type waiter struct {
 	wakeNext *waiter
 	queued   bool          // guarded by the bucket's mu
 	ready    chan struct{} // capacity 1: the wake-up token
+	// note, since and marked are for diagnostics (WaitNoted): what the
+	// waiter waits for and since when, as the caller gave them, and a mark
+	// that Noted's callback sets (guarded by the bucket's mu).
+	note   any
+	since  int64
+	marked bool
 }
 
 type bucket struct {
@@ -87,6 +93,65 @@ func WaitKey(ctx context.Context, addr *atomic.Uint32, val, key uint32) error {
 	return park(ctx, bucketOfKey(addr, key), w, val)
 }
 
+// WaitNoted is Wait that leaves a note for diagnostics while the goroutine
+// is parked: note (any value, never compared or called here) and since (a
+// time on the caller's clock), which Noted reports. It returns as Wait
+// does. A nil note is Wait.
+func WaitNoted(ctx context.Context, addr *atomic.Uint32, val uint32, note any, since int64) error {
+	w := waiterPool.Get().(*waiter)
+	w.addr, w.keyed = addr, false
+	w.note, w.since = note, since
+	return park(ctx, bucketOf(addr), w, val)
+}
+
+// WaitKeyNoted is WaitKey with a note, as WaitNoted.
+func WaitKeyNoted(ctx context.Context, addr *atomic.Uint32, val, key uint32, note any, since int64) error {
+	w := waiterPool.Get().(*waiter)
+	w.addr, w.key, w.keyed = addr, key, true
+	w.note, w.since = note, since
+	return park(ctx, bucketOfKey(addr, key), w, val)
+}
+
+// OnNotedPark, if set (once, before any waiting), is called each time a
+// waiter with a note has been queued, under its bucket's lock: so a
+// diagnostic scan with Noted that starts after OnNotedPark returned is
+// sure to see that waiter, and one that ended before it was called made
+// it run after the scan. It must be short and must not call into this
+// package.
+var OnNotedPark func()
+
+// Noted calls f for every parked waiter that left a note, with the word it
+// waits on, its note, its since, and its mark (false until f first
+// returns true for this park); f's result becomes the mark. It is called
+// under a bucket lock: it must be short and must not call into this
+// package. Noted reports how many noted waiters it saw. It costs one load
+// per empty bucket and a lock of each other one: for a diagnostic watcher
+// that looks every few milliseconds, not for fast paths.
+func Noted(f func(addr *atomic.Uint32, note any, since int64, marked bool) bool) int {
+	n := 0
+	for i := range table {
+		b := &table[i]
+		if b.parked.Load() == 0 {
+			continue
+		}
+		b.mu.Lock()
+		for w := b.head; w != nil; w = w.next {
+			if w.note != nil {
+				n++
+				w.marked = f(w.addr, w.note, w.since, w.marked)
+			}
+		}
+		b.mu.Unlock()
+	}
+	return n + slotsNoted(f)
+}
+
+// release returns w to the pool, holding nothing it pointed at.
+func release(w *waiter) {
+	w.addr, w.note, w.marked = nil, nil, false
+	waiterPool.Put(w)
+}
+
 // park enqueues w on b if *w.addr == val and sleeps until woken or ctx is
 // done; then it returns w to the pool.
 func park(ctx context.Context, b *bucket, w *waiter, val uint32) error {
@@ -104,17 +169,18 @@ func park(ctx context.Context, b *bucket, w *waiter, val uint32) error {
 	if addr.Load() != val {
 		b.parked.Add(-1)
 		b.mu.Unlock()
-		w.addr = nil
-		waiterPool.Put(w)
+		release(w)
 		return nil
 	}
 	b.enqueue(w)
+	if w.note != nil && OnNotedPark != nil {
+		OnNotedPark()
+	}
 	b.mu.Unlock()
 
 	if done == nil {
 		<-w.ready
-		w.addr = nil
-		waiterPool.Put(w)
+		release(w)
 		return nil
 	}
 	var err error
@@ -135,8 +201,7 @@ func park(ctx context.Context, b *bucket, w *waiter, val uint32) error {
 			<-w.ready
 		}
 	}
-	w.addr = nil
-	waiterPool.Put(w)
+	release(w)
 	return err
 }
 
@@ -189,7 +254,8 @@ func wake(b *bucket, addr *atomic.Uint32, keyed bool, key uint32, n int) int {
 
 // Parked reports how many goroutines are parked on addr, keyed or not. It
 // is a snapshot, for diagnostics and tests only: it visits every bucket
-// that has a parked goroutine, since keyed waiters are spread over them.
+// that has a parked goroutine, since keyed waiters are spread over them,
+// and every slot (WaitOne).
 func Parked(addr *atomic.Uint32) int {
 	n := 0
 	for i := range table {
@@ -205,17 +271,17 @@ func Parked(addr *atomic.Uint32) int {
 		}
 		b.mu.Unlock()
 	}
-	return n
+	return n + slotsParked(addr, false, 0)
 }
 
-// ParkedKey reports how many goroutines are parked on addr by WaitKey with
-// this key; a snapshot, for diagnostics and tests.
+// ParkedKey reports how many goroutines are parked on addr by WaitKey (or
+// WaitOne) with this key; a snapshot, for diagnostics and tests.
 func ParkedKey(addr *atomic.Uint32, key uint32) int {
+	n := slotsParked(addr, true, key)
 	b := bucketOfKey(addr, key)
 	if b.parked.Load() == 0 {
-		return 0
+		return n
 	}
-	n := 0
 	b.mu.Lock()
 	for w := b.head; w != nil; w = w.next {
 		if w.addr == addr && w.keyed && w.key == key {

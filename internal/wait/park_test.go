@@ -425,3 +425,49 @@ func BenchmarkParkUnparkKey(b *testing.B) {
 	ping.Store(i + 1)
 	WakeKey(&ping, i+1, 1)
 }
+
+// TestWaitNoted: a noted waiter is seen by Noted with its note and since,
+// keeps the mark Noted's callback gave it, runs OnNotedPark once queued,
+// and is gone from Noted once woken; a plain waiter is never seen.
+func TestWaitNoted(t *testing.T) {
+	var word atomic.Uint32
+	var hooked atomic.Int32
+	OnNotedPark = func() { hooked.Add(1) }
+	defer func() { OnNotedPark = nil }()
+	type noteT struct{ name string }
+	note := &noteT{"n"}
+	done := make(chan struct{})
+	go func() { WaitKeyNoted(nil, &word, 0, 7, note, 42); close(done) }()
+	plain := make(chan struct{})
+	go func() { Wait(nil, &word, 0); close(plain) }()
+	for ParkedKey(&word, 7) != 1 || Parked(&word) != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	if h := hooked.Load(); h != 1 {
+		t.Fatalf("OnNotedPark ran %d times for one noted waiter", h)
+	}
+	look := func(mark bool) (seen int, marked bool) {
+		Noted(func(addr *atomic.Uint32, n any, since int64, m bool) bool {
+			if addr == &word && n == any(note) && since == 42 {
+				seen++
+				marked = m
+			}
+			return m || mark
+		})
+		return seen, marked
+	}
+	if seen, marked := look(true); seen != 1 || marked {
+		t.Fatalf("first look: seen %d, marked %v; want 1, false", seen, marked)
+	}
+	if seen, marked := look(false); seen != 1 || !marked {
+		t.Fatalf("second look: seen %d, marked %v; want 1, true (the mark stays)", seen, marked)
+	}
+	word.Store(1)
+	WakeKey(&word, 7, 1)
+	Wake(&word, 1)
+	<-done
+	<-plain
+	if seen, _ := look(false); seen != 0 {
+		t.Fatalf("a woken waiter is still noted (%d)", seen)
+	}
+}

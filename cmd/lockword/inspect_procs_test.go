@@ -1,0 +1,318 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockword/lockword"
+)
+
+// buildLockword builds the command, without the race detector.
+func buildLockword(t *testing.T) string {
+	bin := filepath.Join(t.TempDir(), "lockword")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestHoldChild holds a lock in a region until killed: run by
+// TestInspectStoppedHolder.
+func TestHoldChild(t *testing.T) {
+	path := os.Getenv("LOCKWORD_HOLD")
+	if path == "" {
+		t.Skip("run by TestInspectStoppedHolder")
+	}
+	r, err := lockword.OpenRegion(path, nil)
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	m, _ := r.Mutex("orders")
+	m.Lock()
+	fmt.Println("locked")
+	time.Sleep(time.Hour)
+}
+
+// TestInspectStoppedHolder: inspect shows a lock held by a stopped process
+// as held, holder alive, and the held-for time growing between runs.
+func TestInspectStoppedHolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "region")
+	r, err := lockword.CreateRegion(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.Mutex("orders")
+	r.Bytes("orders-data", 100)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldChild$")
+	cmd.Env = append(os.Environ(), "LOCKWORD_HOLD="+path)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() }()
+	buf := make([]byte, 7)
+	if _, err := out.Read(buf); err != nil || string(buf) != "locked\n" {
+		t.Fatalf("child: %q %v", buf, err)
+	}
+	cmd.Process.Signal(syscall.SIGSTOP)
+
+	var held []time.Duration
+	for range 3 {
+		stdout, stderr, status := runCLI(t, "inspect", "-json", path)
+		if status != exitOK {
+			t.Fatalf("inspect: %d %s", status, stderr)
+		}
+		var info lockword.RegionInfo
+		if err := json.Unmarshal([]byte(stdout), &info); err != nil {
+			t.Fatal(err)
+		}
+		o := info.Objects[0]
+		if o.Name != "orders" || o.State != "held" || o.HolderPID != cmd.Process.Pid || !o.HolderAlive || !o.HeldForKnown {
+			t.Fatalf("inspect: %+v", o)
+		}
+		held = append(held, o.HeldFor)
+		time.Sleep(30 * time.Millisecond)
+	}
+	if !(held[0] < held[1] && held[1] < held[2]) {
+		t.Fatalf("held-for not growing: %v", held)
+	}
+	stdout, _, status := runCLI(t, "inspect", path)
+	t.Logf("\n%s", stdout)
+	for _, want := range []string{"orders", "held", fmt.Sprint(cmd.Process.Pid), "yes", "≥", "orders-data", "bytes", "Processes attached: 2 (2 alive)"} {
+		if status != exitOK || !strings.Contains(stdout, want) {
+			t.Errorf("inspect text lacks %q (status %d)", want, status)
+		}
+	}
+}
+
+func TestInspectErrors(t *testing.T) {
+	dir := t.TempDir()
+	foreign := filepath.Join(dir, "notes.txt")
+	os.WriteFile(foreign, []byte("not a region at all, but long enough to have a magic"), 0o600)
+	corrupt := filepath.Join(dir, "corrupt")
+	r, err := lockword.CreateRegion(corrupt, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	f, _ := os.OpenFile(corrupt, os.O_RDWR, 0)
+	f.WriteAt([]byte{0xff}, 40) // a checksummed header field
+	f.Close()
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"inspect", foreign}, "bad magic"},
+		{[]string{"inspect", corrupt}, "checksum"},
+		{[]string{"inspect", "-json", corrupt}, "checksum"},
+		{[]string{"inspect", filepath.Join(dir, "missing")}, "no such file"},
+		{[]string{"inspect", dir}, "not a regular file"},
+		{[]string{"inspect"}, "exactly one region PATH"},
+		{[]string{"inspect", "-bogus", corrupt}, "flag provided but not defined"},
+	} {
+		stdout, stderr, status := runCLI(t, c.args...)
+		if status != exitUsage || stdout != "" || !strings.Contains(stderr, c.msg) {
+			t.Errorf("%v: status %d, stdout %q, stderr %q; want 2 and %q", c.args, status, stdout, stderr, c.msg)
+		}
+		// One prefix, the command's: the library's "lockword: " is not
+		// repeated after it.
+		if strings.Contains(stderr, "lockword: ") || (len(c.args) == 2 && !strings.HasPrefix(stderr, "lockword inspect: open region ")) {
+			t.Errorf("%v: stderr %q: want one prefix, \"lockword inspect: open region PATH: \"", c.args, stderr)
+		}
+	}
+	if stdout, _, status := runCLI(t, "inspect", "-help"); status != exitOK || !strings.Contains(stdout, "Usage: lockword inspect") {
+		t.Errorf("inspect -help: %d %q", status, stdout)
+	}
+}
+
+// TestInspectTextUnknownHolder: a held lock whose holder's PID is unknown
+// (it died and its process-table slot was reused) says so, rather than
+// looking free ("-").
+func TestInspectTextUnknownHolder(t *testing.T) {
+	var b strings.Builder
+	writeInspectText(&b, &lockword.RegionInfo{Path: "r", Objects: []lockword.ObjectInfo{
+		{Name: "orders", Kind: "mutex", State: "owner-dead", HolderPID: 0},
+	}}, false)
+	if !regexp.MustCompile(`orders\s+mutex\s+0\s+owner-dead\s+unknown\s+no\s`).MatchString(b.String()) {
+		t.Fatalf("want holder unknown, alive no:\n%s", b.String())
+	}
+}
+
+// TestInspectReadOnlyUser runs inspect as an unprivileged user (nobody,
+// through setpriv, where the test runs as root) on a region it may read
+// but not write, as a monitoring user would: it must work, say it is
+// read-only, and change no byte of the file.
+func TestInspectReadOnlyUser(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if os.Geteuid() != 0 || err != nil {
+		t.Skip("needs root and setpriv(1) to run inspect as an unprivileged user; TestInspectRegionReadOnly covers the read-only path")
+	}
+	dir, err := os.MkdirTemp("", "lockword-inspect-ro-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	asNobody := func(args ...string) *exec.Cmd {
+		return exec.Command(setpriv, append([]string{"--reuid=65534", "--regid=65534", "--clear-groups"}, args...)...)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := asNobody("test", "-x", dir).CombinedOutput(); err != nil {
+		t.Skipf("nobody cannot reach %s (%v %s)", dir, err, out)
+	}
+	bin := filepath.Join(dir, "lockword")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	path := filepath.Join(dir, "region")
+	r, err := lockword.CreateRegion(path, 0, &lockword.RegionOptions{Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	m, _ := r.Mutex("orders")
+	m.Lock() // the fast path: inspect would stamp it, if it could write
+	defer m.Unlock()
+	before, _ := os.ReadFile(path)
+
+	out, err := asNobody(bin, "inspect", "-json", path).Output()
+	if err != nil {
+		t.Fatalf("inspect as nobody: %v\n%s", err, out)
+	}
+	var info lockword.RegionInfo
+	if err := json.Unmarshal(out, &info); err != nil {
+		t.Fatal(err)
+	}
+	if o := info.Objects[0]; !info.ReadOnly || o.State != "held" || o.HolderPID != os.Getpid() || !o.HolderAlive || o.HeldForKnown {
+		t.Fatalf("inspect as nobody: %s\nwant read-only, held by live PID %d, held-for unknown", out, os.Getpid())
+	}
+	out, err = asNobody(bin, "inspect", path).Output()
+	if err != nil || !strings.Contains(string(out), "Read-only: ") || !regexp.MustCompile(`orders\s+mutex\s+\d+\s+held\s+\d+\s+yes\s+unknown`).Match(out) {
+		t.Fatalf("inspect as nobody: %v\n%s", err, out)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("inspect as nobody changed the region file")
+	}
+}
+
+// TestInspectJSONNotALock: inspect -json gives an object that is not a
+// lock no lock fields (no "state": "", "word": 0, "holder_alive": false).
+func TestInspectJSONNotALock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "region")
+	r, err := lockword.CreateRegion(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.Mutex("orders")
+	r.Bytes("orders-data", 100)
+	stdout, stderr, status := runCLI(t, "inspect", "-json", path)
+	if status != exitOK {
+		t.Fatalf("inspect: %d %s", status, stderr)
+	}
+	var info struct {
+		Objects []map[string]json.RawMessage `json:"objects"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &info); err != nil || len(info.Objects) != 2 {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	lock, data := info.Objects[0], info.Objects[1]
+	if string(lock["state"]) != `"free"` || lock["word"] == nil || lock["holder_alive"] == nil {
+		t.Errorf("lock lacks its fields: %s", stdout)
+	}
+	for _, k := range []string{"state", "word", "holder_alive", "held_for_known", "waiters"} {
+		if v, ok := data[k]; ok {
+			t.Errorf("bytes object has %q: %s", k, v)
+		}
+	}
+}
+
+// TestInspectCorruptFiles: inspect of a damaged region file, or of a file
+// that never was one, exits 2 with one line on stderr that names the file
+// and the check that failed, prints nothing on stdout, and never panics.
+// Garbage where the header does not look (process table, lock words)
+// cannot be told from live state; it must not crash inspect either.
+func TestInspectCorruptFiles(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	r, err := lockword.CreateRegion(good, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Mutex("orders")
+	r.Bytes("orders-data", 100)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	valid, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	changed := func(off int, b []byte) []byte {
+		c := bytes.Clone(valid)
+		copy(c[off:], b)
+		return c
+	}
+	const (
+		tableOffset = 4096  // docs/abi.md: the object table
+		procOffset  = 12288 // the process table
+	)
+	for _, c := range []struct {
+		name    string
+		content []byte
+		msg     string // in the error; "" means the header is intact: exit 0
+	}{
+		{"empty", nil, "never initialized"},
+		{"truncated to 100 bytes", valid[:100], "region file truncated (region size does not match the file): header says 1048576 bytes, file has 100"},
+		{"truncated in the process table", valid[:20000], "size does not match the file"},
+		{"truncated to half", valid[:len(valid)/2], "size does not match the file"},
+		{"one byte past the end", append(bytes.Clone(valid), 0), "size does not match the file"},
+		{"magic overwritten", changed(0, []byte("XXXXXXXX")), "not a lockword region (bad magic)"},
+		{"version 99", changed(8, []byte{99, 0, 0, 0}), "unsupported region ABI version"},
+		{"object table entry changed", changed(tableOffset+3, []byte{'!'}), "checksum"},
+		{"zero bytes", make([]byte, len(valid)), "never initialized"},
+		{"random bytes, region size", random(len(valid)), "bad magic"},
+		{"random bytes, 100", random(100), "bad magic"},
+		{"random process table and objects", changed(procOffset, random(len(valid)-procOffset)), ""},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-"))
+		if err := os.WriteFile(path, c.content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, status := runCLI(t, "inspect", path)
+		if c.msg == "" {
+			if status != exitOK {
+				t.Errorf("%s: status %d, stderr %q; want 0 (the header is intact)", c.name, status, stderr)
+			}
+			continue
+		}
+		prefix := "lockword inspect: open region " + path + ": "
+		if status != exitUsage || stdout != "" || !strings.HasPrefix(stderr, prefix) || !strings.Contains(stderr, c.msg) ||
+			strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n") {
+			t.Errorf("%s: status %d, stdout %q, stderr %q; want 2 and one line %q...%q", c.name, status, stdout, stderr, prefix, c.msg)
+		}
+	}
+}

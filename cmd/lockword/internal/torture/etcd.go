@@ -1,0 +1,312 @@
+package torture
+
+// The supervisor of the etcd kinds (kinds_etcd.go): the server, the
+// workers (goroutines, or processes with -procs), the kill, pause and
+// leader-stop loops, and the report.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockword/lockword/internal/etcdembed"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+type etcdResponseOp = pb.ResponseOp
+
+// etcdRun is one etcd kind's run in progress.
+type etcdRun struct {
+	cfg     *config
+	name    string
+	cli     *clientv3.Client
+	keys    etcdKeys
+	spec    etcdWorkerSpec
+	cluster *etcdembed.Cluster // nil with -etcd
+	exe     string
+
+	mu    sync.Mutex
+	procs []*workerProc // -procs: the live process of each slot
+	local struct {      // in-process: the goroutines
+		wg    sync.WaitGroup
+		stats etcdWorkerStats
+		errs  []string
+	}
+
+	committed atomic.Int64 // Σ committed, as last polled
+	extra     etcdExtra
+	// -kill: when each victim was killed, and which died holding.
+	killedAt    map[int]time.Time
+	heldAtDeath map[int]bool
+}
+
+func tortureEtcd(cfg *config, name string, fenced, cluster bool) (report, error) {
+	ec := cfg.etcd
+	r := &etcdRun{cfg: cfg, name: name}
+	eps := ec.endpoints
+	switch {
+	case cluster && len(eps) > 0:
+		return nil, errors.New("etcd-cluster starts its own three-member cluster (it stops its leader): do not give -etcd")
+	case cluster || len(eps) == 0:
+		members := 1
+		if cluster {
+			members = 3
+		}
+		c, err := etcdembed.Start(members)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		r.cluster, eps = c, c.Endpoints()
+		r.extra.Endpoints = fmt.Sprintf("embedded, %d member(s) on %s", members, strings.Join(eps, ","))
+	default:
+		r.extra.Endpoints = strings.Join(eps, ",")
+	}
+	cli, err := newEtcdClient(eps)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	r.cli = cli
+	r.keys = etcdKeys{fmt.Sprintf("%s%d-%08x", EtcdDataRoot, os.Getpid(), rand.Uint32())}
+	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+	_, err = cli.Get(ctx, r.keys.start()) // fail early, clearly, if etcd is unreachable
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("etcd at %s: %w", strings.Join(eps, ","), err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+		defer cancel()
+		cli.Delete(ctx, r.keys.data+"/", clientv3.WithPrefix()) // a real cluster keeps nothing of ours
+	}()
+
+	workers := cfg.workers
+	iters := cfg.iters
+	if !ec.itersSet {
+		iters = etcdDefaultIters
+	}
+	if cfg.kill || ec.pause || cfg.timed() {
+		iters = 0 // until the stop key
+	}
+	r.spec = etcdWorkerSpec{Endpoints: eps, Data: r.keys.data, Iters: iters, Value: cfg.value, Work: cfg.work,
+		Fenced: fenced, TTL: ec.ttl, BreakRepair: os.Getenv(breakRepairEnv) != ""}
+	if cfg.kill {
+		r.spec.Jitter = etcdKillWindow
+	}
+	if ec.pause {
+		r.spec.Window = etcdPauseWindow
+	}
+	r.extra.TTLSeconds = ec.ttl.Seconds()
+
+	if cfg.procs > 0 {
+		if r.exe, err = workerExe(); err != nil {
+			return nil, err
+		}
+	}
+	defer r.killAll()
+	if err := r.startWorkers(workers); err != nil {
+		return nil, err
+	}
+	if err := r.release(workers); err != nil {
+		return nil, err
+	}
+	released := time.Now()
+
+	prog := startProgress(cfg.progress, runProgress(cfg, name, released, int64(workers)*iters, r.committed.Load, ""))
+	var kr *killReport
+	switch {
+	case cfg.kill:
+		kr = r.killLoop(released)
+	case ec.pause:
+		r.pauseLoop()
+	case cluster:
+		r.stopLeader(int64(workers) * iters / 3)
+	}
+	if cfg.kill || ec.pause || cfg.timed() {
+		for cfg.timed() && time.Since(released) < cfg.duration && !cfg.interrupt.Interrupted() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		r.put(r.keys.stop(), "1")
+	}
+	r.waitWorkers()
+	elapsed := time.Since(released)
+	prog.stop()
+	return r.report(workers, elapsed, kr)
+}
+
+// put writes key = val for the supervisor, retrying briefly.
+func (r *etcdRun) put(key, val string) error {
+	var err error
+	for range 10 {
+		ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+		_, err = r.cli.Put(ctx, key, val)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+// startWorkers starts the workers: goroutines, or cfg.procs processes.
+func (r *etcdRun) startWorkers(workers int) error {
+	if r.cfg.procs == 0 {
+		for id := 1; id <= workers; id++ {
+			r.local.wg.Go(func() {
+				s := r.spec
+				s.IDs = []int{id}
+				st, err := runEtcdWorkers(r.cli, &s)
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				r.local.stats.add(st)
+				if err != nil {
+					r.local.errs = append(r.local.errs, err.Error())
+				}
+			})
+		}
+		return nil
+	}
+	r.procs = make([]*workerProc, r.cfg.procs)
+	for p, ids := range spreadIDs(workers, r.cfg.procs) {
+		w, err := r.spawn(ids)
+		if err != nil {
+			return err
+		}
+		r.procs[p] = w
+	}
+	return nil
+}
+
+// spawn starts a worker process running ids.
+func (r *etcdRun) spawn(ids []int) (*workerProc, error) {
+	s := r.spec
+	s.IDs = ids
+	js, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(r.exe)
+	cmd.Env = append(os.Environ(), etcdWorkerEnv+"="+string(js))
+	return startWorker(cmd, ids, nil, false)
+}
+
+// release waits until every worker has its Mutex, then lets them go.
+func (r *etcdRun) release(workers int) error {
+	ready := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+		g, err := r.cli.Get(ctx, r.keys.list("ready"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		cancel()
+		return err == nil && g.Count == int64(workers)
+	}
+	if err := awaitAttach(r.procs, ready, 5*time.Millisecond, nil,
+		"worker process", "the workers", "the etcd workers did not start within a minute"); err != nil {
+		return err
+	}
+	return r.put(r.keys.start(), "1")
+}
+
+// poll reads Σ committed into r.committed.
+func (r *etcdRun) poll() (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+	defer cancel()
+	g, err := r.cli.Get(ctx, r.keys.list("committed"), clientv3.WithPrefix())
+	if err != nil {
+		return r.committed.Load(), err
+	}
+	var n int64
+	for _, kv := range g.Kvs {
+		c, _ := strconv.ParseInt(string(kv.Value), 10, 64)
+		n += c
+	}
+	r.committed.Store(n)
+	return n, nil
+}
+
+// waitWorkers waits for every worker to finish, polling progress; no
+// progress for hangTimeout is a hang, and the workers are killed.
+func (r *etcdRun) waitWorkers() {
+	done := make(chan struct{})
+	go func() {
+		if r.cfg.procs == 0 {
+			r.local.wg.Wait()
+		} else {
+			for _, w := range r.procs {
+				<-w.done
+			}
+		}
+		close(done)
+	}()
+	last, lastAt := int64(-1), time.Now()
+	for {
+		select {
+		case <-done:
+			r.poll()
+			r.collect()
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		if n, err := r.poll(); err == nil && n != last {
+			last, lastAt = n, time.Now()
+		}
+		if r.cfg.interrupt.Interrupted() {
+			r.put(r.keys.stop(), "1")
+		}
+		if time.Since(lastAt) > hangTimeout+r.spec.TTL {
+			r.extra.Hangs++
+			r.extra.Errors = append(r.extra.Errors, fmt.Sprintf("no progress for %v", hangTimeout+r.spec.TTL))
+			if r.cfg.procs == 0 {
+				// Goroutines cannot be killed: their requests time out
+				// within hangTimeout.
+				r.put(r.keys.stop(), "1")
+				<-done
+			} else {
+				r.killAll()
+				<-done
+			}
+			r.poll()
+			r.collect()
+			return
+		}
+	}
+}
+
+// collect gathers the worker processes' exit reports.
+func (r *etcdRun) collect() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.extra.Errors = append(r.extra.Errors, r.local.errs...)
+	st := r.local.stats
+	for _, w := range r.procs {
+		if w.err != nil {
+			r.extra.Errors = append(r.extra.Errors, fmt.Sprintf("PID %d: %v: %s", w.cmd.Process.Pid, w.err, strings.TrimSpace(w.out.String())))
+			continue
+		}
+		var s etcdWorkerStats
+		if json.Unmarshal(bytes.TrimSpace(w.out.Bytes()), &s) == nil {
+			st.add(s)
+		}
+	}
+	r.extra.Acquisitions = st.Acquisitions
+	r.extra.LeasesLost = st.LeasesLost
+	r.local.stats = st
+}
+
+// killAll kills every worker process still running.
+func (r *etcdRun) killAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	killWorkers(r.procs)
+}

@@ -1,0 +1,217 @@
+package torture
+
+// torture -procs -kill: the supervisor's kill loop, which SIGKILLs worker
+// processes at random, every other kill aimed at the lock's holder, and
+// what it saw (killReport; its latencies: kill_latency.go).
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/lockword/lockword"
+)
+
+// killReport is what a -kill run's supervisor saw. Its JSON form is part
+// of torture's -json output (field kill).
+type killReport struct {
+	Kills int `json:"kills"`
+	// HolderKills counts kills of the lock's holder; each must be
+	// recovered exactly once: Recoveries == HolderKills (a recovery
+	// without a dead holder would be a live holder robbed).
+	HolderKills int   `json:"holder_kills"`
+	Recoveries  int64 `json:"recoveries"`
+	RolledBack  int64 `json:"rolled_back"`
+	// MaxDetectionMs is the longest time from a kill of the holder to a
+	// waiter getting the lock with ErrOwnerDead; MaxRecoveryMs to the
+	// repaired lock being marked consistent.
+	MaxDetectionMs float64 `json:"max_detection_latency_ms"`
+	MaxRecoveryMs  float64 `json:"max_recovery_latency_ms"`
+	Hangs          int     `json:"hangs"`
+	// WorkerErrors lists worker processes that failed by themselves, or
+	// did not stop when told to.
+	WorkerErrors []string `json:"worker_errors,omitempty"`
+	// Robbed lists recoveries from a PID the supervisor never killed: a
+	// live holder declared dead. Must be empty.
+	Robbed []int `json:"robbed,omitempty"`
+
+	// Detection and Recovery are the distributions of the two latencies
+	// (kill_latency.go), filled in by MarshalJSON.
+	Detection *latencyDist `json:"detection_latency_ms,omitempty"`
+	Recovery  *latencyDist `json:"recovery_latency_ms,omitempty"`
+
+	killed map[int]bool // PIDs the supervisor killed
+	// detections and repairs are each timed recovery's latencies.
+	detections, repairs []time.Duration
+	// awaiting: the run was interrupted while a killed holder's recovery
+	// was still to come; awaitingFrom is the recovery count then (the
+	// kill is counted in HolderKills already).
+	awaiting     bool
+	awaitingFrom uint64
+}
+
+func (k *killReport) writeText(w io.Writer) {
+	fmt.Fprintf(w, "Kills: %d (%d of the lock's holder)\n", k.Kills, k.HolderKills)
+	fmt.Fprintf(w, "Recoveries: %d (%d half-done updates rolled back)\n", k.Recoveries, k.RolledBack)
+	k.writeLatencies(w)
+	fmt.Fprintf(w, "Hangs: %d\n", k.Hangs)
+}
+
+func (k *killReport) failures() []string {
+	var why []string
+	if k.Hangs > 0 {
+		why = append(why, fmt.Sprintf("%d hangs", k.Hangs))
+	}
+	if len(k.Robbed) > 0 {
+		why = append(why, fmt.Sprintf("recovered from PIDs %v, which were never killed: live holders robbed", k.Robbed))
+	}
+	if k.Recoveries != int64(k.HolderKills) {
+		why = append(why, fmt.Sprintf("%d recoveries for %d kills of a holder", k.Recoveries, k.HolderKills))
+	}
+	for _, e := range k.WorkerErrors {
+		why = append(why, e)
+	}
+	return why
+}
+
+// killLoop is the -kill supervisor: kill a worker process (half the time
+// the lock's holder), start a replacement with the same worker ids, and,
+// when the victim held the lock, wait for its recovery and time it.
+func killLoop(cfg *config, r *lockword.Region, st []byte, procs []*workerProc, spawn func(int, []int) (*workerProc, error)) *killReport {
+	kr := &killReport{killed: map[int]bool{}}
+	start := time.Now()
+	lastTotal, lastProgress := get(st, stCounter), time.Now()
+	for kr.Kills < cfg.kills && (!cfg.timed() || time.Since(start) < cfg.duration) && !cfg.interrupt.Interrupted() {
+		time.Sleep(rand.N(killMaxGap))
+		victim := rand.IntN(len(procs))
+		if rand.IntN(2) == 0 {
+			if i, ok := catchHolder(st, procs, holderWait); ok {
+				victim = i // stopped inside the critical section
+			}
+		}
+		w := procs[victim]
+		// A worker that exited by itself has failed.
+		select {
+		case <-w.done:
+			kr.WorkerErrors = append(kr.WorkerErrors, workerFailure(w))
+			return kr
+		default:
+		}
+		recoveredBefore := get(st, stRecoveries)
+		killedAt := time.Now()
+		w.cmd.Process.Kill()
+		<-w.done
+		kr.Kills++
+		kr.killed[w.cmd.Process.Pid] = true
+		// Did it die holding the lock? Then the lock still names it, or
+		// a recovery has taken it over (inconsistent until marked; and
+		// the recoverer names the dead PID before it marks), or ended.
+		// Recoveries are counted after the mark, so the inconsistent bit
+		// is never left over from the previous kill's recovery.
+		pid, inconsistent := holder(r)
+		held := pid == w.cmd.Process.Pid || inconsistent || int(get(st, stRecovering)) == w.cmd.Process.Pid ||
+			get(st, stRecoveries) != recoveredBefore
+		next, err := spawn(-1, w.ids)
+		if err != nil {
+			kr.WorkerErrors = append(kr.WorkerErrors, err.Error())
+			return kr
+		}
+		procs[victim] = next
+		if held {
+			kr.HolderKills++
+			for get(st, stRecoveries) == recoveredBefore {
+				if cfg.interrupt.Interrupted() {
+					kr.awaiting, kr.awaitingFrom = true, recoveredBefore
+					return kr
+				}
+				if time.Since(killedAt) > hangTimeout {
+					kr.Hangs++
+					return kr
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+			if got := int(get(st, recoveredOff(cfg.procs, cfg.workers, recoveredBefore))); got != w.cmd.Process.Pid {
+				kr.WorkerErrors = append(kr.WorkerErrors, fmt.Sprintf("kill %d of PID %d, a holder, was followed by a recovery from PID %d", kr.Kills, w.cmd.Process.Pid, got))
+			}
+			kr.recovered(time.Duration(int64(get(st, stDetected))-killedAt.UnixNano()),
+				time.Duration(int64(get(st, stLastRecovery))-killedAt.UnixNano()))
+		}
+		if total := get(st, stCounter); total != lastTotal {
+			lastTotal, lastProgress = total, time.Now()
+		} else if time.Since(lastProgress) > hangTimeout {
+			kr.Hangs++
+			return kr
+		}
+	}
+	return kr
+}
+
+// catchHolder finds the process whose worker is inside the critical
+// section and stops it there: it SIGSTOPs the process awaitHolder names
+// and, once the kernel shows it stopped, checks that the owner slot still
+// names one of its workers (else it lets it go on and looks again). The
+// caller's SIGKILL then lands on a holder, at whatever point of its update
+// it was stopped, on any machine state: on a loaded host the few
+// microseconds between reading the slot and a plain kill were often enough
+// for the holder to leave (a third of the aimed kills missed). A stopped
+// waiter that turned out not to hold is a live, stopped process, which the
+// lock must not rob either. It gives up after wait.
+func catchHolder(st []byte, procs []*workerProc, wait time.Duration) (int, bool) {
+	deadline := time.Now().Add(wait)
+	for {
+		i, ok := awaitHolder(st, procs, time.Until(deadline))
+		if !ok {
+			return 0, false
+		}
+		w := procs[i]
+		if stopProcess(w.cmd.Process, time.Until(deadline)) && slices.Contains(w.ids, int(get(st, stOwner))) {
+			return i, true
+		}
+		continueProcess(w.cmd.Process)
+	}
+}
+
+// awaitHolder returns the index of the process whose worker is inside the
+// critical section, waiting up to wait for one to enter it. It reads the
+// owner slot the workers themselves set, not the lock's state: a lock that
+// hands over through a kernel wake-up (the fair kinds) is held for a few
+// microseconds between handovers of tens, and a FIFO lock stands still for
+// ownerCheckInterval after every kill of a waiter, until that waiter's turn
+// is skipped; a single look at the lock then finds no holder almost every
+// time (0-19 of 200 kills hit one), whatever the machine. Spinning on the
+// slot, yielding the CPU each round, catches the next holder as it enters.
+func awaitHolder(st []byte, procs []*workerProc, wait time.Duration) (int, bool) {
+	deadline := time.Now().Add(wait)
+	for {
+		if id := int(get(st, stOwner)); id != 0 {
+			for i, w := range procs {
+				if slices.Contains(w.ids, id) {
+					return i, true
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, false
+		}
+		runtime.Gosched()
+	}
+}
+
+// holder returns the PID of the torture lock's holder (0 if none) and
+// whether the lock is inconsistent: taken from a dead owner by an acquirer
+// that has not yet marked it consistent.
+func holder(r *lockword.Region) (pid int, inconsistent bool) {
+	info, err := r.Inspect()
+	if err != nil {
+		return 0, false
+	}
+	for _, o := range info.Objects {
+		if o.Name == lockName {
+			return o.HolderPID, o.Inconsistent
+		}
+	}
+	return 0, false
+}
