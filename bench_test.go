@@ -109,18 +109,6 @@ func BenchmarkContended(b *testing.B) {
 	}
 }
 
-// BenchmarkContendedWork holds the lock for a short critical section and
-// works between acquisitions, a shape closer to real services.
-func BenchmarkContendedWork(b *testing.B) {
-	for _, g := range []int{2, 4, 16, 64} {
-		for _, k := range benchKinds {
-			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.name, g), func(b *testing.B) {
-				benchmarkContended(b, k.new(), g, 20, 100)
-			})
-		}
-	}
-}
-
 // naiveTicket is the textbook spinning ticket lock, the reference that
 // issue 4's TicketMutex targets are stated against: waiters spin on
 // serving (with the CPU pause hint) and never sleep, so with more

@@ -41,12 +41,17 @@
 // SharedMutex comes from (*Region).Mutex, named there. Each type's
 // documentation gives the states of its lock word as a table.
 //
-// Fairness: Mutex and SpinMutex are not fair. A waiter can lose the lock to
-// newcomers again and again; unlike sync.Mutex they have no starvation mode
-// that hands the lock over after 1 ms: beside a goroutine that re-locks
-// greedily, a waiter was measured waiting p50 45-613 ms, max 0.38-1.24 s
-// (2 loaded cores; the torture's mixed workload sees a few ms). Use
-// TicketMutex where waits must be bounded: it serves strictly in order.
+// Fairness: Mutex and SpinMutex are not fair, but their waits are
+// bounded. A woken waiter competes with running goroutines, and a
+// goroutine may take the lock many times in a row; but a waiter that has
+// waited 1 ms stops competing and is handed the lock: while such waiters
+// exist, Unlock gives the lock to the oldest of them instead of releasing
+// it (the starvation mode of sync.Mutex, Go 1.9). Measured on 2 loaded
+// cores beside sync.Mutex in the same runs, Mutex's worst wait was
+// 0.2-2.3× sync.Mutex's at 2 to 16 goroutines and beside a greedy
+// re-locker, but 2.5-3.6× at 64 goroutines; SpinMutex's 0.2-1.3×
+// (BENCHMARKS.md, issue 11.1). Use TicketMutex where every acquisition
+// must be served in arrival order.
 //
 // # Waiting: private and shared
 //

@@ -4,16 +4,39 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/lockword/lockword/internal/wait"
 )
 
-// Lock-word states of Mutex (bits 0-1; bit 31 is statsFlag).
+// Lock-word layout of Mutex: bits 0-1 the state, bit 2 a pending hand-off,
+// bits 3-30 the number of starving waiters, bit 31 statsFlag.
 const (
 	mutexUnlocked  = 0
 	mutexLocked    = 1
 	mutexContended = 2
 	mutexStateMask = 3
+
+	// mutexHandoff: Unlock gave the lock to a starving waiter, which has
+	// not yet claimed it. The state bits stay 2 meanwhile, so the lock is
+	// never seen free.
+	mutexHandoff = 4
+	// mutexStarver counts one starving waiter: one that has waited
+	// mutexStarveNs and sleeps keyed by mutexStarveKey, waiting to be
+	// handed the lock.
+	mutexStarver     = 8
+	mutexStarverMask = statsFlag - mutexStarver
+)
+
+// Starvation bound of Mutex. A waiter that has waited this long since it
+// first slept stops competing for the lock: it queues for a hand-off,
+// and every Unlock hands the lock to the oldest such waiter until none is
+// left. Go's sync.Mutex switches to hand-off after the same 1 ms (Go 1.9,
+// golang/go#13086); parking_lot makes a fair unlock every 0.5 ms on
+// average.
+const (
+	mutexStarveNs  = 1_000_000 // wait, in nanoseconds, before queueing for a hand-off
+	mutexStarveKey = 1         // wait key of the starving waiters' queue
 )
 
 // Spin tuning for Mutex, chosen by BenchmarkContended on a 2-core AMD EPYC
@@ -34,24 +57,42 @@ var ErrNilContext = errors.New("lockword: nil context.Context (use context.Backg
 
 // A Mutex is a mutual exclusion lock: the three-state futex mutex of Ulrich
 // Drepper, "Futexes Are Tricky" (2011), mutex #3, with a short spin before
-// sleeping. Its lock word:
+// sleeping and a hand-off that bounds how long a waiter can be overtaken.
+// Its lock word:
 //
 //	state  meaning
 //	0      unlocked
 //	1      locked, no waiters
 //	2      locked, waiters may be sleeping: Unlock must wake one
+//	+4     handed off: Unlock gave the lock to a starving waiter (state
+//	       stays 2); that waiter claims it by clearing 4
+//	+8·n   n waiters starve (waited 1 ms): Unlock hands the lock over to
+//	       the oldest of them instead of releasing it
 //	+2^31  statistics enabled (EnableStats): fast paths fail, slow paths count
 //
 // Lock moves 0→1 with one CAS (the fast path). A waiter that finds the lock
-// held spins on the word for a moment, then swaps in 2 and sleeps while the
-// word is 2; when woken it swaps in 2 again, so the word stays 2 while anyone
-// may be asleep. Unlock decrements the word: 1→0 is the fast path; from 2
-// it then stores 0 and wakes one sleeper. A woken waiter competes with
-// newcomers: the Mutex is not fair, which keeps throughput high under
-// contention. Unlike sync.Mutex it has no starvation mode, so under
-// sustained contention a waiter may lose to newcomers for a long time
-// (beside a greedy re-locker, measured p50 45-613 ms, max 0.38-1.24 s); use
-// TicketMutex where waits must be bounded (it serves in FIFO order).
+// held spins on the word for a moment, then sets state 2 and sleeps while
+// the word is unchanged; when woken it tries again, setting 2 again, so the
+// word stays 2 while anyone may be asleep. Unlock decrements the word: 1→0
+// is the fast path; from 2 it then stores 0 and wakes one sleeper. A woken
+// waiter competes with newcomers, which keeps throughput high under
+// contention: a goroutine may take the lock many times in a row.
+//
+// The bound: a waiter that has waited 1 ms since it first slept (and still
+// finds the lock held) stops competing. It adds itself to the starving
+// count and sleeps in a queue of its own. While that count is nonzero,
+// Unlock does not release the lock: it sets the hand-off bit, leaving the
+// state at 2, and wakes the oldest starving waiter, which owns the lock as
+// soon as it runs; newcomers find the lock held and queue. This is
+// sync.Mutex's starvation mode (Go 1.9). Once a waiter starves it waits
+// one hand-off per starving waiter ahead of it. Before that it must be
+// woken to notice: plain sleepers are not woken while hand-offs go on,
+// so with many goroutines a waiter can sit out several such streaks; at
+// 64 goroutines on 2 cores its worst wait measured 2.5-3.6× sync.Mutex's,
+// at 2 to 16 0.2-2.3× (BENCHMARKS.md, issue 11.1). If the wake-up finds
+// no starving waiter asleep (one was cancelled), Unlock takes the hand-off
+// back and releases, so the lock is never stranded. Use TicketMutex where
+// every acquisition must be served in FIFO order.
 //
 // Waiters sleep by parking their goroutine (see internal/wait), never by
 // blocking an OS thread, so any number of goroutines may wait.
@@ -135,13 +176,54 @@ func (m *Mutex) unlockSlow(new uint32) {
 		m.state.Add(1) // undo, so the panic leaves the word as it was
 		panic("lockword: Unlock of unlocked Mutex")
 	case mutexLocked:
-		// Statistics flag set: the decrement already released the lock.
+		// The decrement released the lock; the statistics flag or a
+		// starving count kept the word nonzero. Starving waiters sleep
+		// only at state 2, so none of them is asleep: nothing to wake.
 	case mutexContended:
-		// 2→1: release fully (keeping the statistics flag) and wake one
-		// sleeper. A waiter that swapped in 2 meanwhile is covered by this
-		// wake-up: the woken waiter swaps 2 back in (Drepper's argument).
-		m.state.And(statsFlag)
-		wait.Wake(&m.state, 1)
+		// Now 1 (still locked, nobody else can take it). Waiters may
+		// change the word meanwhile (set 2 again, join the starving), so
+		// the next step is a CAS on what we load.
+		for old := new; ; old = m.state.Load() {
+			if old&mutexStarverMask != 0 {
+				// Someone starves: keep the lock locked (state 2, as
+				// plain sleepers may remain) and hand it over.
+				if m.state.CompareAndSwap(old, old&^mutexStateMask|mutexContended|mutexHandoff) {
+					m.handoff()
+					return
+				}
+				continue
+			}
+			// Release (keeping the statistics flag) and wake one
+			// sleeper. A waiter that set 2 meanwhile is covered by this
+			// wake-up: the woken waiter sets 2 again (Drepper's argument).
+			if m.state.CompareAndSwap(old, old&^mutexStateMask) {
+				wait.Wake(&m.state, 1)
+				return
+			}
+		}
+	}
+}
+
+// handoff wakes the oldest starving waiter after unlockSlow set
+// mutexHandoff; that waiter claims the lock. If none was asleep (the one
+// counted is still on its way to sleep, or its context ended), the lock
+// must not stay handed to nobody: unless a starving waiter claimed it
+// meanwhile, take the hand-off back and release as from state 2.
+func (m *Mutex) handoff() {
+	if wait.WakeKey(&m.state, mutexStarveKey, 1) != 0 {
+		return
+	}
+	for {
+		old := m.state.Load()
+		if old&mutexHandoff == 0 {
+			return // claimed by a starving waiter that had not slept yet
+		}
+		// A starving waiter on its way to sleep sees the word change and
+		// looks again; it then finds the lock free and takes it.
+		if m.state.CompareAndSwap(old, old&^(mutexHandoff|mutexStateMask)) {
+			wait.Wake(&m.state, 1)
+			return
+		}
 	}
 }
 
@@ -153,30 +235,6 @@ func (m *Mutex) tryLockSlow() bool {
 		return true
 	}
 	return false
-}
-
-// swap sets the state bits of the word to s and returns the old state
-// bits: Drepper's atomic exchange, keeping the statistics flag.
-func (m *Mutex) swap(s uint32) uint32 {
-	for {
-		old := m.state.Load()
-		if old&statsFlag == 0 {
-			// No statistics: one exchange, as in Drepper's mutex.
-			old = m.state.Swap(s)
-			if old&statsFlag != 0 {
-				// EnableStats ran between the load and the exchange:
-				// put its flag back (a fast path in that instant
-				// goes uncounted; the lock is unaffected).
-				m.state.Or(statsFlag)
-			}
-			return old & mutexStateMask
-		}
-		// Statistics on: keep the flag set throughout, so that no fast
-		// path slips through uncounted.
-		if m.state.CompareAndSwap(old, statsFlag|s) {
-			return old & mutexStateMask
-		}
-	}
 }
 
 // lockSlow is Lock's slow path; a separate function without a context
@@ -198,10 +256,15 @@ func (m *Mutex) lockSlowContext(ctx context.Context) error {
 	t := m.track("Mutex", m)
 
 	// Spin: the holder is likely running on another core and about to
-	// release; sleeping now would cost a wake-up of microseconds.
+	// release; sleeping now would cost a wake-up of microseconds. Not
+	// while waiters starve: Unlock hands the lock to them, it is never
+	// left free for a spinner.
 	backoff := uint32(1)
 	for i := 0; i < mutexSpinIterations; i++ {
 		s := m.state.Load()
+		if s&mutexStarverMask != 0 {
+			break
+		}
 		if s&mutexStateMask == mutexUnlocked && m.state.CompareAndSwap(s, s|mutexLocked) {
 			t.acquired()
 			return nil
@@ -210,19 +273,71 @@ func (m *Mutex) lockSlowContext(ctx context.Context) error {
 		backoff = min(2*backoff, mutexSpinPause)
 	}
 
-	// Sleep. Swap in 2, not 1: we are about to wait, so Unlock must wake.
-	// If the swap returns 0 we took the lock (conservatively marked
-	// contended: one extra Wake on an empty queue costs a single load).
-	for c := m.swap(mutexContended); c != mutexUnlocked; c = m.swap(mutexContended) {
+	// Sleep, on the word as we last saw it, until it changes or we are
+	// woken; then look again. Plain waiters sleep on the word itself,
+	// starving ones keyed, so that Unlock can wake them alone.
+	var slept time.Time // when we first went to sleep
+	starving := false   // counted in the word's starving waiters
+	for {
+		s := m.state.Load()
+		switch {
+		case starving && s&mutexHandoff != 0:
+			// Handed off to a starving waiter: claim it (only one CAS
+			// can) and stop counting ourselves. The state stays 2.
+			if m.state.CompareAndSwap(s, s-mutexHandoff-mutexStarver) {
+				t.acquired()
+				return nil
+			}
+			continue
+		case s&mutexStateMask == mutexUnlocked:
+			// Free. Take it as 2, not 1: we slept, others may, and
+			// Unlock must wake them (one extra Wake on an empty queue
+			// costs a single load).
+			next := s | mutexContended
+			if starving {
+				next -= mutexStarver
+			}
+			if m.state.CompareAndSwap(s, next) {
+				t.acquired()
+				return nil
+			}
+			continue
+		case !starving && !slept.IsZero() && time.Since(slept) >= mutexStarveNs:
+			// Waited too long: stop competing and queue for a hand-off.
+			// State 2, so that Unlock takes its slow path and sees us.
+			if m.state.CompareAndSwap(s, s&^mutexStateMask|mutexContended+mutexStarver) {
+				starving = true
+			}
+			continue
+		case s&mutexStateMask != mutexContended:
+			// Held as 1: mark contended so Unlock knows to wake.
+			next := s&^mutexStateMask | mutexContended
+			if !m.state.CompareAndSwap(s, next) {
+				continue
+			}
+			s = next
+		}
+		if slept.IsZero() {
+			slept = time.Now()
+		}
 		t.parking(&m.state)
-		if err := wait.Wait(ctx, &m.state, m.state.Load()&statsFlag|mutexContended); err != nil {
-			// Not woken (wait.Wait returns an error only then), so no
+		var err error
+		if starving {
+			err = wait.WaitKey(ctx, &m.state, s, mutexStarveKey)
+		} else {
+			err = wait.Wait(ctx, &m.state, s)
+		}
+		if err != nil {
+			// Not woken (wait returns an error only then), so no
 			// wake-up is lost. The word may stay 2 with nobody asleep:
 			// that costs the next Unlock one empty Wake, nothing more.
+			// A hand-off made meanwhile found us gone: Unlock takes it
+			// back (handoff).
+			if starving {
+				m.state.Add(^uint32(mutexStarver - 1)) // one starving waiter fewer
+			}
 			t.abandoned()
 			return err
 		}
 	}
-	t.acquired()
-	return nil
 }

@@ -579,3 +579,150 @@ func TestMisuseChild(t *testing.T) {
 	fmt.Println("misuse went unnoticed")
 	os.Exit(0)
 }
+
+// starveKinds are the locks that promise the starvation bound of issue
+// 11.1 (a waiter past mutexStarveNs is handed the lock); each gives its
+// word and its threshold.
+var starveKinds = []struct {
+	name      string
+	new       func() ctxLocker
+	word      func(ctxLocker) *atomic.Uint32
+	threshold time.Duration
+}{
+	{"Mutex", func() ctxLocker { return new(Mutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*Mutex).state }, mutexStarveNs},
+	{"SpinMutex", func() ctxLocker { return new(SpinMutex) }, func(l ctxLocker) *atomic.Uint32 { return &l.(*SpinMutex).state }, spinStarveNs},
+}
+
+// TestStarvingWaiterIsHandedTheLock is the lockskew shape made
+// deterministic: a greedy holder that re-locks (TryLock) right after every
+// Unlock, beside one sleeping waiter that has already waited past the
+// starvation threshold. Without a hand-off every Unlock wakes the waiter
+// and the holder has the lock again before the waiter runs, round after
+// round: on main before issue 11.1 the waiter lost all 20 rounds. With the
+// hand-off, the first Unlock after the threshold finds the waiter still
+// competing (it learns that it starves when it wakes and loses), and the
+// next one hands it the lock, so the holder's TryLock fails by round 2.
+//
+// Timing assumption: none that decides the outcome. The threshold is
+// measured by the waiter's own clock and the test sleeps past it first;
+// each round waits, without a time limit, for the waiter to be asleep
+// again. A host that deschedules the holder between Unlock and TryLock
+// can only let the waiter win early, which passes.
+func TestStarvingWaiterIsHandedTheLock(t *testing.T) {
+	const trials = 5 // on a lock without hand-off, a chance early win in every one is unlikely
+	for _, k := range starveKinds {
+		t.Run(k.name, func(t *testing.T) {
+			defer watchdog("starvation hand-off", time.Minute)()
+			for trial := range trials {
+				if round, ok := starveRounds(k.new(), k.word, k.threshold); !ok {
+					t.Fatalf("trial %d: a waiter past the starvation threshold lost %d Unlocks in a row to a greedy re-locker: no hand-off", trial, round)
+				} else if round > 2 {
+					t.Fatalf("trial %d: the starving waiter got the lock only at round %d; want a hand-off by round 2", trial, round)
+				}
+			}
+		})
+	}
+}
+
+// starveRounds runs one trial of TestStarvingWaiterIsHandedTheLock: it
+// returns the round at which the waiter had the lock, or false if it had
+// not after 20.
+func starveRounds(l ctxLocker, word func(ctxLocker) *atomic.Uint32, threshold time.Duration) (int, bool) {
+	const rounds = 20
+	w := word(l)
+	l.Lock()
+	got := make(chan struct{})
+	go func() { l.Lock(); close(got); l.Unlock() }()
+	// asleep waits until the waiter sleeps; false if it had the lock.
+	asleep := func() bool {
+		for wait.Parked(w) == 0 {
+			select {
+			case <-got:
+				return false
+			default:
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+		return true
+	}
+	if !asleep() {
+		panic("the waiter got a held lock")
+	}
+	time.Sleep(2 * threshold) // the waiter now starves by its own clock
+	for round := 1; round <= rounds; round++ {
+		l.Unlock()
+		if !l.TryLock() {
+			<-got // handed off (or won a race)
+			return round, true
+		}
+		if !asleep() {
+			// It took the lock and let it go between our Unlock and
+			// TryLock: the host descheduled us. A win all the same.
+			l.Unlock()
+			return round, true
+		}
+	}
+	l.Unlock()
+	<-got
+	return rounds, false
+}
+
+// TestStarvingWaitersCancelled mixes starving waiters whose contexts end
+// (1-3 ms, past the threshold, so that they are counted as starving and
+// a hand-off may be made to one that is leaving) with greedy lockers and
+// long holds. Every plain locker must finish (the watchdog catches a lock
+// handed to nobody), the counter must be exact and the word must end
+// free with nobody counted.
+func TestStarvingWaitersCancelled(t *testing.T) {
+	for _, k := range starveKinds {
+		t.Run(k.name, func(t *testing.T) {
+			defer watchdog("cancelled starving waiters", 2*time.Minute)()
+			l := k.new()
+			var g guarded
+			var violations, acquired, cancelled atomic.Int64
+			var stop atomic.Bool
+			var wg sync.WaitGroup
+			for w := 1; w <= 8; w++ {
+				wg.Go(func() {
+					for i := 0; !stop.Load(); i++ {
+						rnd := rand.Uint32()
+						if w%2 == 0 {
+							ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond+time.Duration(rnd%2000)*time.Microsecond)
+							err := l.LockContext(ctx)
+							cancel()
+							if err != nil {
+								cancelled.Add(1)
+								continue
+							}
+						} else {
+							l.Lock()
+						}
+						violations.Add(int64(g.critical(w*1000+i, rnd)))
+						if rnd%31 == 0 {
+							time.Sleep(time.Duration(rnd%3000) * time.Microsecond) // waiters starve
+						}
+						acquired.Add(1)
+						l.Unlock()
+					}
+				})
+			}
+			time.Sleep(time.Second)
+			stop.Store(true)
+			wg.Wait()
+			if int64(g.counter) != acquired.Load() || violations.Load() != 0 {
+				t.Fatalf("counter %d, acquisitions %d, violations %d", g.counter, acquired.Load(), violations.Load())
+			}
+			t.Logf("%d acquisitions, %d cancelled attempts", acquired.Load(), cancelled.Load())
+			if cancelled.Load() == 0 {
+				t.Error("no waiter was cancelled: the test did not exercise cancellation")
+			}
+			if !l.TryLock() {
+				t.Fatalf("lock not free at the end (word %#x)", k.word(l).Load())
+			}
+			l.Unlock()
+			if s := k.word(l).Load(); s != 0 {
+				t.Fatalf("lock word %#x at rest, want 0", s)
+			}
+		})
+	}
+}

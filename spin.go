@@ -4,16 +4,32 @@ import (
 	"context"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/lockword/lockword/internal/wait"
 )
 
-// Lock-word layout of SpinMutex: bit 0 held, bits 1-30 sleeper count,
-// bit 31 statsFlag.
+// Lock-word layout of SpinMutex: bit 0 held, bit 1 a pending hand-off,
+// bits 2-7 the number of starving waiters, bits 8-30 the number of other
+// sleepers, bit 31 statsFlag.
 const (
-	spinHeld    = 1
-	spinSleeper = 2 // one parked (or about to park) waiter
-	spinCount   = statsFlag - spinSleeper
+	spinHeld = 1
+	// spinHandoff: Unlock gave the lock to a starving waiter, which has
+	// not yet claimed it; the held bit stays set meanwhile.
+	spinHandoff = 2
+	// spinStarver counts one starving waiter (waited spinStarveNs, asleep
+	// keyed by spinStarveKey); at most 63, more stay ordinary sleepers.
+	spinStarver     = 4
+	spinStarverMask = spinSleeper - spinStarver
+	spinSleeper     = 256 // one parked (or about to park) waiter
+	spinCount       = statsFlag - spinSleeper
+)
+
+// Starvation bound of SpinMutex, as Mutex's (mutexStarveNs): a waiter that
+// has waited this long since it started yielding queues for a hand-off.
+const (
+	spinStarveNs  = 1_000_000 // wait, in nanoseconds, before queueing for a hand-off
+	spinStarveKey = 1         // wait key of the starving waiters' queue
 )
 
 // Spin tuning for SpinMutex, chosen by BenchmarkContended on the 2-core
@@ -40,7 +56,11 @@ const (
 //
 //	bits   meaning
 //	0      held
-//	1-30   number of parked waiters (Unlock wakes one if nonzero)
+//	1      handed off: Unlock gave the lock to a starving waiter (bit 0
+//	       stays set); that waiter claims it by clearing bit 1
+//	2-7    number of starving waiters (waited 1 ms): Unlock hands the
+//	       lock over to the oldest of them instead of releasing it
+//	8-30   number of other parked waiters (Unlock wakes one if nonzero)
 //	31     statistics enabled (EnableStats): fast paths fail, slow paths count
 //
 // so 0 is free, 1 is held with nobody asleep. Lock's fast path is one CAS
@@ -48,8 +68,15 @@ const (
 // shared while the lock is held; only the set takes it exclusive.
 //
 // Prefer it to Mutex for very short critical sections when goroutines
-// rarely outnumber cores. It is not fair and, like Mutex, has no
-// starvation mode.
+// rarely outnumber cores. It is not fair, but its waits are bounded as
+// Mutex's are: a waiter that has waited 1 ms since it started yielding
+// (and still finds the lock held) stops competing and sleeps in a queue
+// of starving waiters; while any is counted, Unlock keeps the lock held,
+// sets bit 1 and wakes the oldest of them, which owns the lock as soon as
+// it runs, and spinners do not compete. If the wake-up finds no starving
+// waiter asleep (its context ended), Unlock takes the hand-off back and
+// releases. At most 2^23-1 goroutines may sleep on one SpinMutex (their
+// stacks alone would take 16 GiB).
 //
 // Ordering: the set that claims the lock is an acquire and the store that
 // releases it a release (Go's atomics are sequentially consistent, which is
@@ -121,7 +148,38 @@ func (s *SpinMutex) unlockSlow() {
 		if old&spinHeld == 0 {
 			panic("lockword: Unlock of unlocked SpinMutex")
 		}
+		if old&spinStarverMask != 0 {
+			// Someone starves: keep the held bit and hand the lock over.
+			if s.state.CompareAndSwap(old, old|spinHandoff) {
+				s.handoff()
+				return
+			}
+			continue
+		}
 		if s.state.CompareAndSwap(old, old&^spinHeld) {
+			if old&spinCount != 0 {
+				wait.Wake(&s.state, 1)
+			}
+			return
+		}
+	}
+}
+
+// handoff wakes the oldest starving waiter after unlockSlow set
+// spinHandoff. If none was asleep (one counted is on its way to sleep, or
+// its context ended), it takes the hand-off back, unless a starving
+// waiter claimed it meanwhile, and releases: the lock is never left
+// handed to nobody.
+func (s *SpinMutex) handoff() {
+	if wait.WakeKey(&s.state, spinStarveKey, 1) != 0 {
+		return
+	}
+	for {
+		old := s.state.Load()
+		if old&spinHandoff == 0 {
+			return // claimed by a starving waiter that had not slept yet
+		}
+		if s.state.CompareAndSwap(old, old&^(spinHandoff|spinHeld)) {
 			if old&spinCount != 0 {
 				wait.Wake(&s.state, 1)
 			}
@@ -161,10 +219,15 @@ func (s *SpinMutex) lockSlowContext(ctx context.Context) error {
 	// Spin: test with plain loads until the word looks free, then set.
 	// The pause between tests doubles up to a cap (exponential backoff):
 	// fewer waiters touch the line at the moment it is released, and the
-	// holder can re-lock without its cache line being stolen.
+	// holder can re-lock without its cache line being stolen. Not while
+	// waiters starve: the lock goes to them.
 	backoff := uint32(1)
 	for i := 0; i < spinRounds; i++ {
-		if s.tryAcquire(s.state.Load()) {
+		old := s.state.Load()
+		if old&spinStarverMask != 0 {
+			break
+		}
+		if s.tryAcquire(old) {
 			t.acquired()
 			return nil
 		}
@@ -172,8 +235,13 @@ func (s *SpinMutex) lockSlowContext(ctx context.Context) error {
 		backoff = min(2*backoff, spinRoundPause)
 	}
 	// Yield: with more goroutines than cores the holder may be waiting
-	// for a processor that we are burning.
+	// for a processor that we are burning. From here on the wait is timed
+	// for the starvation bound (a clock read costs less than a Gosched).
+	start := time.Now()
 	for round := 0; round < spinYieldRounds; round++ {
+		if s.state.Load()&spinStarverMask != 0 || time.Since(start) >= spinStarveNs {
+			break
+		}
 		runtime.Gosched()
 		if s.tryAcquire(s.state.Load()) {
 			t.acquired()
@@ -181,24 +249,49 @@ func (s *SpinMutex) lockSlowContext(ctx context.Context) error {
 		}
 	}
 	// Park. Count ourselves as a sleeper first, so that an Unlock after
-	// our failed attempt sees us and wakes.
-	s.state.Add(spinSleeper)
+	// our failed attempt sees us and wakes; a starving waiter counts
+	// itself among the starving instead, so that Unlock hands it the lock.
+	unit := uint32(spinSleeper)
+	s.state.Add(unit)
 	for {
 		old := s.state.Load()
-		if old&spinHeld == 0 {
-			// Free: take it and stop counting ourselves, in one CAS.
-			if s.state.CompareAndSwap(old, old|spinHeld-spinSleeper) {
+		if unit == spinStarver && old&spinHandoff != 0 {
+			// Handed off to a starving waiter: claim it (only one CAS
+			// can) and stop counting ourselves; the held bit stays.
+			if s.state.CompareAndSwap(old, old&^spinHandoff-spinStarver) {
 				t.acquired()
 				return nil
+			}
+			continue
+		}
+		if old&spinHeld == 0 {
+			// Free: take it and stop counting ourselves, in one CAS.
+			if s.state.CompareAndSwap(old, old|spinHeld-unit) {
+				t.acquired()
+				return nil
+			}
+			continue
+		}
+		if unit == spinSleeper && old&spinStarverMask != spinStarverMask && time.Since(start) >= spinStarveNs {
+			// Waited too long: move from the sleepers to the starving.
+			if s.state.CompareAndSwap(old, old-spinSleeper+spinStarver) {
+				unit = spinStarver
 			}
 			continue
 		}
 		t.parking(&s.state)
 		// Sleep while the word is unchanged. Any change (a release,
 		// another sleeper arriving) returns early and we look again.
-		if err := wait.Wait(ctx, &s.state, old); err != nil {
-			// Not woken, so no wake-up is lost.
-			s.state.Add(^uint32(spinSleeper - 1)) // subtract one sleeper
+		var err error
+		if unit == spinStarver {
+			err = wait.WaitKey(ctx, &s.state, old, spinStarveKey)
+		} else {
+			err = wait.Wait(ctx, &s.state, old)
+		}
+		if err != nil {
+			// Not woken, so no wake-up is lost. A hand-off made
+			// meanwhile found us gone: Unlock takes it back (handoff).
+			s.state.Add(-unit) // stop counting ourselves
 			t.abandoned()
 			return err
 		}

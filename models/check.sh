@@ -86,8 +86,13 @@ run() {
 
 #   model          expect mode           macros
 run mutex.pml      pass   safety         -O2
+run mutex.pml      pass   ltl:all_done   -O2
+run mutex.pml      pass   ltl:handoff_ends -O2
 run mutex.pml      fail   safety         -DBROKEN_STORE1
 run mutex.pml      fail   safety         -DBROKEN_CANCEL
+run mutex.pml      fail   safety         -DBROKEN_NO_TAKEBACK
+run mutex.pml      fail   ltl:handoff_ends -DBROKEN_NO_TAKEBACK
+run mutex.pml      fail   safety         -DBROKEN_OVERTAKE
 run ticket.pml     pass   safety         -DSPURIOUS=0 -O2
 run ticket.pml     pass   ltl:nostarve   -DROUNDS=1
 run ticket.pml     fail   safety         -DSPURIOUS=0 -DBROKEN_DROP_TURN

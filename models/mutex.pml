@@ -1,106 +1,216 @@
 /*
  * mutex.pml: Mutex, the three-state futex mutex (Drepper, "Futexes Are
- * Tricky", mutex #3) with a spin phase, LockContext abandonment and
- * spurious wake-ups.
+ * Tricky", mutex #3) with a spin phase, LockContext abandonment, spurious
+ * wake-ups and the starvation hand-off of issue 11.1.
  *
  * Mirrors mutex.go on main:
  * models: mutex.go (*Mutex).Lock
  * models: mutex.go (*Mutex).LockContext
  * models: mutex.go (*Mutex).lockSlowContext
- * models: mutex.go (*Mutex).swap
  * models: mutex.go (*Mutex).Unlock
  * models: mutex.go (*Mutex).unlockSlow
+ * models: mutex.go (*Mutex).handoff
  *
- * Word: 0 unlocked, 1 locked, 2 locked and waiters may sleep. The
- * statistics flag (bit 31) is not modelled: it only sends fast paths down
- * the slow path, which the model already explores.
+ * Word (one byte here, the same bits as mutex.go): bits 0-1 the state (0
+ * unlocked, 1 locked, 2 locked and waiters may sleep), HANDOFF (4) a
+ * hand-off to a starving waiter not yet claimed, STARVER (8) per starving
+ * waiter. The statistics flag (bit 31) is not modelled: it only sends fast
+ * paths down the slow path, which the model already explores.
+ *
+ * Each Load-then-CAS of the Go code is one atomic step here that compares
+ * the word with the value loaded earlier in a separate step, so another
+ * goroutine may change the word in between and make the CAS fail, as in
+ * Go. The starvation threshold is a nondeterministic choice: each time a
+ * waiter that has slept looks at a held lock, it may find that it has
+ * waited past mutexStarveNs (or not yet), so SPIN tries every timing.
  *
  * Bounds: NG = 3 goroutines, each locking ROUNDS = 2 times; goroutine 2
- * uses LockContext and may be cancelled while asleep; one spurious
- * wake-up in the run; the 8-iteration spin is SPINS = 2 tries. Three
- * goroutines are the fewest for a lost wake-up (a holder, a waiter woken,
- * a second sleeper that the woken one must cover, which is Drepper's bug);
- * two rounds let a goroutine come back while others sleep. A longer spin
- * only repeats the same load-and-CAS step.
+ * uses LockContext and may be cancelled once while asleep (also while
+ * starving, so that a hand-off can find nobody to wake); one spurious
+ * wake-up in the run; the 8-iteration spin is SPINS = 1 try (a longer
+ * spin only repeats the same load-and-CAS step). Three goroutines are the
+ * fewest for a lost wake-up (a holder, a waiter woken, a second sleeper
+ * that the woken one must cover, which is Drepper's bug) and for a
+ * starving waiter beside a plain one.
  *
- * Properties: mutual exclusion (assert); no unlock of an unlocked Mutex
- * (assert, the panic in unlockSlow); no invalid end state: every goroutine
- * finishes, so none sleeps forever with the lock free (no lost wake-up,
- * also when a cancelled waiter leaves). Mutex promises no fairness, so
- * there is no liveness claim beyond that.
+ * Properties:
+ *   safety: mutual exclusion (assert); no unlock of an unlocked Mutex
+ *     (assert, the panic in unlockSlow); the bound (assert): no goroutine
+ *     takes the lock other than by claiming a hand-off while a starving
+ *     waiter is asleep, so every Unlock after a waiter starves goes to a
+ *     starving waiter; no invalid end state: every goroutine finishes, so
+ *     none sleeps forever with the lock free or handed to nobody (no lost
+ *     wake-up, also when a cancelled waiter leaves).
+ *   ltl all_done: under weak fairness every goroutine finishes (no retry
+ *     loop cycles forever).
+ *   ltl handoff_ends: under weak fairness a hand-off, once made, is
+ *     always claimed or taken back: the lock never stays handed to nobody.
  *
  * Negative controls:
- *   -DBROKEN_STORE1   a woken waiter swaps in 1, not 2 (Drepper's bug): a
- *                     second sleeper is never woken.
- *   -DBROKEN_CANCEL   a cancelled waiter leaves even after a wake-up chose
- *                     it, swallowing it.
+ *   -DBROKEN_STORE1     a waiter that slept takes a free lock as 1, not 2
+ *                       (Drepper's bug): a second sleeper is never woken.
+ *   -DBROKEN_CANCEL     a cancelled waiter leaves even after a wake-up
+ *                       chose it, swallowing it.
+ *   -DBROKEN_NO_TAKEBACK  handoff does not take the lock back when its
+ *                       wake-up finds no starving waiter asleep: stranded.
+ *   -DBROKEN_OVERTAKE   Unlock releases even while waiters starve (no
+ *                       hand-off): the bound's assertion fails.
  */
 #define NG 3
+#ifndef ROUNDS
 #define ROUNDS 2
-#define SPINS 2
+#endif
+#define SPINS 1
 #include "wait.pml"
 
 #define UNLOCKED 0
 #define LOCKED 1
 #define CONTENDED 2
+#define STATE 3
+#define HANDOFF 4
+#define STARVER 8
+#define STARVERS 248 /* bits 3-7: the starving count */
+#define STARVE_KEY 1
 #define W 0 /* the word's address */
 
-byte state;
+byte w;             /* the lock word */
 byte incs;          /* goroutines in the critical section */
+byte done;          /* goroutines finished */
+hidden byte nw;     /* scratch: waiters woken by a keyed wake */
+
+#define ASLEEP_STARVER(k) (k < NG && parked[k] && waddr[k] == W && wkey[k] == STARVE_KEY)
+#define NO_STARVER_ASLEEP (!ASLEEP_STARVER(0) && !ASLEEP_STARVER(1) && !ASLEEP_STARVER(2))
+#define handed ((w & HANDOFF) != 0)
+
+/* wake_starver: wait.WakeKey(&state, mutexStarveKey, 1), reporting in nw
+ * whether it woke anyone (any asleep starving waiter: a superset of FIFO). */
+inline wake_starver() {
+	atomic {
+		nw = 0;
+		if
+		:: ASLEEP_STARVER(0) -> parked[0] = false; nw = 1
+		:: ASLEEP_STARVER(1) -> parked[1] = false; nw = 1
+		:: ASLEEP_STARVER(2) -> parked[2] = false; nw = 1
+		:: else -> skip
+		fi
+	}
+}
 
 active [NG] proctype G() {
 	byte self = _pid;
-	byte r, i, c;
+	byte r, i, s;
 	bool err;
 	bool ctx = (self == NG - 1); /* this one uses LockContext */
 	bool cancelled = false;
+	bool slept, starving;
 
 	for (r : 1 .. ROUNDS) {
+		slept = false;
+		starving = false;
 		/* Lock / LockContext fast path: CAS 0→1 */
-		atomic { if :: state == UNLOCKED -> state = LOCKED; goto locked :: else -> skip fi };
-		/* lockSlowContext: spin, Load then CAS(s, s|1) */
+		atomic { if :: w == UNLOCKED -> assert(NO_STARVER_ASLEEP); w = LOCKED; goto locked :: else -> skip fi };
+		/* lockSlowContext: spin, Load then CAS(s, s|1), not while starving */
 		for (i : 1 .. SPINS) {
-			atomic { if :: state == UNLOCKED -> state = LOCKED; goto locked :: else -> skip fi }
+			atomic {
+				if
+				:: (w & STARVERS) == 0 && (w & STATE) == UNLOCKED -> assert(NO_STARVER_ASLEEP); w = w | LOCKED; goto locked
+				:: else -> skip
+				fi
+			}
 		}
-		/* sleep: for c := swap(2); c != 0; c = swap(2) { wait(2) } */
-		atomic { c = state; state = CONTENDED };
-		do
-		:: c == UNLOCKED -> break
-		:: else ->
-			wait_enqueue(self, W, state, CONTENDED, 0);
-#ifdef BROKEN_CANCEL
-			/* cancel allowed even after a wake-up dequeued us */
+		/* the sleep loop: each Load and CAS of one pass is one step (a CAS
+		 * that fails because the word changed is a pass not yet taken);
+		 * the park below is a separate step on the value loaded here */
+look:
+		atomic {
+			s = w;
 			if
-			:: ctx && !cancelled -> cancelled = true; parked[self] = false; err = true
-			:: else -> wait_sleep(self, false, err)
-			fi;
-#else
-			wait_sleep(self, ctx && !cancelled, err);
-#endif
-			if
-			:: err -> cancelled = true; goto next /* LockContext returns ctx.Err() */
-			:: else -> skip
-			fi;
+			:: starving && (s & HANDOFF) != 0 ->
+				/* claim the hand-off and stop counting ourselves */
+				w = s - HANDOFF - STARVER; starving = false; goto locked
+			:: !(starving && (s & HANDOFF) != 0) && (s & STATE) == UNLOCKED ->
+				/* free: take it as 2 */
+				assert(NO_STARVER_ASLEEP);
 #ifdef BROKEN_STORE1
-			atomic { c = state; state = LOCKED };
+				w = s | LOCKED;
 #else
-			atomic { c = state; state = CONTENDED };
+				w = s | CONTENDED;
 #endif
-		od;
+				if :: starving -> w = w - STARVER; starving = false :: else -> skip fi;
+				goto locked
+			:: !(starving && (s & HANDOFF) != 0) && (s & STATE) != UNLOCKED && !starving && slept ->
+				/* waited past the threshold (or, the next branch, not yet) */
+				w = ((s & ~STATE) | CONTENDED) + STARVER; starving = true; goto look
+			:: !(starving && (s & HANDOFF) != 0) && (s & STATE) != UNLOCKED ->
+				w = (s & ~STATE) | CONTENDED; s = w
+			fi
+		};
+		slept = true;
+		if
+		:: starving -> wait_enqueue(self, W, w, s, STARVE_KEY)
+		:: else -> wait_enqueue(self, W, w, s, 0)
+		fi;
+#ifdef BROKEN_CANCEL
+		/* cancel allowed even after a wake-up dequeued us */
+		if
+		:: ctx && !cancelled -> cancelled = true; parked[self] = false; err = true
+		:: else -> wait_sleep(self, false, err)
+		fi;
+#else
+		wait_sleep(self, ctx && !cancelled, err);
+#endif
+		if
+		:: err ->
+			/* LockContext returns ctx.Err(); a starving waiter uncounts itself */
+			cancelled = true;
+			if :: starving -> w = w - STARVER; starving = false :: else -> skip fi;
+			goto next
+		:: else -> goto look
+		fi;
 locked:
 		incs++;
 		assert(incs == 1);
 		incs--;
 		/* Unlock: new := Add(-1); if new != 0 { unlockSlow(new) } */
-		atomic { assert(state != UNLOCKED); state-- ; c = state };
+		atomic { assert((w & STATE) != UNLOCKED); w--; s = w };
 		if
-		:: c != UNLOCKED ->
-			/* unlockSlow: the state was 2: store 0 (And statsFlag), wake one */
-			state = UNLOCKED;
+		:: ((s + 1) & STATE) == CONTENDED ->
+			/* unlockSlow from 2, a later step: hand off if someone
+			 * starves, else release and wake */
+			atomic {
+				if
+#ifdef BROKEN_OVERTAKE
+				:: true -> w = w & ~STATE; goto release
+#else
+				:: (w & STARVERS) != 0 -> w = (w & ~STATE) | CONTENDED | HANDOFF
+				:: else -> w = w & ~STATE; goto release
+#endif
+				fi
+			};
+			wake_starver();
+			if
+			:: nw != 0 -> goto next
+			:: else -> skip
+			fi;
+#ifdef BROKEN_NO_TAKEBACK
+			goto next;
+#endif
+			/* nobody asleep to claim it: take it back unless claimed */
+			atomic {
+				if
+				:: (w & HANDOFF) == 0 -> goto next
+				:: else -> w = w & ~(HANDOFF | STATE)
+				fi
+			};
+release:
 			wake_n(W, 1, false, 0)
-		:: else -> skip
+		:: else -> skip /* from 1: the decrement released it */
 		fi;
 next:
 		skip
 	}
+	done++
 }
+
+ltl all_done { <> (done == NG) }
+ltl handoff_ends { [] (handed -> <> !handed) }
