@@ -19,15 +19,6 @@ import (
 	"github.com/lockword/lockword"
 )
 
-// buildLockword builds the command, without the race detector.
-func buildLockword(t *testing.T) string {
-	bin := filepath.Join(t.TempDir(), "lockword")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestHoldChild holds a lock in a region until killed: run by
 // TestInspectStoppedHolder.
 func TestHoldChild(t *testing.T) {

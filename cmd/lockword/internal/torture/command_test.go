@@ -1,7 +1,6 @@
 package torture
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
 
 // runCLI runs a torture command line in-process ("torture" and its flags,
@@ -60,12 +61,12 @@ func TestTortureRealLocksPass(t *testing.T) {
 				"Owner-slot violations: 0",
 				"Result: PASS",
 			} {
-				if !hasLine(stdout, line) {
+				if !clitest.HasLine(stdout, line) {
 					t.Errorf("report lacks line %q:\n%s", line, stdout)
 				}
 			}
 			if name == "sync" {
-				if !hasLine(stdout, "Slow path: n/a (sync.Mutex keeps no statistics)") {
+				if !clitest.HasLine(stdout, "Slow path: n/a (sync.Mutex keeps no statistics)") {
 					t.Errorf("sync report lacks the n/a slow-path line:\n%s", stdout)
 				}
 			} else if !strings.Contains(stdout, "% of acquisitions") {
@@ -346,7 +347,7 @@ func TestTortureDuration(t *testing.T) {
 		if total <= 0 || expected != 5*total || actual != expected {
 			t.Errorf("total %d, expected %d, actual %d; want expected = actual = 5 × total > 0:\n%s", total, expected, actual, rep)
 		}
-		if !hasLine(rep, "Duration: 200ms") || !hasLine(rep, "Result: PASS") {
+		if !clitest.HasLine(rep, "Duration: 200ms") || !clitest.HasLine(rep, "Result: PASS") {
 			t.Errorf("report lacks the duration or PASS line:\n%s", rep)
 		}
 	}
@@ -379,15 +380,4 @@ func TestRegisterRejects(t *testing.T) {
 	if len(kinds) != before {
 		t.Errorf("registry grew from %d to %d kinds", before, len(kinds))
 	}
-}
-
-// hasLine reports whether text has line as one whole line.
-func hasLine(text, line string) bool {
-	s := bufio.NewScanner(strings.NewReader(text))
-	for s.Scan() {
-		if s.Text() == line {
-			return true
-		}
-	}
-	return false
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
 
 // The etcd kinds' tests: each run starts its own embedded server (or
@@ -45,7 +47,7 @@ func wantPass(t *testing.T, stdout, stderr string, status int, lines ...string) 
 		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
 	}
 	for _, line := range append(lines, "Owner-slot violations: 0", "Result: PASS") {
-		if !hasLine(stdout, line) {
+		if !clitest.HasLine(stdout, line) {
 			t.Errorf("report lacks %q:\n%s", line, stdout)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
 
 // lockfreeScale is the number of items (ring) or reads (seqlock) for
@@ -35,7 +37,7 @@ func TestTortureRingPasses(t *testing.T) {
 		"Lost: 0",
 		"Result: PASS",
 	} {
-		if !hasLine(stdout, line) {
+		if !clitest.HasLine(stdout, line) {
 			t.Errorf("report lacks line %q:\n%s", line, stdout)
 		}
 	}
@@ -54,7 +56,7 @@ func TestTortureSeqLockPasses(t *testing.T) {
 	}
 	for _, line := range []string{"Lock: seqlock", "Readers: 4", fmt.Sprintf("Reads: %d", n),
 		"Torn reads: 0", "Backwards: 0", "Result: PASS"} {
-		if !hasLine(stdout, line) {
+		if !clitest.HasLine(stdout, line) {
 			t.Errorf("report lacks line %q:\n%s", line, stdout)
 		}
 	}

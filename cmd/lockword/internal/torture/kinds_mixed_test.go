@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 	"github.com/lockword/lockword/internal/cbuild"
 )
 
@@ -42,7 +43,7 @@ func TestTortureMixedPass(t *testing.T) {
 	}
 	want := int64(8 * iters * 5)
 	for _, line := range []string{"Lock: shared-c", "Processes: 4", fmt.Sprintf("Actual:   %d", want), "Owner-slot violations: 0", "Result: PASS"} {
-		if !hasLine(stdout, line) {
+		if !clitest.HasLine(stdout, line) {
 			t.Errorf("report lacks %q:\n%s", line, stdout)
 		}
 	}
@@ -66,7 +67,7 @@ func TestTortureMixedBrokenFails(t *testing.T) {
 // languages recovered.
 func TestTortureMixedKill(t *testing.T) {
 	needC(t)
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	kills := killRuns()
 	log := filepath.Join(t.TempDir(), "langs")
 	cmd := exec.Command(bin, "torture", "-lock", "shared-c", "-procs", "4", "-kill", "-kills", fmt.Sprint(kills), "-json")
@@ -137,7 +138,7 @@ func TestTortureMixedPython(t *testing.T) {
 	}
 	stdout, stderr, status := runCLI(t, "torture", "-lock", "shared-c-py", "-procs", "3", "-workers", "6", "-iters", fmt.Sprint(iters))
 	want := int64(6 * iters * 5)
-	if status != exitOK || !hasLine(stdout, fmt.Sprintf("Actual:   %d", want)) || !hasLine(stdout, "Result: PASS") {
+	if status != exitOK || !clitest.HasLine(stdout, fmt.Sprintf("Actual:   %d", want)) || !clitest.HasLine(stdout, "Result: PASS") {
 		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
 	}
 }

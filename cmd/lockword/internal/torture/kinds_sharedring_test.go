@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
 
 // sharedRingTestItems is the CI size of the shared ring torture: the
@@ -35,7 +37,7 @@ func TestTortureSharedRing(t *testing.T) {
 	}
 	for _, line := range []string{"Lock: shared-ring", fmt.Sprintf("Items: %d", n), fmt.Sprintf("Received: %d", n),
 		"Out of order: 0", "Duplicates: 0", "Lost: 0", "Mangled: 0", "Result: PASS"} {
-		if !hasLine(stdout, line) {
+		if !clitest.HasLine(stdout, line) {
 			t.Errorf("report lacks %q:\n%s", line, stdout)
 		}
 	}
@@ -95,7 +97,7 @@ func TestTortureSharedRingUsage(t *testing.T) {
 // report (INTERRUPTED) counts what was sent and received, the region file
 // is removed, and the exit status is 130.
 func TestTortureSharedRingInterrupted(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	cmd := exec.Command(bin, "torture", "-json", "-lock", "ring", "-procs", "2", "-items", "1000000000")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

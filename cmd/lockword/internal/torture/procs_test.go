@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
 
 // The worker processes of these tests are the test binary itself:
@@ -35,7 +36,7 @@ func TestTortureProcsPass(t *testing.T) {
 	want := int64(6 * iters * 5)
 	for _, line := range []string{"Lock: shared", "Workers: 6", "Processes: 3",
 		fmt.Sprintf("Expected: %d", want), fmt.Sprintf("Actual:   %d", want), "Owner-slot violations: 0", "Result: PASS"} {
-		if !hasLine(stdout, line) {
+		if !clitest.HasLine(stdout, line) {
 			t.Errorf("report lacks %q:\n%s", line, stdout)
 		}
 	}
@@ -83,7 +84,7 @@ func checkHolderKills(t *testing.T, k *killReport, kills int) {
 // start, and on two cores the respawns then starve the recovering waiter,
 // so the latency would measure the instrumentation, not the lock.
 func TestTortureProcsKill(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	kills := killRuns()
 	cmd := exec.Command(bin, "torture", "-procs", "4", "-kill", "-kills", fmt.Sprint(kills), "-json")
 	out, err := cmd.Output()
@@ -109,16 +110,6 @@ func TestTortureProcsKill(t *testing.T) {
 	if d := k.Recovery; d == nil || d.Samples < 1 || d.Samples > k.HolderKills || !(d.P50Ms <= d.P99Ms && d.P99Ms <= d.MaxMs) || d.MaxMs != k.MaxRecoveryMs {
 		t.Errorf("recovery latency distribution %+v for %d holder kills, max %.1f ms", d, k.HolderKills, k.MaxRecoveryMs)
 	}
-}
-
-// buildLockword builds the command (cmd/lockword, two directories up),
-// without the race detector.
-func buildLockword(t *testing.T) string {
-	bin := filepath.Join(t.TempDir(), "lockword")
-	if out, err := exec.Command("go", "build", "-o", bin, "../..").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // TestTortureProcsKillCatchesBrokenRepair: workers that take ErrOwnerDead
@@ -183,7 +174,7 @@ func TestTortureProcsUsage(t *testing.T) {
 // the signal. The SIGINT goes to the whole process group, as a terminal's
 // Ctrl-C does: the workers must not die of it mid-update.
 func TestTortureProcsInterrupted(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	for _, c := range []struct {
 		name   string
 		sig    syscall.Signal
@@ -292,7 +283,7 @@ func TestTortureInterruptedText(t *testing.T) {
 	r.writeText(&b)
 	for _, line := range []string{"Interrupted: by SIGINT after 1s; a partial report, of the additions made until then",
 		"Additions per worker: 1000 asked, made: min 10, max 20 (30 total)", "Expected: 150", "Result: INTERRUPTED (no check failed until then)"} {
-		if !hasLine(b.String(), line) {
+		if !clitest.HasLine(b.String(), line) {
 			t.Errorf("report lacks %q:\n%s", line, b.String())
 		}
 	}
@@ -305,7 +296,7 @@ func TestTortureInterruptedText(t *testing.T) {
 // someone else fails the run with a report of what the others did and a
 // reason that says so, not with a bare error.
 func TestTortureProcsWorkerKilledFromOutside(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	cmd := exec.Command(bin, "torture", "-procs", "3", "-duration", "6s")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -401,7 +392,7 @@ func inspectRunRegion(t *testing.T, pid int, label string) (info *lockword.Regio
 // nothing can catch, leaves no region file behind (the region is a memfd
 // that vanishes with its last process) and no worker running.
 func TestTortureProcsSupervisorKilled(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	for _, c := range []struct {
 		label string
 		args  []string
@@ -452,7 +443,7 @@ func TestTortureProcsSupervisorKilled(t *testing.T) {
 // recovered exactly once each, no hang, and the counter equals the
 // committed additions exactly.
 func TestTortureProcsKillFairKinds(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	kills := killRuns()
 	for _, kind := range []string{"shared-ticket", "shared-rw"} {
 		t.Run(kind, func(t *testing.T) {

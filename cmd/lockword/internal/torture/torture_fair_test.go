@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 	"testing"
 	"time"
 )
@@ -32,7 +33,7 @@ func TestTortureFairKindsPass(t *testing.T) {
 				"Owner-slot violations: 0",
 				"Result: PASS",
 			} {
-				if !hasLine(stdout, line) {
+				if !clitest.HasLine(stdout, line) {
 					t.Errorf("report lacks line %q:\n%s", line, stdout)
 				}
 			}
@@ -138,7 +139,7 @@ func TestTortureFairnessJSON(t *testing.T) {
 // workers ends (producers stop, consumers drain) and passes.
 func TestTortureCondTimedOddWorkers(t *testing.T) {
 	stdout, stderr, status := runCLI(t, "torture", "-lock", "cond", "-workers", "3", "-duration", "200ms")
-	if status != exitOK || !hasLine(stdout, "Result: PASS") {
+	if status != exitOK || !clitest.HasLine(stdout, "Result: PASS") {
 		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
 	}
 }
