@@ -34,3 +34,14 @@ func HasLine(text, line string) bool {
 	}
 	return false
 }
+
+// WantLines fails t, without stopping it, for each of lines that report
+// does not have as one whole line, and quotes the report.
+func WantLines(t testing.TB, report string, lines []string) {
+	t.Helper()
+	for _, line := range lines {
+		if !HasLine(report, line) {
+			t.Errorf("report lacks line %q:\n%s", line, report)
+		}
+	}
+}

@@ -3,7 +3,6 @@
 package torture
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -42,11 +41,7 @@ func TestTortureMixedPass(t *testing.T) {
 		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
 	}
 	want := int64(8 * iters * 5)
-	for _, line := range []string{"Lock: shared-c", "Processes: 4", fmt.Sprintf("Actual:   %d", want), "Owner-slot violations: 0", "Result: PASS"} {
-		if !clitest.HasLine(stdout, line) {
-			t.Errorf("report lacks %q:\n%s", line, stdout)
-		}
-	}
+	clitest.WantLines(t, stdout, []string{"Lock: shared-c", "Processes: 4", fmt.Sprintf("Actual:   %d", want), "Owner-slot violations: 0", "Result: PASS"})
 }
 
 // TestTortureMixedBrokenFails: C workers whose trylock ignores the lock
@@ -72,15 +67,7 @@ func TestTortureMixedKill(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "langs")
 	cmd := exec.Command(bin, "torture", "-lock", "shared-c", "-procs", "4", "-kill", "-kills", fmt.Sprint(kills), "-json")
 	cmd.Env = append(os.Environ(), langLogEnv+"="+log)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	var r reportJSON
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	t.Logf("%s", out)
+	r, out := runJSONReport(t, cmd)
 	k := r.Kill
 	if k == nil || k.Kills != kills || k.Hangs != 0 || k.Recoveries != int64(k.HolderKills) || r.Expected != r.Actual || r.OwnerViolations != 0 || r.Result != "PASS" {
 		t.Fatalf("bad kill report: %s", out)

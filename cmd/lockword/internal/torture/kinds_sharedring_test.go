@@ -35,12 +35,8 @@ func TestTortureSharedRing(t *testing.T) {
 	if status != exitOK {
 		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
 	}
-	for _, line := range []string{"Lock: shared-ring", fmt.Sprintf("Items: %d", n), fmt.Sprintf("Received: %d", n),
-		"Out of order: 0", "Duplicates: 0", "Lost: 0", "Mangled: 0", "Result: PASS"} {
-		if !clitest.HasLine(stdout, line) {
-			t.Errorf("report lacks %q:\n%s", line, stdout)
-		}
-	}
+	clitest.WantLines(t, stdout, []string{"Lock: shared-ring", fmt.Sprintf("Items: %d", n), fmt.Sprintf("Received: %d", n),
+		"Out of order: 0", "Duplicates: 0", "Lost: 0", "Mangled: 0", "Result: PASS"})
 	if !strings.Contains(stdout, "M messages/s") {
 		t.Errorf("no throughput:\n%s", stdout)
 	}

@@ -34,12 +34,8 @@ func TestTortureProcsPass(t *testing.T) {
 		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
 	}
 	want := int64(6 * iters * 5)
-	for _, line := range []string{"Lock: shared", "Workers: 6", "Processes: 3",
-		fmt.Sprintf("Expected: %d", want), fmt.Sprintf("Actual:   %d", want), "Owner-slot violations: 0", "Result: PASS"} {
-		if !clitest.HasLine(stdout, line) {
-			t.Errorf("report lacks %q:\n%s", line, stdout)
-		}
-	}
+	clitest.WantLines(t, stdout, []string{"Lock: shared", "Workers: 6", "Processes: 3",
+		fmt.Sprintf("Expected: %d", want), fmt.Sprintf("Actual:   %d", want), "Owner-slot violations: 0", "Result: PASS"})
 }
 
 func TestTortureProcsNoneFails(t *testing.T) {
@@ -87,15 +83,7 @@ func TestTortureProcsKill(t *testing.T) {
 	bin := clitest.BuildLockword(t)
 	kills := killRuns()
 	cmd := exec.Command(bin, "torture", "-procs", "4", "-kill", "-kills", fmt.Sprint(kills), "-json")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	var r reportJSON
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	t.Logf("%s", out)
+	r, out := runJSONReport(t, cmd)
 	k := r.Kill
 	if k == nil || *r.Processes != 4 || k.Kills != kills || k.Hangs != 0 || k.Recoveries != int64(k.HolderKills) || r.Expected != r.Actual || r.Result != "PASS" {
 		t.Fatalf("bad kill report: %s", out)
@@ -110,6 +98,23 @@ func TestTortureProcsKill(t *testing.T) {
 	if d := k.Recovery; d == nil || d.Samples < 1 || d.Samples > k.HolderKills || !(d.P50Ms <= d.P99Ms && d.P99Ms <= d.MaxMs) || d.MaxMs != k.MaxRecoveryMs {
 		t.Errorf("recovery latency distribution %+v for %d holder kills, max %.1f ms", d, k.HolderKills, k.MaxRecoveryMs)
 	}
+}
+
+// runJSONReport runs cmd, a lockword torture run with -json, and returns
+// its decoded report and its output, which it logs. A failed run or
+// undecodable output stops t.
+func runJSONReport(t *testing.T, cmd *exec.Cmd) (reportJSON, []byte) {
+	t.Helper()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var r reportJSON
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	t.Logf("%s", out)
+	return r, out
 }
 
 // TestTortureProcsKillCatchesBrokenRepair: workers that take ErrOwnerDead

@@ -26,17 +26,13 @@ func TestTortureFairKindsPass(t *testing.T) {
 				t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
 			}
 			want := int64(workers) * int64(iters) * 3
-			for _, line := range []string{
+			clitest.WantLines(t, stdout, []string{
 				"Lock: " + name,
 				fmt.Sprintf("Expected: %d", want),
 				fmt.Sprintf("Actual:   %d", want),
 				"Owner-slot violations: 0",
 				"Result: PASS",
-			} {
-				if !clitest.HasLine(stdout, line) {
-					t.Errorf("report lacks line %q:\n%s", line, stdout)
-				}
-			}
+			})
 			// (The shares line, "Fairness:", appears only when the window
 			// held enough to judge: TestFairnessText.)
 			for _, prefix := range []string{"Wait latency (1 in 16", "Starvation check ("} {
