@@ -30,6 +30,15 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, status int) {
 	return out.String(), errOut.String(), status
 }
 
+// wantExitOK stops t unless a run exited with status 0, quoting its
+// output.
+func wantExitOK(t *testing.T, stdout, stderr string, status int) {
+	t.Helper()
+	if status != exitOK {
+		t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
+	}
+}
+
 // testScale is the torture size for in-process tests: big enough that a
 // broken lock cannot pass by luck, small enough for -race on two cores.
 func testScale() (workers, iters int) {
@@ -47,9 +56,7 @@ func TestTortureRealLocksPass(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			stdout, stderr, status := runCLI(t, "torture", "-lock", name,
 				"-workers", fmt.Sprint(workers), "-iters", fmt.Sprint(iters), "-value", "3")
-			if status != exitOK {
-				t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
-			}
+			wantExitOK(t, stdout, stderr, status)
 			want := int64(workers) * int64(iters) * 3
 			clitest.WantLines(t, stdout, []string{
 				"Lock: " + name,
@@ -324,9 +331,7 @@ func TestTortureDuration(t *testing.T) {
 	if elapsed := time.Since(start); elapsed < 400*time.Millisecond {
 		t.Errorf("two 200ms runs took only %v", elapsed)
 	}
-	if status != exitOK {
-		t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
-	}
+	wantExitOK(t, stdout, stderr, status)
 	reports := strings.Split(stdout, "\n\n")
 	if len(reports) != 2 {
 		t.Fatalf("got %d reports, want 2:\n%s", len(reports), stdout)

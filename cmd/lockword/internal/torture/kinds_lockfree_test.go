@@ -25,9 +25,7 @@ func lockfreeScale() int {
 func TestTortureRingPasses(t *testing.T) {
 	n := lockfreeScale()
 	stdout, stderr, status := runCLI(t, "torture", "-lock", "ring", "-items", fmt.Sprint(n))
-	if status != exitOK {
-		t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
-	}
+	wantExitOK(t, stdout, stderr, status)
 	clitest.WantLines(t, stdout, []string{
 		"Lock: ring",
 		fmt.Sprintf("Items: %d", n),
@@ -47,9 +45,7 @@ func TestTortureRingPasses(t *testing.T) {
 func TestTortureSeqLockPasses(t *testing.T) {
 	n := lockfreeScale()
 	stdout, stderr, status := runCLI(t, "torture", "-lock", "seqlock", "-workers", "4", "-items", fmt.Sprint(n))
-	if status != exitOK {
-		t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
-	}
+	wantExitOK(t, stdout, stderr, status)
 	clitest.WantLines(t, stdout, []string{"Lock: seqlock", "Readers: 4", fmt.Sprintf("Reads: %d", n),
 		"Torn reads: 0", "Backwards: 0", "Result: PASS"})
 }

@@ -22,9 +22,7 @@ func TestTortureFairKindsPass(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			stdout, stderr, status := runCLI(t, "torture", "-lock", name,
 				"-workers", fmt.Sprint(workers), "-iters", fmt.Sprint(iters), "-value", "3", "-work", "20")
-			if status != exitOK {
-				t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
-			}
+			wantExitOK(t, stdout, stderr, status)
 			want := int64(workers) * int64(iters) * 3
 			clitest.WantLines(t, stdout, []string{
 				"Lock: " + name,
