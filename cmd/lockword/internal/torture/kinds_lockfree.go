@@ -130,10 +130,7 @@ func tortureRing(cfg *config, name string, q streamQueue) *ringReport {
 	var wg sync.WaitGroup
 	start := time.Now()
 	wg.Go(func() { r.pushed, perr = produce(ctx, q, items, &stop, seed) })
-	if cfg.timed() {
-		t := time.AfterFunc(cfg.duration, func() { stop.Store(true) })
-		defer t.Stop()
-	}
+	defer stopAfterDuration(cfg, &stop)()
 	prog := startProgress(cfg.progress, runProgress(cfg, name, start, items, received.Load, "items"))
 	watchDone := make(chan struct{})
 	watchStopped := make(chan struct{})
