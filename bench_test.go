@@ -65,32 +65,16 @@ func benchmarkUncontended(b *testing.B, l sync.Locker) {
 // lock, doing workInside steps while holding it and workOutside between.
 func benchmarkContended(b *testing.B, l sync.Locker, goroutines, workInside, workOutside int) {
 	p := &paddedLocker{l: l}
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	per, extra := b.N/goroutines, b.N%goroutines
-	for g := range goroutines {
-		n := per
-		if g < extra {
-			n++
+	runShared(b, goroutines, "Macq/s", func(g, n int) {
+		local := 0
+		for range n {
+			p.l.Lock()
+			local += spinWork(workInside)
+			p.l.Unlock()
+			local += spinWork(workOutside)
 		}
-		wg.Go(func() {
-			local := 0
-			<-start
-			for range n {
-				p.l.Lock()
-				local += spinWork(workInside)
-				p.l.Unlock()
-				local += spinWork(workOutside)
-			}
-			sink += local & 0 // keep local live without a data race
-		})
-	}
-	b.ResetTimer()
-	t0 := time.Now()
-	close(start)
-	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds()/1e6, "Macq/s")
+		sink += local & 0 // keep local live without a data race
+	})
 }
 
 func BenchmarkUncontended(b *testing.B) {
@@ -271,6 +255,27 @@ type paddedRW struct {
 // BenchmarkRWMutexWrite100 shape).
 func benchmarkRW(b *testing.B, rw rwLocker, goroutines, writeEvery, workInside int) {
 	p := &paddedRW{rw: rw}
+	runShared(b, goroutines, "Macq/s", func(g, n int) {
+		local := 0
+		for i := range n {
+			if (i+g)%writeEvery == 0 {
+				p.rw.Lock()
+				p.rw.Unlock()
+			} else {
+				p.rw.RLock()
+				local += spinWork(workInside)
+				p.rw.RUnlock()
+			}
+		}
+		sink += local & 0
+	})
+}
+
+// runShared runs goroutines that share b.N iterations: once all are
+// started and the timer reset, goroutine g runs body(g, n) for its share
+// of n iterations (the shares differ by one at most). It then reports
+// b.N in millions per second, as unit ("Macq/s", "Mops/s").
+func runShared(b *testing.B, goroutines int, unit string, body func(g, n int)) {
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	per, extra := b.N/goroutines, b.N%goroutines
@@ -280,19 +285,8 @@ func benchmarkRW(b *testing.B, rw rwLocker, goroutines, writeEvery, workInside i
 			n++
 		}
 		wg.Go(func() {
-			local := 0
 			<-start
-			for i := range n {
-				if (i+g)%writeEvery == 0 {
-					p.rw.Lock()
-					p.rw.Unlock()
-				} else {
-					p.rw.RLock()
-					local += spinWork(workInside)
-					p.rw.RUnlock()
-				}
-			}
-			sink += local & 0
+			body(g, n)
 		})
 	}
 	b.ResetTimer()
@@ -300,7 +294,7 @@ func benchmarkRW(b *testing.B, rw rwLocker, goroutines, writeEvery, workInside i
 	close(start)
 	wg.Wait()
 	b.StopTimer()
-	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds()/1e6, "Macq/s")
+	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds()/1e6, unit)
 }
 
 // BenchmarkRW99 is issue 4's reader-writer benchmark: 99% reads, at 2, 4,

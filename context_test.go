@@ -19,20 +19,21 @@ func TestNilContext(t *testing.T) {
 			t.Errorf("%s(nil) = %v, want ErrNilContext", name, err)
 		}
 	}
-	var m Mutex
-	check("Mutex.LockContext", m.LockContext(nilCtx))
-	if !m.TryLock() {
-		t.Error("Mutex.LockContext(nil) acquired the lock")
-	}
-	var s SpinMutex
-	check("SpinMutex.LockContext", s.LockContext(nilCtx))
-	if !s.TryLock() {
-		t.Error("SpinMutex.LockContext(nil) acquired the lock")
-	}
-	var tm TicketMutex
-	check("TicketMutex.LockContext", tm.LockContext(nilCtx))
-	if !tm.TryLock() {
-		t.Error("TicketMutex.LockContext(nil) acquired the lock")
+	for _, l := range []struct {
+		name string
+		lock interface {
+			LockContext(context.Context) error
+			TryLock() bool
+		}
+	}{
+		{"Mutex", new(Mutex)},
+		{"SpinMutex", new(SpinMutex)},
+		{"TicketMutex", new(TicketMutex)},
+	} {
+		check(l.name+".LockContext", l.lock.LockContext(nilCtx))
+		if !l.lock.TryLock() {
+			t.Error(l.name + ".LockContext(nil) acquired the lock")
+		}
 	}
 	var rw RWMutex
 	check("RWMutex.RLockContext", rw.RLockContext(nilCtx))

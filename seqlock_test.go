@@ -415,37 +415,20 @@ func benchmarkSnapshot(b *testing.B, k snapshotKind, readers int, writer bool) {
 		})
 	}
 	var bad atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	per, extra := b.N/readers, b.N%readers
-	for r := range readers {
-		n := per
-		if r < extra {
-			n++
-		}
-		wg.Go(func() {
-			<-start
-			torn := 0
-			for range n {
-				if !load().consistent() {
-					torn++
-				}
+	runShared(b, readers, "Mreads/s", func(_, n int) {
+		torn := 0
+		for range n {
+			if !load().consistent() {
+				torn++
 			}
-			bad.Add(int64(torn))
-		})
-	}
-	b.ResetTimer()
-	t0 := time.Now()
-	close(start)
-	wg.Wait()
-	elapsed := time.Since(t0)
-	b.StopTimer()
+		}
+		bad.Add(int64(torn))
+	})
 	stop.Store(true)
 	wwg.Wait()
 	if bad.Load() != 0 {
 		b.Fatalf("%s: %d torn reads", k.name, bad.Load())
 	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds()/1e6, "Mreads/s")
 }
 
 func BenchmarkSnapshot(b *testing.B) {

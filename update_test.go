@@ -222,28 +222,12 @@ func lockedCounter(newLock func() sync.Locker) func() func(int) {
 }
 
 func benchmarkCounter(b *testing.B, inc func(int), goroutines, workInside, workOutside int) {
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	per, extra := b.N/goroutines, b.N%goroutines
-	for g := range goroutines {
-		n := per
-		if g < extra {
-			n++
+	runShared(b, goroutines, "Mops/s", func(g, n int) {
+		for range n {
+			inc(workInside)
+			spinWork(workOutside)
 		}
-		wg.Go(func() {
-			<-start
-			for range n {
-				inc(workInside)
-				spinWork(workOutside)
-			}
-		})
-	}
-	b.ResetTimer()
-	t0 := time.Now()
-	close(start)
-	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds()/1e6, "Mops/s")
+	})
 }
 
 // BenchmarkCounter: the update is one add (f trivial).

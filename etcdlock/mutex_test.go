@@ -88,6 +88,34 @@ func prefix(t testing.TB) string {
 	return fmt.Sprintf("/lockword-test/%s/%d", t.Name(), time.Now().UnixNano())
 }
 
+// parallelClient marks t parallel and returns a client of the test
+// cluster and a key prefix of t's own.
+func parallelClient(t *testing.T) (*clientv3.Client, string) {
+	t.Parallel()
+	return newClient(t, endpoints), prefix(t)
+}
+
+// waitOneWaiter polls Inspect of the lock at p, every poll, until it
+// shows one waiter, and returns that inspection. It stops t, with
+// never, if none shows within lockTimeout.
+func waitOneWaiter(t *testing.T, cli *clientv3.Client, p string, poll time.Duration, never string) *Info {
+	t.Helper()
+	deadline := time.Now().Add(lockTimeout)
+	for {
+		info, err := Inspect(context.Background(), cli, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Waiters) == 1 {
+			return info
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(never)
+		}
+		time.Sleep(poll)
+	}
+}
+
 // die makes m's holder die as a killed process would: its lease is no
 // longer kept alive, so it expires after the TTL, and m is forgotten.
 func die(m *Mutex) { m.stopKeepAlive() }
@@ -105,9 +133,7 @@ func lockCtx(t testing.TB, m *Mutex) error {
 }
 
 func TestMutexLockUnlockToken(t *testing.T) {
-	t.Parallel()
-	cli := newClient(t, endpoints)
-	p := prefix(t)
+	cli, p := parallelClient(t)
 	a, b := newMutex(t, cli, p), newMutex(t, cli, p)
 	a.EnableStats()
 	var last int64
@@ -156,9 +182,7 @@ func TestMutexLockUnlockToken(t *testing.T) {
 // (more than the cores): a counter in etcd read and written back in two
 // round trips, the write guarded, plus an owner slot, must end exact.
 func TestMutexExcludes(t *testing.T) {
-	t.Parallel()
-	cli := newClient(t, endpoints)
-	p := prefix(t)
+	cli, p := parallelClient(t)
 	const workers, iters = 6, 15
 	if err := exclusionRun(t, cli, p, workers, iters, false); err != nil {
 		t.Fatal(err)
@@ -246,9 +270,7 @@ func exclusionRun(t *testing.T, cli *clientv3.Client, p string, workers, iters i
 }
 
 func TestMutexOwnerDeadNotRecoverable(t *testing.T) {
-	t.Parallel()
-	cli := newClient(t, endpoints)
-	p := prefix(t)
+	cli, p := parallelClient(t)
 	a := newDyingMutex(t, cli, p)
 	if err := lockCtx(t, a); err != nil {
 		t.Fatal(err)
@@ -286,9 +308,7 @@ func TestMutexOwnerDeadNotRecoverable(t *testing.T) {
 }
 
 func TestMutexOwnerDeadRepaired(t *testing.T) {
-	t.Parallel()
-	cli := newClient(t, endpoints)
-	p := prefix(t)
+	cli, p := parallelClient(t)
 	a := newDyingMutex(t, cli, p)
 	if err := lockCtx(t, a); err != nil {
 		t.Fatal(err)
@@ -329,9 +349,7 @@ func TestMutexOwnerDeadRepaired(t *testing.T) {
 // stops, the process goes on believing it holds) must not be able to
 // write once a successor holds, and its token is lower.
 func TestMutexFencing(t *testing.T) {
-	t.Parallel()
-	cli := newClient(t, endpoints)
-	p := prefix(t)
+	cli, p := parallelClient(t)
 	a := newDyingMutex(t, cli, p)
 	if err := lockCtx(t, a); err != nil {
 		t.Fatal(err)
@@ -391,9 +409,7 @@ func TestMutexLost(t *testing.T) {
 }
 
 func TestMutexContextAndInspect(t *testing.T) {
-	t.Parallel()
-	cli := newClient(t, endpoints)
-	p := prefix(t)
+	cli, p := parallelClient(t)
 	a, b := newMutex(t, cli, p), newMutex(t, cli, p)
 	if err := lockCtx(t, a); err != nil {
 		t.Fatal(err)
@@ -401,23 +417,10 @@ func TestMutexContextAndInspect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	done := make(chan error)
 	go func() { done <- b.LockContext(ctx) }()
-	deadline := time.Now().Add(lockTimeout)
-	for {
-		info, err := Inspect(context.Background(), cli, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(info.Waiters) == 1 {
-			if info.State != StateHeld || info.Holder.Lease != a.Identity().Lease || info.Token != a.Token() ||
-				info.Waiters[0].Lease != b.Identity().Lease || info.LeaseTTL < 0 || info.LeaseGranted != a.TTL() {
-				t.Fatalf("Inspect: %+v", info)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the waiter never showed in Inspect")
-		}
-		time.Sleep(10 * time.Millisecond)
+	info := waitOneWaiter(t, cli, p, 10*time.Millisecond, "the waiter never showed in Inspect")
+	if info.State != StateHeld || info.Holder.Lease != a.Identity().Lease || info.Token != a.Token() ||
+		info.Waiters[0].Lease != b.Identity().Lease || info.LeaseTTL < 0 || info.LeaseGranted != a.TTL() {
+		t.Fatalf("Inspect: %+v", info)
 	}
 	if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("LockContext past its deadline: %v", err)
@@ -440,9 +443,7 @@ func TestMutexContextAndInspect(t *testing.T) {
 }
 
 func TestMutexStuckReport(t *testing.T) {
-	t.Parallel()
-	cli := newClient(t, endpoints)
-	p := prefix(t)
+	cli, p := parallelClient(t)
 	var buf syncBuffer
 	a := newMutex(t, cli, p)
 	b, err := NewMutex(context.Background(), cli, p, &Options{TTL: liveTTL, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
@@ -577,20 +578,7 @@ func crashAt(t *testing.T, c crashCase) error {
 	}()
 	if first != nil {
 		// Let the child queue behind us, then step aside.
-		deadline := time.Now().Add(lockTimeout)
-		for {
-			info, err := Inspect(context.Background(), cli, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(info.Waiters) == 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the child never queued")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitOneWaiter(t, cli, p, 5*time.Millisecond, "the child never queued")
 		if c.step != "lock-queued" {
 			first.Unlock()
 		}

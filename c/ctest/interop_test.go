@@ -103,6 +103,22 @@ const (
 	deathRounds = 5
 )
 
+// deathNoticedInTime logs round's latency lat, from the kill of a holder
+// in language holder to a waiter in language waiter taking the lock, and
+// reports whether it was within deathBound; once deathRounds rounds have
+// all missed the bound it fails t.
+func deathNoticedInTime(t *testing.T, round int, lat time.Duration, holder, waiter string) bool {
+	t.Helper()
+	t.Logf("round %d: %s holder's death noticed by %s after %v", round, holder, waiter, lat)
+	if lat <= deathBound {
+		return true
+	}
+	if round == deathRounds {
+		t.Fatalf("death of a %s holder noticed after %v in each of %d rounds, want within %v", holder, lat, deathRounds, deathBound)
+	}
+	return false
+}
+
 // TestGoWaiterDetectsDeadCHolder: a C process dies holding the lock; a
 // Go waiter asleep on it gets ErrOwnerDead naming the C PID within 100 ms.
 func TestGoWaiterDetectsDeadCHolder(t *testing.T) {
@@ -135,12 +151,8 @@ func TestGoWaiterDetectsDeadCHolder(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.Unlock()
-		t.Logf("round %d: C holder's death noticed by Go after %v", round, lat)
-		if lat <= deathBound {
+		if deathNoticedInTime(t, round, lat, "C", "Go") {
 			return
-		}
-		if round == deathRounds {
-			t.Fatalf("death of a C holder noticed after %v in each of %d rounds, want within %v", lat, deathRounds, deathBound)
 		}
 	}
 }
@@ -175,12 +187,8 @@ func TestCWaiterDetectsDeadGoHolder(t *testing.T) {
 		if _, err := w.wait(5 * time.Second); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("round %d: Go holder's death noticed by C after %v", round, lat)
-		if lat <= deathBound {
+		if deathNoticedInTime(t, round, lat, "Go", "C") {
 			return
-		}
-		if round == deathRounds {
-			t.Fatalf("death of a Go holder noticed after %v in each of %d rounds, want within %v", lat, deathRounds, deathBound)
 		}
 	}
 }

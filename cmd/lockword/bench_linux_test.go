@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
 
 // TestBenchCommandCI runs what the issue asks CI to run, as a user would:
@@ -24,7 +26,7 @@ func TestBenchCommandCI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("8 s: not with -short")
 	}
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	png := filepath.Join(t.TempDir(), "bench.png")
 	out, err := exec.Command(bin, "bench", "-duration", "100ms", "-count", "2", "-chart", png).CombinedOutput()
 	if err != nil {
@@ -44,7 +46,7 @@ func TestBenchCommandCI(t *testing.T) {
 // TestBenchInterrupted: SIGINT stops the run after the sample in hand; the
 // table of what was measured is printed, and the exit status is 130.
 func TestBenchInterrupted(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	cmd := exec.Command(bin, "bench", "-kinds", "mutex", "-duration", "200ms", "-count", "50")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 	"github.com/lockword/lockword/cmd/lockword/internal/torture"
 	"github.com/lockword/lockword/etcdlock"
 	"github.com/lockword/lockword/internal/etcdembed"
@@ -35,7 +36,7 @@ func TestInspectEtcd(t *testing.T) {
 	defer cli.Close()
 	ctx := context.Background()
 	const p = "/locks/orders"
-	if out, _, status := runCLI(t, "inspect", "-etcd", ep, p); status != exitOK || !hasLine(out, "State: free") || !hasLine(out, "Waiters: 0") {
+	if out, _, status := runCLI(t, "inspect", "-etcd", ep, p); status != exitOK || !clitest.HasLine(out, "State: free") || !clitest.HasLine(out, "Waiters: 0") {
 		t.Fatalf("free lock: status %d\n%s", status, out)
 	}
 	a, err := etcdlock.NewMutex(ctx, cli, p, &etcdlock.Options{TTL: 5 * time.Second})
@@ -61,7 +62,7 @@ func TestInspectEtcd(t *testing.T) {
 		if status != exitOK {
 			t.Fatalf("status %d\n%s", status, out)
 		}
-		if hasLine(out, "Waiters: 1") || time.Now().After(deadline) {
+		if clitest.HasLine(out, "Waiters: 1") || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -73,7 +74,7 @@ func TestInspectEtcd(t *testing.T) {
 		"Waiters: 1",
 		fmt.Sprintf("  host %s, PID %d, lease %x", shownName(host), os.Getpid(), b.Identity().Lease),
 	} {
-		if !hasLine(out, line) {
+		if !clitest.HasLine(out, line) {
 			t.Errorf("inspect lacks %q:\n%s", line, out)
 		}
 	}

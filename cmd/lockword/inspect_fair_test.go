@@ -5,7 +5,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,12 +15,7 @@ import (
 // TestInspectFairKinds: inspect shows the shared ticket mutex (holder,
 // queue length), rwmutex (readers) and cond (waiters) in text and JSON.
 func TestInspectFairKinds(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "region")
-	r, err := lockword.CreateRegion(path, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, path := testRegion(t)
 	other, err := lockword.OpenRegion(path, nil)
 	if err != nil {
 		t.Fatal(err)

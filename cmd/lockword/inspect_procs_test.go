@@ -19,15 +19,6 @@ import (
 	"github.com/lockword/lockword"
 )
 
-// buildLockword builds the command, without the race detector.
-func buildLockword(t *testing.T) string {
-	bin := filepath.Join(t.TempDir(), "lockword")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestHoldChild holds a lock in a region until killed: run by
 // TestInspectStoppedHolder.
 func TestHoldChild(t *testing.T) {
@@ -49,12 +40,7 @@ func TestHoldChild(t *testing.T) {
 // TestInspectStoppedHolder: inspect shows a lock held by a stopped process
 // as held, holder alive, and the held-for time growing between runs.
 func TestInspectStoppedHolder(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "region")
-	r, err := lockword.CreateRegion(path, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, path := testRegion(t)
 	r.Mutex("orders")
 	r.Bytes("orders-data", 100)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldChild$")
@@ -213,12 +199,7 @@ func TestInspectReadOnlyUser(t *testing.T) {
 // TestInspectJSONNotALock: inspect -json gives an object that is not a
 // lock no lock fields (no "state": "", "word": 0, "holder_alive": false).
 func TestInspectJSONNotALock(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "region")
-	r, err := lockword.CreateRegion(path, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, path := testRegion(t)
 	r.Mutex("orders")
 	r.Bytes("orders-data", 100)
 	stdout, stderr, status := runCLI(t, "inspect", "-json", path)

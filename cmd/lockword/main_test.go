@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"os/exec"
 	"path/filepath"
@@ -82,15 +81,4 @@ func TestBinaryExitStatus(t *testing.T) {
 			t.Errorf("lockword %s: exit status %d, want %d\n%s", strings.Join(tc.args, " "), status, tc.status, out.String())
 		}
 	}
-}
-
-// hasLine reports whether text has line as one whole line.
-func hasLine(text, line string) bool {
-	s := bufio.NewScanner(strings.NewReader(text))
-	for s.Scan() {
-		if s.Text() == line {
-			return true
-		}
-	}
-	return false
 }

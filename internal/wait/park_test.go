@@ -118,25 +118,14 @@ func TestCancelNeverSwallowsWake(t *testing.T) {
 	var w atomic.Uint32
 	for range rounds {
 		const waiters = 8
-		var woken atomic.Int32
-		var wg sync.WaitGroup
-		ctxs := make([]context.CancelFunc, waiters)
-		for i := range waiters {
-			ctx, cancel := context.WithCancel(context.Background())
-			ctxs[i] = cancel
-			wg.Go(func() {
-				if Wait(ctx, &w, 0) == nil {
-					woken.Add(1)
-				}
-			})
-		}
+		c := startCancellable(waiters, func(ctx context.Context, i int) error { return Wait(ctx, &w, 0) })
 		waitParked(t, &w, waiters)
 		var reported atomic.Int32
 		var race sync.WaitGroup
 		for i := range waiters {
 			race.Go(func() {
 				if rand.IntN(2) == 0 {
-					ctxs[i]()
+					c.cancel[i]()
 				} else {
 					reported.Add(int32(Wake(&w, 1)))
 				}
@@ -145,10 +134,10 @@ func TestCancelNeverSwallowsWake(t *testing.T) {
 		race.Wait()
 		// Release the rest so the round ends.
 		for i := range waiters {
-			ctxs[i]()
+			c.cancel[i]()
 		}
-		wg.Wait()
-		if r, got := reported.Load(), woken.Load(); got != r {
+		c.wg.Wait()
+		if r, got := reported.Load(), c.woken.Load(); got != r {
 			t.Fatalf("Wake reported %d wake-ups but %d waiters returned woken", r, got)
 		}
 	}
@@ -323,18 +312,7 @@ func TestCancelNeverSwallowsWakeKey(t *testing.T) {
 	var w atomic.Uint32
 	for range rounds {
 		const waiters = 8
-		var woken atomic.Int32
-		var wg sync.WaitGroup
-		ctxs := make([]context.CancelFunc, waiters)
-		for i := range waiters {
-			ctx, cancel := context.WithCancel(context.Background())
-			ctxs[i] = cancel
-			wg.Go(func() {
-				if WaitKey(ctx, &w, 0, uint32(i)) == nil {
-					woken.Add(1)
-				}
-			})
-		}
+		c := startCancellable(waiters, func(ctx context.Context, i int) error { return WaitKey(ctx, &w, 0, uint32(i)) })
 		for i := range waiters {
 			waitParkedKey(t, &w, uint32(i), 1)
 		}
@@ -343,16 +321,16 @@ func TestCancelNeverSwallowsWakeKey(t *testing.T) {
 		for i := range waiters {
 			race.Go(func() {
 				if rand.IntN(2) == 0 {
-					ctxs[i]()
+					c.cancel[i]()
 				} else {
 					reported.Add(int32(WakeKey(&w, uint32(i), 1)))
 				}
 			})
-			race.Go(func() { ctxs[i]() }) // and always race a cancel against it
+			race.Go(func() { c.cancel[i]() }) // and always race a cancel against it
 		}
 		race.Wait()
-		wg.Wait()
-		if r, got := reported.Load(), woken.Load(); got != r {
+		c.wg.Wait()
+		if r, got := reported.Load(), c.woken.Load(); got != r {
 			t.Fatalf("WakeKey reported %d wake-ups but %d waiters returned woken", r, got)
 		}
 	}
@@ -446,22 +424,8 @@ func TestWaitNoted(t *testing.T) {
 	if h := hooked.Load(); h != 1 {
 		t.Fatalf("OnNotedPark ran %d times for one noted waiter", h)
 	}
-	look := func(mark bool) (seen int, marked bool) {
-		Noted(func(addr *atomic.Uint32, n any, since int64, m bool) bool {
-			if addr == &word && n == any(note) && since == 42 {
-				seen++
-				marked = m
-			}
-			return m || mark
-		})
-		return seen, marked
-	}
-	if seen, marked := look(true); seen != 1 || marked {
-		t.Fatalf("first look: seen %d, marked %v; want 1, false", seen, marked)
-	}
-	if seen, marked := look(false); seen != 1 || !marked {
-		t.Fatalf("second look: seen %d, marked %v; want 1, true (the mark stays)", seen, marked)
-	}
+	look := notedLook(&word, note, 42)
+	checkNotedMark(t, look)
 	word.Store(1)
 	WakeKey(&word, 7, 1)
 	Wake(&word, 1)
@@ -470,4 +434,56 @@ func TestWaitNoted(t *testing.T) {
 	if seen, _ := look(false); seen != 0 {
 		t.Fatalf("a woken waiter is still noted (%d)", seen)
 	}
+}
+
+// notedLook returns a look at Noted: it counts the noted waiters on word
+// with note and since, gives each the mark mark (a waiter marked before
+// keeps its mark), and returns the count and the mark the last one seen
+// had before this look.
+func notedLook(word *atomic.Uint32, note any, since int64) func(mark bool) (seen int, marked bool) {
+	return func(mark bool) (seen int, marked bool) {
+		Noted(func(addr *atomic.Uint32, n any, s int64, m bool) bool {
+			if addr == word && n == note && s == since {
+				seen++
+				marked = m
+			}
+			return m || mark
+		})
+		return seen, marked
+	}
+}
+
+// checkNotedMark checks, through look, that one waiter is noted, unmarked
+// at first, and that the mark the first look gave it stays.
+func checkNotedMark(t *testing.T, look func(mark bool) (seen int, marked bool)) {
+	t.Helper()
+	if seen, marked := look(true); seen != 1 || marked {
+		t.Fatalf("first look: seen %d, marked %v; want 1, false", seen, marked)
+	}
+	if seen, marked := look(false); seen != 1 || !marked {
+		t.Fatalf("second look: seen %d, marked %v; want 1, true (the mark stays)", seen, marked)
+	}
+}
+
+// cancellable is a set of waiters, each with a context of its own.
+type cancellable struct {
+	cancel []context.CancelFunc // cancel[i] ends waiter i's context
+	woken  atomic.Int32         // waiters whose wait returned nil
+	wg     sync.WaitGroup       // the waiters
+}
+
+// startCancellable starts n waiters: waiter i runs wait with its own
+// cancellable context and counts in woken if wait returns nil.
+func startCancellable(n int, wait func(ctx context.Context, i int) error) *cancellable {
+	c := &cancellable{cancel: make([]context.CancelFunc, n)}
+	for i := range n {
+		ctx, cancel := context.WithCancel(context.Background())
+		c.cancel[i] = cancel
+		c.wg.Go(func() {
+			if wait(ctx, i) == nil {
+				c.woken.Add(1)
+			}
+		})
+	}
+	return c
 }

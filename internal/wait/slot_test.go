@@ -92,18 +92,7 @@ func TestCancelNeverSwallowsWakeOne(t *testing.T) {
 	var w atomic.Uint32
 	for range rounds {
 		const waiters = 8
-		var woken atomic.Int32
-		var wg sync.WaitGroup
-		ctxs := make([]context.CancelFunc, waiters)
-		for i := range waiters {
-			ctx, cancel := context.WithCancel(context.Background())
-			ctxs[i] = cancel
-			wg.Go(func() {
-				if WaitOne(ctx, &w, 0, uint32(i), i, 0) == nil {
-					woken.Add(1)
-				}
-			})
-		}
+		c := startCancellable(waiters, func(ctx context.Context, i int) error { return WaitOne(ctx, &w, 0, uint32(i), i, 0) })
 		for i := range waiters {
 			waitParkedKey(t, &w, uint32(i), 1)
 		}
@@ -112,17 +101,17 @@ func TestCancelNeverSwallowsWakeOne(t *testing.T) {
 		for i := range waiters {
 			race.Go(func() {
 				if rand.IntN(2) == 0 {
-					ctxs[i]()
+					c.cancel[i]()
 				} else if WakeOne(&w, uint32(i)) {
 					reported.Add(1)
 				}
 			})
-			race.Go(func() { ctxs[i]() })
+			race.Go(func() { c.cancel[i]() })
 			race.Go(func() { Noted(func(*atomic.Uint32, any, int64, bool) bool { return true }); Parked(&w) })
 		}
 		race.Wait()
-		wg.Wait()
-		if r, got := reported.Load(), woken.Load(); got != r {
+		c.wg.Wait()
+		if r, got := reported.Load(), c.woken.Load(); got != r {
 			t.Fatalf("WakeOne reported %d wake-ups but %d waiters returned woken", r, got)
 		}
 	}
@@ -170,22 +159,8 @@ func TestWaitOneNoted(t *testing.T) {
 	for hooked.Load() != 1 { // OnNotedPark runs just after the waiter is visible
 		time.Sleep(time.Millisecond)
 	}
-	look := func(mark bool) (seen int, marked bool) {
-		Noted(func(addr *atomic.Uint32, n any, since int64, m bool) bool {
-			if addr == &word && n == any(note) && since == 42 {
-				seen++
-				marked = m
-			}
-			return m || mark
-		})
-		return seen, marked
-	}
-	if seen, marked := look(true); seen != 1 || marked {
-		t.Fatalf("first look: seen %d, marked %v; want 1, false", seen, marked)
-	}
-	if seen, marked := look(false); seen != 1 || !marked {
-		t.Fatalf("second look: seen %d, marked %v; want 1, true", seen, marked)
-	}
+	look := notedLook(&word, note, 42)
+	checkNotedMark(t, look)
 	word.Store(1)
 	if !WakeOne(&word, 9) {
 		t.Fatal("WakeOne found nobody")

@@ -1,7 +1,6 @@
 package torture
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
 
 // runCLI runs a torture command line in-process ("torture" and its flags,
@@ -29,6 +30,15 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, status int) {
 	return out.String(), errOut.String(), status
 }
 
+// wantExitOK stops t unless a run exited with status 0, quoting its
+// output.
+func wantExitOK(t *testing.T, stdout, stderr string, status int) {
+	t.Helper()
+	if status != exitOK {
+		t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
+	}
+}
+
 // testScale is the torture size for in-process tests: big enough that a
 // broken lock cannot pass by luck, small enough for -race on two cores.
 func testScale() (workers, iters int) {
@@ -46,11 +56,9 @@ func TestTortureRealLocksPass(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			stdout, stderr, status := runCLI(t, "torture", "-lock", name,
 				"-workers", fmt.Sprint(workers), "-iters", fmt.Sprint(iters), "-value", "3")
-			if status != exitOK {
-				t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
-			}
+			wantExitOK(t, stdout, stderr, status)
 			want := int64(workers) * int64(iters) * 3
-			for _, line := range []string{
+			clitest.WantLines(t, stdout, []string{
 				"Lock: " + name,
 				fmt.Sprintf("Workers: %d", workers),
 				fmt.Sprintf("Additions per worker: %d", iters),
@@ -59,13 +67,9 @@ func TestTortureRealLocksPass(t *testing.T) {
 				fmt.Sprintf("Actual:   %d", want),
 				"Owner-slot violations: 0",
 				"Result: PASS",
-			} {
-				if !hasLine(stdout, line) {
-					t.Errorf("report lacks line %q:\n%s", line, stdout)
-				}
-			}
+			})
 			if name == "sync" {
-				if !hasLine(stdout, "Slow path: n/a (sync.Mutex keeps no statistics)") {
+				if !clitest.HasLine(stdout, "Slow path: n/a (sync.Mutex keeps no statistics)") {
 					t.Errorf("sync report lacks the n/a slow-path line:\n%s", stdout)
 				}
 			} else if !strings.Contains(stdout, "% of acquisitions") {
@@ -327,9 +331,7 @@ func TestTortureDuration(t *testing.T) {
 	if elapsed := time.Since(start); elapsed < 400*time.Millisecond {
 		t.Errorf("two 200ms runs took only %v", elapsed)
 	}
-	if status != exitOK {
-		t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
-	}
+	wantExitOK(t, stdout, stderr, status)
 	reports := strings.Split(stdout, "\n\n")
 	if len(reports) != 2 {
 		t.Fatalf("got %d reports, want 2:\n%s", len(reports), stdout)
@@ -346,7 +348,7 @@ func TestTortureDuration(t *testing.T) {
 		if total <= 0 || expected != 5*total || actual != expected {
 			t.Errorf("total %d, expected %d, actual %d; want expected = actual = 5 × total > 0:\n%s", total, expected, actual, rep)
 		}
-		if !hasLine(rep, "Duration: 200ms") || !hasLine(rep, "Result: PASS") {
+		if !clitest.HasLine(rep, "Duration: 200ms") || !clitest.HasLine(rep, "Result: PASS") {
 			t.Errorf("report lacks the duration or PASS line:\n%s", rep)
 		}
 	}
@@ -379,15 +381,4 @@ func TestRegisterRejects(t *testing.T) {
 	if len(kinds) != before {
 		t.Errorf("registry grew from %d to %d kinds", before, len(kinds))
 	}
-}
-
-// hasLine reports whether text has line as one whole line.
-func hasLine(text, line string) bool {
-	s := bufio.NewScanner(strings.NewReader(text))
-	for s.Scan() {
-		if s.Text() == line {
-			return true
-		}
-	}
-	return false
 }

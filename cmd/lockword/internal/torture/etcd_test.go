@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
 
 // The etcd kinds' tests: each run starts its own embedded server (or
@@ -44,11 +46,7 @@ func wantPass(t *testing.T, stdout, stderr string, status int, lines ...string) 
 	if status != exitOK {
 		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
 	}
-	for _, line := range append(lines, "Owner-slot violations: 0", "Result: PASS") {
-		if !hasLine(stdout, line) {
-			t.Errorf("report lacks %q:\n%s", line, stdout)
-		}
-	}
+	clitest.WantLines(t, stdout, append(lines, "Owner-slot violations: 0", "Result: PASS"))
 }
 
 func TestTortureEtcd(t *testing.T) {

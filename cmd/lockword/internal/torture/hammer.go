@@ -28,6 +28,29 @@ type workerSlot struct {
 	_    [120]byte // padding against false sharing
 }
 
+// doneSum returns the progress count of a run whose workers publish in
+// slots: the sum of their done counters.
+func doneSum(slots []workerSlot) func() int64 {
+	return func() int64 {
+		var n int64
+		for i := range slots {
+			n += slots[i].done.Load()
+		}
+		return n
+	}
+}
+
+// stopAfterDuration sets stop once cfg.duration has passed, if the run is
+// timed (else it does nothing), and returns the function that cancels
+// that; callers defer it.
+func stopAfterDuration(cfg *config, stop *atomic.Bool) func() {
+	if !cfg.timed() {
+		return func() {}
+	}
+	t := time.AfterFunc(cfg.duration, func() { stop.Store(true) })
+	return func() { t.Stop() }
+}
+
 // publishMask sets how often a worker publishes its count: every 1024
 // additions, rare enough to cost nothing measurable.
 const publishMask = 1<<10 - 1
@@ -57,18 +80,9 @@ func hammer(cfg *config, label string, body func(id, steps int)) hammerRun {
 	}
 
 	start := time.Now()
-	spec := runProgress(cfg, label, start, int64(cfg.workers)*cfg.iters, func() int64 {
-		var n int64
-		for i := range slots {
-			n += slots[i].done.Load()
-		}
-		return n
-	}, "")
+	spec := runProgress(cfg, label, start, int64(cfg.workers)*cfg.iters, doneSum(slots), "")
 	close(gate)
-	if cfg.timed() {
-		timer := time.AfterFunc(cfg.duration, func() { stop.Store(true) })
-		defer timer.Stop()
-	}
+	defer stopAfterDuration(cfg, &stop)()
 	prog := startProgress(cfg.progress, spec)
 	wg.Wait()
 	elapsed := time.Since(start)

@@ -256,18 +256,9 @@ func tortureCond(cfg *config) *counterReport {
 		})
 	}
 	start := time.Now()
-	spec := runProgress(cfg, "cond", start, expected, func() int64 {
-		var n int64
-		for i := range consumed {
-			n += consumed[i].done.Load()
-		}
-		return n
-	}, "")
+	spec := runProgress(cfg, "cond", start, expected, doneSum(consumed), "")
 	close(gate)
-	if cfg.timed() {
-		timer := time.AfterFunc(cfg.duration, func() { stop.Store(true) })
-		defer timer.Stop()
-	}
+	defer stopAfterDuration(cfg, &stop)()
 	prog := startProgress(cfg.progress, spec)
 	prod.Wait()
 	mu.Lock()

@@ -130,10 +130,7 @@ func tortureRing(cfg *config, name string, q streamQueue) *ringReport {
 	var wg sync.WaitGroup
 	start := time.Now()
 	wg.Go(func() { r.pushed, perr = produce(ctx, q, items, &stop, seed) })
-	if cfg.timed() {
-		t := time.AfterFunc(cfg.duration, func() { stop.Store(true) })
-		defer t.Stop()
-	}
+	defer stopAfterDuration(cfg, &stop)()
 	prog := startProgress(cfg.progress, runProgress(cfg, name, start, items, received.Load, "items"))
 	watchDone := make(chan struct{})
 	watchStopped := make(chan struct{})
@@ -220,6 +217,26 @@ func produce(ctx context.Context, q streamQueue, items int64, stop *atomic.Bool,
 	}
 }
 
+// checkSeq counts sequence number v, received when next was the one
+// expected: in order; at or below one already received (a duplicate, out
+// of order); or above it (out of order, the numbers skipped lost). It
+// returns the number expected after v. The ring kinds, in process and
+// shared, account for their streams with it.
+func checkSeq(v, next uint64, outOfOrder, duplicates, lost *int64) uint64 {
+	switch {
+	case v == next:
+		return next + 1
+	case v < next:
+		*duplicates++
+		*outOfOrder++
+		return next
+	default:
+		*outOfOrder++
+		*lost += int64(v - next)
+		return v + 1
+	}
+}
+
 // consume pops until q is closed and drained, checking that the numbers
 // arrive in order, and publishes its count in received.
 func (r *ringReport) consume(ctx context.Context, q streamQueue, received *atomic.Int64, seed uint64) error {
@@ -230,17 +247,7 @@ func (r *ringReport) consume(ctx context.Context, q streamQueue, received *atomi
 	defer func() { received.Store(n) }()
 	check := func(v uint64) {
 		n++
-		switch {
-		case v == want:
-			want++
-		case v < want:
-			r.duplicates++
-			r.outOfOrder++
-		default:
-			r.outOfOrder++
-			r.lost += int64(v - want)
-			want = v + 1
-		}
+		want = checkSeq(v, want, &r.outOfOrder, &r.duplicates, &r.lost)
 		if n%publishEvery == 0 {
 			received.Store(n)
 		}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
 
 // lockfreeScale is the number of items (ring) or reads (seqlock) for
@@ -23,10 +25,8 @@ func lockfreeScale() int {
 func TestTortureRingPasses(t *testing.T) {
 	n := lockfreeScale()
 	stdout, stderr, status := runCLI(t, "torture", "-lock", "ring", "-items", fmt.Sprint(n))
-	if status != exitOK {
-		t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
-	}
-	for _, line := range []string{
+	wantExitOK(t, stdout, stderr, status)
+	clitest.WantLines(t, stdout, []string{
 		"Lock: ring",
 		fmt.Sprintf("Items: %d", n),
 		fmt.Sprintf("Received: %d", n),
@@ -34,11 +34,7 @@ func TestTortureRingPasses(t *testing.T) {
 		"Duplicates: 0",
 		"Lost: 0",
 		"Result: PASS",
-	} {
-		if !hasLine(stdout, line) {
-			t.Errorf("report lacks line %q:\n%s", line, stdout)
-		}
-	}
+	})
 	for _, prefix := range []string{"Throughput: ", "Sleeps: producer "} {
 		if !strings.Contains(stdout, "\n"+prefix) {
 			t.Errorf("report lacks %q:\n%s", prefix, stdout)
@@ -49,15 +45,9 @@ func TestTortureRingPasses(t *testing.T) {
 func TestTortureSeqLockPasses(t *testing.T) {
 	n := lockfreeScale()
 	stdout, stderr, status := runCLI(t, "torture", "-lock", "seqlock", "-workers", "4", "-items", fmt.Sprint(n))
-	if status != exitOK {
-		t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
-	}
-	for _, line := range []string{"Lock: seqlock", "Readers: 4", fmt.Sprintf("Reads: %d", n),
-		"Torn reads: 0", "Backwards: 0", "Result: PASS"} {
-		if !hasLine(stdout, line) {
-			t.Errorf("report lacks line %q:\n%s", line, stdout)
-		}
-	}
+	wantExitOK(t, stdout, stderr, status)
+	clitest.WantLines(t, stdout, []string{"Lock: seqlock", "Readers: 4", fmt.Sprintf("Reads: %d", n),
+		"Torn reads: 0", "Backwards: 0", "Result: PASS"})
 }
 
 // TestTortureBrokenTwinsFail: the broken ring and seqlock must fail, so

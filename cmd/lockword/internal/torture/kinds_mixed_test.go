@@ -3,7 +3,6 @@
 package torture
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 	"github.com/lockword/lockword/internal/cbuild"
 )
 
@@ -41,11 +41,7 @@ func TestTortureMixedPass(t *testing.T) {
 		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
 	}
 	want := int64(8 * iters * 5)
-	for _, line := range []string{"Lock: shared-c", "Processes: 4", fmt.Sprintf("Actual:   %d", want), "Owner-slot violations: 0", "Result: PASS"} {
-		if !hasLine(stdout, line) {
-			t.Errorf("report lacks %q:\n%s", line, stdout)
-		}
-	}
+	clitest.WantLines(t, stdout, []string{"Lock: shared-c", "Processes: 4", fmt.Sprintf("Actual:   %d", want), "Owner-slot violations: 0", "Result: PASS"})
 }
 
 // TestTortureMixedBrokenFails: C workers whose trylock ignores the lock
@@ -66,20 +62,12 @@ func TestTortureMixedBrokenFails(t *testing.T) {
 // languages recovered.
 func TestTortureMixedKill(t *testing.T) {
 	needC(t)
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	kills := killRuns()
 	log := filepath.Join(t.TempDir(), "langs")
 	cmd := exec.Command(bin, "torture", "-lock", "shared-c", "-procs", "4", "-kill", "-kills", fmt.Sprint(kills), "-json")
 	cmd.Env = append(os.Environ(), langLogEnv+"="+log)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	var r reportJSON
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	t.Logf("%s", out)
+	r, out := runJSONReport(t, cmd)
 	k := r.Kill
 	if k == nil || k.Kills != kills || k.Hangs != 0 || k.Recoveries != int64(k.HolderKills) || r.Expected != r.Actual || r.OwnerViolations != 0 || r.Result != "PASS" {
 		t.Fatalf("bad kill report: %s", out)
@@ -137,7 +125,7 @@ func TestTortureMixedPython(t *testing.T) {
 	}
 	stdout, stderr, status := runCLI(t, "torture", "-lock", "shared-c-py", "-procs", "3", "-workers", "6", "-iters", fmt.Sprint(iters))
 	want := int64(6 * iters * 5)
-	if status != exitOK || !hasLine(stdout, fmt.Sprintf("Actual:   %d", want)) || !hasLine(stdout, "Result: PASS") {
+	if status != exitOK || !clitest.HasLine(stdout, fmt.Sprintf("Actual:   %d", want)) || !clitest.HasLine(stdout, "Result: PASS") {
 		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
 	}
 }

@@ -122,10 +122,7 @@ func tortureSeqLock(cfg *config, name string, s snapshotter) *seqLockReport {
 		})
 	}
 	spec := runProgress(cfg, name, start, reads, done.Load, "reads")
-	if cfg.timed() {
-		t := time.AfterFunc(cfg.duration, func() { stopReaders.Store(true) })
-		defer t.Stop()
-	}
+	defer stopAfterDuration(cfg, &stopReaders)()
 	prog := startProgress(cfg.progress, spec)
 	wg.Wait()
 	r.elapsed = time.Since(start)

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
 
 // sharedRingTestItems is the CI size of the shared ring torture: the
@@ -33,12 +35,8 @@ func TestTortureSharedRing(t *testing.T) {
 	if status != exitOK {
 		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
 	}
-	for _, line := range []string{"Lock: shared-ring", fmt.Sprintf("Items: %d", n), fmt.Sprintf("Received: %d", n),
-		"Out of order: 0", "Duplicates: 0", "Lost: 0", "Mangled: 0", "Result: PASS"} {
-		if !hasLine(stdout, line) {
-			t.Errorf("report lacks %q:\n%s", line, stdout)
-		}
-	}
+	clitest.WantLines(t, stdout, []string{"Lock: shared-ring", fmt.Sprintf("Items: %d", n), fmt.Sprintf("Received: %d", n),
+		"Out of order: 0", "Duplicates: 0", "Lost: 0", "Mangled: 0", "Result: PASS"})
 	if !strings.Contains(stdout, "M messages/s") {
 		t.Errorf("no throughput:\n%s", stdout)
 	}
@@ -95,7 +93,7 @@ func TestTortureSharedRingUsage(t *testing.T) {
 // report (INTERRUPTED) counts what was sent and received, the region file
 // is removed, and the exit status is 130.
 func TestTortureSharedRingInterrupted(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	cmd := exec.Command(bin, "torture", "-json", "-lock", "ring", "-procs", "2", "-items", "1000000000")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

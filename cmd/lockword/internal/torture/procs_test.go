@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
 
 // The worker processes of these tests are the test binary itself:
@@ -33,12 +34,8 @@ func TestTortureProcsPass(t *testing.T) {
 		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
 	}
 	want := int64(6 * iters * 5)
-	for _, line := range []string{"Lock: shared", "Workers: 6", "Processes: 3",
-		fmt.Sprintf("Expected: %d", want), fmt.Sprintf("Actual:   %d", want), "Owner-slot violations: 0", "Result: PASS"} {
-		if !hasLine(stdout, line) {
-			t.Errorf("report lacks %q:\n%s", line, stdout)
-		}
-	}
+	clitest.WantLines(t, stdout, []string{"Lock: shared", "Workers: 6", "Processes: 3",
+		fmt.Sprintf("Expected: %d", want), fmt.Sprintf("Actual:   %d", want), "Owner-slot violations: 0", "Result: PASS"})
 }
 
 func TestTortureProcsNoneFails(t *testing.T) {
@@ -83,18 +80,10 @@ func checkHolderKills(t *testing.T, k *killReport, kills int) {
 // start, and on two cores the respawns then starve the recovering waiter,
 // so the latency would measure the instrumentation, not the lock.
 func TestTortureProcsKill(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	kills := killRuns()
 	cmd := exec.Command(bin, "torture", "-procs", "4", "-kill", "-kills", fmt.Sprint(kills), "-json")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	var r reportJSON
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	t.Logf("%s", out)
+	r, out := runJSONReport(t, cmd)
 	k := r.Kill
 	if k == nil || *r.Processes != 4 || k.Kills != kills || k.Hangs != 0 || k.Recoveries != int64(k.HolderKills) || r.Expected != r.Actual || r.Result != "PASS" {
 		t.Fatalf("bad kill report: %s", out)
@@ -111,14 +100,21 @@ func TestTortureProcsKill(t *testing.T) {
 	}
 }
 
-// buildLockword builds the command (cmd/lockword, two directories up),
-// without the race detector.
-func buildLockword(t *testing.T) string {
-	bin := filepath.Join(t.TempDir(), "lockword")
-	if out, err := exec.Command("go", "build", "-o", bin, "../..").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+// runJSONReport runs cmd, a lockword torture run with -json, and returns
+// its decoded report and its output, which it logs. A failed run or
+// undecodable output stops t.
+func runJSONReport(t *testing.T, cmd *exec.Cmd) (reportJSON, []byte) {
+	t.Helper()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
-	return bin
+	var r reportJSON
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	t.Logf("%s", out)
+	return r, out
 }
 
 // TestTortureProcsKillCatchesBrokenRepair: workers that take ErrOwnerDead
@@ -183,7 +179,7 @@ func TestTortureProcsUsage(t *testing.T) {
 // the signal. The SIGINT goes to the whole process group, as a terminal's
 // Ctrl-C does: the workers must not die of it mid-update.
 func TestTortureProcsInterrupted(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	for _, c := range []struct {
 		name   string
 		sig    syscall.Signal
@@ -292,7 +288,7 @@ func TestTortureInterruptedText(t *testing.T) {
 	r.writeText(&b)
 	for _, line := range []string{"Interrupted: by SIGINT after 1s; a partial report, of the additions made until then",
 		"Additions per worker: 1000 asked, made: min 10, max 20 (30 total)", "Expected: 150", "Result: INTERRUPTED (no check failed until then)"} {
-		if !hasLine(b.String(), line) {
+		if !clitest.HasLine(b.String(), line) {
 			t.Errorf("report lacks %q:\n%s", line, b.String())
 		}
 	}
@@ -305,7 +301,7 @@ func TestTortureInterruptedText(t *testing.T) {
 // someone else fails the run with a report of what the others did and a
 // reason that says so, not with a bare error.
 func TestTortureProcsWorkerKilledFromOutside(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	cmd := exec.Command(bin, "torture", "-procs", "3", "-duration", "6s")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -401,7 +397,7 @@ func inspectRunRegion(t *testing.T, pid int, label string) (info *lockword.Regio
 // nothing can catch, leaves no region file behind (the region is a memfd
 // that vanishes with its last process) and no worker running.
 func TestTortureProcsSupervisorKilled(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	for _, c := range []struct {
 		label string
 		args  []string
@@ -452,7 +448,7 @@ func TestTortureProcsSupervisorKilled(t *testing.T) {
 // recovered exactly once each, no hang, and the counter equals the
 // committed additions exactly.
 func TestTortureProcsKillFairKinds(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	kills := killRuns()
 	for _, kind := range []string{"shared-ticket", "shared-rw"} {
 		t.Run(kind, func(t *testing.T) {

@@ -141,16 +141,6 @@ func sharedRingWorker(spec *sharedRingSpec) (res sharedRingResult, err error) {
 		if string(sharedRingMsg(want, seq)) != string(msg) {
 			res.Mangled++
 		}
-		switch {
-		case seq == next:
-			next++
-		case seq < next:
-			res.Duplicates++
-			res.OutOfOrder++
-		default:
-			res.OutOfOrder++
-			res.Lost += int64(seq - next)
-			next = seq + 1
-		}
+		next = checkSeq(seq, next, &res.OutOfOrder, &res.Duplicates, &res.Lost)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 	"testing"
 	"time"
 )
@@ -21,21 +22,15 @@ func TestTortureFairKindsPass(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			stdout, stderr, status := runCLI(t, "torture", "-lock", name,
 				"-workers", fmt.Sprint(workers), "-iters", fmt.Sprint(iters), "-value", "3", "-work", "20")
-			if status != exitOK {
-				t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
-			}
+			wantExitOK(t, stdout, stderr, status)
 			want := int64(workers) * int64(iters) * 3
-			for _, line := range []string{
+			clitest.WantLines(t, stdout, []string{
 				"Lock: " + name,
 				fmt.Sprintf("Expected: %d", want),
 				fmt.Sprintf("Actual:   %d", want),
 				"Owner-slot violations: 0",
 				"Result: PASS",
-			} {
-				if !hasLine(stdout, line) {
-					t.Errorf("report lacks line %q:\n%s", line, stdout)
-				}
-			}
+			})
 			// (The shares line, "Fairness:", appears only when the window
 			// held enough to judge: TestFairnessText.)
 			for _, prefix := range []string{"Wait latency (1 in 16", "Starvation check ("} {
@@ -138,7 +133,7 @@ func TestTortureFairnessJSON(t *testing.T) {
 // workers ends (producers stop, consumers drain) and passes.
 func TestTortureCondTimedOddWorkers(t *testing.T) {
 	stdout, stderr, status := runCLI(t, "torture", "-lock", "cond", "-workers", "3", "-duration", "200ms")
-	if status != exitOK || !hasLine(stdout, "Result: PASS") {
+	if status != exitOK || !clitest.HasLine(stdout, "Result: PASS") {
 		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
 	}
 }
