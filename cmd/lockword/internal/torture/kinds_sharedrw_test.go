@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
 
 // runSharedRW runs the lockword binary bin's torture with args and env
@@ -34,7 +36,7 @@ func runSharedRW(t *testing.T, bin string, env []string, args ...string) (report
 // loaded host a run may still miss: up to three runs, and one of them
 // must have a reader kill (the requirement is never relaxed).
 func TestTortureSharedRWKillReaders(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	const kills = 40
 	for run := 1; ; run++ {
 		r, out := runSharedRW(t, bin, nil, "-kill", "-kills", "40")
@@ -59,7 +61,7 @@ func TestTortureSharedRWKillReaders(t *testing.T) {
 // reader lines; the other kinds' Kills line keeps its format (checked by
 // TestTortureProcsKill's callers through the JSON, and here by its text).
 func TestTortureSharedRWReportText(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	out, err := exec.Command(bin, "torture", "-lock", "shared-rw", "-procs", "2", "-kill", "-kills", "5").Output()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -84,7 +86,7 @@ func TestTortureSharedRWReportText(t *testing.T) {
 // with 2000 steps of busy work per read some read of 16000 overlaps a
 // write; up to three runs, one must catch it.
 func TestTortureSharedRWCatchesBrokenReaders(t *testing.T) {
-	bin := buildLockword(t)
+	bin := clitest.BuildLockword(t)
 	for run := 1; run <= 3; run++ {
 		r, out := runSharedRW(t, bin, []string{breakReadersEnv + "=1"}, "-iters", "2000", "-work", "2000")
 		if r.ReadViolations == nil {
