@@ -859,3 +859,54 @@ func waitStopped(t *testing.T, pid int) {
 	}
 	t.Fatalf("process %d did not stop within 10s", pid)
 }
+
+// TestSharedRWMutexReaderWaitsForOneWriter: a reader whose load after its
+// add shows writer 1's arrival is in the batch behind writer 1. If its
+// slow path runs only after writer 1 has left and writer 2 has arrived
+// (preempted between the fast path and the slow path; here the test plays
+// the fast path by hand and calls the slow path late), it must hold at
+// once: writer 2 waits for it. A slow path that classified the reader by
+// a later load took it for one counted in the wrong phase, moved it
+// behind writer 2 and waited for two writers. No timing assumption: with
+// the fix writer 2 cannot take the lock before the reader's RUnlock;
+// broken, the reader's rlockSlow returns only after writer 2's hold
+// (holdMs), and the test fails.
+func TestSharedRWMutexReaderWaitsForOneWriter(t *testing.T) {
+	defer watchdog("reader waits for one writer", time.Minute)()
+	const holdMs = 200
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	hs := openHandles(t, path, 2)
+	w1, _ := r.RWMutex("m")
+	rd, _ := hs[0].RWMutex("m")
+	w2, _ := hs[1].RWMutex("m")
+	w1.Lock()
+	// RLock's fast path, by hand: load, add, load.
+	s := rd.in.Load()
+	rd.mine[s&srwPhase].Add(1)
+	s2 := rd.in.Load()
+	if s2 != s || s&srwWriter == 0 {
+		t.Fatalf("state %#x then %#x: want writer 1's arrival twice", s, s2)
+	}
+	w1.Unlock()
+	took := make(chan struct{})
+	go func() {
+		w2.Lock()
+		close(took)
+		time.Sleep(holdMs * time.Millisecond)
+		w2.Unlock()
+	}()
+	for rd.in.Load()&srwArrivalMask == s&srwArrivalMask || rd.in.Load()&srwWriter == 0 {
+		time.Sleep(time.Millisecond) // writer 2 has not arrived yet
+	}
+	if err := rd.rlockSlow(context.Background(), s, s2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-took:
+		t.Errorf("the reader behind writer 1 got its read lock after writer 2 took the write lock: it waited for two writers")
+	default:
+	}
+	rd.RUnlock()
+	<-took
+}

@@ -23,8 +23,8 @@ func (rw *SharedRWMutex) RLock() {
 	// when the writer left in between, and then we hold too.
 	s := rw.in.Load()
 	rw.mine[s&srwPhase].Add(1)
-	if rw.in.Load() != s&^(srwWriter|srwStats) {
-		rw.rlockSlowLocker(s)
+	if s2 := rw.in.Load(); s2 != s&^(srwWriter|srwStats) {
+		rw.rlockSlowLocker(s, s2)
 	}
 }
 
@@ -38,8 +38,8 @@ func (rw *SharedRWMutex) RLockContext(ctx context.Context) error {
 	}
 	s := rw.in.Load()
 	rw.mine[s&srwPhase].Add(1)
-	if rw.in.Load() != s || s&(srwWriter|srwStats) != 0 {
-		return rw.rlockSlow(ctx, s)
+	if s2 := rw.in.Load(); s2 != s || s&(srwWriter|srwStats) != 0 {
+		return rw.rlockSlow(ctx, s, s2)
 	}
 	return nil
 }
@@ -197,20 +197,28 @@ func (r *sharedRLocker) Lock()   { (*SharedRWMutex)(r).RLock() }
 func (r *sharedRLocker) Unlock() { (*SharedRWMutex)(r).RUnlock() }
 
 //go:noinline
-func (rw *SharedRWMutex) rlockSlowLocker(s uint32) {
-	if err := rw.rlockSlow(context.Background(), s); err != nil {
+func (rw *SharedRWMutex) rlockSlowLocker(s, s2 uint32) {
+	if err := rw.rlockSlow(context.Background(), s, s2); err != nil {
 		panic(err)
 	}
 }
 
 // rlockSlow is RLock's slow path: s is the state it read before counting
-// itself in s's phase.
-func (rw *SharedRWMutex) rlockSlow(ctx context.Context, s uint32) error {
+// itself in s's phase, cur the state it read after. The reader is
+// classified by cur, the first load after its add, never a later one: a
+// writer that arrives after that load sees the count (Go's atomics are
+// sequentially consistent) and waits for it, so a reader that cur shows
+// behind one arrival holds once that arrival ends, even if the next
+// writer has arrived by then (waiting for it too would break "a reader
+// waits for at most one writer").
+func (rw *SharedRWMutex) rlockSlow(ctx context.Context, s, cur uint32) error {
 	p := s & srwPhase // the phase we are counted in
 	// Each turn follows a writer's arrival or release: bounded in a
 	// valid history; a word rewritten without end ends it (ErrCorrupt).
-	for range retryLimit {
-		cur := rw.in.Load()
+	for i := range retryLimit {
+		if i > 0 {
+			cur = rw.in.Load() // after our add in phase p
+		}
 		if cur&srwWriter == 0 && cur&srwPhase == p {
 			// Counted in the phase of no writer (after our add): held.
 			if cur&srwStats != 0 {
