@@ -612,7 +612,7 @@ func TestSharedRWMutexLayout(t *testing.T) {
 	}{
 		{"kind", int64(kindRWMutex), 8}, {"kind v1", int64(kindRWMutexV1), 4}, {"size", rwObjSize, 12992},
 		{"in", rwObjIn, 640}, {"drain", rwObjDrain, 644},
-		{"dead readers", rwObjDeadReaders, 648}, {"dead reader pid", rwObjDeadReaderPID, 652},
+		{"dead readers", rwObjDeadReaders, 648}, {"dead reader pid", rwObjDeadReaderPID, 652}, {"lines", rwObjLines, 656},
 		{"counts", rwObjCounts, 704}, {"stamps", rwObjStamps, 8896},
 		{"phase", srwPhase, 1}, {"writer", srwWriter, 2}, {"parked", srwParked, 4},
 		{"stats", srwStats, 8}, {"abandoned", srwAbandoned, 16}, {"arrival", srwArrival, 32},
@@ -909,4 +909,41 @@ func TestSharedRWMutexReaderWaitsForOneWriter(t *testing.T) {
 	}
 	rd.RUnlock()
 	<-took
+}
+
+// TestSharedRWMutexLineBits: a writer sums only the count lines whose bit
+// is set in rwObjLines, so every handle must set its line's bit before it
+// counts a reader. The broken variant (testBrokenNoLineBit) leaves a
+// handle's bit clear, and TryLock then takes the write lock over its read
+// hold.
+func TestSharedRWMutexLineBits(t *testing.T) {
+	for _, broken := range []bool{false, true} {
+		path := tempRegionPath(t)
+		r := mustCreate(t, path, 0)
+		w, _ := r.RWMutex("m")
+		h := openHandles(t, path, 1)[0]
+		testBrokenNoLineBit = broken
+		rd, _ := h.RWMutex("m")
+		testBrokenNoLineBit = false
+		if h.slot%64 == r.slot%64 {
+			t.Fatalf("slots %d and %d share a line", h.slot, r.slot)
+		}
+		rd.RLock()
+		got := w.TryLock()
+		if got {
+			w.Unlock()
+			// The writer took the lock over the hold (broken) and
+			// flipped the phase: RUnlock would miss its count.
+			rd.mine[0].Store(0)
+			rd.mine[1].Store(0)
+		} else {
+			rd.RUnlock()
+		}
+		if got != broken {
+			t.Errorf("broken=%v: TryLock over a read hold of slot %d = %v", broken, h.slot, got)
+		}
+		if lines := word64(w.q.obj, rwObjLines).Load(); lines&(1<<(r.slot%64)) == 0 || (lines&(1<<(h.slot%64)) == 0) != broken {
+			t.Errorf("broken=%v: line bits %#x, slots %d and %d", broken, lines, r.slot, h.slot)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package lockword
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"sync"
 	"time"
 )
@@ -118,21 +119,23 @@ func (rw *SharedRWMutex) emptied() {
 func (rw *SharedRWMutex) drained(p uint32, checkDead bool) bool {
 	obj := rw.q.obj
 	base := uint64(rwObjCounts) + uint64(p)*rwPhaseBytes
-	// Two counts per load (each read of a 64-bit word is atomic, and
-	// either half is a count of its own: this is the sum of 1024 loads,
-	// at half the cost, which every write acquisition pays once). The
-	// scan starts where the last one found a reader, so that a writer
-	// spinning behind one looks at it first.
+	// Only the lines of stamped slots (rwObjLines, read after our
+	// arrival, which a reader's first count follows its line bit), two
+	// counts per load (each read of a 64-bit word is atomic, and either
+	// half is a count of its own). The scan starts at the line where
+	// the last one found a reader, so that a writer spinning behind one
+	// looks at it first.
 	counts := obj[base : base+rwPhaseBytes : base+rwPhaseBytes]
-	from := uint64(rw.scanFrom.Load()) % rwPhaseBytes &^ 7
-	for _, span := range [2][2]uint64{{from, rwPhaseBytes}, {0, from}} {
-		for i := span[0]; i < span[1]; i += 8 {
+	from := rw.scanFrom.Load() % 64
+	for lines := bits.RotateLeft64(word64(obj, rwObjLines).Load(), -int(from)); lines != 0; lines &= lines - 1 {
+		line := (from + uint32(bits.TrailingZeros64(lines))) % 64
+		for i := uint64(line) * 64; i < uint64(line)*64+64; i += 8 {
 			if word64(counts, i).Load() == 0 {
 				continue
 			}
 			for _, j := range [2]uint64{i, i + 4} {
 				if word32(counts, j).Load() != 0 && rw.readerLive(rwSlotAt(uint32(j/4)), checkDead) {
-					rw.scanFrom.Store(uint32(i))
+					rw.scanFrom.Store(line)
 					return false
 				}
 			}
