@@ -947,3 +947,32 @@ func TestSharedRWMutexLineBits(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedRWMutexCountWraps: a process's reader count at 2^32 - 1 (a
+// word rewritten from outside: no process holds 2^32 read locks) must not
+// wrap to 0, which would tell writers that no read hold is left. The
+// read calls report it as corrupt and leave the count as it was.
+func TestSharedRWMutexCountWraps(t *testing.T) {
+	r := mustCreate(t, tempRegionPath(t), 0)
+	rw, _ := r.RWMutex("m")
+	p := rw.in.Load() & srwPhase
+	rw.mine[p].Store(^uint32(0))
+	defer rw.mine[p].Store(0)
+	if err := rw.RLockContext(context.Background()); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("RLockContext on a full count: %v, want ErrCorrupt", err)
+	}
+	if rw.TryRLock() {
+		t.Errorf("TryRLock on a full count took it")
+	}
+	func() {
+		defer func() {
+			if err, _ := recover().(error); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("RLock on a full count: panic %v, want ErrCorrupt", err)
+			}
+		}()
+		rw.RLock()
+	}()
+	if c := rw.mine[p].Load(); c != ^uint32(0) {
+		t.Errorf("count %#x after the refused calls, want %#x", c, ^uint32(0))
+	}
+}

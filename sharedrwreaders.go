@@ -23,7 +23,9 @@ func (rw *SharedRWMutex) RLock() {
 	// statistics bit never equals itself without them afterwards, except
 	// when the writer left in between, and then we hold too.
 	s := rw.in.Load()
-	rw.mine[s&srwPhase].Add(1)
+	if rw.mine[s&srwPhase].Add(1) == 0 {
+		panic(rw.countWrapped(s & srwPhase))
+	}
 	if s2 := rw.in.Load(); s2 != s&^(srwWriter|srwStats) {
 		rw.rlockSlowLocker(s, s2)
 	}
@@ -32,13 +34,17 @@ func (rw *SharedRWMutex) RLock() {
 // RLockContext locks rw for reading, waiting until it can or ctx is done.
 // If no writer is present the read lock is taken even when ctx is done. It
 // returns nil (the caller holds a read lock), ctx.Err(), or an error
-// wrapping ErrNotRecoverable or ErrCorrupt (the caller holds nothing).
+// wrapping ErrNotRecoverable or ErrCorrupt (the caller holds nothing; a
+// process's reader count that wraps at 2^32 is reported as corrupt, and
+// RLock panics with it).
 func (rw *SharedRWMutex) RLockContext(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
 	s := rw.in.Load()
-	rw.mine[s&srwPhase].Add(1)
+	if rw.mine[s&srwPhase].Add(1) == 0 {
+		return rw.countWrapped(s & srwPhase)
+	}
 	if s2 := rw.in.Load(); s2 != s || s&(srwWriter|srwStats) != 0 {
 		return rw.rlockSlow(ctx, s, s2)
 	}
@@ -53,7 +59,10 @@ func (rw *SharedRWMutex) TryRLock() bool {
 		return false
 	}
 	p := s & srwPhase
-	rw.mine[p].Add(1)
+	if rw.mine[p].Add(1) == 0 {
+		rw.countWrapped(p) // corrupt: not taken
+		return false
+	}
 	if rw.in.Load()&srwArrivalMask != s&srwArrivalMask {
 		rw.leave(p) // a writer arrived meanwhile
 		return false
@@ -74,6 +83,16 @@ func (rw *SharedRWMutex) RUnlock() {
 	if c := rw.mine[(s^s>>1)&srwPhase].Add(^uint32(0)); c == 0 && rw.in.Load()&srwWriter != 0 || int32(c) < 0 {
 		rw.runlockSlow(s, c)
 	}
+}
+
+// countWrapped undoes an add that wrapped this process's count of phase p
+// to 0 (2^32 holds: a word rewritten from outside) and reports it: a count
+// of 0 would tell writers that the holds it stands for have ended.
+//
+//go:noinline
+func (rw *SharedRWMutex) countWrapped(p uint32) error {
+	rw.mine[p].Add(^uint32(0))
+	return rw.q.errCorrupt("reader count of phase %d of slot %d wrapped at 2^32", p, rw.q.r.slot)
 }
 
 //go:noinline
@@ -246,7 +265,11 @@ func (rw *SharedRWMutex) rlockSlow(ctx context.Context, s, cur uint32) error {
 		// seen our count: it waits, never lets us in), or came and
 		// went. Count ourselves in the current phase, then leave the
 		// other.
-		rw.mine[cur&srwPhase].Add(1)
+		if rw.mine[cur&srwPhase].Add(1) == 0 {
+			err := rw.countWrapped(cur & srwPhase)
+			rw.leave(p)
+			return err
+		}
 		rw.leave(p)
 		p = cur & srwPhase
 	}
