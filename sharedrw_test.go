@@ -236,11 +236,18 @@ func TestSharedRWMutexHammerProcesses(t *testing.T) {
 }
 
 // TestSharedRWHammerCatchesBrokenRW: the same checks against writers that
-// ignore readers (brokenSharedRW) must report violations.
+// ignore readers (brokenSharedRW) must report violations. Timing
+// assumption: a violation needs a reader and a writer of different
+// processes inside at once, which a loaded 2-core host may not schedule in
+// one run of 3 processes; the run is retried up to 5 times, the
+// requirement (some violation) never relaxed.
 func TestSharedRWHammerCatchesBrokenRW(t *testing.T) {
 	defer watchdog("shared rw hammer, broken", 2*time.Minute)()
-	_, _, _, _, v := runSharedRWHammer(t, 3, 2, 1, 3000, "broken")
-	t.Logf("writers that ignore readers: %d violations", v)
+	var v int64
+	for try := 1; try <= 5 && v == 0; try++ {
+		_, _, _, _, v = runSharedRWHammer(t, 3, 2, 1, 3000, "broken")
+		t.Logf("try %d: writers that ignore readers: %d violations", try, v)
+	}
 	if v == 0 {
 		t.Fatal("writers that ignore readers went unnoticed: the activity check cannot fail")
 	}
@@ -974,5 +981,43 @@ func TestSharedRWMutexCountWraps(t *testing.T) {
 	}()
 	if c := rw.mine[p].Load(); c != ^uint32(0) {
 		t.Errorf("count %#x after the refused calls, want %#x", c, ^uint32(0))
+	}
+}
+
+// TestSharedRWMutexOwnerlessWriterBit: a writer bit that no writer owns
+// (not abandoned, no writer queued, the lock consistent: a word rewritten
+// from outside) must not keep readers out forever. Readers check every
+// ownerCheckInterval (10 ms) and report it as corrupt; RLock panics with
+// it, RLockContext returns it before its context ends. Timing assumption:
+// a check within 10 s on a loaded host (it is due every 10 ms); broken,
+// RLock never returns and the test fails at 10 s.
+func TestSharedRWMutexOwnerlessWriterBit(t *testing.T) {
+	r := mustCreate(t, tempRegionPath(t), 0)
+	rw, _ := r.RWMutex("m")
+	rw.in.Store(srwWriter | 7*srwArrival)
+	defer func() {
+		rw.in.Store(0)
+		wakeShared(rw.in, wakeAll)
+	}()
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		rw.RLock()
+	}()
+	select {
+	case v := <-done:
+		if err, _ := v.(error); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("RLock on an ownerless writer bit: panic %v, want ErrCorrupt", v)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RLock on an ownerless writer bit did not return in 10 s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := rw.RLockContext(ctx); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("RLockContext on an ownerless writer bit: %v, want ErrCorrupt", err)
+	}
+	if c := rw.mine[0].Load() + rw.mine[1].Load(); c != 0 {
+		t.Errorf("%d reader counts left after the refused calls", c)
 	}
 }

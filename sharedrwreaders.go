@@ -312,6 +312,9 @@ func (rw *SharedRWMutex) rwait(ctx context.Context, w, p uint32, start time.Time
 			blocker, alive := rw.q.retireIfStalled(ctx, rw.q.serving.Load())
 			if s&srwAbandoned != 0 {
 				rw.releaseIfDrained(s, true)
+			} else if rw.ownerless(s) {
+				rw.rsleeper.leave()
+				return rw.retreat(w, p, rw.q.errCorrupt("writer bit set with no writer (state %#x)", s))
 			}
 			if !reported {
 				reported = rw.reportReaderStuck(start, blocker, alive)
@@ -326,6 +329,21 @@ func (rw *SharedRWMutex) rwait(ctx context.Context, w, p uint32, start time.Time
 		}
 		rw.rsleeper.leave()
 	}
+}
+
+// ownerless reports whether the state s (writer set, not abandoned) is
+// still in's while no writer is queued and the lock is consistent: no
+// valid history gives that (docs/abi.md's invariants), since a writer sets
+// the bit holding a served ticket, and clears it, or marks it abandoned,
+// before it passes the ticket on (retire does so for a dead one; one that
+// died holding marks the lock inconsistent first). Read in that order:
+// the queue before the flags, in last, so that a writer leaving meanwhile
+// (it clears or abandons its bits first) changes in.
+func (rw *SharedRWMutex) ownerless(s uint32) bool {
+	q := &rw.q
+	return q.next.Load() == q.serving.Load() &&
+		q.flags.Load()&(queueInconsistent|queueNotRecoverable) == 0 &&
+		rw.in.Load() == s
 }
 
 // retreat takes a waiting reader's count (phase p) back and returns err,
