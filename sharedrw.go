@@ -131,7 +131,7 @@ func rwSlotAt(i uint32) uint32 { return i%16*64 + i/16 }
 //	        whose counts slot s holds, written before its first count
 //
 //	state of in            read holds are counted in
-//	writer clear, phase p  phase p (the other phase's counts are empty)
+//	writer clear, phase p  phase p (the other phase's counts hold no live holds)
 //	writer set, phase p    phase 1-p; readers counted in p wait
 //	writer|abandoned       as writer set; cleared once 1-p is empty
 //
