@@ -87,7 +87,8 @@ var liveKinds = []struct {
 			if err := rw.RLockContext(ctx); err != nil {
 				return err
 			}
-			// Readers are counted, not owned: out written past in at any
+			// Readers are counted, not owned: a count of this slot
+			// written lower, or in rewritten to the other phase, at any
 			// time, not only during this hold, makes a later RUnlock
 			// look like one too many. Tolerated once the fuzzer wrote
 			// the object at all (0: its count before any write).

@@ -38,6 +38,11 @@ const (
 	// holds and dropped; rwObjDeadReaderPID is the last one's PID.
 	rwObjDeadReaders   = 648
 	rwObjDeadReaderPID = 652
+	// rwObjLines is a uint64 whose bit L is set (never cleared) once a
+	// slot s with s%64 == L has been stamped: its counts lie on line L
+	// (bytes 64L-64L+63) of each phase's counts, and a writer sums only
+	// the lines whose bit is set.
+	rwObjLines = 656
 	// rwObjCounts: for phase p and slot s, a uint32 at rwObjCounts +
 	// p*rwPhaseBytes + (s%64)*64 + (s/64)*4, so that 64 consecutive slots
 	// (processes that attach one after another) count on 64 cache lines.
@@ -118,13 +123,15 @@ func rwSlotAt(i uint32) uint32 { return i%16*64 + i/16 }
 //	644     drain: bits 1-31 bumped by a reader that empties its count
 //	        while a writer waits; bit 0: the writer may sleep on it
 //	648     dead reader slots dropped (count); 652: the last one's PID
+//	656     lines (uint64): bit L set once a slot s with s%64 == L was
+//	        stamped; writers sum only those lines of counts
 //	704     counts: phase p, slot s at 704 + 4096p + 64(s%64) + 4(s/64):
 //	        the read holds (and waits) of slot s's process in phase p
 //	8896    stamps: slot s at 8896 + 4s: the owner token of the process
 //	        whose counts slot s holds, written before its first count
 //
 //	state of in            read holds are counted in
-//	writer clear, phase p  phase p (the other phase's counts are empty)
+//	writer clear, phase p  phase p (the other phase's counts hold no live holds)
 //	writer set, phase p    phase 1-p; readers counted in p wait
 //	writer|abandoned       as writer set; cleared once 1-p is empty
 //
@@ -186,8 +193,8 @@ type SharedRWMutex struct {
 	in, drain *atomic.Uint32
 	// mine are this handle's slot's reader counts, by phase.
 	mine [2]*atomic.Uint32
-	// scanFrom is where drained starts: the offset, in a phase's counts,
-	// of the 64-bit word where it last found a live reader (a hint).
+	// scanFrom is where drained starts: the line (0-63) of a phase's
+	// counts where it last found a live reader (a hint).
 	scanFrom atomic.Uint32
 	// rsleeper lets one of this process's readers sleep in the kernel
 	// waiting for a writer to leave; the others park (see rwait), so a
@@ -254,6 +261,15 @@ func newSharedRWMutex(r *Region, name string, obj []byte) *SharedRWMutex {
 			rw.mine[0].Store(0)
 			rw.mine[1].Store(0)
 		}
+		// Mark our counts' line before our first count. A reader holds
+		// in phase p only if it read in before a writer's arrival that
+		// closes p (else its second load sees the writer); the Or
+		// precedes that read, the arrival precedes the writer's read of
+		// the line bits, so the writer sees our bit (Go's atomics are
+		// sequentially consistent).
+		if !testBrokenNoLineBit {
+			word64(obj, rwObjLines).Or(1 << (r.slot % 64))
+		}
 		word32(obj, rwStampOff(r.slot)).Store(r.token)
 	}
 	return rw
@@ -263,6 +279,11 @@ func newSharedRWMutex(r *Region, name string, obj []byte) *SharedRWMutex {
 // counts in its slot for the slot's next process: the broken variant that
 // TestSharedRWMutexDeadReaderSlotReused must catch.
 var testBrokenKeepDeadCounts bool
+
+// testBrokenNoLineBit, set by tests only, leaves a handle's counts' line
+// unmarked (rwObjLines), so writers skip its readers: the broken variant
+// that TestSharedRWMutexLineBits must catch.
+var testBrokenNoLineBit bool
 
 // Lock locks rw for writing, waiting for the writers ahead of it and then
 // for the readers inside to leave. On an owner death it runs the repair

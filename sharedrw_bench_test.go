@@ -113,3 +113,13 @@ func BenchmarkSharedRWMutexReadProcesses(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSharedRWMutexWrite is one goroutine's Lock+Unlock with no
+// reader: the writer's cost, mostly its sum of the readers' counts.
+func BenchmarkSharedRWMutexWrite(b *testing.B) {
+	rw := must(benchRegion().RWMutex("bench"))
+	for b.Loop() {
+		rw.Lock()
+		rw.Unlock()
+	}
+}

@@ -3,6 +3,7 @@ package lockword
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"sync"
 	"time"
 )
@@ -22,24 +23,30 @@ func (rw *SharedRWMutex) RLock() {
 	// statistics bit never equals itself without them afterwards, except
 	// when the writer left in between, and then we hold too.
 	s := rw.in.Load()
-	rw.mine[s&srwPhase].Add(1)
-	if rw.in.Load() != s&^(srwWriter|srwStats) {
-		rw.rlockSlowLocker(s)
+	if rw.mine[s&srwPhase].Add(1) == 0 {
+		panic(rw.countWrapped(s & srwPhase))
+	}
+	if s2 := rw.in.Load(); s2 != s&^(srwWriter|srwStats) {
+		rw.rlockSlowLocker(s, s2)
 	}
 }
 
 // RLockContext locks rw for reading, waiting until it can or ctx is done.
 // If no writer is present the read lock is taken even when ctx is done. It
 // returns nil (the caller holds a read lock), ctx.Err(), or an error
-// wrapping ErrNotRecoverable or ErrCorrupt (the caller holds nothing).
+// wrapping ErrNotRecoverable or ErrCorrupt (the caller holds nothing; a
+// process's reader count that wraps at 2^32 is reported as corrupt, and
+// RLock panics with it).
 func (rw *SharedRWMutex) RLockContext(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
 	s := rw.in.Load()
-	rw.mine[s&srwPhase].Add(1)
-	if rw.in.Load() != s || s&(srwWriter|srwStats) != 0 {
-		return rw.rlockSlow(ctx, s)
+	if rw.mine[s&srwPhase].Add(1) == 0 {
+		return rw.countWrapped(s & srwPhase)
+	}
+	if s2 := rw.in.Load(); s2 != s || s&(srwWriter|srwStats) != 0 {
+		return rw.rlockSlow(ctx, s, s2)
 	}
 	return nil
 }
@@ -52,7 +59,10 @@ func (rw *SharedRWMutex) TryRLock() bool {
 		return false
 	}
 	p := s & srwPhase
-	rw.mine[p].Add(1)
+	if rw.mine[p].Add(1) == 0 {
+		rw.countWrapped(p) // corrupt: not taken
+		return false
+	}
 	if rw.in.Load()&srwArrivalMask != s&srwArrivalMask {
 		rw.leave(p) // a writer arrived meanwhile
 		return false
@@ -73,6 +83,16 @@ func (rw *SharedRWMutex) RUnlock() {
 	if c := rw.mine[(s^s>>1)&srwPhase].Add(^uint32(0)); c == 0 && rw.in.Load()&srwWriter != 0 || int32(c) < 0 {
 		rw.runlockSlow(s, c)
 	}
+}
+
+// countWrapped undoes an add that wrapped this process's count of phase p
+// to 0 (2^32 holds: a word rewritten from outside) and reports it: a count
+// of 0 would tell writers that the holds it stands for have ended.
+//
+//go:noinline
+func (rw *SharedRWMutex) countWrapped(p uint32) error {
+	rw.mine[p].Add(^uint32(0))
+	return rw.q.errCorrupt("reader count of phase %d of slot %d wrapped at 2^32", p, rw.q.r.slot)
 }
 
 //go:noinline
@@ -118,21 +138,23 @@ func (rw *SharedRWMutex) emptied() {
 func (rw *SharedRWMutex) drained(p uint32, checkDead bool) bool {
 	obj := rw.q.obj
 	base := uint64(rwObjCounts) + uint64(p)*rwPhaseBytes
-	// Two counts per load (each read of a 64-bit word is atomic, and
-	// either half is a count of its own: this is the sum of 1024 loads,
-	// at half the cost, which every write acquisition pays once). The
-	// scan starts where the last one found a reader, so that a writer
-	// spinning behind one looks at it first.
+	// Only the lines of stamped slots (rwObjLines, read after our
+	// arrival, which a reader's first count follows its line bit), two
+	// counts per load (each read of a 64-bit word is atomic, and either
+	// half is a count of its own). The scan starts at the line where
+	// the last one found a reader, so that a writer spinning behind one
+	// looks at it first.
 	counts := obj[base : base+rwPhaseBytes : base+rwPhaseBytes]
-	from := uint64(rw.scanFrom.Load()) % rwPhaseBytes &^ 7
-	for _, span := range [2][2]uint64{{from, rwPhaseBytes}, {0, from}} {
-		for i := span[0]; i < span[1]; i += 8 {
+	from := rw.scanFrom.Load() % 64
+	for lines := bits.RotateLeft64(word64(obj, rwObjLines).Load(), -int(from)); lines != 0; lines &= lines - 1 {
+		line := (from + uint32(bits.TrailingZeros64(lines))) % 64
+		for i := uint64(line) * 64; i < uint64(line)*64+64; i += 8 {
 			if word64(counts, i).Load() == 0 {
 				continue
 			}
 			for _, j := range [2]uint64{i, i + 4} {
 				if word32(counts, j).Load() != 0 && rw.readerLive(rwSlotAt(uint32(j/4)), checkDead) {
-					rw.scanFrom.Store(uint32(i))
+					rw.scanFrom.Store(line)
 					return false
 				}
 			}
@@ -197,20 +219,28 @@ func (r *sharedRLocker) Lock()   { (*SharedRWMutex)(r).RLock() }
 func (r *sharedRLocker) Unlock() { (*SharedRWMutex)(r).RUnlock() }
 
 //go:noinline
-func (rw *SharedRWMutex) rlockSlowLocker(s uint32) {
-	if err := rw.rlockSlow(context.Background(), s); err != nil {
+func (rw *SharedRWMutex) rlockSlowLocker(s, s2 uint32) {
+	if err := rw.rlockSlow(context.Background(), s, s2); err != nil {
 		panic(err)
 	}
 }
 
 // rlockSlow is RLock's slow path: s is the state it read before counting
-// itself in s's phase.
-func (rw *SharedRWMutex) rlockSlow(ctx context.Context, s uint32) error {
+// itself in s's phase, cur the state it read after. The reader is
+// classified by cur, the first load after its add, never a later one: a
+// writer that arrives after that load sees the count (Go's atomics are
+// sequentially consistent) and waits for it, so a reader that cur shows
+// behind one arrival holds once that arrival ends, even if the next
+// writer has arrived by then (waiting for it too would break "a reader
+// waits for at most one writer").
+func (rw *SharedRWMutex) rlockSlow(ctx context.Context, s, cur uint32) error {
 	p := s & srwPhase // the phase we are counted in
 	// Each turn follows a writer's arrival or release: bounded in a
 	// valid history; a word rewritten without end ends it (ErrCorrupt).
-	for range retryLimit {
-		cur := rw.in.Load()
+	for i := range retryLimit {
+		if i > 0 {
+			cur = rw.in.Load() // after our add in phase p
+		}
 		if cur&srwWriter == 0 && cur&srwPhase == p {
 			// Counted in the phase of no writer (after our add): held.
 			if cur&srwStats != 0 {
@@ -235,7 +265,11 @@ func (rw *SharedRWMutex) rlockSlow(ctx context.Context, s uint32) error {
 		// seen our count: it waits, never lets us in), or came and
 		// went. Count ourselves in the current phase, then leave the
 		// other.
-		rw.mine[cur&srwPhase].Add(1)
+		if rw.mine[cur&srwPhase].Add(1) == 0 {
+			err := rw.countWrapped(cur & srwPhase)
+			rw.leave(p)
+			return err
+		}
 		rw.leave(p)
 		p = cur & srwPhase
 	}
@@ -278,6 +312,9 @@ func (rw *SharedRWMutex) rwait(ctx context.Context, w, p uint32, start time.Time
 			blocker, alive := rw.q.retireIfStalled(ctx, rw.q.serving.Load())
 			if s&srwAbandoned != 0 {
 				rw.releaseIfDrained(s, true)
+			} else if rw.ownerless(s) {
+				rw.rsleeper.leave()
+				return rw.retreat(w, p, rw.q.errCorrupt("writer bit set with no writer (state %#x)", s))
 			}
 			if !reported {
 				reported = rw.reportReaderStuck(start, blocker, alive)
@@ -292,6 +329,21 @@ func (rw *SharedRWMutex) rwait(ctx context.Context, w, p uint32, start time.Time
 		}
 		rw.rsleeper.leave()
 	}
+}
+
+// ownerless reports whether the state s (writer set, not abandoned) is
+// still in's while no writer is queued and the lock is consistent: no
+// valid history gives that (docs/abi.md's invariants), since a writer sets
+// the bit holding a served ticket, and clears it, or marks it abandoned,
+// before it passes the ticket on (retire does so for a dead one; one that
+// died holding marks the lock inconsistent first). Read in that order:
+// the queue before the flags, in last, so that a writer leaving meanwhile
+// (it clears or abandons its bits first) changes in.
+func (rw *SharedRWMutex) ownerless(s uint32) bool {
+	q := &rw.q
+	return q.next.Load() == q.serving.Load() &&
+		q.flags.Load()&(queueInconsistent|queueNotRecoverable) == 0 &&
+		rw.in.Load() == s
 }
 
 // retreat takes a waiting reader's count (phase p) back and returns err,
