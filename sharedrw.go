@@ -636,12 +636,20 @@ func (rw *SharedRWMutex) holdsLock() bool {
 }
 
 func inspectRWMutex(insp *inspector, obj []byte, info *ObjectInfo) {
+	before := word32(obj, rwObjIn).Load()
 	insp.queue(obj, info, word32(obj, ticketObjNext), word32(obj, ticketObjServing), word32(obj, ticketObjFlags),
 		word32(obj, ticketObjStamp), word32(obj, ticketObjDeadPID), obj[ticketObjRecords:ticketObjRecords+queueRecords*queueRecordLen])
 	in := word32(obj, rwObjIn).Load()
 	info.Word = in
 	if in&(srwWriter|srwAbandoned) == srwAbandoned && info.State != "corrupt" {
 		info.State, info.Reason = "corrupt", fmt.Sprintf("state word %#x: abandoned bit without the writer bit", in)
+	}
+	if in == before && in&(srwWriter|srwAbandoned) == srwWriter && info.State == "free" {
+		// A writer sets the bit only while first in the writers' queue,
+		// and marks it abandoned before it leaves the queue with the bit
+		// set; the word unchanged across a look at a free queue is no
+		// moment of that (the rule rwait's check uses).
+		info.State, info.Reason = "corrupt", fmt.Sprintf("state word %#x: writer bit set with no writer", in)
 	}
 	for s := range uint32(regionProcSlots) {
 		n := int(word32(obj, rwCountOff(0, s)).Load()) + int(word32(obj, rwCountOff(1, s)).Load())

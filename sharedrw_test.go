@@ -1021,3 +1021,25 @@ func TestSharedRWMutexOwnerlessWriterBit(t *testing.T) {
 		t.Errorf("%d reader counts left after the refused calls", c)
 	}
 }
+
+// TestInspectRWOwnerlessWriterBit: inspection calls a writer bit that no
+// writer owns corrupt, as RLock and Lock do (a new user saw "free").
+func TestInspectRWOwnerlessWriterBit(t *testing.T) {
+	r := mustCreate(t, tempRegionPath(t), 0)
+	rw, _ := r.RWMutex("m")
+	rw.in.Store(srwWriter)
+	defer rw.in.Store(0)
+	info, err := r.Inspect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range info.Objects {
+		if o.Name == "m" {
+			if o.State != "corrupt" || !strings.Contains(o.Reason, "writer bit set with no writer") {
+				t.Fatalf("inspect of an ownerless writer bit: state %q (%s), want corrupt", o.State, o.Reason)
+			}
+			return
+		}
+	}
+	t.Fatal("object m not inspected")
+}
