@@ -2,7 +2,6 @@ package lockword
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -54,12 +53,7 @@ func benchmarkTokenRing(b *testing.B, goroutines int) {
 	ring[0] <- struct{}{}
 	wg.Wait()
 	b.StopTimer()
-	lo, hi := math.MaxInt, 0
-	for i := range counts {
-		lo, hi = min(lo, counts[i].n), max(hi, counts[i].n)
-	}
-	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds()/1e6, "Macq/s")
-	b.ReportMetric(float64(hi)/float64(max(lo, 1)), "max/min")
+	reportFair(b, t0, counts)
 }
 
 // BenchmarkRW90 is BenchmarkRW99 at 90% reads.

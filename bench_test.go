@@ -155,6 +155,13 @@ func benchmarkFair(b *testing.B, l sync.Locker, goroutines int) {
 	p.l.Unlock()
 	wg.Wait()
 	b.StopTimer()
+	reportFair(b, t0, counts)
+}
+
+// reportFair reports, once the timer is stopped, the b.N acquisitions since
+// t0 as Macq/s and the most acquisitions in counts over the fewest as
+// max/min (benchmarkFair's metrics).
+func reportFair(b *testing.B, t0 time.Time, counts []paddedCount) {
 	lo, hi := math.MaxInt, 0
 	for i := range counts {
 		lo, hi = min(lo, counts[i].n), max(hi, counts[i].n)
