@@ -71,15 +71,7 @@ func TestSharedMutexOwnerDeathTryPaths(t *testing.T) {
 	// handle after detaching ours is the same), the next acquirer is told
 	// again: here, unlock without marking makes it not recoverable.
 	m.Unlock()
-	for range 2 {
-		if err := m.LockContext(context.Background()); !errors.Is(err, ErrNotRecoverable) {
-			t.Fatalf("after Unlock without MarkConsistent: %v, want ErrNotRecoverable", err)
-		}
-	}
-	if m.TryLock() {
-		t.Fatal("TryLock took a not-recoverable lock")
-	}
-	wantInspectState(t, path, "not-recoverable")
+	wantNotRecoverable(t, m, path, 2)
 }
 
 // TestSharedMutexNotRecoverableWakesWaiters: waiters asleep when the
@@ -619,6 +611,25 @@ func wantInspectState(t *testing.T, path, want string) {
 	if s := info.Objects[0].State; s != want {
 		t.Fatalf("inspect state %q, want %s", s, want)
 	}
+}
+
+// wantNotRecoverable checks that l, the region's first object, refuses
+// rounds LockContext calls with ErrNotRecoverable and a TryLock, and that
+// lockword inspect calls it not-recoverable.
+func wantNotRecoverable(t *testing.T, l interface {
+	LockContext(context.Context) error
+	TryLock() bool
+}, path string, rounds int) {
+	t.Helper()
+	for range rounds {
+		if err := l.LockContext(context.Background()); !errors.Is(err, ErrNotRecoverable) {
+			t.Fatalf("LockContext of a not-recoverable lock = %v, want ErrNotRecoverable", err)
+		}
+	}
+	if l.TryLock() {
+		t.Fatal("TryLock took a not-recoverable lock")
+	}
+	wantInspectState(t, path, "not-recoverable")
 }
 
 // TestSharedMutexReinitialize: Reinitialize is the way out of

@@ -248,13 +248,7 @@ func TestSharedTicketMutexOwnerDeathNoWaiter(t *testing.T) {
 			t.Fatalf("waiter after Unlock without MarkConsistent: %v, want ErrNotRecoverable", err)
 		}
 	}
-	if err := m.LockContext(context.Background()); !errors.Is(err, ErrNotRecoverable) {
-		t.Fatalf("LockContext of a not-recoverable lock = %v", err)
-	}
-	if m.TryLock() {
-		t.Fatal("TryLock took a not-recoverable lock")
-	}
-	wantInspectState(t, path, "not-recoverable")
+	wantNotRecoverable(t, m, path, 1)
 }
 
 // TestSharedTicketMutexDeadWaiterSkipped: a process that dies while
