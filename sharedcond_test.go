@@ -336,11 +336,7 @@ func TestSharedCondBasics(t *testing.T) {
 	for c.waiters.Load() != 5 {
 		time.Sleep(time.Millisecond)
 	}
-	info, err := InspectRegion(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o := info.Objects[0]; o.Kind != "cond" || o.State != "waiting" || o.Queued != 5 || !o.Waiters {
+	if o := inspectFirst(t, path); o.Kind != "cond" || o.State != "waiting" || o.Queued != 5 || !o.Waiters {
 		t.Fatalf("inspect: %+v", o)
 	}
 	oc.Broadcast()

@@ -329,11 +329,7 @@ func TestSharedMutexStoppedHolder(t *testing.T) {
 
 	var held []time.Duration
 	for range 3 {
-		info, err := InspectRegion(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := info.Objects[0]
+		o := inspectFirst(t, path)
 		if o.State != "held" && o.State != "contended" || o.HolderPID != c.pid() || !o.HolderAlive || !o.HeldForKnown {
 			t.Fatalf("inspect: %+v, want held by live PID %d with a known held-for", o, c.pid())
 		}
@@ -482,11 +478,7 @@ func TestSharedMutexHolderUnknownAfterSlotReuse(t *testing.T) {
 	if alive, pid := r.tokenAlive(dead); alive || pid != 0 {
 		t.Fatalf("tokenAlive of the old incarnation = %v, PID %d; want dead, PID 0 (unknown)", alive, pid)
 	}
-	info, err := InspectRegion(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o := info.Objects[0]; o.State != "owner-dead" || o.HolderPID != 0 || o.HolderAlive {
+	if o := inspectFirst(t, path); o.State != "owner-dead" || o.HolderPID != 0 || o.HolderAlive {
 		t.Fatalf("inspect: %+v; want owner-dead, holder PID 0 (unknown), not alive", o)
 	}
 	func() {
@@ -600,15 +592,21 @@ func TestInspectRegionReadOnly(t *testing.T) {
 	}
 }
 
-// wantInspectState checks the state lockword inspect gives the region's
-// first object.
-func wantInspectState(t *testing.T, path, want string) {
+// inspectFirst is lockword inspect's view of the region's first object.
+func inspectFirst(t *testing.T, path string) ObjectInfo {
 	t.Helper()
 	info, err := InspectRegion(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := info.Objects[0].State; s != want {
+	return info.Objects[0]
+}
+
+// wantInspectState checks the state lockword inspect gives the region's
+// first object.
+func wantInspectState(t *testing.T, path, want string) {
+	t.Helper()
+	if s := inspectFirst(t, path).State; s != want {
 		t.Fatalf("inspect state %q, want %s", s, want)
 	}
 }

@@ -480,11 +480,7 @@ func TestSharedTicketMutexStatsAndInspect(t *testing.T) {
 	}
 	var held []time.Duration
 	for range 2 {
-		info, err := InspectRegion(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := info.Objects[0]
+		o := inspectFirst(t, path)
 		if o.Kind != "ticket mutex" || o.State != "contended" || o.HolderPID != os.Getpid() || !o.HolderAlive || o.Queued != 1 || o.Stats == nil || !o.HeldForKnown {
 			t.Fatalf("inspect: %+v", o)
 		}
