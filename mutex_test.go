@@ -286,6 +286,25 @@ func threadCount(t *testing.T) int {
 	return 0
 }
 
+// wantParkedNotThreads waits (a minute at most, for a loaded host) until n
+// waiters (what names them) are parked on word, then checks that they hold
+// at most GOMAXPROCS+64 OS threads in all.
+func wantParkedNotThreads(t *testing.T, word *atomic.Uint32, n int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for wait.Parked(word) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d %s parked", wait.Parked(word), n, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	threads, limit := threadCount(t), runtime.GOMAXPROCS(0)+64
+	t.Logf("%d %s blocked; %d OS threads (limit %d)", n, what, threads, limit)
+	if threads > limit {
+		t.Fatalf("%d OS threads with %d blocked %s, want at most %d", threads, n, what, limit)
+	}
+}
+
 // TestWaitersParkGoroutinesNotThreads: 10,000 goroutines blocked in Lock
 // must not each hold an OS thread (Go aborts at 10,000 threads).
 func TestWaitersParkGoroutinesNotThreads(t *testing.T) {
@@ -302,18 +321,7 @@ func TestWaitersParkGoroutinesNotThreads(t *testing.T) {
 			for range n {
 				wg.Go(func() { l.Lock(); l.Unlock() })
 			}
-			deadline := time.Now().Add(time.Minute)
-			for wait.Parked(k.word(l)) < n {
-				if time.Now().After(deadline) {
-					t.Fatalf("only %d of %d waiters parked", wait.Parked(k.word(l)), n)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			threads, limit := threadCount(t), runtime.GOMAXPROCS(0)+64
-			t.Logf("%d goroutines blocked in Lock; %d OS threads (limit %d)", n, threads, limit)
-			if threads > limit {
-				t.Fatalf("%d OS threads with %d blocked waiters, want at most %d", threads, n, limit)
-			}
+			wantParkedNotThreads(t, k.word(l), n, "waiters")
 			l.Unlock()
 			wg.Wait()
 			if !l.TryLock() {
