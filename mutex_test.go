@@ -193,22 +193,7 @@ func TestCancelAtUnlockDoesNotStrandWaiter(t *testing.T) {
 			for i := range rounds {
 				l.Lock()
 				ctx, cancel := context.WithCancel(context.Background())
-				first := make(chan error, 1)
-				go func() {
-					err := l.LockContext(ctx)
-					if err == nil {
-						l.Unlock()
-					}
-					first <- err
-				}()
-				for wait.Parked(k.word(l)) < 1 {
-					runtime.Gosched()
-				}
-				second := make(chan struct{})
-				go func() { l.Lock(); l.Unlock(); close(second) }()
-				for wait.Parked(k.word(l)) < 2 {
-					runtime.Gosched()
-				}
+				first, second := queueTwoWaiters(ctx, l, func() int { return wait.Parked(k.word(l)) })
 				// Cancel just before, or concurrently with, the Unlock that
 				// wakes the cancelled waiter.
 				if i%2 == 0 {

@@ -184,6 +184,30 @@ type ctxLock interface {
 	LockContext(context.Context) error
 }
 
+// queueTwoWaiters queues, on the held l, first a waiter that locks with
+// ctx (it unlocks at once if it gets the lock, and sends LockContext's
+// result on first), then a plain waiter that locks, unlocks and closes
+// second; it returns once queued counts both.
+func queueTwoWaiters(ctx context.Context, l ctxLock, queued func() int) (first chan error, second chan struct{}) {
+	first = make(chan error, 1)
+	go func() {
+		err := l.LockContext(ctx)
+		if err == nil {
+			l.Unlock() // its turn came before the cancellation
+		}
+		first <- err
+	}()
+	for queued() < 1 {
+		runtime.Gosched()
+	}
+	second = make(chan struct{})
+	go func() { l.Lock(); l.Unlock(); close(second) }()
+	for queued() < 2 {
+		runtime.Gosched()
+	}
+	return first, second
+}
+
 // strandedAfterCancel holds l with a waiter next in line whose context is
 // cancelled at a random moment (before Unlock, racing with it, or a little
 // after it, while the waiter parks, spins or is being woken, or once both
@@ -195,22 +219,7 @@ func strandedAfterCancel(l ctxLock, queued, parked func() int, rounds int, patie
 	for i := range rounds {
 		l.Lock()
 		ctx, cancel := context.WithCancel(context.Background())
-		first := make(chan error, 1)
-		go func() {
-			err := l.LockContext(ctx)
-			if err == nil {
-				l.Unlock() // its turn came before the cancellation
-			}
-			first <- err
-		}()
-		for queued() < 1 {
-			runtime.Gosched()
-		}
-		second := make(chan struct{})
-		go func() { l.Lock(); l.Unlock(); close(second) }()
-		for queued() < 2 {
-			runtime.Gosched()
-		}
+		first, second := queueTwoWaiters(ctx, l, queued)
 		switch i % 4 {
 		case 0:
 			cancel()
