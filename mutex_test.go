@@ -485,36 +485,33 @@ func TestMisuse(t *testing.T) {
 	}
 }
 
+// unlockTwice locks l and unlocks it twice: the second Unlock is of an
+// unlocked lock.
+func unlockTwice(l sync.Locker) {
+	l.Lock()
+	l.Unlock()
+	l.Unlock()
+}
+
 // TestMisuseChild commits the misuse named by LOCKWORD_MISUSE.
 func TestMisuseChild(t *testing.T) {
 	switch os.Getenv("LOCKWORD_MISUSE") {
 	case "":
 		t.Skip("run by TestMisuse")
 	case "Mutex.Unlock":
-		var m Mutex
-		m.Unlock()
+		new(Mutex).Unlock()
 	case "Mutex.Unlock-twice":
-		var m Mutex
-		m.Lock()
-		m.Unlock()
-		m.Unlock()
+		unlockTwice(new(Mutex))
 	case "Mutex.Unlock-stats":
-		var m Mutex
+		m := new(Mutex)
 		m.EnableStats()
-		m.Lock()
-		m.Unlock()
-		m.Unlock()
+		unlockTwice(m)
 	case "SpinMutex.Unlock":
-		var s SpinMutex
-		s.Unlock()
+		new(SpinMutex).Unlock()
 	case "TicketMutex.Unlock":
-		var m TicketMutex
-		m.Unlock()
+		new(TicketMutex).Unlock()
 	case "TicketMutex.Unlock-twice":
-		var m TicketMutex
-		m.Lock()
-		m.Unlock()
-		m.Unlock()
+		unlockTwice(new(TicketMutex))
 	case "RWMutex.Unlock":
 		var rw RWMutex
 		rw.Unlock()
