@@ -85,7 +85,7 @@ func TestSharedMutexNotRecoverableWakesWaiters(t *testing.T) {
 	if err := m.LockContext(context.Background()); !errors.Is(err, ErrOwnerDead) {
 		t.Fatal(err)
 	}
-	other, _ := OpenRegion(path, nil)
+	other := openHandles(t, path, 1)[0]
 	om, _ := other.Mutex("m")
 	got := make(chan error, 3)
 	for range 3 {
@@ -345,8 +345,7 @@ func TestSharedMutexStoppedHolder(t *testing.T) {
 func TestSharedMutexLockContext(t *testing.T) {
 	path := tempRegionPath(t)
 	r := mustCreate(t, path, 0)
-	other, _ := OpenRegion(path, nil)
-	defer other.Close()
+	other := openHandles(t, path, 1)[0]
 	m, _ := r.Mutex("m")
 	om, _ := other.Mutex("m")
 	done, cancel := context.WithCancel(context.Background())
@@ -388,8 +387,7 @@ func TestSharedMutexLockContext(t *testing.T) {
 func TestSharedMutexStats(t *testing.T) {
 	path := tempRegionPath(t)
 	r := mustCreate(t, path, 0)
-	other, _ := OpenRegion(path, nil)
-	defer other.Close()
+	other := openHandles(t, path, 1)[0]
 	a, _ := r.Mutex("m")
 	b, _ := other.Mutex("m")
 	if a.Stats() != (Stats{}) {
