@@ -2,7 +2,6 @@ package lockword
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -54,36 +53,17 @@ func benchmarkTokenRing(b *testing.B, goroutines int) {
 	ring[0] <- struct{}{}
 	wg.Wait()
 	b.StopTimer()
-	lo, hi := math.MaxInt, 0
-	for i := range counts {
-		lo, hi = min(lo, counts[i].n), max(hi, counts[i].n)
-	}
-	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds()/1e6, "Macq/s")
-	b.ReportMetric(float64(hi)/float64(max(lo, 1)), "max/min")
+	reportFair(b, t0, counts)
 }
 
 // BenchmarkRW90 is BenchmarkRW99 at 90% reads.
 func BenchmarkRW90(b *testing.B) {
-	for _, g := range []int{2, 4, 16, 64} {
-		for _, k := range rwBenchKinds {
-			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.name, g), func(b *testing.B) {
-				benchmarkRW(b, k.new(), g, 10, 10)
-			})
-		}
-	}
+	benchmarkRWKinds(b, 10)
 }
 
 // BenchmarkRWLockUncontended is one goroutine's Lock+Unlock (a write).
 func BenchmarkRWLockUncontended(b *testing.B) {
-	for _, k := range rwBenchKinds {
-		b.Run("kind="+k.name, func(b *testing.B) {
-			p := &paddedRW{rw: k.new()}
-			for b.Loop() {
-				p.rw.Lock()
-				p.rw.Unlock()
-			}
-		})
-	}
+	benchmarkRWUncontended(b, true)
 }
 
 // BenchmarkDiagCost runs slow-path shapes with the default stuck threshold

@@ -155,6 +155,13 @@ func benchmarkFair(b *testing.B, l sync.Locker, goroutines int) {
 	p.l.Unlock()
 	wg.Wait()
 	b.StopTimer()
+	reportFair(b, t0, counts)
+}
+
+// reportFair reports, once the timer is stopped, the b.N acquisitions since
+// t0 as Macq/s and the most acquisitions in counts over the fewest as
+// max/min (benchmarkFair's metrics).
+func reportFair(b *testing.B, t0 time.Time, counts []paddedCount) {
 	lo, hi := math.MaxInt, 0
 	for i := range counts {
 		lo, hi = min(lo, counts[i].n), max(hi, counts[i].n)
@@ -300,10 +307,17 @@ func runShared(b *testing.B, goroutines int, unit string, body func(g, n int)) {
 // BenchmarkRW99 is issue 4's reader-writer benchmark: 99% reads, at 2, 4,
 // 16 and 64 goroutines, RWMutex against sync.RWMutex in the same run.
 func BenchmarkRW99(b *testing.B) {
+	benchmarkRWKinds(b, 100)
+}
+
+// benchmarkRWKinds runs benchmarkRW for every rwBenchKinds entry at 2, 4, 16
+// and 64 goroutines, one write in writeEvery operations, 10 loop iterations
+// of work inside; sub-benchmarks are kind=NAME/goroutines=G.
+func benchmarkRWKinds(b *testing.B, writeEvery int) {
 	for _, g := range []int{2, 4, 16, 64} {
 		for _, k := range rwBenchKinds {
 			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.name, g), func(b *testing.B) {
-				benchmarkRW(b, k.new(), g, 100, 10)
+				benchmarkRW(b, k.new(), g, writeEvery, 10)
 			})
 		}
 	}
@@ -311,12 +325,24 @@ func BenchmarkRW99(b *testing.B) {
 
 // BenchmarkRWUncontended is one goroutine's RLock+RUnlock.
 func BenchmarkRWUncontended(b *testing.B) {
+	benchmarkRWUncontended(b, false)
+}
+
+// benchmarkRWUncontended times Lock+Unlock (write) or RLock+RUnlock, from one
+// goroutine, on a padded lock of every rwBenchKinds entry; sub-benchmarks
+// are kind=NAME. The branch on write is the same every iteration.
+func benchmarkRWUncontended(b *testing.B, write bool) {
 	for _, k := range rwBenchKinds {
 		b.Run("kind="+k.name, func(b *testing.B) {
 			p := &paddedRW{rw: k.new()}
 			for b.Loop() {
-				p.rw.RLock()
-				p.rw.RUnlock()
+				if write {
+					p.rw.Lock()
+					p.rw.Unlock()
+				} else {
+					p.rw.RLock()
+					p.rw.RUnlock()
+				}
 			}
 		})
 	}

@@ -69,6 +69,17 @@ var leakWaiters = []struct {
 	{"parked-cancelled", parked},
 }
 
+// heldLeakCase is the leakCase named name: a new O that hold leaves held,
+// with waiter's waiters on the attempt (a LockContext) that attempt gives.
+func heldLeakCase[O any](name string, waiter leakWaiter, hold func(*O), attempt func(*O) func(context.Context) error) leakCase {
+	return leakCase{name, func(t *testing.T, ctx context.Context, wg *sync.WaitGroup, done func(int)) {
+		o := new(O)
+		hold(o)
+		waiter(t, ctx, wg, attempt(o))
+		runtime.AddCleanup(o, done, 0)
+	}}
+}
+
 func leakCases() []leakCase {
 	type mutexObj struct {
 		mu  Mutex
@@ -99,42 +110,24 @@ func leakCases() []leakCase {
 	for _, lw := range leakWaiters {
 		state, waiter := lw.name, lw.w
 		cases = append(cases,
-			leakCase{"Mutex/" + state, func(t *testing.T, ctx context.Context, wg *sync.WaitGroup, done func(int)) {
-				o := new(mutexObj)
-				o.mu.Lock()
-				waiter(t, ctx, wg, o.mu.LockContext)
-				runtime.AddCleanup(o, done, 0)
-			}},
-			leakCase{"SpinMutex/" + state, func(t *testing.T, ctx context.Context, wg *sync.WaitGroup, done func(int)) {
-				o := new(spinObj)
-				o.mu.Lock()
-				waiter(t, ctx, wg, o.mu.LockContext)
-				runtime.AddCleanup(o, done, 0)
-			}},
-			leakCase{"TicketMutex/" + state, func(t *testing.T, ctx context.Context, wg *sync.WaitGroup, done func(int)) {
-				o := new(ticketObj)
-				o.mu.Lock()
-				waiter(t, ctx, wg, o.mu.LockContext)
-				runtime.AddCleanup(o, done, 0)
-			}},
-			leakCase{"RWMutex/write-held-writer-" + state, func(t *testing.T, ctx context.Context, wg *sync.WaitGroup, done func(int)) {
-				o := new(rwObj)
-				o.mu.Lock()
-				waiter(t, ctx, wg, o.mu.LockContext)
-				runtime.AddCleanup(o, done, 0)
-			}},
-			leakCase{"RWMutex/write-held-reader-" + state, func(t *testing.T, ctx context.Context, wg *sync.WaitGroup, done func(int)) {
-				o := new(rwObj)
-				o.mu.Lock()
-				waiter(t, ctx, wg, o.mu.RLockContext)
-				runtime.AddCleanup(o, done, 0)
-			}},
-			leakCase{"RWMutex/read-held-writer-" + state, func(t *testing.T, ctx context.Context, wg *sync.WaitGroup, done func(int)) {
-				o := new(rwObj)
-				o.mu.RLock()
-				waiter(t, ctx, wg, o.mu.LockContext)
-				runtime.AddCleanup(o, done, 0)
-			}},
+			heldLeakCase("Mutex/"+state, waiter,
+				func(o *mutexObj) { o.mu.Lock() },
+				func(o *mutexObj) func(context.Context) error { return o.mu.LockContext }),
+			heldLeakCase("SpinMutex/"+state, waiter,
+				func(o *spinObj) { o.mu.Lock() },
+				func(o *spinObj) func(context.Context) error { return o.mu.LockContext }),
+			heldLeakCase("TicketMutex/"+state, waiter,
+				func(o *ticketObj) { o.mu.Lock() },
+				func(o *ticketObj) func(context.Context) error { return o.mu.LockContext }),
+			heldLeakCase("RWMutex/write-held-writer-"+state, waiter,
+				func(o *rwObj) { o.mu.Lock() },
+				func(o *rwObj) func(context.Context) error { return o.mu.LockContext }),
+			heldLeakCase("RWMutex/write-held-reader-"+state, waiter,
+				func(o *rwObj) { o.mu.Lock() },
+				func(o *rwObj) func(context.Context) error { return o.mu.RLockContext }),
+			heldLeakCase("RWMutex/read-held-writer-"+state, waiter,
+				func(o *rwObj) { o.mu.RLock() },
+				func(o *rwObj) func(context.Context) error { return o.mu.LockContext }),
 		)
 	}
 	cases = append(cases,

@@ -161,48 +161,9 @@ func TestLockContext(t *testing.T) {
 func TestCancelledWaitersNeverStrandOthers(t *testing.T) {
 	for _, k := range ctxLockKinds {
 		t.Run(k.name, func(t *testing.T) {
-			defer watchdog("cancellation stress", 2*time.Minute)()
 			l := k.new()
-			var g guarded
-			var violations atomic.Int64
-			var acquired, cancelled atomic.Int64
-			rounds := scaled(1_000_000) / 100
-			var wg sync.WaitGroup
-			for w := 1; w <= 12; w++ {
-				wg.Go(func() {
-					for i := range rounds {
-						rnd := rand.Uint32()
-						if w%3 == 0 {
-							ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rnd%400)*time.Microsecond)
-							err := l.LockContext(ctx)
-							cancel()
-							if err != nil {
-								if !errors.Is(err, context.DeadlineExceeded) {
-									t.Errorf("LockContext: %v", err)
-								}
-								cancelled.Add(1)
-								continue
-							}
-						} else {
-							l.Lock()
-						}
-						violations.Add(int64(g.critical(w*1000+i, rnd)))
-						if rnd%997 == 0 {
-							time.Sleep(50 * time.Microsecond) // a long hold: waiters park
-						}
-						acquired.Add(1)
-						l.Unlock()
-					}
-				})
-			}
-			wg.Wait()
-			if int64(g.counter) != acquired.Load() || violations.Load() != 0 {
-				t.Fatalf("counter %d, acquisitions %d, violations %d", g.counter, acquired.Load(), violations.Load())
-			}
-			t.Logf("%d acquisitions, %d cancelled attempts", acquired.Load(), cancelled.Load())
-			if cancelled.Load() == 0 {
-				t.Error("no waiter was cancelled: the test did not exercise cancellation")
-			}
+			acquired, cancelled := cancelStressShaped(t, l, mutexCancelShape, 12, scaled(1_000_000)/100)
+			t.Logf("%d acquisitions, %d cancelled attempts", acquired, cancelled)
 			if r, ok := l.(interface{ atRest() error }); ok {
 				if err := r.atRest(); err != nil {
 					t.Fatal(err) // a lock whose words are not a single state
@@ -232,22 +193,7 @@ func TestCancelAtUnlockDoesNotStrandWaiter(t *testing.T) {
 			for i := range rounds {
 				l.Lock()
 				ctx, cancel := context.WithCancel(context.Background())
-				first := make(chan error, 1)
-				go func() {
-					err := l.LockContext(ctx)
-					if err == nil {
-						l.Unlock()
-					}
-					first <- err
-				}()
-				for wait.Parked(k.word(l)) < 1 {
-					runtime.Gosched()
-				}
-				second := make(chan struct{})
-				go func() { l.Lock(); l.Unlock(); close(second) }()
-				for wait.Parked(k.word(l)) < 2 {
-					runtime.Gosched()
-				}
+				first, second := queueTwoWaiters(ctx, l, func() int { return wait.Parked(k.word(l)) })
 				// Cancel just before, or concurrently with, the Unlock that
 				// wakes the cancelled waiter.
 				if i%2 == 0 {
@@ -286,6 +232,25 @@ func threadCount(t *testing.T) int {
 	return 0
 }
 
+// wantParkedNotThreads waits (a minute at most, for a loaded host) until n
+// waiters (what names them) are parked on word, then checks that they hold
+// at most GOMAXPROCS+64 OS threads in all.
+func wantParkedNotThreads(t *testing.T, word *atomic.Uint32, n int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for wait.Parked(word) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d %s parked", wait.Parked(word), n, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	threads, limit := threadCount(t), runtime.GOMAXPROCS(0)+64
+	t.Logf("%d %s blocked; %d OS threads (limit %d)", n, what, threads, limit)
+	if threads > limit {
+		t.Fatalf("%d OS threads with %d blocked %s, want at most %d", threads, n, what, limit)
+	}
+}
+
 // TestWaitersParkGoroutinesNotThreads: 10,000 goroutines blocked in Lock
 // must not each hold an OS thread (Go aborts at 10,000 threads).
 func TestWaitersParkGoroutinesNotThreads(t *testing.T) {
@@ -302,18 +267,7 @@ func TestWaitersParkGoroutinesNotThreads(t *testing.T) {
 			for range n {
 				wg.Go(func() { l.Lock(); l.Unlock() })
 			}
-			deadline := time.Now().Add(time.Minute)
-			for wait.Parked(k.word(l)) < n {
-				if time.Now().After(deadline) {
-					t.Fatalf("only %d of %d waiters parked", wait.Parked(k.word(l)), n)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			threads, limit := threadCount(t), runtime.GOMAXPROCS(0)+64
-			t.Logf("%d goroutines blocked in Lock; %d OS threads (limit %d)", n, threads, limit)
-			if threads > limit {
-				t.Fatalf("%d OS threads with %d blocked waiters, want at most %d", threads, n, limit)
-			}
+			wantParkedNotThreads(t, k.word(l), n, "waiters")
 			l.Unlock()
 			wg.Wait()
 			if !l.TryLock() {
@@ -531,36 +485,33 @@ func TestMisuse(t *testing.T) {
 	}
 }
 
+// unlockTwice locks l and unlocks it twice: the second Unlock is of an
+// unlocked lock.
+func unlockTwice(l sync.Locker) {
+	l.Lock()
+	l.Unlock()
+	l.Unlock()
+}
+
 // TestMisuseChild commits the misuse named by LOCKWORD_MISUSE.
 func TestMisuseChild(t *testing.T) {
 	switch os.Getenv("LOCKWORD_MISUSE") {
 	case "":
 		t.Skip("run by TestMisuse")
 	case "Mutex.Unlock":
-		var m Mutex
-		m.Unlock()
+		new(Mutex).Unlock()
 	case "Mutex.Unlock-twice":
-		var m Mutex
-		m.Lock()
-		m.Unlock()
-		m.Unlock()
+		unlockTwice(new(Mutex))
 	case "Mutex.Unlock-stats":
-		var m Mutex
+		m := new(Mutex)
 		m.EnableStats()
-		m.Lock()
-		m.Unlock()
-		m.Unlock()
+		unlockTwice(m)
 	case "SpinMutex.Unlock":
-		var s SpinMutex
-		s.Unlock()
+		new(SpinMutex).Unlock()
 	case "TicketMutex.Unlock":
-		var m TicketMutex
-		m.Unlock()
+		new(TicketMutex).Unlock()
 	case "TicketMutex.Unlock-twice":
-		var m TicketMutex
-		m.Lock()
-		m.Unlock()
-		m.Unlock()
+		unlockTwice(new(TicketMutex))
 	case "RWMutex.Unlock":
 		var rw RWMutex
 		rw.Unlock()

@@ -766,18 +766,7 @@ func TestRWMutexReadersParkGoroutinesNotThreads(t *testing.T) {
 	for range n {
 		wg.Go(func() { rw.RLock(); rw.RUnlock() })
 	}
-	deadline := time.Now().Add(time.Minute)
-	for wait.Parked(&rw.state) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d readers parked", wait.Parked(&rw.state), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	threads, limit := threadCount(t), runtime.GOMAXPROCS(0)+64
-	t.Logf("%d readers blocked; %d OS threads (limit %d)", n, threads, limit)
-	if threads > limit {
-		t.Fatalf("%d OS threads with %d blocked readers, want at most %d", threads, n, limit)
-	}
+	wantParkedNotThreads(t, &rw.state, n, "readers")
 	rw.Unlock()
 	wg.Wait()
 	if err := rw.atRest(); err != nil {

@@ -42,9 +42,17 @@ func startChild(t *testing.T, mode string, args ...string) *child {
 // startChildIn starts a child under a wrapper command (unshare, say).
 func startChildIn(t *testing.T, wrapper []string, mode string, args ...string) *child {
 	t.Helper()
+	return startChildFiles(t, wrapper, nil, mode, args...)
+}
+
+// startChildFiles starts a child under wrapper (nil: none) that inherits
+// files as its descriptors 3, 4, ... (exec.Cmd.ExtraFiles).
+func startChildFiles(t *testing.T, wrapper []string, files []*os.File, mode string, args ...string) *child {
+	t.Helper()
 	argv := append(append([]string(nil), wrapper...), os.Args[0], "-test.run=^TestSharedChild$", "-test.v=false")
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "LOCKWORD_SHARED_CHILD="+mode, "LOCKWORD_SHARED_ARGS="+strings.Join(args, ","))
+	cmd.ExtraFiles = files
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -21,12 +21,10 @@ func init() {
 	childModes["cond-threads"] = func(args []string) error {
 		// args: path, goroutines: wait on cond "c" under mutex "m" until
 		// a Broadcast; report the OS threads while they wait.
-		r, err := OpenRegion(args[0], nil)
+		r, m, c, err := openCondChild(args[0])
 		if err != nil {
 			return err
 		}
-		m, _ := r.Mutex("m")
-		c, _ := r.Cond("c")
 		flag, _ := r.Bytes("flag", 8)
 		n, _ := strconv.Atoi(args[1])
 		var done atomic.Int64
@@ -45,12 +43,10 @@ func init() {
 	}
 	childModes["cond-wait"] = func(args []string) error {
 		// Wait on cond "c" under mutex "m" until killed. args: path.
-		r, err := OpenRegion(args[0], nil)
+		_, m, c, err := openCondChild(args[0])
 		if err != nil {
 			return err
 		}
-		m, _ := r.Mutex("m")
-		c, _ := r.Cond("c")
 		m.Lock()
 		fmt.Println("waiting")
 		for {
@@ -59,18 +55,28 @@ func init() {
 	}
 	childModes["signal-hold"] = func(args []string) error {
 		// Lock mutex "m", Signal cond "c", and hold m until killed.
-		r, err := OpenRegion(args[0], nil)
+		_, m, c, err := openCondChild(args[0])
 		if err != nil {
 			return err
 		}
-		m, _ := r.Mutex("m")
-		c, _ := r.Cond("c")
 		m.Lock()
 		c.Signal()
 		fmt.Println("locked")
 		time.Sleep(time.Hour)
 		return nil
 	}
+}
+
+// openCondChild is a child's view of the region at path: the region,
+// its mutex "m" and its cond "c".
+func openCondChild(path string) (*Region, *SharedMutex, *SharedCond, error) {
+	r, err := OpenRegion(path, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	m, _ := r.Mutex("m")
+	c, _ := r.Cond("c")
+	return r, m, c, nil
 }
 
 // sharedCondVar is what the cross-process stress needs of a condition
@@ -336,11 +342,7 @@ func TestSharedCondBasics(t *testing.T) {
 	for c.waiters.Load() != 5 {
 		time.Sleep(time.Millisecond)
 	}
-	info, err := InspectRegion(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o := info.Objects[0]; o.Kind != "cond" || o.State != "waiting" || o.Queued != 5 || !o.Waiters {
+	if o := inspectFirst(t, path); o.Kind != "cond" || o.State != "waiting" || o.Queued != 5 || !o.Waiters {
 		t.Fatalf("inspect: %+v", o)
 	}
 	oc.Broadcast()

@@ -71,15 +71,7 @@ func TestSharedMutexOwnerDeathTryPaths(t *testing.T) {
 	// handle after detaching ours is the same), the next acquirer is told
 	// again: here, unlock without marking makes it not recoverable.
 	m.Unlock()
-	for range 2 {
-		if err := m.LockContext(context.Background()); !errors.Is(err, ErrNotRecoverable) {
-			t.Fatalf("after Unlock without MarkConsistent: %v, want ErrNotRecoverable", err)
-		}
-	}
-	if m.TryLock() {
-		t.Fatal("TryLock took a not-recoverable lock")
-	}
-	wantInspectState(t, path, "not-recoverable")
+	wantNotRecoverable(t, m, path, 2)
 }
 
 // TestSharedMutexNotRecoverableWakesWaiters: waiters asleep when the
@@ -93,7 +85,7 @@ func TestSharedMutexNotRecoverableWakesWaiters(t *testing.T) {
 	if err := m.LockContext(context.Background()); !errors.Is(err, ErrOwnerDead) {
 		t.Fatal(err)
 	}
-	other, _ := OpenRegion(path, nil)
+	other := openHandles(t, path, 1)[0]
 	om, _ := other.Mutex("m")
 	got := make(chan error, 3)
 	for range 3 {
@@ -337,11 +329,7 @@ func TestSharedMutexStoppedHolder(t *testing.T) {
 
 	var held []time.Duration
 	for range 3 {
-		info, err := InspectRegion(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := info.Objects[0]
+		o := inspectFirst(t, path)
 		if o.State != "held" && o.State != "contended" || o.HolderPID != c.pid() || !o.HolderAlive || !o.HeldForKnown {
 			t.Fatalf("inspect: %+v, want held by live PID %d with a known held-for", o, c.pid())
 		}
@@ -357,8 +345,7 @@ func TestSharedMutexStoppedHolder(t *testing.T) {
 func TestSharedMutexLockContext(t *testing.T) {
 	path := tempRegionPath(t)
 	r := mustCreate(t, path, 0)
-	other, _ := OpenRegion(path, nil)
-	defer other.Close()
+	other := openHandles(t, path, 1)[0]
 	m, _ := r.Mutex("m")
 	om, _ := other.Mutex("m")
 	done, cancel := context.WithCancel(context.Background())
@@ -400,8 +387,7 @@ func TestSharedMutexLockContext(t *testing.T) {
 func TestSharedMutexStats(t *testing.T) {
 	path := tempRegionPath(t)
 	r := mustCreate(t, path, 0)
-	other, _ := OpenRegion(path, nil)
-	defer other.Close()
+	other := openHandles(t, path, 1)[0]
 	a, _ := r.Mutex("m")
 	b, _ := other.Mutex("m")
 	if a.Stats() != (Stats{}) {
@@ -490,11 +476,7 @@ func TestSharedMutexHolderUnknownAfterSlotReuse(t *testing.T) {
 	if alive, pid := r.tokenAlive(dead); alive || pid != 0 {
 		t.Fatalf("tokenAlive of the old incarnation = %v, PID %d; want dead, PID 0 (unknown)", alive, pid)
 	}
-	info, err := InspectRegion(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o := info.Objects[0]; o.State != "owner-dead" || o.HolderPID != 0 || o.HolderAlive {
+	if o := inspectFirst(t, path); o.State != "owner-dead" || o.HolderPID != 0 || o.HolderAlive {
 		t.Fatalf("inspect: %+v; want owner-dead, holder PID 0 (unknown), not alive", o)
 	}
 	func() {
@@ -608,17 +590,42 @@ func TestInspectRegionReadOnly(t *testing.T) {
 	}
 }
 
-// wantInspectState checks the state lockword inspect gives the region's
-// first object.
-func wantInspectState(t *testing.T, path, want string) {
+// inspectFirst is lockword inspect's view of the region's first object.
+func inspectFirst(t *testing.T, path string) ObjectInfo {
 	t.Helper()
 	info, err := InspectRegion(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := info.Objects[0].State; s != want {
+	return info.Objects[0]
+}
+
+// wantInspectState checks the state lockword inspect gives the region's
+// first object.
+func wantInspectState(t *testing.T, path, want string) {
+	t.Helper()
+	if s := inspectFirst(t, path).State; s != want {
 		t.Fatalf("inspect state %q, want %s", s, want)
 	}
+}
+
+// wantNotRecoverable checks that l, the region's first object, refuses
+// rounds LockContext calls with ErrNotRecoverable and a TryLock, and that
+// lockword inspect calls it not-recoverable.
+func wantNotRecoverable(t *testing.T, l interface {
+	LockContext(context.Context) error
+	TryLock() bool
+}, path string, rounds int) {
+	t.Helper()
+	for range rounds {
+		if err := l.LockContext(context.Background()); !errors.Is(err, ErrNotRecoverable) {
+			t.Fatalf("LockContext of a not-recoverable lock = %v, want ErrNotRecoverable", err)
+		}
+	}
+	if l.TryLock() {
+		t.Fatal("TryLock took a not-recoverable lock")
+	}
+	wantInspectState(t, path, "not-recoverable")
 }
 
 // TestSharedMutexReinitialize: Reinitialize is the way out of

@@ -248,13 +248,7 @@ func TestSharedTicketMutexOwnerDeathNoWaiter(t *testing.T) {
 			t.Fatalf("waiter after Unlock without MarkConsistent: %v, want ErrNotRecoverable", err)
 		}
 	}
-	if err := m.LockContext(context.Background()); !errors.Is(err, ErrNotRecoverable) {
-		t.Fatalf("LockContext of a not-recoverable lock = %v", err)
-	}
-	if m.TryLock() {
-		t.Fatal("TryLock took a not-recoverable lock")
-	}
-	wantInspectState(t, path, "not-recoverable")
+	wantNotRecoverable(t, m, path, 1)
 }
 
 // TestSharedTicketMutexDeadWaiterSkipped: a process that dies while
@@ -314,9 +308,7 @@ func TestSharedTicketMutexForgedDeaths(t *testing.T) {
 		{"died retiring a dead holder's ticket", recSkippingDead, true},
 	} {
 		// The dead process holds ticket s (or it is being retired).
-		s := q.next.Load()
-		q.rec(s).Store(packRecord(s, dead, c.state))
-		q.next.Store(s + 1)
+		forgeRecord(q, dead, c.state)
 		start := time.Now()
 		err := m.LockContext(context.Background())
 		if c.ownerDead != errors.Is(err, ErrOwnerDead) || (err != nil && !errors.Is(err, ErrOwnerDead)) {
@@ -338,9 +330,7 @@ func TestSharedTicketMutexForgedDeaths(t *testing.T) {
 	}
 	// A live owner is never skipped, however long it waits at the head.
 	live := forgeSlot(r, (r.slot+2)%regionProcSlots, mustSelf(t), 9)
-	s := q.next.Load()
-	q.rec(s).Store(packRecord(s, live, recHolding))
-	q.next.Store(s + 1)
+	s := forgeRecord(q, live, recHolding)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
 	if err := m.LockContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -358,6 +348,16 @@ func TestSharedTicketMutexForgedDeaths(t *testing.T) {
 	}
 }
 
+// forgeRecord takes the next ticket of q for a forged process: a record
+// with token and state (a holder, a waiter, ...) at that ticket. It returns
+// the ticket.
+func forgeRecord(q *ticketQueue, token, state uint32) uint32 {
+	s := q.next.Load()
+	q.rec(s).Store(packRecord(s, token, state))
+	q.next.Store(s + 1)
+	return s
+}
+
 // TestSharedTicketOwnerDeathCheckerCatchesBrokenLiveness: the forged-death
 // checks above must fail against a liveness check that calls every owner
 // alive (the queue then stalls) and one that calls every owner dead (a
@@ -371,9 +371,7 @@ func TestSharedTicketOwnerDeathCheckerCatchesBrokenLiveness(t *testing.T) {
 
 	processAliveFunc = func(procIdentity) bool { return true }
 	dead := deadToken(t, r, (r.slot+1)%regionProcSlots)
-	s := q.next.Load()
-	q.rec(s).Store(packRecord(s, dead, recHolding))
-	q.next.Store(s + 1)
+	s := forgeRecord(q, dead, recHolding)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	err := m.LockContext(ctx)
 	cancel()
@@ -387,9 +385,7 @@ func TestSharedTicketOwnerDeathCheckerCatchesBrokenLiveness(t *testing.T) {
 
 	processAliveFunc = func(procIdentity) bool { return false }
 	live := forgeSlot(r, (r.slot+2)%regionProcSlots, mustSelf(t), 9)
-	s = q.next.Load()
-	q.rec(s).Store(packRecord(s, live, recHolding))
-	q.next.Store(s + 1)
+	forgeRecord(q, live, recHolding)
 	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
 	err = m.LockContext(ctx)
 	cancel()
@@ -411,9 +407,7 @@ func TestSharedTicketMutexQueueFull(t *testing.T) {
 	slot := (r.slot + 1) % regionProcSlots
 	tok := forgeSlot(r, slot, mustSelf(t), 11) // alive, for now
 	for range queueRecords {
-		n := q.next.Load()
-		q.rec(n).Store(packRecord(n, tok, recWaiting))
-		q.next.Store(n + 1)
+		forgeRecord(q, tok, recWaiting)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	err := m.LockContext(ctx)
@@ -486,11 +480,7 @@ func TestSharedTicketMutexStatsAndInspect(t *testing.T) {
 	}
 	var held []time.Duration
 	for range 2 {
-		info, err := InspectRegion(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := info.Objects[0]
+		o := inspectFirst(t, path)
 		if o.Kind != "ticket mutex" || o.State != "contended" || o.HolderPID != os.Getpid() || !o.HolderAlive || o.Queued != 1 || o.Stats == nil || !o.HeldForKnown {
 			t.Fatalf("inspect: %+v", o)
 		}
@@ -564,9 +554,7 @@ func TestSharedFairLockerOwnerDead(t *testing.T) {
 			}
 			dead := deadToken(t, r, (r.slot+1)%regionProcSlots)
 			forgeHolder := func() {
-				s := q.next.Load()
-				q.rec(s).Store(packRecord(s, dead, recHolding))
-				q.next.Store(s + 1)
+				forgeRecord(q, dead, recHolding)
 			}
 			// With a repair function: repaired, marked, held.
 			forgeHolder()
@@ -650,10 +638,8 @@ func TestSharedTicketDeadAfterReleaseNotInconsistent(t *testing.T) {
 	r := mustCreate(t, path, 0)
 	m, _ := r.TicketMutex("t")
 	q := &m.q
-	s := q.next.Load()
-	q.rec(s).Store(packRecord(s, q.token, recSkippingDead)) // the resolver's CAS won
-	q.next.Store(s + 1)
-	q.serving.Store(s + 1) // the dead holder's finish had moved serving on
+	s := forgeRecord(q, q.token, recSkippingDead) // the resolver's CAS won
+	q.serving.Store(s + 1)                        // the dead holder's finish had moved serving on
 	if !q.retireTicket(context.Background(), s, recSkippingDead) {
 		t.Fatal("retireTicket gave up")
 	}

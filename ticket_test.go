@@ -184,6 +184,30 @@ type ctxLock interface {
 	LockContext(context.Context) error
 }
 
+// queueTwoWaiters queues, on the held l, first a waiter that locks with
+// ctx (it unlocks at once if it gets the lock, and sends LockContext's
+// result on first), then a plain waiter that locks, unlocks and closes
+// second; it returns once queued counts both.
+func queueTwoWaiters(ctx context.Context, l ctxLock, queued func() int) (first chan error, second chan struct{}) {
+	first = make(chan error, 1)
+	go func() {
+		err := l.LockContext(ctx)
+		if err == nil {
+			l.Unlock() // its turn came before the cancellation
+		}
+		first <- err
+	}()
+	for queued() < 1 {
+		runtime.Gosched()
+	}
+	second = make(chan struct{})
+	go func() { l.Lock(); l.Unlock(); close(second) }()
+	for queued() < 2 {
+		runtime.Gosched()
+	}
+	return first, second
+}
+
 // strandedAfterCancel holds l with a waiter next in line whose context is
 // cancelled at a random moment (before Unlock, racing with it, or a little
 // after it, while the waiter parks, spins or is being woken, or once both
@@ -195,22 +219,7 @@ func strandedAfterCancel(l ctxLock, queued, parked func() int, rounds int, patie
 	for i := range rounds {
 		l.Lock()
 		ctx, cancel := context.WithCancel(context.Background())
-		first := make(chan error, 1)
-		go func() {
-			err := l.LockContext(ctx)
-			if err == nil {
-				l.Unlock() // its turn came before the cancellation
-			}
-			first <- err
-		}()
-		for queued() < 1 {
-			runtime.Gosched()
-		}
-		second := make(chan struct{})
-		go func() { l.Lock(); l.Unlock(); close(second) }()
-		for queued() < 2 {
-			runtime.Gosched()
-		}
+		first, second := queueTwoWaiters(ctx, l, queued)
 		switch i % 4 {
 		case 0:
 			cancel()
@@ -327,6 +336,30 @@ func TestCancelCheckerCatchesLostTurn(t *testing.T) {
 // that ends at a random moment, some ending almost at once, with holds of
 // varied length, and checks exact totals and the owner slot.
 func cancelStress(t *testing.T, l ctxLock, workers, rounds int) (acquired, cancelled int64) {
+	return cancelStressShaped(t, l, ticketCancelShape, workers, rounds)
+}
+
+// cancelShape is how cancelStressShaped mixes its workers: one worker in
+// ctxEvery locks with a context that ends within maxWait (one in
+// doneEvery of those contexts is done before the call; 0: none), and one
+// acquisition in longEvery holds the lock for longHold, so that waiters
+// park. idStride separates the owner-slot ids of the workers.
+type cancelShape struct {
+	ctxEvery, doneEvery, longEvery int
+	maxWait, longHold              time.Duration
+	idStride                       int
+}
+
+// ticketCancelShape is cancelStress's mix; mutexCancelShape is
+// TestCancelledWaitersNeverStrandOthers' (a third of the workers, no
+// contexts done in advance).
+var (
+	ticketCancelShape = cancelShape{ctxEvery: 2, doneEvery: 7, longEvery: 499, maxWait: 300 * time.Microsecond, longHold: 30 * time.Microsecond, idStride: 1_000_000}
+	mutexCancelShape  = cancelShape{ctxEvery: 3, longEvery: 997, maxWait: 400 * time.Microsecond, longHold: 50 * time.Microsecond, idStride: 1000}
+)
+
+// cancelStressShaped is cancelStress with the mix given by sh.
+func cancelStressShaped(t *testing.T, l ctxLock, sh cancelShape, workers, rounds int) (acquired, cancelled int64) {
 	defer watchdog("cancellation stress", 2*time.Minute)()
 	var g guarded
 	var violations, acq, canc atomic.Int64
@@ -335,15 +368,16 @@ func cancelStress(t *testing.T, l ctxLock, workers, rounds int) (acquired, cance
 		wg.Go(func() {
 			for i := range rounds {
 				rnd := rand.Uint32()
-				if w%2 == 0 {
-					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rnd%300)*time.Microsecond)
-					if rnd%7 == 0 {
+				if w%sh.ctxEvery == 0 {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rnd%uint32(sh.maxWait/time.Microsecond))*time.Microsecond)
+					if sh.doneEvery != 0 && rnd%uint32(sh.doneEvery) == 0 {
 						cancel() // done before it even starts
 					}
 					err := l.LockContext(ctx)
 					cancel()
 					if err != nil {
-						if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+						// context.Canceled only where a context was done before the call.
+						if !errors.Is(err, context.DeadlineExceeded) && (sh.doneEvery == 0 || !errors.Is(err, context.Canceled)) {
 							t.Errorf("LockContext: %v", err)
 						}
 						canc.Add(1)
@@ -352,9 +386,9 @@ func cancelStress(t *testing.T, l ctxLock, workers, rounds int) (acquired, cance
 				} else {
 					l.Lock()
 				}
-				violations.Add(int64(g.critical(w*1_000_000+i, rnd)))
-				if rnd%499 == 0 {
-					time.Sleep(30 * time.Microsecond) // a long hold: waiters park
+				violations.Add(int64(g.critical(w*sh.idStride+i, rnd)))
+				if rnd%uint32(sh.longEvery) == 0 {
+					time.Sleep(sh.longHold) // a long hold: waiters park
 				}
 				acq.Add(1)
 				l.Unlock()

@@ -3,12 +3,10 @@
 package lockword
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -201,28 +199,13 @@ func TestMemfdRegion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSharedChild$", "-test.v=false")
-	cmd.Env = append(os.Environ(), "LOCKWORD_SHARED_CHILD=memfd-hold", "LOCKWORD_SHARED_ARGS=")
-	cmd.ExtraFiles = []*os.File{r.File()}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if line != "locked\n" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("child: %q, %v", line, err)
-	}
+	c := startChildFiles(t, nil, []*os.File{r.File()}, "memfd-hold")
+	c.expect(t, "locked")
 	if m.TryLock() {
 		t.Fatal("TryLock succeeded while the child holds the lock")
 	}
-	cmd.Process.Kill()
-	cmd.Wait()
+	c.cmd.Process.Kill()
+	c.exit()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := m.LockContext(ctx); !errors.Is(err, ErrOwnerDead) {
