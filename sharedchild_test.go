@@ -339,3 +339,18 @@ func threadRunqueueNs(tid int) int64 {
 	ns, _ := strconv.ParseInt(f[1], 10, 64)
 	return ns
 }
+
+// openRWChild opens, in a child process, the region at path and its
+// SharedRWMutex name: the start of every RW child mode.
+func openRWChild(path, name string) (*Region, *SharedRWMutex, error) {
+	r, err := OpenRegion(path, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	rw, err := r.RWMutex(name)
+	if err != nil {
+		r.Close()
+		return nil, nil, err
+	}
+	return r, rw, nil
+}

@@ -24,11 +24,7 @@ func init() {
 	childModes["rwread"] = func(args []string) error {
 		// args: path, read locks to take. Prints "ready", waits for the
 		// start word, reads, prints "done".
-		r, err := OpenRegion(args[0], nil)
-		if err != nil {
-			return err
-		}
-		rw, err := r.RWMutex("rw")
+		r, rw, err := openRWChild(args[0], "rw")
 		if err != nil {
 			return err
 		}

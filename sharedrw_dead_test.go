@@ -28,11 +28,7 @@ func init() {
 	childModes["rlock-many"] = func(args []string) error {
 		// Take n read locks from n goroutines and hold them until
 		// killed. args: path, name, n.
-		r, err := OpenRegion(args[0], nil)
-		if err != nil {
-			return err
-		}
-		rw, err := r.RWMutex(args[1])
+		r, rw, err := openRWChild(args[0], args[1])
 		if err != nil {
 			return err
 		}

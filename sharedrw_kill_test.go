@@ -38,11 +38,7 @@ const (
 func init() {
 	childModes["rwkill-writer"] = func(args []string) error {
 		// args: path, id, writes, mode (ok, or broken: brokenSharedRW).
-		r, err := OpenRegion(args[0], nil)
-		if err != nil {
-			return err
-		}
-		rw, err := r.RWMutex("rw")
+		r, rw, err := openRWChild(args[0], "rw")
 		if err != nil {
 			return err
 		}
@@ -102,11 +98,7 @@ func init() {
 		// args: path, job, reads: read until the job's committed reads
 		// reach reads. A killed predecessor's activity is its own: reset
 		// it before naming ourselves.
-		r, err := OpenRegion(args[0], nil)
-		if err != nil {
-			return err
-		}
-		rw, err := r.RWMutex("rw")
+		r, rw, err := openRWChild(args[0], "rw")
 		if err != nil {
 			return err
 		}

@@ -18,11 +18,7 @@ func init() {
 	childModes["lock-give-up-die"] = func(args []string) error {
 		// A writer that gives up behind a reader and is killed between
 		// abandoning its arrival and finishing its ticket. args: path, name.
-		r, err := OpenRegion(args[0], nil)
-		if err != nil {
-			return err
-		}
-		rw, err := r.RWMutex(args[1])
+		_, rw, err := openRWChild(args[0], args[1])
 		if err != nil {
 			return err
 		}

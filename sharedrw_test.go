@@ -29,11 +29,7 @@ func init() {
 	childModes["rwhammer"] = childRWHammer
 	childModes["rthreads"] = func(args []string) error {
 		// args: path, goroutines. The parent holds "m" for writing.
-		r, err := OpenRegion(args[0], nil)
-		if err != nil {
-			return err
-		}
-		rw, err := r.RWMutex("m")
+		_, rw, err := openRWChild(args[0], "m")
 		if err != nil {
 			return err
 		}
@@ -56,11 +52,7 @@ func init() {
 	}
 	childModes["rlock-once"] = func(args []string) error {
 		// Take a read lock once and leave. args: path, name.
-		r, err := OpenRegion(args[0], nil)
-		if err != nil {
-			return err
-		}
-		rw, err := r.RWMutex(args[1])
+		_, rw, err := openRWChild(args[0], args[1])
 		if err != nil {
 			return err
 		}
@@ -73,11 +65,7 @@ func init() {
 	}
 	childModes["rlock-hold"] = func(args []string) error {
 		// Take a read lock and hold it until killed. args: path, name.
-		r, err := OpenRegion(args[0], nil)
-		if err != nil {
-			return err
-		}
-		rw, err := r.RWMutex(args[1])
+		_, rw, err := openRWChild(args[0], args[1])
 		if err != nil {
 			return err
 		}
@@ -108,11 +96,7 @@ func (b brokenSharedRW) Unlock() {
 // childRWHammer: args path, readers, writers, iters, mode (ok, broken:
 // brokenSharedRW). Waits for the start word, runs, prints "violations N".
 func childRWHammer(args []string) error {
-	r, err := OpenRegion(args[0], nil)
-	if err != nil {
-		return err
-	}
-	rw, err := r.RWMutex("rw")
+	r, rw, err := openRWChild(args[0], "rw")
 	if err != nil {
 		return err
 	}
