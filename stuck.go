@@ -182,7 +182,7 @@ func stuckWatcher() {
 		// margin is how far the coarse clock may lag: the tick before
 		// this look (ticks only shorten: stuckMinNs only falls).
 		margin := stuckTickFor()
-		time.Sleep(margin)
+		stuckSleep(margin) // no runtime timer pending on Linux (stuck_linux.go)
 		now := time.Now()
 		nowNs := int64(now.Sub(stuckEpoch))
 		stuckWaits.now.Store(nowNs)
