@@ -69,6 +69,9 @@ func BenchmarkRWLockUncontended(b *testing.B) {
 // BenchmarkDiagCost runs slow-path shapes with the default stuck threshold
 // and with stuck reports off (SetStuckThreshold(-1)), alternating, so that
 // benchstat -col /stuck gives the cost of the diagnostics nobody asked for.
+// Run one sub-benchmark per process to include the stuck watcher's own
+// cost: a watcher started by a default lock runs on for a second after
+// its last sleeper, through an off lock's benchmark in the same process.
 func BenchmarkDiagCost(b *testing.B) {
 	stucks := []struct {
 		name      string
@@ -80,6 +83,15 @@ func BenchmarkDiagCost(b *testing.B) {
 				m := new(TicketMutex)
 				m.SetStuckThreshold(st.threshold)
 				benchmarkFair(b, m, g)
+			})
+		}
+	}
+	for _, g := range []int{16, 64} {
+		for _, st := range stucks {
+			b.Run(fmt.Sprintf("shape=rw-write/goroutines=%d/stuck=%s", g, st.name), func(b *testing.B) {
+				rw := new(RWMutex)
+				rw.SetStuckThreshold(st.threshold)
+				benchmarkFair(b, rw, g) // writers only: BenchmarkDiagPaired's rw-write
 			})
 		}
 	}
