@@ -12,10 +12,11 @@ import (
 // long as others contend (the stuck watcher). While any runtime timer is
 // pending, every schedule() on the P that holds it, and every steal from
 // that P, reads the clock ((*timers).check): under contention on a fair
-// lock, where each handover parks one goroutine and readies another, a
-// periodic time.Sleep cost 9% of the profile in nanotime. The goroutine
-// holds an OS thread while it sleeps and the runtime hands its P to
-// others. A signal (EINTR) resumes the sleep to the same deadline.
+// lock, where each handover parks one goroutine and readies another, the
+// stuck watcher's time.Sleep cost TicketMutex 11-14% of its CPU time per
+// acquisition (BENCHMARKS.md, issue 11.3). The goroutine holds an OS
+// thread while it sleeps and the runtime hands its P to others. A signal
+// (EINTR) resumes the sleep to the same deadline.
 func SleepThread(d time.Duration) {
 	if d <= 0 {
 		return
