@@ -30,6 +30,11 @@ import (
 // waiter is queued): the watcher, before it stops, clears running and
 // samples once more, so a waiter queued before that last sample is seen
 // and one queued after it sees running clear and starts a new watcher.
+//
+// Between looks the watcher sleeps in wait.SleepThread, on Linux a
+// blocking clock_nanosleep, not a runtime timer: a pending timer makes
+// every schedule() on its P read the clock, and under contention the
+// watcher is always sleeping (BENCHMARKS.md, issue 11.3).
 
 // stuckTick is how often the watcher looks at the least: a report comes
 // at most two ticks late (the coarse clock it reads a wait's start from
@@ -182,7 +187,7 @@ func stuckWatcher() {
 		// margin is how far the coarse clock may lag: the tick before
 		// this look (ticks only shorten: stuckMinNs only falls).
 		margin := stuckTickFor()
-		time.Sleep(margin)
+		wait.SleepThread(margin) // no runtime timer pending meanwhile, on Linux
 		now := time.Now()
 		nowNs := int64(now.Sub(stuckEpoch))
 		stuckWaits.now.Store(nowNs)
