@@ -221,7 +221,7 @@ func (m *Mutex) unlockSlow(new uint32) {
 // issue 11.1). sync.Mutex gets the same effect by not spinning while its
 // P has runnable goroutines, which a package outside the runtime cannot
 // see. One Gosched per wake-up, not per Unlock: an Unlock that wakes
-// nobody does not yield.
+// nobody does not yield. SpinMutex's Unlock uses it too.
 func yieldIfWoke(woken int) {
 	if woken > 0 {
 		runtime.Gosched()

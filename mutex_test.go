@@ -592,34 +592,44 @@ func TestUnlockYieldsToTheWokenWaiter(t *testing.T) {
 		limit   = 1 << 20 // re-locks before the unlocker gives up on the waiter
 		fewLock = 100     // re-locks allowed before the woken waiter runs
 	)
-	var late []int
-	for range trials {
-		var m Mutex
-		relocks := 0 // guarded by m
-		var done atomic.Bool
-		got := make(chan int, 1)
-		m.Lock()
-		go func() {
-			m.Lock()
-			got <- relocks
-			done.Store(true)
-			m.Unlock()
-		}()
-		for wait.Parked(&m.state) == 0 {
-			time.Sleep(100 * time.Microsecond) // lets the waiter run and sleep
-		}
-		m.Unlock() // wakes the waiter
-		for i := 0; i < limit && !done.Load(); i++ {
-			m.Lock()
-			relocks++
-			m.Unlock()
-		}
-		if n := <-got; n > fewLock {
-			late = append(late, n)
-		}
-	}
-	if len(late) > trials/2 {
-		t.Fatalf("in %d of %d trials the woken waiter ran only after the unlocker re-locked %v times (want ≤ %d): Unlock does not yield to it", len(late), trials, late, fewLock)
+	for _, k := range []struct {
+		name string
+		new  func() (sync.Locker, *atomic.Uint32)
+	}{
+		{"Mutex", func() (sync.Locker, *atomic.Uint32) { m := new(Mutex); return m, &m.state }},
+		{"SpinMutex", func() (sync.Locker, *atomic.Uint32) { s := new(SpinMutex); return s, &s.state }},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			var late []int
+			for range trials {
+				m, word := k.new()
+				relocks := 0 // guarded by m
+				var done atomic.Bool
+				got := make(chan int, 1)
+				m.Lock()
+				go func() {
+					m.Lock()
+					got <- relocks
+					done.Store(true)
+					m.Unlock()
+				}()
+				for wait.Parked(word) == 0 {
+					time.Sleep(100 * time.Microsecond) // lets the waiter run and sleep
+				}
+				m.Unlock() // wakes the waiter
+				for i := 0; i < limit && !done.Load(); i++ {
+					m.Lock()
+					relocks++
+					m.Unlock()
+				}
+				if n := <-got; n > fewLock {
+					late = append(late, n)
+				}
+			}
+			if len(late) > trials/2 {
+				t.Fatalf("in %d of %d trials the woken waiter ran only after the unlocker re-locked %v times (want ≤ %d): Unlock does not yield to it", len(late), trials, late, fewLock)
+			}
+		})
 	}
 }
 
