@@ -46,12 +46,14 @@
 // goroutine may take the lock many times in a row; but a waiter that has
 // waited 1 ms stops competing and is handed the lock: while such waiters
 // exist, Unlock gives the lock to the oldest of them instead of releasing
-// it (the starvation mode of sync.Mutex, Go 1.9). Measured on 2 loaded
-// cores beside sync.Mutex in the same runs, Mutex's worst wait was
-// 0.2-2.3× sync.Mutex's at 2 to 16 goroutines and beside a greedy
-// re-locker, but 2.5-3.6× at 64 goroutines; SpinMutex's 0.2-1.3×
-// (BENCHMARKS.md, issue 11.1). Use TicketMutex where every acquisition
-// must be served in arrival order.
+// it (the starvation mode of sync.Mutex, Go 1.9); and an Unlock that
+// wakes a waiter yields its processor, so that the woken goroutine runs
+// at once. Measured on 2 loaded cores beside sync.Mutex in the same
+// runs, Mutex's worst wait was 0.02-1.5× sync.Mutex's (medians) at 2 to
+// 64 goroutines and beside a greedy re-locker (0.17-0.24× at 64 in
+// 200 ms runs), except one set of 3 s runs at load 3-6 (3.5× at 64);
+// SpinMutex's 0.1-1.6× (BENCHMARKS.md, issue 11.1). Use TicketMutex
+// where every acquisition must be served in arrival order.
 //
 // # Waiting: private and shared
 //

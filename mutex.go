@@ -3,6 +3,7 @@ package lockword
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -86,13 +87,17 @@ var ErrNilContext = errors.New("lockword: nil context.Context (use context.Backg
 // soon as it runs; newcomers find the lock held and queue. This is
 // sync.Mutex's starvation mode (Go 1.9). Once a waiter starves it waits
 // one hand-off per starving waiter ahead of it. Before that it must be
-// woken to notice: plain sleepers are not woken while hand-offs go on,
-// so with many goroutines a waiter can sit out several such streaks; at
-// 64 goroutines on 2 cores its worst wait measured 2.5-3.6× sync.Mutex's,
-// at 2 to 16 0.2-2.3× (BENCHMARKS.md, issue 11.1). If the wake-up finds
-// no starving waiter asleep (one was cancelled), Unlock takes the hand-off
-// back and releases, so the lock is never stranded. Use TicketMutex where
-// every acquisition must be served in FIFO order.
+// woken to notice, and a woken goroutine must get a processor: an Unlock
+// that wakes a waiter (plain or starving) therefore yields its processor
+// (runtime.Gosched), so that the woken goroutine runs at once rather than
+// when the running goroutines' 10 ms time slice ends; they seldom block,
+// retaking the lock on the fast path or by spinning. Without the yield
+// the sleepers' queue advanced a few places per 10 ms and at 64
+// goroutines on 2 cores the worst wait was 2.5-6× sync.Mutex's
+// (BENCHMARKS.md, issue 11.1). If the wake-up finds no starving waiter
+// asleep (one was cancelled), Unlock takes the hand-off back and
+// releases, so the lock is never stranded. Use TicketMutex where every
+// acquisition must be served in FIFO order.
 //
 // Waiters sleep by parking their goroutine (see internal/wait), never by
 // blocking an OS thread, so any number of goroutines may wait.
@@ -147,7 +152,9 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 	return m.lockSlowContext(ctx)
 }
 
-// Unlock unlocks m. Unlocking an unlocked Mutex panics with the message
+// Unlock unlocks m. If it wakes a waiter it yields the processor to it
+// (runtime.Gosched); an Unlock with nobody asleep never yields. Unlocking
+// an unlocked Mutex panics with the message
 // "lockword: Unlock of unlocked Mutex" (sync.Mutex makes this a fatal
 // error; a panic lets tests observe it, and must not be recovered from in
 // production: the lock's state is then unknown).
@@ -197,10 +204,27 @@ func (m *Mutex) unlockSlow(new uint32) {
 			// sleeper. A waiter that set 2 meanwhile is covered by this
 			// wake-up: the woken waiter sets 2 again (Drepper's argument).
 			if m.state.CompareAndSwap(old, old&^mutexStateMask) {
-				wait.Wake(&m.state, 1)
+				yieldIfWoke(wait.Wake(&m.state, 1))
 				return
 			}
 		}
+	}
+}
+
+// yieldIfWoke gives up the processor (runtime.Gosched) after Unlock woke
+// a waiter (woken > 0), so that the woken goroutine runs now instead of
+// when our time slice ends. The wake-up readied it on this P (runnext),
+// but the running goroutines seldom block: they retake the lock on the
+// fast path or by spinning, so without the yield a woken waiter waited
+// for the scheduler's 10 ms preemption, and with more goroutines than
+// cores the sleepers' queue advanced a few places per 10 ms (BENCHMARKS.md,
+// issue 11.1). sync.Mutex gets the same effect by not spinning while its
+// P has runnable goroutines, which a package outside the runtime cannot
+// see. One Gosched per wake-up, not per Unlock: an Unlock that wakes
+// nobody does not yield. SpinMutex's Unlock uses it too.
+func yieldIfWoke(woken int) {
+	if woken > 0 {
+		runtime.Gosched()
 	}
 }
 
@@ -211,6 +235,7 @@ func (m *Mutex) unlockSlow(new uint32) {
 // meanwhile, take the hand-off back and release as from state 2.
 func (m *Mutex) handoff() {
 	if wait.WakeKey(&m.state, mutexStarveKey, 1) != 0 {
+		yieldIfWoke(1) // the lock is the starving waiter's: let it run
 		return
 	}
 	for {
@@ -221,7 +246,7 @@ func (m *Mutex) handoff() {
 		// A starving waiter on its way to sleep sees the word change and
 		// looks again; it then finds the lock free and takes it.
 		if m.state.CompareAndSwap(old, old&^(mutexHandoff|mutexStateMask)) {
-			wait.Wake(&m.state, 1)
+			yieldIfWoke(wait.Wake(&m.state, 1))
 			return
 		}
 	}

@@ -75,8 +75,11 @@ const (
 // sets bit 1 and wakes the oldest of them, which owns the lock as soon as
 // it runs, and spinners do not compete. If the wake-up finds no starving
 // waiter asleep (its context ended), Unlock takes the hand-off back and
-// releases. At most 2^23-1 goroutines may sleep on one SpinMutex (their
-// stacks alone would take 16 GiB).
+// releases. An Unlock that wakes a parked waiter yields its processor
+// (runtime.Gosched), as Mutex's does, so that the woken goroutine runs at
+// once rather than when the running goroutines' time slice ends. At most
+// 2^23-1 goroutines may sleep on one SpinMutex (their stacks alone would
+// take 16 GiB).
 //
 // Ordering: the set that claims the lock is an acquire and the store that
 // releases it a release (Go's atomics are sequentially consistent, which is
@@ -123,8 +126,9 @@ func (s *SpinMutex) LockContext(ctx context.Context) error {
 	return s.lockSlowContext(ctx)
 }
 
-// Unlock unlocks s. Unlocking a free SpinMutex panics with the message
-// "lockword: Unlock of unlocked SpinMutex".
+// Unlock unlocks s. If it wakes a parked waiter it yields the processor
+// to it (runtime.Gosched). Unlocking a free SpinMutex panics with the
+// message "lockword: Unlock of unlocked SpinMutex".
 func (s *SpinMutex) Unlock() {
 	// Fast path: held with nobody asleep, 1→0.
 	if s.state.CompareAndSwap(spinHeld, 0) {
@@ -158,7 +162,7 @@ func (s *SpinMutex) unlockSlow() {
 		}
 		if s.state.CompareAndSwap(old, old&^spinHeld) {
 			if old&spinCount != 0 {
-				wait.Wake(&s.state, 1)
+				yieldIfWoke(wait.Wake(&s.state, 1))
 			}
 			return
 		}
@@ -172,6 +176,7 @@ func (s *SpinMutex) unlockSlow() {
 // handed to nobody.
 func (s *SpinMutex) handoff() {
 	if wait.WakeKey(&s.state, spinStarveKey, 1) != 0 {
+		yieldIfWoke(1) // the lock is the starving waiter's: let it run
 		return
 	}
 	for {
@@ -181,7 +186,7 @@ func (s *SpinMutex) handoff() {
 		}
 		if s.state.CompareAndSwap(old, old&^(spinHandoff|spinHeld)) {
 			if old&spinCount != 0 {
-				wait.Wake(&s.state, 1)
+				yieldIfWoke(wait.Wake(&s.state, 1))
 			}
 			return
 		}

@@ -23,6 +23,10 @@
  * Go. The starvation threshold is a nondeterministic choice: each time a
  * waiter that has slept looks at a held lock, it may find that it has
  * waited past mutexStarveNs (or not yet), so SPIN tries every timing.
+ * The processor yield after a wake-up (yieldIfWoke: runtime.Gosched when
+ * Unlock woke someone) is not modelled: it touches neither the word nor
+ * the queues, and SPIN already runs every interleaving, among them the
+ * one where the woken waiter runs first.
  *
  * Bounds: NG = 3 goroutines, each locking ROUNDS = 2 times; goroutine 2
  * uses LockContext and may be cancelled once while asleep (also while
