@@ -50,7 +50,12 @@
 // cores beside sync.Mutex in the same runs, Mutex's worst wait was
 // 0.2-2.3× sync.Mutex's at 2 to 16 goroutines and beside a greedy
 // re-locker, but 2.5-3.6× at 64 goroutines; SpinMutex's 0.2-1.3×
-// (BENCHMARKS.md, issue 11.1). Use TicketMutex where every acquisition
+// (BENCHMARKS.md, issue 11.1). SharedMutex bounds its waits the same way
+// between processes: a process's kernel sleeper that has waited 1 ms files
+// a request in the object's hand-off word, and the next Unlock hands it the
+// lock instead of releasing it; a hand-off to a process that died, or from
+// one that died handing over, is taken back by the next waiter without
+// ErrOwnerDead (see SharedMutex). Use TicketMutex where every acquisition
 // must be served in arrival order.
 //
 // # Waiting: private and shared

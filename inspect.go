@@ -83,6 +83,12 @@ type ObjectInfo struct {
 	HeldForKnown bool          `json:"held_for_known"`
 	// Waiters is the lock word's hint that a process sleeps waiting.
 	Waiters bool `json:"waiters"`
+	// Handoff is, for a SharedMutex (and a region SeqLock's writers'
+	// lock), its hand-off word when it is not 0: "hand-off requested by
+	// PID n" (a waiter that has waited 1 ms asks Unlock for the lock) or
+	// "handed to PID n" (Unlock gave it that process, which has not yet
+	// returned it to its caller). "" otherwise.
+	Handoff string `json:"handoff,omitempty"`
 	// Queued is how many tickets wait behind the holder (ticket mutexes,
 	// and an RW mutex's writers): one per waiting process; for a Cond,
 	// how many goroutines wait on it (a process that died waiting stays
