@@ -903,6 +903,11 @@ func (m *SharedMutex) reportIfStuck(start time.Time, owner, pid uint32) bool {
 // recorded (a fast-path acquisition) it stamps, unless the mapping is
 // read-only.
 func inspectMutex(insp *inspector, obj []byte, info *ObjectInfo) {
+	// The hand-off word first: a grant seen and then a word naming a dead
+	// holder means that holder had not returned the lock (read the other
+	// way round, a take-back between the two reads would look like a
+	// dead holder with no grant).
+	h := word32(obj, mutexObjHandoff).Load()
 	word := word32(obj, mutexObjWord)
 	w := word.Load()
 	info.Word = w
@@ -912,11 +917,12 @@ func inspectMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 		s := mutexObjStats(obj)
 		info.Stats = &s
 	}
-	switch h := word32(obj, mutexObjHandoff).Load(); {
+	switch {
 	case handoffCorrupt(h) != "":
 		info.State, info.Reason = "corrupt", handoffCorrupt(h)
 		return
 	case h&handoffGranted != 0:
+		info.HandedOff = true
 		info.Handoff = "handed to PID " + pidText(insp.check(h&ownerMask).pid)
 	case h != 0:
 		info.Handoff = "hand-off requested by PID " + pidText(insp.check(h&ownerMask).pid)
