@@ -85,9 +85,10 @@
  * the greedy re-locker), T and V (slots 1, 2, one round each), one
  * goroutine each, no slot reuse, any one (DEATHS=1, the default) or two
  * (-DDEATHS=2) of them dying at any step. check.sh runs UROUNDS=1,
- * DEATHS=1, safety (16 M states, ~35 s); by hand, UROUNDS=1 DEATHS=2
- * safety passes (93 M states, ~3 min), and so does ltl all_done with
- * DEATHS=0 (6 M states, ~1 min). A waiter that has slept may file a request at any time (the 1 ms is
+ * DEATHS=1, safety (13 M states, ~25 s); by hand, UROUNDS=1 DEATHS=2
+ * safety passed (93 M states, ~3 min, before the two guards below that
+ * make a due liveness check win over another sleep), and ltl all_done
+ * with DEATHS=0 (6 M states, ~1 min). A waiter that has slept may file a request at any time (the 1 ms is
  * time, which SPIN does not have: any moment after a first sleep is a
  * superset), also replacing a dead process's request; Unlock grants a
  * request (hand-off word CAS, then the lock word CAS) or releases and then
@@ -445,13 +446,17 @@ inline hlock(p) {
 				if :: res == 1 -> atomic { assert(unreported); unreported = false } :: else -> skip fi;
 				break
 			fi
-		:: req && h == (tok(p) | GRANTED) && (w & OWNER) != tok(p) ->
+		:: req && h == (tok(p) | GRANTED) && (w & OWNER) != tok(p) &&
+		   !(slept && !tokenAlive(w & OWNER)) ->
 			/* granted, the word not ours yet: wait for the granter's CAS
 			   (or its death, which the liveness check above takes) */
 			slept = true;
 			(word != w || !tokenAlive(w & OWNER));
 			w = 0; h = 0
-		:: (w & OWNER) != 0 && !(req && h == (tok(p) | GRANTED)) ->
+		:: (w & OWNER) != 0 && !(req && h == (tok(p) | GRANTED)) &&
+		   !(slept && (w & OWNER) != tok(p) && !tokenAlive(w & OWNER)) ->
+			/* (a holder found dead after a sleep is taken over above: Go
+			   checks every 10 ms, so a waiter cannot sleep past it) */
 			if
 			:: !req && slept && h == 0 ->
 				/* starving: file a request, then look again */
