@@ -99,6 +99,10 @@ type lockShape struct {
 	timeWaits      bool // time every Lock (two clock reads each)
 	greedy         bool // goroutine 0 re-locks at once, untimed: the lockskew shape
 	greedyWaitsToo bool // count the greedy goroutine's waits in the histogram
+	// handle, if set, gives goroutine g its own locker for the lock (a
+	// SharedMutex through its own Region handle: another owner token, as
+	// another process would have); else every goroutine uses l.
+	handle func(g int) sync.Locker
 }
 
 // workSteps converts a duration to spinWork steps, calibrated once.
@@ -137,6 +141,10 @@ func benchmarkLockShape(b *testing.B, l sync.Locker, s lockShape) {
 		started.Add(1)
 		greedy := s.greedy && g == 0
 		timed := s.timeWaits && (!greedy || s.greedyWaitsToo)
+		l := p.l
+		if s.handle != nil {
+			l = s.handle(g)
+		}
 		wg.Go(func() {
 			r := &recs[g]
 			local := 0
@@ -147,12 +155,12 @@ func benchmarkLockShape(b *testing.B, l sync.Locker, s lockShape) {
 				if timed {
 					t0 = time.Now()
 				}
-				p.l.Lock()
+				l.Lock()
 				if timed {
 					r.hist.add(int64(time.Since(t0)))
 				}
 				if total >= b.N {
-					p.l.Unlock()
+					l.Unlock()
 					break
 				}
 				total++
@@ -162,7 +170,7 @@ func benchmarkLockShape(b *testing.B, l sync.Locker, s lockShape) {
 				}
 				r.acquired++
 				local += spinWork(in)
-				p.l.Unlock()
+				l.Unlock()
 				if !greedy {
 					local += spinWork(out)
 				}

@@ -83,6 +83,17 @@ type ObjectInfo struct {
 	HeldForKnown bool          `json:"held_for_known"`
 	// Waiters is the lock word's hint that a process sleeps waiting.
 	Waiters bool `json:"waiters"`
+	// Handoff is, for a SharedMutex (and a region SeqLock's writers'
+	// lock), its hand-off word when it is not 0: "hand-off requested by
+	// PID n" (a waiter that has waited 1 ms asks Unlock for the lock) or
+	// "handed to PID n" (Unlock gave it that process, which has not yet
+	// returned it to its caller). "" otherwise.
+	Handoff string `json:"handoff,omitempty"`
+	// HandedOff: the hand-off word grants the lock, so nobody holding it
+	// has returned it to a caller yet (its holder, or the granter between
+	// its two CASes); if that holder dies now, the next waiter takes the
+	// lock back without ErrOwnerDead.
+	HandedOff bool `json:"handed_off,omitempty"`
 	// Queued is how many tickets wait behind the holder (ticket mutexes,
 	// and an RW mutex's writers): one per waiting process; for a Cond,
 	// how many goroutines wait on it (a process that died waiting stays

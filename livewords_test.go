@@ -329,6 +329,8 @@ func FuzzLiveWords(f *testing.F) {
 	f.Add(le(2, 160, 0x12, 2, 161, 0x100, 2, 162, 0x7))          // rw readers' words
 	f.Add(le(3, 0, 5, 3, 1, 0xffffffff, 4, 0, 0xdead, 4, 2, 77)) // cond counters, ring words
 	f.Add(le(5, 0, 1, 5, 2, 0x3ff<<18|3))                        // seqlock: odd sequence, writer token
+	f.Add(le(0, 14, 1<<18|1, 0, 14, 2<<18|1|1<<31))              // mutex hand-off word: a user's request, a grant to another user
+	f.Add(le(0, 14, 1<<31, 0, 14, 7<<28|1<<18|1, 0, 14, 3<<18))  // mutex hand-off word: grant without token, reserved bits, generation 0
 	f.Fuzz(func(t *testing.T, writes []byte) {
 		if len(writes) > 7*200 {
 			writes = writes[:7*200]

@@ -38,7 +38,37 @@ const (
 	mutexObjParks     = 32 // uint64: kernel sleeps
 	mutexObjWaitNs    = 40 // uint64
 	mutexObjWaitMaxNs = 48 // uint64
+	mutexObjHandoff   = 56 // uint32: the hand-off word (below); offset 60 is reserved, 0
 )
+
+// Hand-off word of SharedMutex (object offset 56), which bounds a waiter's
+// wait (see SharedMutex's Fairness):
+//
+//	bits   meaning
+//	0-27   owner token of the process that asked for (or was given) the lock
+//	28-30  0; any other value is corrupt
+//	31     granted: the lock has been handed to that process
+//
+//	h                   state
+//	0                   no request
+//	T                   T's kernel sleeper has waited sharedStarveNs and asks
+//	                    for the lock; every Unlock hands it over instead of
+//	                    releasing
+//	T | granted         handed to T: the lock word names T (or still the
+//	                    granter, between its two CASes), and T has not yet
+//	                    returned it to its caller
+const (
+	handoffGranted  = 1 << 31
+	handoffReserved = 7 << 28
+)
+
+// sharedStarveNs is how long a SharedMutex waiter waits before it asks for a
+// hand-off: Mutex's starvation bound (mutexStarveNs), and sync.Mutex's.
+const sharedStarveNs = mutexStarveNs
+
+// sharedHandoffHook, nil outside tests, lets a test turn hand-off requests
+// off (it returns false), to show what the bound is worth.
+var sharedHandoffHook func() bool
 
 // Waiting tuning for SharedMutex. A waiter spins as Mutex does (the holder
 // is usually running in another process on another core), then sleeps in
@@ -76,6 +106,17 @@ const (
 //	token | inconsistent        locked after an owner death, not yet repaired
 //	bits 0-27 all ones          not recoverable (ErrNotRecoverable)
 //
+// Beside it, the hand-off word, a uint32 at offset 56 (offset 60 reserved):
+//
+//	h                   state
+//	0                   no request
+//	T                   process T's kernel sleeper has waited 1 ms and asks
+//	                    for the lock: Unlock hands it to T
+//	T | 1<<31           handed to T: the word names T (or, for a moment,
+//	                    still the granter), and T has not yet returned
+//	bits 28-30 set, or  corrupt (ErrCorrupt)
+//	T not a valid token
+//
 // # Protocol
 //
 // Lock's fast path is one CAS of the whole word from 0 to this process's
@@ -88,6 +129,38 @@ const (
 // queue locally first (a process-local Mutex, which parks goroutines), so at
 // most one goroutine per process per lock sleeps in the kernel and a
 // thousand waiting goroutines cost one OS thread, not a thousand.
+//
+// # Fairness: the hand-off
+//
+// A woken sleeper races running acquirers, and a process that re-locks in a
+// tight loop would win every race. So, as sync.Mutex (Go 1.9) and Mutex do,
+// a waiter that has waited 1 ms stops racing: the process's kernel sleeper
+// files a request in the hand-off word (CAS 0 → its token T; one request at
+// a time, and one that names a dead process may be replaced), makes sure the
+// waiters bit is set, so that the next Unlock takes its slow path, and sleeps
+// on the hand-off word. The fast paths do not change. Unlock's slow path,
+// finding a request, grants it (CAS T → T|granted) and then moves the lock
+// word from its own token to T (keeping the waiters and statistics bits)
+// instead of to 0, and wakes the hand-off word. T, woken, holds the lock
+// once the word names it: it clears the hand-off word and returns. So a
+// waiter past 1 ms gets the lock at the next Unlock, or at the Unlock after
+// the one other request ahead of it: the bound is structural, not a race.
+//
+// A hand-off survives the death of either side. T dead after the grant
+// leaves the word naming a dead T with the hand-off word T|granted; U dead
+// between its two CASes leaves the word naming a dead U with T|granted.
+// Either way nobody had returned to a caller holding the lock, so the data
+// is as the last Unlock left it: the next waiter that proves the named
+// holder dead (its 10 ms check) takes the lock without ErrOwnerDead or the
+// inconsistent bit, and clears the grant (every take-over from a dead
+// holder clears one). A request whose waiter leaves (its context ended) is
+// withdrawn (CAS T → 0); one found granted is kept: the lock is taken. An
+// Unlock that released the word without seeing a request filed meanwhile
+// (the request's store and the release CAS passed each other) withdraws it
+// for its waiter and wakes it, which then looks at the word again (a Dekker
+// pair: the requester stores h, then reads the word; Unlock writes the
+// word, then reads h). TryLock takes only a free word, and a granted lock
+// is never free, so it cannot overtake a hand-off.
 //
 // # Owner identity
 //
@@ -164,12 +237,13 @@ const (
 // Unlock through that handle. Unlock through a handle that does not hold
 // it panics, a second handle of the same process included.
 type SharedMutex struct {
-	_     noCopy
-	word  *atomic.Uint32 // in the mapping
-	token uint32         // our owner token
-	obj   []byte         // the object's bytes in the mapping
-	r     *Region
-	name  string
+	_       noCopy
+	word    *atomic.Uint32 // in the mapping
+	handoff *atomic.Uint32 // in the mapping: the hand-off word
+	token   uint32         // our owner token
+	obj     []byte         // the object's bytes in the mapping
+	r       *Region
+	name    string
 	// gate queues this process's slow-path waiters, parked as goroutines,
 	// so that only its holder sleeps in the kernel.
 	gate    Mutex
@@ -192,7 +266,7 @@ func (r *Region) Mutex(name string) (*SharedMutex, error) {
 }
 
 func newSharedMutex(r *Region, name string, obj []byte) *SharedMutex {
-	m := &SharedMutex{word: word32(obj, mutexObjWord), token: r.token, obj: obj, r: r, name: name}
+	m := &SharedMutex{word: word32(obj, mutexObjWord), handoff: word32(obj, mutexObjHandoff), token: r.token, obj: obj, r: r, name: name}
 	// The gate's own stuck reports would speak of an unnamed in-process
 	// Mutex; the SharedMutex reports instead, naming the holder process.
 	m.gate.SetStuckThreshold(-1)
@@ -316,7 +390,10 @@ func (m *SharedMutex) Reinitialize() error {
 		if m.word.CompareAndSwap(w, w&sharedStats) {
 			// No sleeper can be left (acquirers of a not-recoverable
 			// lock return), but one that raced the transition must not
-			// sleep on through the reset.
+			// sleep on through the reset. A request left in the
+			// hand-off word (corrupt or not) goes with it.
+			m.handoff.Store(0)
+			wakeShared(m.handoff, wakeAll)
 			wakeShared(m.word, math.MaxInt32)
 			return nil
 		}
@@ -393,12 +470,24 @@ func (m *SharedMutex) unlockSlow() {
 		if owner := w & ownerMask; owner != m.token {
 			m.unlockMisuse(owner)
 		}
+		if w&sharedInconsistent == 0 {
+			if h := m.handoff.Load(); handoffRequest(h) && m.grant(w, h) {
+				return
+			}
+		}
 		next := w & sharedStats
 		if w&sharedInconsistent != 0 {
 			next |= ownerNotRecoverable
 		}
 		if !m.word.CompareAndSwap(w, next) {
 			continue
+		}
+		// Released. A request filed after we looked (or, inconsistent,
+		// one we must not grant) would wait for a grant that no Unlock
+		// of this free word makes: withdraw it for its waiter and wake
+		// it to look again.
+		if h := m.handoff.Load(); handoffRequest(h) && m.handoff.CompareAndSwap(h, 0) {
+			wakeShared(m.handoff, wakeAll)
 		}
 		switch {
 		case w&sharedInconsistent != 0:
@@ -409,6 +498,49 @@ func (m *SharedMutex) unlockSlow() {
 		}
 		return
 	}
+}
+
+// handoffRequest reports whether h is a valid pending request (no grant).
+func handoffRequest(h uint32) bool {
+	return h != 0 && h&(handoffGranted|handoffReserved) == 0 && validToken(h)
+}
+
+// handoffCorrupt says what is impossible about hand-off word h, or "".
+func handoffCorrupt(h uint32) string {
+	switch t := h & ownerMask; {
+	case h == 0:
+		return ""
+	case h&handoffReserved != 0:
+		return fmt.Sprintf("hand-off word %#x has reserved bits 28-30 set", h)
+	case !validToken(t):
+		return fmt.Sprintf("hand-off word %#x names no incarnation (generation %d)", h, tokenGen(t))
+	}
+	return ""
+}
+
+// grant hands the lock, held by us as word w, to the requester named by
+// request h. It reports false, changing nothing, if the request was
+// withdrawn (or replaced) first: the caller then releases as usual.
+func (m *SharedMutex) grant(w, h uint32) bool {
+	// Grant first: from here the requester will take the word when it
+	// names it, and a taker from a dead holder knows no caller held it.
+	if !m.handoff.CompareAndSwap(h, h|handoffGranted) {
+		return false
+	}
+	for range retryLimit { // a CAS fails only if a flag changed
+		// Move the word to the requester, keeping waiters (others may
+		// sleep) and statistics; the timed bit described our hold.
+		if m.word.CompareAndSwap(w, w&(sharedStats|sharedWaiters)|h) {
+			wakeShared(m.handoff, wakeAll)
+			return true
+		}
+		w = m.word.Load()
+		if w&ownerMask != m.token {
+			break
+		}
+	}
+	slog.Warn("lockword: Unlock could not hand the lock over: its word keeps changing (corrupt)", "lock", m.name, "region", m.r.path)
+	return true
 }
 
 func (m *SharedMutex) unlockMisuse(owner uint32) {
@@ -475,8 +607,9 @@ func (m *SharedMutex) lockSlow(ctx context.Context) error {
 }
 
 // lockSlowWait spins, then queues behind the process-local gate and sleeps
-// in the kernel, checking the holder's liveness between sleeps. start is
-// when the wait began (set here if the caller did not).
+// in the kernel, checking the holder's liveness between sleeps; once it has
+// waited sharedStarveNs it asks for a hand-off (see SharedMutex's
+// Fairness). start is when the wait began (set here if the caller did not).
 func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error {
 	// Spin: the holder is likely running in another process on another
 	// core and about to release; a kernel sleep and wake costs microseconds.
@@ -496,6 +629,7 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 		backoff = min(2*backoff, sharedSpinPause)
 	}
 
+	began := time.Now() // the starvation clock: gate time counts
 	// One goroutine per process goes on; the others park here.
 	if err := m.gate.LockContext(ctx); err != nil {
 		return err
@@ -503,20 +637,63 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 	defer m.gate.Unlock()
 
 	if start.IsZero() {
-		*start = time.Now()
+		*start = began
 	}
 	slept := false
 	reported := false
-	var checked time.Time // when the holder was last checked; zero: never
+	requested := false     // the hand-off word holds our request or grant
+	var checked time.Time  // when the holder was last checked; zero: never
+	var hChecked time.Time // when another process's request was last checked
+	var settling time.Time // when a done context found us granted, not yet named
 	var holderPID uint32
+	mine := m.token | handoffGranted
 	for i := 1; ; i++ {
 		w := m.word.Load()
+		h := m.handoff.Load()
 		owner := w & ownerMask
+		if h&^handoffGranted == m.token {
+			// Ours. Only this goroutine, the gate holder, files our
+			// requests, and a gate holder leaves none behind in any
+			// valid history; adopting one left anyway (a forged word)
+			// lets it be served rather than strand the lock on us.
+			requested = true
+		}
+		if requested {
+			switch {
+			case h == mine && owner == m.token:
+				// Handed to us: the word names us. Clear the grant
+				// (only we move it now: the granter is done, and no
+				// taker robs a live holder), then let one more sleeper
+				// look, so that a second starving process can file its
+				// request for the Unlock after ours.
+				m.handoff.CompareAndSwap(mine, 0)
+				m.stamp()
+				if w&sharedWaiters != 0 {
+					wakeShared(m.word, 1)
+				}
+				return nil
+			case h != mine && h != m.token:
+				// Withdrawn for us (a release that missed it, a
+				// take-over, Reinitialize): wait and ask again.
+				requested = false
+			}
+		}
+		if reason := handoffCorrupt(h); reason != "" {
+			return m.errCorrupt("%s", reason)
+		}
 		switch owner {
 		case 0:
 			// Take it marked waiters: we may have slept, and others may
 			// still sleep; one spare wake-up costs little, a lost one hangs.
 			if m.take(w, sharedWaiters) {
+				if requested {
+					// Free with our request pending (no Unlock saw
+					// it): take it back. Nobody can grant it now:
+					// only a holder grants, and we hold. (A grant of a
+					// free word is no valid state: clear it too.)
+					m.handoff.CompareAndSwap(m.token, 0)
+					m.handoff.CompareAndSwap(mine, 0)
+				}
 				if slept || w&sharedStats != 0 {
 					m.stamp()
 				}
@@ -525,32 +702,61 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 			// Lost the race to another taker (or the word changed):
 			// a word that keeps changing must not outlast ctx.
 			if i%retryCheckEvery == 0 && ctx.Err() != nil {
+				m.withdraw(requested)
 				return ctx.Err()
 			}
 			continue
 		case ownerNotRecoverable:
+			m.withdraw(requested)
 			return m.errNotRecoverable()
 		}
 		if !validToken(owner) {
+			m.withdraw(requested)
 			return m.errCorrupt("owner token %#x names no incarnation (generation %d)", owner, tokenGen(owner))
 		}
+		granted := requested && h == mine // the granter is between its two CASes
 		done := ctx.Err() != nil
 		if owner != m.token && (done || (slept && time.Since(checked) >= ownerCheckInterval)) {
 			alive, pid := m.r.tokenAlive(owner)
 			checked = time.Now()
 			holderPID = pid
 			if !alive {
-				// Take over from the dead holder: keep the waiters bit
-				// (other processes may sleep) and mark the data
-				// inconsistent until the caller repairs it.
-				if m.word.CompareAndSwap(w, w&(sharedStats|sharedWaiters)|sharedInconsistent|m.token) {
+				if plain, ok := m.takeFromDead(w); ok {
+					m.withdraw(requested) // we hold: no request left
 					m.stamp()
+					if plain {
+						// Plain take-back: the dead holder never returned
+						// the lock to a caller (see Fairness).
+						return nil
+					}
 					return &OwnerDeadError{Lock: m.name, Region: m.r.path, PID: int(pid)}
 				}
 				continue
 			}
 		}
+		if granted {
+			// The lock is ours once the granter's second CAS lands, a
+			// few instructions away; a done context cannot refuse it
+			// (withdrawing now would leave the lock on our token with
+			// nobody to know). Sleep briefly on the word, which that CAS
+			// changes. A grant that the word does not follow for
+			// handoffGrace after the context ended names a live holder
+			// that is not handing over: a forged word.
+			if done {
+				if settling.IsZero() {
+					settling = time.Now()
+				} else if time.Since(settling) >= handoffGrace {
+					return m.errCorrupt("the hand-off word %#x grants the lock to this process, but the lock word %#x still names a live holder (PID %s) %v later", h, w, pidText(holderPID), handoffGrace)
+				}
+			}
+			slept = true
+			sleepShared(context.Background(), m.word, w, handoffSettle)
+			continue
+		}
 		if done {
+			if requested && !m.handoff.CompareAndSwap(m.token, 0) {
+				continue // granted meanwhile: take it (above)
+			}
 			if slept {
 				// We may have consumed a wake-up meant for the next
 				// waiter: pass it on.
@@ -558,8 +764,27 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 			}
 			return ctx.Err()
 		}
+		if !requested && time.Since(began) >= sharedStarveNs && (sharedHandoffHook == nil || sharedHandoffHook()) {
+			// Starving: ask for a hand-off, then look at the word again
+			// before sleeping (the Dekker pair with Unlock's release).
+			switch {
+			case h == 0:
+				requested = m.handoff.CompareAndSwap(0, m.token)
+			case h&handoffGranted == 0 && h != m.token && time.Since(hChecked) >= ownerCheckInterval:
+				// Another process's request: replace it only if that
+				// process is dead (else it is served first).
+				hChecked = time.Now()
+				if alive, _ := m.r.tokenAlive(h); !alive {
+					requested = m.handoff.CompareAndSwap(h, m.token)
+				}
+			}
+			if requested {
+				continue
+			}
+		}
 		if w&sharedWaiters == 0 {
-			// Mark the word so that Unlock knows to wake us.
+			// Mark the word so that Unlock knows to wake us (or, with a
+			// request filed, to take its slow path and grant it).
 			if !m.word.CompareAndSwap(w, w|sharedWaiters) {
 				continue
 			}
@@ -577,11 +802,78 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 		// A cancelled context ends the sleep at once, not at the next
 		// liveness check: it wakes this lock's sleepers (at most one per
 		// process; the others go back to sleep).
-		sleepShared(ctx, m.word, w, ownerCheckInterval)
+		switch slice := ownerCheckInterval; {
+		case requested:
+			// Asleep on our request: a grant changes it, and whoever
+			// withdraws it for us wakes us.
+			sleepShared(ctx, m.handoff, m.token, slice)
+		default:
+			// Before the starvation bound, wake at it to file the request
+			// on time; past it (another process's request stands), look
+			// every sharedStarveNs for the hand-off word to come free.
+			left := sharedStarveNs - time.Since(began)
+			slice = min(slice, max(left, sharedStarveNs))
+			sleepShared(ctx, m.word, w, slice)
+		}
 		if !reported {
 			reported = m.reportIfStuck(*start, owner, holderPID)
 		}
 	}
+}
+
+// A granted waiter whose lock word does not name it yet waits for the
+// granter's second CAS (normally done before the waiter wakes) in sleeps
+// of handoffSettle; once its context has ended, it waits at most
+// handoffGrace more before it calls the words corrupt. A granter is
+// descheduled between its two CASes for that long only on a host loaded
+// far beyond the 10 ms liveness checks' figures.
+const (
+	handoffSettle = 100 * time.Microsecond
+	handoffGrace  = time.Second
+)
+
+// withdraw takes back our pending request, if requested says we filed one,
+// on a way out that does not take the lock.
+func (m *SharedMutex) withdraw(requested bool) {
+	if requested {
+		m.handoff.CompareAndSwap(m.token, 0)
+	}
+}
+
+// takeFromDead takes the lock, word w, from its dead holder (ok false: the
+// word changed first). If the hand-off word is then granted, that holder
+// had not returned the lock to a caller (it was handed the lock, or was
+// handing it over), so the take is plain (no inconsistent bit, no
+// ErrOwnerDead); otherwise the data is marked inconsistent. A grant is
+// cleared: it described the dead holder's hold, or a hand-off that this
+// take supersedes.
+//
+// The hand-off word is read after the CAS, not before: the holder may have
+// granted a request between our look and its death, and a word read then
+// would call a consistent lock inconsistent and leave the grant behind
+// (SPIN found that: models/sharedmutex.pml, -DHANDOFF). Once the word
+// names us nobody grants (only a holder does), so the word read after the
+// CAS is the one the dead holder left.
+func (m *SharedMutex) takeFromDead(w uint32) (plain, ok bool) {
+	// Keep waiters (others may sleep); inconsistent until the hand-off
+	// word says otherwise.
+	if !m.word.CompareAndSwap(w, w&(sharedStats|sharedWaiters)|sharedInconsistent|m.token) {
+		return false, false
+	}
+	h := m.handoff.Load()
+	if h&handoffGranted == 0 {
+		return false, true
+	}
+	for range retryLimit { // a CAS fails only if a flag changed
+		x := m.word.Load()
+		if x&ownerMask != m.token || m.word.CompareAndSwap(x, x&^sharedInconsistent) {
+			break
+		}
+	}
+	if m.handoff.CompareAndSwap(h, 0) {
+		wakeShared(m.handoff, wakeAll) // a live grantee asleep on it looks again
+	}
+	return true, true
 }
 
 // reportIfStuck logs one stuck report once the wait passes the threshold.
@@ -611,6 +903,11 @@ func (m *SharedMutex) reportIfStuck(start time.Time, owner, pid uint32) bool {
 // recorded (a fast-path acquisition) it stamps, unless the mapping is
 // read-only.
 func inspectMutex(insp *inspector, obj []byte, info *ObjectInfo) {
+	// The hand-off word first: a grant seen and then a word naming a dead
+	// holder means that holder had not returned the lock (read the other
+	// way round, a take-back between the two reads would look like a
+	// dead holder with no grant).
+	h := word32(obj, mutexObjHandoff).Load()
 	word := word32(obj, mutexObjWord)
 	w := word.Load()
 	info.Word = w
@@ -619,6 +916,16 @@ func inspectMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 	if w&sharedStats != 0 {
 		s := mutexObjStats(obj)
 		info.Stats = &s
+	}
+	switch {
+	case handoffCorrupt(h) != "":
+		info.State, info.Reason = "corrupt", handoffCorrupt(h)
+		return
+	case h&handoffGranted != 0:
+		info.HandedOff = true
+		info.Handoff = "handed to PID " + pidText(insp.check(h&ownerMask).pid)
+	case h != 0:
+		info.Handoff = "hand-off requested by PID " + pidText(insp.check(h&ownerMask).pid)
 	}
 	owner := w & ownerMask
 	switch owner {

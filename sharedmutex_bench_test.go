@@ -3,9 +3,12 @@
 package lockword
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+	"testing"
+	"time"
 )
 
 // The SharedMutex joins the in-process benchmarks (goroutines of one
@@ -39,3 +42,30 @@ func must[T any](v T, err error) T {
 
 // newBenchSharedMutex makes a SharedMutex in a fresh region.
 func newBenchSharedMutex() sync.Locker { return must(benchRegion().Mutex("bench")) }
+
+// BenchmarkSharedStarve is BenchmarkStarve's lockskew shape for
+// SharedMutex between owners: goroutine 0 re-locks in a tight loop through
+// one Region handle, and 1 or 3 others, each through a handle of its own
+// (another owner token and process-local gate, as another process would
+// have), work 1 µs between acquisitions; max-ms is the victims' worst
+// wait (issue 11.1: the hand-off bounds it).
+func BenchmarkSharedStarve(b *testing.B) {
+	for _, others := range []int{1, 3} {
+		b.Run(fmt.Sprintf("kind=shared/others=%d", others), func(b *testing.B) {
+			dir := b.TempDir()
+			path := filepath.Join(dir, "region")
+			r := must(CreateRegion(path, 0, nil))
+			defer r.Close()
+			ms := []sync.Locker{must(r.Mutex("bench"))}
+			for range others {
+				h := must(OpenRegion(path, nil))
+				defer h.Close()
+				ms = append(ms, must(h.Mutex("bench")))
+			}
+			benchmarkLockShape(b, ms[0], lockShape{
+				goroutines: others + 1, outside: workSteps(time.Microsecond), timeWaits: true, greedy: true,
+				handle: func(g int) sync.Locker { return ms[g] },
+			})
+		})
+	}
+}

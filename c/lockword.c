@@ -482,6 +482,7 @@ static int parse_header(const unsigned char *hdr, int64_t file_size, lw_hdr *h) 
 struct lw_mutex {
 	lw_region *r;
 	_Atomic uint32_t *word;
+	_Atomic uint32_t *handoff; /* the hand-off word, object offset 56 */
 	unsigned char *obj;
 	uint32_t token;
 	/* gate queues this process's slow-path waiters (private futex, three
@@ -1087,6 +1088,7 @@ int lw_region_mutex(lw_region *r, const char *name, lw_mutex **out) {
 			m->r = r;
 			m->obj = r->data + r->objs[i].offset;
 			m->word = w32(m->obj, LW_MUTEX_WORD);
+			m->handoff = w32(m->obj, LW_MUTEX_HANDOFF);
 			m->token = r->token;
 			strcpy(m->name, r->objs[i].name);
 			r->mutexes[i] = m;
@@ -1153,22 +1155,63 @@ int lw_mutex_trylock(lw_mutex *m) {
 	return 0;
 }
 
+static inline bool valid_token(uint32_t t) { return token_gen(t) != 0 && token_gen(t) <= LW_OWNER_GEN_MAX; }
+
+/* handoff_request is handoffRequest: h is a valid pending request. */
+static inline bool handoff_request(uint32_t h) {
+	return h != 0 && (h & (LW_HANDOFF_GRANTED | LW_HANDOFF_RESERVED)) == 0 && valid_token(h);
+}
+
+/* handoff_corrupt is handoffCorrupt: h is no state of a valid history. */
+static inline bool handoff_corrupt(uint32_t h) {
+	return h != 0 && ((h & LW_HANDOFF_RESERVED) || !valid_token(h & LW_OWNER_MASK));
+}
+
+/* grant is grant: hand the lock, held by us as word w, to the requester
+ * of request h; false (nothing changed) if the request went first. */
+static bool grant(lw_mutex *m, uint32_t w, uint32_t h) {
+	/* Grant first: a taker from a dead holder then knows no caller held it. */
+	if (!atomic_compare_exchange_strong(m->handoff, &h, h | LW_HANDOFF_GRANTED))
+		return false;
+	for (int i = 0; i < retry_limit; i++) { /* a CAS fails only if a flag changed */
+		/* Move the word to the requester, keeping waiters and statistics. */
+		if (atomic_compare_exchange_strong(m->word, &w, (w & (LW_WORD_STATS | LW_WORD_WAITERS)) | h)) {
+			futex_wake(m->handoff, INT32_MAX, true);
+			return true;
+		}
+		if ((w & LW_OWNER_MASK) != m->token)
+			break; /* w holds what the CAS saw */
+	}
+	return true; /* corrupt: the word keeps changing under its holder */
+}
+
 int lw_mutex_unlock(lw_mutex *m) {
 	uint32_t w = m->token;
 	if (atomic_compare_exchange_strong(m->word, &w, 0))
 		return 0;
-	/* unlockSlow: clear every bit but statistics. Only waiters and
-	 * inspectors change a held word, once each: one that keeps changing
-	 * is being overwritten. */
+	/* unlockSlow: hand the lock to a request, or clear every bit but
+	 * statistics. Only waiters and inspectors change a held word, once
+	 * each: one that keeps changing is being overwritten. */
 	for (int i = 0; i < retry_limit; i++) {
 		w = atomic_load(m->word);
 		if ((w & LW_OWNER_MASK) != m->token)
 			return LW_EPERM;
+		if (!(w & LW_WORD_INCONSISTENT)) {
+			uint32_t h = atomic_load(m->handoff);
+			if (handoff_request(h) && grant(m, w, h))
+				return 0;
+		}
 		uint32_t next = w & LW_WORD_STATS;
 		if (w & LW_WORD_INCONSISTENT)
 			next |= LW_OWNER_NOT_RECOVERABLE;
 		if (!atomic_compare_exchange_strong(m->word, &w, next))
 			continue;
+		/* Released: a request filed after we looked (or one an
+		 * inconsistent lock must not grant) is withdrawn for its
+		 * waiter, which is woken to look again. */
+		uint32_t h = atomic_load(m->handoff);
+		if (handoff_request(h) && atomic_compare_exchange_strong(m->handoff, &h, 0))
+			futex_wake(m->handoff, INT32_MAX, true);
 		if (w & LW_WORD_INCONSISTENT)
 			futex_wake(m->word, INT32_MAX, true); /* all must learn */
 		else if (w & LW_WORD_WAITERS)
@@ -1221,8 +1264,44 @@ static void count_slow_acquisition(lw_mutex *m, int64_t start) {
 		;
 }
 
+/* withdraw is withdraw: take back our pending request, if we filed one. */
+static void withdraw(lw_mutex *m, bool requested) {
+	uint32_t mine = m->token;
+	if (requested)
+		atomic_compare_exchange_strong(m->handoff, &mine, 0);
+}
+
+/* take_from_dead is takeFromDead: take word w from its dead holder
+ * (false: the word changed first), marked inconsistent; then, if the
+ * hand-off word (read after the CAS: the holder may have granted just
+ * before it died) is granted, plainly: clear the inconsistent bit and the
+ * grant, and set *plain. */
+static bool take_from_dead(lw_mutex *m, uint32_t w, bool *plain) {
+	if (!atomic_compare_exchange_strong(m->word, &w, (w & (LW_WORD_STATS | LW_WORD_WAITERS)) | LW_WORD_INCONSISTENT | m->token))
+		return false;
+	uint32_t h = atomic_load(m->handoff);
+	*plain = h & LW_HANDOFF_GRANTED;
+	if (!*plain)
+		return true;
+	for (int i = 0; i < retry_limit; i++) { /* a CAS fails only if a flag changed */
+		uint32_t x = atomic_load(m->word);
+		if ((x & LW_OWNER_MASK) != m->token || atomic_compare_exchange_strong(m->word, &x, x & ~LW_WORD_INCONSISTENT))
+			break;
+	}
+	if (atomic_compare_exchange_strong(m->handoff, &h, 0))
+		futex_wake(m->handoff, INT32_MAX, true);
+	return true;
+}
+
+enum {
+	starve_ns = 1000000,      /* sharedStarveNs: wait before asking for a hand-off */
+	settle_ns = 100000,       /* handoffSettle */
+};
+static const int64_t grace_ns = 1000000000; /* handoffGrace */
+
 /* lock_slow_wait is lockSlowWait: spin, queue behind the gate, sleep in
- * 10 ms slices on the shared word, checking the holder between them. */
+ * 10 ms slices on the shared word, checking the holder between them;
+ * after 1 ms, ask for a hand-off and sleep on the hand-off word. */
 static int lock_slow_wait(lw_mutex *m, int64_t deadline, int64_t *start, uint32_t *dead_pid) {
 	uint32_t backoff = 1;
 	for (int i = 0; i < spin_iterations; i++) {
@@ -1237,19 +1316,48 @@ static int lock_slow_wait(lw_mutex *m, int64_t deadline, int64_t *start, uint32_
 		cpu_pause(backoff);
 		backoff = backoff * 2 < spin_pause_max ? backoff * 2 : spin_pause_max;
 	}
+	int64_t began = mono_ns(); /* the starvation clock: gate time counts */
 	if (!gate_lock(m, deadline))
 		return LW_ETIMEDOUT;
 	if (*start == 0)
-		*start = mono_ns();
-	bool slept = false;
-	int64_t checked = 0;
+		*start = began;
+	bool slept = false, requested = false;
+	int64_t checked = 0, h_checked = 0, settling = 0;
+	const uint32_t mine = m->token | LW_HANDOFF_GRANTED;
 	int err;
 	for (uint32_t i = 1;; i++) {
 		uint32_t w = atomic_load(m->word);
+		uint32_t h = atomic_load(m->handoff);
 		uint32_t owner = w & LW_OWNER_MASK;
+		if ((h & ~LW_HANDOFF_GRANTED) == m->token)
+			requested = true; /* ours (adopt one left behind: see Go) */
+		if (requested) {
+			if (h == mine && owner == m->token) {
+				/* Handed to us: clear the grant, let one more
+				 * sleeper look (a second starving process). */
+				uint32_t g = mine;
+				atomic_compare_exchange_strong(m->handoff, &g, 0);
+				stamp(m);
+				if (w & LW_WORD_WAITERS)
+					futex_wake(m->word, 1, true);
+				err = 0;
+				break;
+			}
+			if (h != mine && h != m->token)
+				requested = false; /* withdrawn for us: ask again later */
+		}
+		if (handoff_corrupt(h)) {
+			err = LW_ECORRUPT;
+			break;
+		}
 		if (owner == 0) {
 			/* Take it marked waiters: others may still sleep. */
 			if (take(m, w, LW_WORD_WAITERS)) {
+				if (requested) { /* free with our request pending: take it back */
+					uint32_t r1 = m->token, r2 = mine;
+					atomic_compare_exchange_strong(m->handoff, &r1, 0);
+					atomic_compare_exchange_strong(m->handoff, &r2, 0);
+				}
 				if (slept || (w & LW_WORD_STATS))
 					stamp(m);
 				err = 0;
@@ -1258,30 +1366,40 @@ static int lock_slow_wait(lw_mutex *m, int64_t deadline, int64_t *start, uint32_
 			/* Lost the race (or the word changed): a word that keeps
 			 * changing must not outlast the deadline. */
 			if (i % retry_check_every == 0 && deadline >= 0 && mono_ns() >= deadline) {
+				withdraw(m, requested);
 				err = LW_ETIMEDOUT;
 				break;
 			}
 			continue;
 		}
 		if (owner == LW_OWNER_NOT_RECOVERABLE) {
+			withdraw(m, requested);
 			err = LW_ENOTRECOVERABLE;
 			break;
 		}
-		if (token_gen(owner) == 0 || token_gen(owner) > LW_OWNER_GEN_MAX) {
+		if (!valid_token(owner)) {
+			withdraw(m, requested);
 			err = LW_ECORRUPT; /* validToken: names no incarnation */
 			break;
 		}
+		bool granted = requested && h == mine; /* the granter is between its CASes */
 		bool done = deadline >= 0 && mono_ns() >= deadline;
 		if (owner != m->token && (done || (slept && mono_ns() - checked >= LW_OWNER_CHECK_INTERVAL_NS))) {
 			uint32_t pid;
 			bool alive = token_alive(m->r, owner, &pid);
 			checked = mono_ns();
 			if (!alive) {
-				/* Take over from the dead holder: keep waiters, mark
-				 * the data inconsistent until repaired. */
-				uint32_t next = (w & (LW_WORD_STATS | LW_WORD_WAITERS)) | LW_WORD_INCONSISTENT | m->token;
-				if (atomic_compare_exchange_strong(m->word, &w, next)) {
+				/* Take over from the dead holder: keep waiters; mark
+				 * the data inconsistent unless a grant says no caller
+				 * held it (plain take-back). */
+				bool plain;
+				if (take_from_dead(m, w, &plain)) {
+					withdraw(m, requested); /* we hold: no request left */
 					stamp(m);
+					if (plain) {
+						err = 0;
+						break;
+					}
 					if (dead_pid)
 						*dead_pid = pid;
 					err = LW_EOWNERDEAD;
@@ -1290,14 +1408,49 @@ static int lock_slow_wait(lw_mutex *m, int64_t deadline, int64_t *start, uint32_
 				continue;
 			}
 		}
+		if (granted) {
+			/* Ours once the granter's second CAS lands; a passed
+			 * deadline cannot refuse it, but a grant the word does
+			 * not follow for grace_ns after it is corrupt. */
+			if (done) {
+				if (settling == 0)
+					settling = mono_ns();
+				else if (mono_ns() - settling >= grace_ns) {
+					err = LW_ECORRUPT;
+					break;
+				}
+			}
+			slept = true;
+			futex_wait(m->word, w, settle_ns, true);
+			continue;
+		}
 		if (done) {
+			uint32_t r1 = m->token;
+			if (requested && !atomic_compare_exchange_strong(m->handoff, &r1, 0))
+				continue; /* granted meanwhile: take it */
 			if (slept) /* we may have consumed a wake-up: pass it on */
 				futex_wake(m->word, 1, true);
 			err = LW_ETIMEDOUT;
 			break;
 		}
+		if (!requested && mono_ns() - began >= starve_ns) {
+			/* Starving: ask for a hand-off, then look at the word again
+			 * before sleeping (the Dekker pair with unlock's release). */
+			if (h == 0) {
+				uint32_t z = 0;
+				requested = atomic_compare_exchange_strong(m->handoff, &z, m->token);
+			} else if (!(h & LW_HANDOFF_GRANTED) && h != m->token && mono_ns() - h_checked >= LW_OWNER_CHECK_INTERVAL_NS) {
+				uint32_t pid;
+				h_checked = mono_ns();
+				if (!token_alive(m->r, h, &pid)) /* replace a dead process's request */
+					requested = atomic_compare_exchange_strong(m->handoff, &h, m->token);
+			}
+			if (requested)
+				continue;
+		}
 		if (!(w & LW_WORD_WAITERS)) {
-			/* Mark the word so that unlock knows to wake us. */
+			/* Mark the word so that unlock knows to wake us (or to
+			 * take its slow path and grant our request). */
 			if (!atomic_compare_exchange_strong(m->word, &w, w | LW_WORD_WAITERS))
 				continue;
 			w |= LW_WORD_WAITERS;
@@ -1309,7 +1462,16 @@ static int lock_slow_wait(lw_mutex *m, int64_t deadline, int64_t *start, uint32_
 			slept = true;
 			checked = mono_ns();
 		}
-		futex_wait(m->word, w, slice_until(deadline, LW_OWNER_CHECK_INTERVAL_NS), true);
+		if (requested) {
+			/* Asleep on our request: a grant changes it, and whoever
+			 * withdraws it for us wakes us. */
+			futex_wait(m->handoff, m->token, slice_until(deadline, LW_OWNER_CHECK_INTERVAL_NS), true);
+		} else {
+			int64_t slice = LW_OWNER_CHECK_INTERVAL_NS, left = starve_ns - (mono_ns() - began);
+			if (left > 0 && left < slice)
+				slice = left; /* wake to file the request on time */
+			futex_wait(m->word, w, slice_until(deadline, slice), true);
+		}
 	}
 	gate_unlock(m);
 	return err;

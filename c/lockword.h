@@ -136,6 +136,11 @@ extern "C" {
 #define LW_MUTEX_PARKS 32
 #define LW_MUTEX_WAIT_NS 40
 #define LW_MUTEX_WAIT_MAX_NS 48
+#define LW_MUTEX_HANDOFF 56 /* uint32: the hand-off word (docs/abi.md) */
+/* Hand-off word: bits 0-27 the requesting process's owner token, 28-30
+ * zero, 31 granted (the lock was handed to that process). */
+#define LW_HANDOFF_GRANTED 0x80000000u
+#define LW_HANDOFF_RESERVED 0x70000000u
 
 /* Shared ring object (kind 6, 512 + capacity bytes, 128-aligned). */
 #define LW_RING_PRODUCER_ROLE 0
@@ -192,7 +197,8 @@ struct lw_slot {
 
 struct lw_mutex_obj {
 	uint32_t word, reserved4;
-	uint64_t held_since, acquired, slow, parks, wait_ns, wait_max_ns, reserved56;
+	uint64_t held_since, acquired, slow, parks, wait_ns, wait_max_ns;
+	uint32_t handoff, reserved60;
 };
 
 struct lw_ring_obj {
@@ -253,6 +259,7 @@ LW__CHECK(lw_mutex_obj, slow, LW_MUTEX_SLOW);
 LW__CHECK(lw_mutex_obj, parks, LW_MUTEX_PARKS);
 LW__CHECK(lw_mutex_obj, wait_ns, LW_MUTEX_WAIT_NS);
 LW__CHECK(lw_mutex_obj, wait_max_ns, LW_MUTEX_WAIT_MAX_NS);
+LW__CHECK(lw_mutex_obj, handoff, LW_MUTEX_HANDOFF);
 _Static_assert(sizeof(struct lw_mutex_obj) == LW_MUTEX_OBJ_SIZE, "mutex object size");
 LW__CHECK(lw_ring_obj, producer_role, LW_RING_PRODUCER_ROLE);
 LW__CHECK(lw_ring_obj, consumer_role, LW_RING_CONSUMER_ROLE);

@@ -124,6 +124,15 @@ run sharedmutex.pml pass  ltl:all_done   -DONEDEATH -O2
 run sharedmutex.pml fail  safety         -DSPURIOUS=0 -DBROKEN_NO_WAITERS
 run sharedmutex.pml fail  safety         -DSPURIOUS=0 -DBROKEN_TAKEOVER
 run sharedmutex.pml fail  ltl:all_done   -DONEDEATH -DBROKEN_PID_TOKEN
+# The hand-off word (issue 11.1), its own scenario in sharedmutex.pml:
+# greedy U one round, any one process dying at any step: 13 M states,
+# about 25 s (UROUNDS=1 DEATHS=2 safety and the ltl are run by hand: see
+# the model's header).
+run sharedmutex.pml pass  safety         -DHANDOFF -DUROUNDS=1 -DSPURIOUS=0 -O2
+run sharedmutex.pml fail  safety         -DHANDOFF -DUROUNDS=1 -DSPURIOUS=0 -DBROKEN_NO_PLAIN
+run sharedmutex.pml fail  safety         -DHANDOFF -DUROUNDS=1 -DSPURIOUS=0 -DBROKEN_KEEP_GRANT
+run sharedmutex.pml fail  safety         -DHANDOFF -DUROUNDS=1 -DSPURIOUS=0 -DBROKEN_STALE_H
+run sharedmutex.pml fail  safety         -DHANDOFF -DUROUNDS=1 -DSPURIOUS=0 -DDEATHS=0 -DBROKEN_NO_WITHDRAW
 run sharedticket.pml pass safety         -DSPURIOUS=0 -O2
 run sharedticket.pml pass safety         -DNO_C
 run sharedticket.pml pass ltl:all_done   -DNO_C

@@ -21,6 +21,10 @@
  * models: regionowner.go (*Region).tokenAlive
  * models: regionowner.go (*Region).attach
  * models: regionowner.go (*Region).nextGen
+ * models: sharedmutex.go (*SharedMutex).grant
+ * models: sharedmutex.go (*SharedMutex).takeFromDead
+ * models: sharedmutex.go (*SharedMutex).withdraw
+ * models: sharedmutex.go handoffRequest
  *
  * Word (a byte here): bits 0-3 owner token = slot << 2 | generation
  * (generations 1..3; Go: 18 bits), 15 = not recoverable (Go: bits 0-27
@@ -75,10 +79,56 @@
  *                        so it is a livelock, not an end state).
  *   -DBROKEN_TAKEOVER    a taker from a dead holder does not mark the
  *                        lock inconsistent (the death goes unreported).
+ *
+ * -DHANDOFF: the hand-off word instead (issue 11.1), a model of its own
+ * below the first: three processes U (slot 0, UROUNDS rounds, default 2:
+ * the greedy re-locker), T and V (slots 1, 2, one round each), one
+ * goroutine each, no slot reuse, any one (DEATHS=1, the default) or two
+ * (-DDEATHS=2) of them dying at any step. check.sh runs UROUNDS=1,
+ * DEATHS=1, safety (13 M states, ~25 s); by hand, UROUNDS=1 DEATHS=2
+ * safety passes (48 M states, 95 s) and ltl all_done with one death
+ * passes (56 M states stored, 3.5e8 visited, 548 s; with DEATHS=0, 6 M
+ * states, ~1 min). A waiter that has slept may file a request at any time (the 1 ms is
+ * time, which SPIN does not have: any moment after a first sleep is a
+ * superset), also replacing a dead process's request; Unlock grants a
+ * request (hand-off word CAS, then the lock word CAS) or releases and then
+ * withdraws a request that it missed; a granted waiter waits for the word
+ * to name it (Go: 100 us sleeps, here a guard: the word changes or its
+ * holder is dead) and claims by clearing the hand-off word; a taker from a
+ * dead holder takes plainly when the hand-off word is granted and clears
+ * it. Properties: never two holders; every death of a process inside its
+ * hold (ghost cs[]: from the step that makes the hold, the take CAS or the
+ * hand-off word's clear, to the step that ends it, the release CAS or the
+ * grant) reported by a later ErrOwnerDead, and no ErrOwnerDead without
+ * such a death since the last one (so none for a dead grantee or a granter
+ * dead between its CASes: the plain take-back); no invalid end state (no
+ * waiter asleep for ever: nobody stranded); ltl all_done. Not covered: a request from the holder's own
+ * process (T = U: the same steps, but the lock word keeps its owner),
+ * contexts that end (the withdraw CAS), the 1 s grace for forged words.
+ * Negative controls:
+ *   -DBROKEN_NO_PLAIN      every take from a dead holder is inconsistent:
+ *                          a dead grantee's lock cries ErrOwnerDead.
+ *   -DBROKEN_KEEP_GRANT    a take from a dead holder leaves a grant in the
+ *                          hand-off word: a hold then begins while it is
+ *                          granted (assert in HOLD), so a later holder's
+ *                          death would be taken back plainly, unreported.
+ *   -DBROKEN_NO_WITHDRAW   Unlock does not withdraw a request it missed: the
+ *                          requester sleeps on it for ever.
+ *   -DBROKEN_STALE_H       the taker decides plain or inconsistent by the
+ *                          hand-off word it read before its CAS (the first
+ *                          version of takeFromDead): the holder granted
+ *                          and died in between, and a consistent lock is
+ *                          reported ErrOwnerDead.
  */
+#ifdef HANDOFF
+#define NG 3
+#define TIMEOUT_OK(self) (dead[0] || dead[1] || dead[2])
+#else
 #define NG 4
 #define TIMEOUT_OK(self) (dead[1] || dead[2])
+#endif
 #include "wait.pml"
+#ifndef HANDOFF
 
 #define W 0
 #define OWNER 15
@@ -286,3 +336,281 @@ end:	atomic {
 }
 
 ltl all_done { <> (fin == want && (!dead[1] || cAttached)) }
+#else /* HANDOFF */
+
+#define W 0
+#define HW 1
+#define OWNER 15
+#define NOTREC 15
+#define INCONS 16
+#define WAITERS 32
+#define GRANTED 128
+#ifndef DEATHS
+#define DEATHS 1
+#endif
+#ifndef UROUNDS
+#define UROUNDS 2
+#endif
+
+byte word;                /* the lock word: token = slot << 2 | 1 */
+byte hw;                  /* the hand-off word: token | GRANTED */
+bool dead[3];             /* process p (slot p) died */
+bool cs[3];               /* ghost: p is inside a hold (see the header) */
+bool finished[3];         /* p has done its rounds (then it cannot die) */
+byte holders, fin, deaths;
+bool unreported;          /* a process died inside a hold since the last ErrOwnerDead */
+byte want = 3;
+
+#define tok(p) (((p) << 2) | 1)
+#define tslot(t) ((t) >> 2)
+#define tokenAlive(t) (!dead[tslot(t)])
+#define isRequest(h) ((h) != 0 && !((h) & GRANTED))
+
+/* hold starts: the decisive step of an acquisition. Never while the
+   hand-off word is granted: that is what makes the plain take-back sound
+   (granted => nobody inside a hold) */
+#define HOLD(p) cs[p] = true; holders++; assert(holders == 1); assert(!(hw & GRANTED))
+/* hold ends: the first step of Unlock that gives the lock up */
+#define UNHOLD(p) cs[p] = false; holders--
+
+/* hlock: res 0 nil, 1 ErrOwnerDead; no not-recoverable (every report is
+   repaired: MarkConsistent is the inconsistent bit's CAS, below) */
+inline hlock(p) {
+	atomic { if :: word == 0 -> word = tok(p); res = 0; HOLD(p); goto hlocked :: else -> skip fi };
+	slept = false; req = false;
+	do
+	:: true ->
+		w = word;
+		atomic { /* one load; the rest is local */
+			h = hw;
+			if :: (h & ~GRANTED) == tok(p) -> req = true :: else -> skip fi;
+			if :: req && h != (tok(p) | GRANTED) && h != tok(p) -> req = false :: else -> skip fi
+		};
+		if
+		:: req && h == (tok(p) | GRANTED) && (w & OWNER) == tok(p) ->
+			/* claim: clear the grant (CAS) */
+			atomic { if :: hw == h -> hw = 0 :: else -> assert(false) fi; res = 0; HOLD(p) };
+			if :: w & WAITERS -> wake_n(W, 1, false, 0) :: else -> skip fi;
+			break
+		:: else -> skip
+		fi;
+		if
+		:: (w & OWNER) == 0 ->
+			atomic {
+				if
+				:: word == w -> word = tok(p) | WAITERS; res = 0; HOLD(p)
+				:: else -> res = 9
+				fi
+			};
+			if
+			:: res == 0 ->
+				if :: req -> atomic { if :: hw == tok(p) || hw == (tok(p) | GRANTED) -> hw = 0 :: else -> skip fi } :: else -> skip fi;
+				break
+			:: else -> skip
+			fi
+		:: (w & OWNER) != 0 && (w & OWNER) != tok(p) && slept && !tokenAlive(w & OWNER) ->
+			/* takeFromDead: CAS the word to us, inconsistent; then read
+			   the hand-off word (after the CAS: see sharedmutex.go) and,
+			   granted, take plainly: clear the inconsistent bit, then the
+			   grant. The ghost hold begins at the CAS if the hand-off word
+			   is not granted then, else at the grant's clear. */
+			atomic {
+				if
+				:: word == w -> word = (w & WAITERS) | INCONS | tok(p); res = 1;
+					if :: !(hw & GRANTED) -> HOLD(p) :: else -> skip fi
+				:: else -> res = 9
+				fi
+			};
+			if
+			:: res == 9 -> skip
+			:: else ->
+#ifdef BROKEN_STALE_H
+				/* decide by the hand-off word read before the CAS */
+#else
+				h = hw;
+#endif
+				if
+#ifndef BROKEN_NO_PLAIN
+				:: h & GRANTED ->
+					atomic { assert((word & OWNER) == tok(p)); word = word & ~INCONS; res = 0 };
+#ifdef BROKEN_KEEP_GRANT
+					atomic { if :: !cs[p] -> HOLD(p) :: else -> skip fi }
+#else
+					atomic { if :: hw == h -> hw = 0 :: else -> skip fi; if :: !cs[p] -> HOLD(p) :: else -> skip fi };
+					wake_n(HW, NG, false, 0)
+#endif
+#endif
+				:: else -> atomic { if :: !cs[p] -> HOLD(p) :: else -> skip fi }
+				fi;
+				if :: req -> atomic { if :: hw == tok(p) -> hw = 0 :: else -> skip fi } :: else -> skip fi;
+				if :: res == 1 -> atomic { assert(unreported); unreported = false } :: else -> skip fi;
+				break
+			fi
+		:: req && h == (tok(p) | GRANTED) && (w & OWNER) != tok(p) &&
+		   !(slept && !tokenAlive(w & OWNER)) ->
+			/* granted, the word not ours yet: wait for the granter's CAS
+			   (or its death, which the liveness check above takes) */
+			slept = true;
+			(word != w || !tokenAlive(w & OWNER));
+			w = 0; h = 0
+		:: (w & OWNER) != 0 && !(req && h == (tok(p) | GRANTED)) &&
+		   !(slept && (w & OWNER) != tok(p) && !tokenAlive(w & OWNER)) ->
+			/* (a holder found dead after a sleep is taken over above: Go
+			   checks every 10 ms, so a waiter cannot sleep past it) */
+			if
+			:: !req && slept && h == 0 ->
+				/* starving: file a request, then look again */
+				atomic { if :: hw == 0 -> hw = tok(p); req = true :: else -> skip fi }
+			:: !req && slept && isRequest(h) && h != tok(p) && !tokenAlive(h) ->
+				atomic { if :: hw == h -> hw = tok(p); req = true :: else -> skip fi }
+			:: else ->
+				if
+				:: !(w & WAITERS) ->
+					atomic {
+						if
+						:: word == w -> word = w | WAITERS; w = w | WAITERS
+						:: else -> w = 255
+						fi
+					}
+				:: else -> skip
+				fi;
+				if
+				:: w == 255 -> skip
+				:: w != 255 && req ->
+					h = 0;
+					wait_enqueue(p, HW, hw, tok(p), 0);
+					w = 0;
+					wait_sleep(p, false, err);
+					slept = true
+				:: w != 255 && !req ->
+					h = 0;
+					wait_enqueue(p, W, word, w, 0);
+					w = 0;
+					wait_sleep(p, false, err);
+					slept = true
+				fi
+			fi
+		:: else -> skip /* e.g. a take from a dead holder not yet due */
+		fi
+	od;
+hlocked:
+	w = 0; h = 0; slept = false; req = false
+}
+
+inline hunlock(p) {
+	atomic {
+		assert((word & OWNER) == tok(p));
+		if :: word == tok(p) -> word = 0; UNHOLD(p); res = 7 :: else -> res = 0 fi
+	};
+	do
+	:: res == 7 -> break
+	:: else ->
+		w = word;
+		if
+		:: !(w & INCONS) ->
+			h = hw;
+			if
+			:: isRequest(h) ->
+				atomic { if :: hw == h -> hw = h | GRANTED; UNHOLD(p); assert(holders == 0); res = 8 :: else -> skip fi }
+			:: else -> skip
+			fi
+		:: else -> skip
+		fi;
+		if
+		:: res == 8 ->
+			/* move the word to the grantee (CAS retried while only flags change) */
+			atomic { assert((word & OWNER) == tok(p)); word = (word & WAITERS) | h };
+			wake_n(HW, NG, false, 0);
+			break
+		:: else ->
+			atomic {
+				if
+				:: word == w -> if :: w & INCONS -> word = NOTREC :: else -> word = 0 fi; UNHOLD(p); res = 7
+				:: else -> skip
+				fi
+			};
+			if
+			:: res == 7 ->
+#ifndef BROKEN_NO_WITHDRAW
+				h = hw;
+				if
+				:: isRequest(h) -> atomic { if :: hw == h -> hw = 0; wake_n(HW, NG, false, 0) :: else -> skip fi }
+				:: else -> skip
+				fi;
+#endif
+				if
+				:: w & INCONS -> wake_n(W, NG, false, 0)
+				:: w & WAITERS -> wake_n(W, 1, false, 0)
+				:: else -> skip
+				fi;
+				break
+			:: else -> skip
+			fi
+		fi
+	od;
+	w = 0; h = 0; res = 0
+}
+
+/* one acquisition; an ErrOwnerDead is repaired (MarkConsistent) in the CS */
+inline hround(p) {
+	hlock(p);
+	if :: res == 1 -> atomic { assert((word & OWNER) == tok(p)); word = word & ~INCONS } :: else -> skip fi;
+	hunlock(p)
+}
+
+active proctype U() {
+	byte w, h, res;
+	bool slept, req, err;
+	{ hround(0);
+#if UROUNDS > 1
+	  hround(0);
+#endif
+	  atomic { fin++; finished[0] = true } } unless { dead[0] }
+}
+
+active proctype T() {
+	byte w, h, res;
+	bool slept, req, err;
+	{ hround(1); atomic { fin++; finished[1] = true } } unless { dead[1] }
+}
+
+active proctype V() {
+	byte w, h, res;
+	bool slept, req, err;
+	{ hround(2); atomic { fin++; finished[2] = true } } unless { dead[2] }
+}
+
+/* deaths: any process, at any step, up to DEATHS */
+active proctype Killer() {
+	byte k;
+	do
+	:: deaths < DEATHS ->
+		if
+		:: k = 0
+		:: k = 1
+		:: k = 2
+		fi;
+		atomic {
+			if
+			:: !dead[k] && !finished[k] -> dead[k] = true; deaths++; want--; parked[k] = false;
+				if :: cs[k] -> unreported = true; cs[k] = false; holders-- :: else -> skip fi
+			:: else -> skip
+			fi;
+			k = 0
+		}
+	:: true -> break
+	od
+}
+
+/* at the end: every death inside a hold was reported (one ErrOwnerDead
+   covers the deaths before it, as when a taker dies before it returns),
+   unless the lock ended with a dead holder and nobody left to take it */
+active proctype Check() {
+end:	atomic {
+		fin == want ->
+		assert(!unreported || ((word & OWNER) != 0 && !tokenAlive(word & OWNER)))
+	}
+}
+
+ltl all_done { <> (fin == want) }
+#endif /* HANDOFF */

@@ -255,3 +255,56 @@ func stoppedHolderNotRobbed(t *testing.T, b *cbuild.Built) {
 		t.Fatal("C waiter took a stopped Go holder's lock: a live holder robbed")
 	}
 }
+
+// TestCWaiterIsHandedTheLock: a C waiter that has waited 1 ms files a
+// hand-off request (lockword inspect shows it), and the Go holder's
+// Unlock hands it the lock: right after Unlock the lock word names the C
+// process and Go's TryLock fails; the C waiter gets 0 (not
+// LW_EOWNERDEAD). The 10 s bound for the request only keeps a broken
+// build from hanging the test (a C waiter files it 1 ms after it began,
+// once it has a CPU).
+func TestCWaiterIsHandedTheLock(t *testing.T) {
+	b := cBuild(t, "plain")
+	path, r := goRegion(t)
+	m, err := r.Mutex("m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Lock()
+	w := startC(t, b.Worker, "wait", path, "m")
+	w.line(5 * time.Second)
+	want := "hand-off requested by PID " + strconv.Itoa(w.cmd.Process.Pid)
+	var o lockword.ObjectInfo
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Microsecond) {
+		info, err := r.Inspect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o = info.Objects[0]
+		if o.Handoff == want && o.Waiters {
+			break
+		}
+		if time.Now().After(end) {
+			m.Unlock()
+			t.Fatalf("the C waiter filed no request: inspect says %q (handoff %q)", o.State, o.Handoff)
+		}
+	}
+	m.Unlock()
+	tried := monoNs()
+	won := m.TryLock()
+	if won {
+		m.Unlock()
+	}
+	f := strings.Fields(w.line(5 * time.Second))
+	if len(f) != 4 || f[0] != "0" {
+		t.Fatalf("C waiter printed %q, want 0 (held, no owner death)", f)
+	}
+	// TryLock may succeed only if the C waiter had the lock, and gave it
+	// back, before it (this goroutine descheduled between the two calls).
+	if at, _ := strconv.ParseInt(f[3], 10, 64); won && at > tried {
+		t.Fatal("Go's TryLock won the Unlock after the C waiter's request: no hand-off")
+	}
+	if _, err := w.wait(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}

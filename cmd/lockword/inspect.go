@@ -241,6 +241,9 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo, all bool) {
 			if o.Inconsistent && o.HolderAlive {
 				state += " (recovering)"
 			}
+			if o.Handoff != "" {
+				state += ", " + o.Handoff
+			}
 			if o.Queued > 0 {
 				state += fmt.Sprintf(", %d queued", o.Queued)
 			}

@@ -138,8 +138,12 @@ func killLoop(cfg *config, r *lockword.Region, st, rd []byte, procs []*workerPro
 		// the recoverer names the dead PID before it marks), or ended.
 		// Recoveries are counted after the mark, so the inconsistent bit
 		// is never left over from the previous kill's recovery.
-		pid, inconsistent := holder(r)
-		held := pid == w.cmd.Process.Pid || inconsistent || int(get(st, stRecovering)) == w.cmd.Process.Pid ||
+		// A process the lock was handed to (SharedMutex's hand-off) that
+		// had not yet returned it to its worker, or one killed between the
+		// two CASes of handing it over, held nothing: the next waiter takes
+		// the lock back without ErrOwnerDead, and no recovery follows.
+		pid, inconsistent, handedOff := holder(r)
+		held := (pid == w.cmd.Process.Pid && !handedOff) || inconsistent || int(get(st, stRecovering)) == w.cmd.Process.Pid ||
 			get(st, stRecoveries) != recoveredBefore
 		var reading bool
 		var writesAtKill uint64
@@ -287,15 +291,15 @@ func awaitHolder(st []byte, procs []*workerProc, wait time.Duration) (int, bool)
 // holder returns the PID of the torture lock's holder (0 if none) and
 // whether the lock is inconsistent: taken from a dead owner by an acquirer
 // that has not yet marked it consistent.
-func holder(r *lockword.Region) (pid int, inconsistent bool) {
+func holder(r *lockword.Region) (pid int, inconsistent, handedOff bool) {
 	info, err := r.Inspect()
 	if err != nil {
-		return 0, false
+		return 0, false, false
 	}
 	for _, o := range info.Objects {
 		if o.Name == lockName {
-			return o.HolderPID, o.Inconsistent
+			return o.HolderPID, o.Inconsistent, o.HandedOff
 		}
 	}
-	return 0, false
+	return 0, false, false
 }
