@@ -42,6 +42,7 @@ func TestCHeaderConstants(t *testing.T) {
 		"LW_MUTEX_OBJ_SIZE": mutexObjSize, "LW_MUTEX_WORD": mutexObjWord, "LW_MUTEX_HELD_SINCE": mutexObjHeldSince,
 		"LW_MUTEX_ACQUIRED": mutexObjAcquired, "LW_MUTEX_SLOW": mutexObjSlow, "LW_MUTEX_PARKS": mutexObjParks,
 		"LW_MUTEX_WAIT_NS": mutexObjWaitNs, "LW_MUTEX_WAIT_MAX_NS": mutexObjWaitMaxNs,
+		"LW_MUTEX_HANDOFF": mutexObjHandoff, "LW_HANDOFF_GRANTED": handoffGranted, "LW_HANDOFF_RESERVED": handoffReserved,
 		"LW_RING_PRODUCER_ROLE": shringProducerRole, "LW_RING_CONSUMER_ROLE": shringConsumerRole,
 		"LW_RING_TAIL": shringTail, "LW_RING_NOT_EMPTY": shringNotEmpty, "LW_RING_PRODUCER_SLEEPS": shringProducerSleeps,
 		"LW_RING_PRODUCER_WAKES": shringProducerWakes, "LW_RING_MESSAGES_SENT": shringMessagesSent, "LW_RING_HEAD": shringHead, "LW_RING_NOT_FULL": shringNotFull,
