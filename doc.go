@@ -56,8 +56,8 @@
 // its waits the same way between processes: a process's kernel sleeper
 // that has waited 1 ms files a request in the object's hand-off word, and
 // the next Unlock hands it the lock instead of releasing it; a hand-off to
-// a process that died, or from one that died handing over, is taken back
-// by the next waiter without ErrOwnerDead (see SharedMutex). Use
+// a process that died before it returned the lock is taken back by the
+// next waiter without ErrOwnerDead (see SharedMutex). Use
 // TicketMutex where every acquisition must be served in arrival order.
 //
 // # Waiting: private and shared

@@ -89,10 +89,11 @@ type ObjectInfo struct {
 	// "handed to PID n" (Unlock gave it that process, which has not yet
 	// returned it to its caller). "" otherwise.
 	Handoff string `json:"handoff,omitempty"`
-	// HandedOff: the hand-off word grants the lock, so nobody holding it
-	// has returned it to a caller yet (its holder, or the granter between
-	// its two CASes); if that holder dies now, the next waiter takes the
-	// lock back without ErrOwnerDead.
+	// HandedOff: the hand-off word grants the lock to its holder, which
+	// has not returned it to a caller yet; if that holder dies now, the
+	// next waiter takes the lock back without ErrOwnerDead. (A grant to
+	// another process, the granter between its two CASes, is not: that
+	// holder's death is reported.)
 	HandedOff bool `json:"handed_off,omitempty"`
 	// Queued is how many tickets wait behind the holder (ticket mutexes,
 	// and an RW mutex's writers): one per waiting process; for a Cond,

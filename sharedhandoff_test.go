@@ -229,8 +229,10 @@ func TestSharedMutexHandoffToDeadWaiter(t *testing.T) {
 // TestSharedMutexHandoffDeadGranter: the granter died between its two
 // CASes: the hand-off word grants the lock to a live process while the
 // word still names the dead granter. Neither the grantee nor a third
-// process is stranded, and neither is told ErrOwnerDead (the granter was
-// in Unlock).
+// process is stranded; the taker is told ErrOwnerDead (conservatively:
+// a grant that does not name the dead holder proves nothing about its
+// hold, see TestSharedMutexStaleGrantReportsOwnerDeath), and the grant is
+// cleared.
 func TestSharedMutexHandoffDeadGranter(t *testing.T) {
 	for _, who := range []string{"grantee", "third"} {
 		t.Run(who, func(t *testing.T) {
@@ -245,15 +247,44 @@ func TestSharedMutexHandoffDeadGranter(t *testing.T) {
 			a.handoff.Store(b.token | handoffGranted)
 			ctx, cancel := context.WithTimeout(context.Background(), deadNoticeBound)
 			defer cancel()
-			if err := c.LockContext(ctx); err != nil {
-				t.Fatalf("LockContext = %v; want nil (a plain take-back from a granter dead between its CASes)", err)
+			if err := c.LockContext(ctx); !errors.Is(err, ErrOwnerDead) {
+				t.Fatalf("LockContext = %v; want ErrOwnerDead (the granter died in Unlock, still holding)", err)
 			}
-			if w, h := a.word.Load(), a.handoff.Load(); w&ownerMask != c.token || w&sharedInconsistent != 0 || h != 0 {
-				t.Errorf("after the take-back: word %#x, hand-off word %#x; want %#x held consistent, 0", w, h, c.token)
+			if w, h := a.word.Load(), a.handoff.Load(); w&ownerMask != c.token || h != 0 {
+				t.Errorf("after the take-over: word %#x, hand-off word %#x; want %#x held, 0", w, h, c.token)
+			}
+			if err := c.MarkConsistent(); err != nil {
+				t.Fatal(err)
 			}
 			c.Unlock()
 		})
 	}
+}
+
+// TestSharedMutexStaleGrantReportsOwnerDeath: a grant left behind (a build
+// without the hand-off took over from a dead grantee and never cleared it;
+// here written directly) must not hide a later holder's death. The new
+// user's trial found that a live holder that died under such a grant was
+// taken back plainly, with no ErrOwnerDead; the take-back is plain only
+// when the grant names the dead holder itself.
+func TestSharedMutexStaleGrantReportsOwnerDeath(t *testing.T) {
+	_, a, b := twoMutexes(t)
+	gone := deadToken(t, a.r, (b.r.slot+1)%regionProcSlots)
+	holder := deadToken(t, a.r, (b.r.slot+2)%regionProcSlots) // locked, returned to its caller, then died
+	a.handoff.Store(gone | handoffGranted)
+	a.word.Store(holder | sharedWaiters)
+	ctx, cancel := context.WithTimeout(context.Background(), deadNoticeBound)
+	defer cancel()
+	if err := b.LockContext(ctx); !errors.Is(err, ErrOwnerDead) {
+		t.Fatalf("LockContext = %v; want ErrOwnerDead: the holder died holding", err)
+	}
+	if h := a.handoff.Load(); h != 0 {
+		t.Errorf("hand-off word %#x after the take-over; want 0 (the stale grant cleared)", h)
+	}
+	if err := b.MarkConsistent(); err != nil {
+		t.Fatal(err)
+	}
+	b.Unlock()
 }
 
 // TestSharedMutexHandoffToKilledChild: a real process files its request,

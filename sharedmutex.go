@@ -147,13 +147,16 @@ const (
 // the one other request ahead of it: the bound is structural, not a race.
 //
 // A hand-off survives the death of either side. T dead after the grant
-// leaves the word naming a dead T with the hand-off word T|granted; U dead
-// between its two CASes leaves the word naming a dead U with T|granted.
-// Either way nobody had returned to a caller holding the lock, so the data
-// is as the last Unlock left it: the next waiter that proves the named
-// holder dead (its 10 ms check) takes the lock without ErrOwnerDead or the
-// inconsistent bit, and clears the grant (every take-over from a dead
-// holder clears one). A request whose waiter leaves (its context ended) is
+// leaves the word naming a dead T with the hand-off word T|granted: T had
+// not returned to a caller holding the lock, so the data is as the last
+// Unlock left it, and the next waiter that proves T dead (its 10 ms check)
+// takes the lock without ErrOwnerDead or the inconsistent bit. U dead
+// between its two CASes leaves the word naming a dead U with T|granted:
+// that is reported as an owner death (U died in Unlock, still holding),
+// because a grant to another process proves nothing about the dead
+// holder's hold: a build without the hand-off, taking over from a dead
+// grantee, leaves its grant behind. Every take-over from a dead holder
+// clears the grant. A request whose waiter leaves (its context ended) is
 // withdrawn (CAS T → 0); one found granted is kept: the lock is taken. An
 // Unlock that released the word without seeing a request filed meanwhile
 // (the request's store and the release CAS passed each other) withdraws it
@@ -841,12 +844,18 @@ func (m *SharedMutex) withdraw(requested bool) {
 }
 
 // takeFromDead takes the lock, word w, from its dead holder (ok false: the
-// word changed first). If the hand-off word is then granted, that holder
-// had not returned the lock to a caller (it was handed the lock, or was
-// handing it over), so the take is plain (no inconsistent bit, no
-// ErrOwnerDead); otherwise the data is marked inconsistent. A grant is
-// cleared: it described the dead holder's hold, or a hand-off that this
-// take supersedes.
+// word changed first). If the hand-off word then grants the lock to that
+// very holder, it had been handed the lock and had not returned it to a
+// caller (a grantee clears the grant before it returns), so the take is
+// plain (no inconsistent bit, no ErrOwnerDead). Any other state is an
+// owner death: the data is marked inconsistent. That includes a grant to
+// another process, which means either that the dead holder was handing
+// the lock over (it died in Unlock, between its two CASes: reported,
+// conservatively) or a stale grant left by a build without the hand-off,
+// which takes over from a dead grantee without clearing it: a grant that
+// does not name the dead holder proves nothing about its hold. A grant is
+// cleared either way: it described the dead holder's hold, or a hand-off
+// that this take supersedes.
 //
 // The hand-off word is read after the CAS, not before: the holder may have
 // granted a request between our look and its death, and a word read then
@@ -862,6 +871,14 @@ func (m *SharedMutex) takeFromDead(w uint32) (plain, ok bool) {
 	}
 	h := m.handoff.Load()
 	if h&handoffGranted == 0 {
+		return false, true
+	}
+	if h&ownerMask != w&ownerMask {
+		// Granted to another process: not proof that the dead holder
+		// held nothing. Report the death; clear the grant.
+		if m.handoff.CompareAndSwap(h, 0) {
+			wakeShared(m.handoff, wakeAll) // a live grantee asleep on it looks again
+		}
 		return false, true
 	}
 	for range retryLimit { // a CAS fails only if a flag changed
@@ -922,7 +939,8 @@ func inspectMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 		info.State, info.Reason = "corrupt", handoffCorrupt(h)
 		return
 	case h&handoffGranted != 0:
-		info.HandedOff = true
+		// Plain take-back only if the grant names the holder itself.
+		info.HandedOff = h&ownerMask == w&ownerMask
 		info.Handoff = "handed to PID " + pidText(insp.check(h&ownerMask).pid)
 	case h != 0:
 		info.Handoff = "hand-off requested by PID " + pidText(insp.check(h&ownerMask).pid)

@@ -1274,15 +1274,21 @@ static void withdraw(lw_mutex *m, bool requested) {
 /* take_from_dead is takeFromDead: take word w from its dead holder
  * (false: the word changed first), marked inconsistent; then, if the
  * hand-off word (read after the CAS: the holder may have granted just
- * before it died) is granted, plainly: clear the inconsistent bit and the
- * grant, and set *plain. */
+ * before it died) grants the lock to that dead holder itself, plainly:
+ * clear the inconsistent bit and the grant, and set *plain. A grant to
+ * another process (the holder died handing over, or a stale grant an
+ * older build left) is cleared and the death reported. */
 static bool take_from_dead(lw_mutex *m, uint32_t w, bool *plain) {
+	uint32_t dead = w & LW_OWNER_MASK;
 	if (!atomic_compare_exchange_strong(m->word, &w, (w & (LW_WORD_STATS | LW_WORD_WAITERS)) | LW_WORD_INCONSISTENT | m->token))
 		return false;
 	uint32_t h = atomic_load(m->handoff);
-	*plain = h & LW_HANDOFF_GRANTED;
-	if (!*plain)
+	*plain = (h & LW_HANDOFF_GRANTED) && (h & LW_OWNER_MASK) == dead;
+	if (!*plain) {
+		if ((h & LW_HANDOFF_GRANTED) && atomic_compare_exchange_strong(m->handoff, &h, 0))
+			futex_wake(m->handoff, INT32_MAX, true);
 		return true;
+	}
 	for (int i = 0; i < retry_limit; i++) { /* a CAS fails only if a flag changed */
 		uint32_t x = atomic_load(m->word);
 		if ((x & LW_OWNER_MASK) != m->token || atomic_compare_exchange_strong(m->word, &x, x & ~LW_WORD_INCONSISTENT))

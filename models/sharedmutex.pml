@@ -95,13 +95,14 @@
  * withdraws a request that it missed; a granted waiter waits for the word
  * to name it (Go: 100 us sleeps, here a guard: the word changes or its
  * holder is dead) and claims by clearing the hand-off word; a taker from a
- * dead holder takes plainly when the hand-off word is granted and clears
- * it. Properties: never two holders; every death of a process inside its
- * hold (ghost cs[]: from the step that makes the hold, the take CAS or the
- * hand-off word's clear, to the step that ends it, the release CAS or the
- * grant) reported by a later ErrOwnerDead, and no ErrOwnerDead without
- * such a death since the last one (so none for a dead grantee or a granter
- * dead between its CASes: the plain take-back); no invalid end state (no
+ * dead holder takes plainly when the hand-off word grants the lock to that
+ * dead holder itself, and clears any grant. Properties: never two holders;
+ * every death of a process inside its hold (ghost cs[]: from the step that
+ * makes the hold, the take CAS or the hand-off word's clear, to the step
+ * that ends it, the release CAS or, for a granter, its second CAS, the one
+ * on the lock word) reported by a later ErrOwnerDead, and no ErrOwnerDead
+ * without such a death since the last one (so none for a dead grantee: the
+ * plain take-back; a granter dead between its CASes is reported); no invalid end state (no
  * waiter asleep for ever: nobody stranded); ltl all_done. Not covered: a request from the holder's own
  * process (T = U: the same steps, but the lock word keeps its owner),
  * contexts that end (the withdraw CAS), the 1 s grace for forged words.
@@ -431,7 +432,8 @@ inline hlock(p) {
 #endif
 				if
 #ifndef BROKEN_NO_PLAIN
-				:: h & GRANTED ->
+				:: (h & GRANTED) && (h & OWNER) == (w & OWNER) ->
+					/* granted to the dead holder itself: it never returned */
 					atomic { assert((word & OWNER) == tok(p)); word = word & ~INCONS; res = 0 };
 #ifdef BROKEN_KEEP_GRANT
 					atomic { if :: !cs[p] -> HOLD(p) :: else -> skip fi }
@@ -440,7 +442,11 @@ inline hlock(p) {
 					wake_n(HW, NG, false, 0)
 #endif
 #endif
-				:: else -> atomic { if :: !cs[p] -> HOLD(p) :: else -> skip fi }
+				:: else ->
+					/* an owner death; a grant to another process (the dead
+					   holder was handing over) is cleared */
+					atomic { if :: (h & GRANTED) && hw == h -> hw = 0 :: else -> skip fi; if :: !cs[p] -> HOLD(p) :: else -> skip fi };
+					if :: h & GRANTED -> wake_n(HW, NG, false, 0) :: else -> skip fi
 				fi;
 				if :: req -> atomic { if :: hw == tok(p) -> hw = 0 :: else -> skip fi } :: else -> skip fi;
 				if :: res == 1 -> atomic { assert(unreported); unreported = false } :: else -> skip fi;
@@ -511,7 +517,7 @@ inline hunlock(p) {
 			h = hw;
 			if
 			:: isRequest(h) ->
-				atomic { if :: hw == h -> hw = h | GRANTED; UNHOLD(p); assert(holders == 0); res = 8 :: else -> skip fi }
+				atomic { if :: hw == h -> hw = h | GRANTED; res = 8 :: else -> skip fi }
 			:: else -> skip
 			fi
 		:: else -> skip
@@ -519,7 +525,9 @@ inline hunlock(p) {
 		if
 		:: res == 8 ->
 			/* move the word to the grantee (CAS retried while only flags change) */
-			atomic { assert((word & OWNER) == tok(p)); word = (word & WAITERS) | h };
+			/* the hold ends here, not at the grant: a granter that dies
+			   between its two CASes died holding, and is reported */
+			atomic { assert((word & OWNER) == tok(p)); word = (word & WAITERS) | h; UNHOLD(p); assert(holders == 0) };
 			wake_n(HW, NG, false, 0);
 			break
 		:: else ->

@@ -139,9 +139,10 @@ func killLoop(cfg *config, r *lockword.Region, st, rd []byte, procs []*workerPro
 		// Recoveries are counted after the mark, so the inconsistent bit
 		// is never left over from the previous kill's recovery.
 		// A process the lock was handed to (SharedMutex's hand-off) that
-		// had not yet returned it to its worker, or one killed between the
-		// two CASes of handing it over, held nothing: the next waiter takes
-		// the lock back without ErrOwnerDead, and no recovery follows.
+		// had not yet returned it to its worker held nothing: the next
+		// waiter takes the lock back without ErrOwnerDead, and no recovery
+		// follows. (One killed between the two CASes of handing it over
+		// still held it: its death is recovered as any holder's.)
 		pid, inconsistent, handedOff := holder(r)
 		held := (pid == w.cmd.Process.Pid && !handedOff) || inconsistent || int(get(st, stRecovering)) == w.cmd.Process.Pid ||
 			get(st, stRecoveries) != recoveredBefore
