@@ -5,6 +5,7 @@ package lockword
 import (
 	"fmt"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -138,4 +139,18 @@ func sysSealedAgainstShrink(fd int) bool {
 }
 
 // sysDup duplicates fd (close-on-exec).
-func sysDup(fd uintptr) (int, error) { return unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }
+// sysReopen opens the file behind fd again, read-write and close-on-exec,
+// through /proc/self/fd: a new open file description, unlike dup(2). A
+// region's file lock (flock) belongs to the open file description, and a
+// descriptor that a child inherits, or that dup made, shares its parent's:
+// flock calls through it never conflict with the parent's, and an unlock
+// through either releases both. Every Region must lock through a
+// description of its own, or two processes attach into one slot.
+func sysReopen(fd uintptr) (int, error) {
+	for {
+		nfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(int(fd)), unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			return nfd, err
+		}
+	}
+}

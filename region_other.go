@@ -27,6 +27,6 @@ func flock(fd int, how flockHow) error                     { return ErrUnsupport
 func sysMemfd(name string) (int, error)                    { return -1, ErrUnsupported }
 func sysSeal(fd uintptr) error                             { return ErrUnsupported }
 func sysSealedAgainstShrink(fd int) bool                   { return false }
-func sysDup(fd uintptr) (int, error)                       { return -1, ErrUnsupported }
+func sysReopen(fd uintptr) (int, error)                    { return -1, ErrUnsupported }
 func selfIdentity() (procIdentity, error)                  { return procIdentity{}, ErrUnsupported }
 func processAlive(id procIdentity) bool                    { return true }

@@ -404,8 +404,15 @@ func CreateMemfdRegion(name string, size int64, opts *RegionOptions) (*Region, e
 // OpenRegionFile opens the region in an open file: one passed by
 // CreateMemfdRegion's creator (os.NewFile(3, "region") in a child started
 // with ExtraFiles), or any region file. It validates and attaches as
-// OpenRegion does, on a duplicate of f's descriptor, so the caller may
-// close f afterwards; the Region's Path is f.Name(). A regular file
+// OpenRegion does, on a new open of the same file through /proc/self/fd, so
+// the caller may close f afterwards; the Region's Path is f.Name(). Not on
+// a duplicate of f's descriptor: the region's file lock, under which a
+// process claims its slot in the process table, belongs to the open file
+// description, which an inherited or duplicated descriptor shares with the
+// creator and every other child, and locks through one description never
+// exclude each other. Linux: /proc must be mounted (owner-death detection
+// needs it too); the reopen fails with the file's permission error if the
+// caller may not open the file itself. A regular file
 // (not a sealed memfd) must pass the permission check (ErrUnsafePermissions
 // unless opts.AllowUnsafePermissions). The file must be open for reading
 // and writing.
@@ -420,9 +427,9 @@ func OpenRegionFile(f *os.File, opts *RegionOptions) (*Region, error) {
 	if o.InitTimeout == 0 {
 		o.InitTimeout = DefaultInitTimeout
 	}
-	fd, err := sysDup(f.Fd())
+	fd, err := sysReopen(f.Fd())
 	if err != nil {
-		return nil, &regionError{op: "open region " + f.Name(), err: err}
+		return nil, &regionError{op: "open region " + f.Name(), err: fmt.Errorf("reopening its descriptor through /proc/self/fd, for a file lock of this Region's own: %w", err)}
 	}
 	r, err := openFD(f.Name(), fd, false, time.Now().Add(max(o.InitTimeout, 0)), modeOpen, o.AllowUnsafePermissions)
 	if err != nil {

@@ -947,10 +947,20 @@ int lw_region_open_init(const char *path, int64_t init_timeout_ns, lw_region **o
 int lw_region_open_fd(int fd, const char *name, lw_region **out) {
 	if (!name || !out)
 		return EINVAL;
-	int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* ours to close: the caller keeps fd */
-	if (dup < 0)
+	/* A new open file description, ours to close (the caller keeps fd):
+	 * not dup(2), whose copy shares fd's description, and with it the
+	 * flock under which processes claim process-table slots, with the
+	 * creator and every process that inherited fd: locks through one
+	 * description never exclude each other. */
+	char proc[32];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	int own;
+	do
+		own = open(proc, O_RDWR | O_CLOEXEC);
+	while (own < 0 && errno == EINTR);
+	if (own < 0)
 		return errno;
-	return open_fd(name, dup, mono_ns() + 2000000000, out);
+	return open_fd(name, own, mono_ns() + 2000000000, out);
 }
 
 int lw_region_open_or_create(const char *path, int64_t size, lw_region **out) {

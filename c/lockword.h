@@ -347,8 +347,11 @@ int lw_region_open_init(const char *path, int64_t init_timeout_ns, lw_region **o
 /* lw_region_open_fd opens the region in the open file fd (a memfd that
  * a Go creator passed down with CreateMemfdRegion and exec.Cmd.ExtraFiles,
  * or any region file), validating and attaching as lw_region_open does,
- * on a duplicate of fd: the caller may close fd afterwards. name is the
- * region's name in messages. Go twin: OpenRegionFile. */
+ * on a new open of the same file through /proc/self/fd (not a duplicate:
+ * the region's flock belongs to the open file description, which fd shares
+ * with its creator and every process that inherited it): the caller may
+ * close fd afterwards. name is the region's name in messages. Go twin:
+ * OpenRegionFile. */
 int lw_region_open_fd(int fd, const char *name, lw_region **out);
 
 /* lw_region_open_or_create opens path, creating it with size bytes if it
