@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lockword/lockword"
@@ -50,6 +51,13 @@ type killReport struct {
 	Recovery  *latencyDist `json:"recovery_latency_ms,omitempty"`
 
 	killed map[int]bool // PIDs the supervisor killed
+	// missed records, for each kill judged to be of no holder, what the
+	// supervisor saw then; recoveredPIDs lists the dead PID of every
+	// recovery (from the run's recovery log). When the counts disagree,
+	// failures names the recoveries that no judged holder kill accounts
+	// for, and what their kill looked like.
+	missed        map[int]string
+	recoveredPIDs []int
 	// detections and repairs are each timed recovery's latencies.
 	detections, repairs []time.Duration
 	// awaiting: the run was interrupted while a killed holder's recovery
@@ -80,12 +88,39 @@ func (k *killReport) failures() []string {
 		why = append(why, fmt.Sprintf("recovered from PIDs %v, which were never killed: live holders robbed", k.Robbed))
 	}
 	if k.Recoveries != int64(k.HolderKills) {
-		why = append(why, fmt.Sprintf("%d recoveries for %d kills of a holder", k.Recoveries, k.HolderKills))
+		why = append(why, fmt.Sprintf("%d recoveries for %d kills of a holder%s", k.Recoveries, k.HolderKills, k.unaccounted()))
 	}
 	for _, e := range k.WorkerErrors {
 		why = append(why, e)
 	}
 	return why
+}
+
+// unaccounted describes the recoveries that the judged holder kills do not
+// account for: a dead PID recovered twice (one death reported to two
+// acquirers), or one whose kill was judged to be of no holder (with what
+// the lock showed then). "" if none stands out.
+func (k *killReport) unaccounted() string {
+	var out []string
+	times := map[int]int{}
+	for _, pid := range k.recoveredPIDs {
+		times[pid]++
+	}
+	for _, pid := range k.recoveredPIDs {
+		switch n := times[pid]; {
+		case n > 1:
+			out = append(out, fmt.Sprintf("PID %d recovered %d times", pid, n))
+		case k.missed[pid] != "":
+			out = append(out, fmt.Sprintf("PID %d recovered, but its kill was judged no holder's (%s)", pid, k.missed[pid]))
+		default:
+			continue
+		}
+		times[pid] = 0 // once each
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(out, "; ")
 }
 
 // killLoop is the -kill supervisor: kill a worker process (half the time
@@ -95,7 +130,7 @@ func (k *killReport) failures() []string {
 // recovery and time it; when it held a read lock, wait for the next
 // completed write and time that.
 func killLoop(cfg *config, r *lockword.Region, st, rd []byte, procs []*workerProc, spawn func(int, []int) (*workerProc, error)) *killReport {
-	kr := &killReport{killed: map[int]bool{}}
+	kr := &killReport{killed: map[int]bool{}, missed: map[int]string{}}
 	var readerKills int
 	var maxReaderToWrite time.Duration
 	if rd != nil {
@@ -144,8 +179,13 @@ func killLoop(cfg *config, r *lockword.Region, st, rd []byte, procs []*workerPro
 		// follows. (One killed between the two CASes of handing it over
 		// still held it: its death is recovered as any holder's.)
 		pid, inconsistent, handedOff := holder(r)
-		held := (pid == w.cmd.Process.Pid && !handedOff) || inconsistent || int(get(st, stRecovering)) == w.cmd.Process.Pid ||
-			get(st, stRecoveries) != recoveredBefore
+		recovering, recoveries := get(st, stRecovering), get(st, stRecoveries)
+		held := (pid == w.cmd.Process.Pid && !handedOff) || inconsistent || int(recovering) == w.cmd.Process.Pid ||
+			recoveries != recoveredBefore
+		if !held {
+			kr.missed[w.cmd.Process.Pid] = fmt.Sprintf("kill %d: holder PID %d, inconsistent %v, handed off %v, recovering from PID %d, %d recoveries",
+				kr.Kills, pid, inconsistent, handedOff, recovering, recoveries)
+		}
 		var reading bool
 		var writesAtKill uint64
 		if rd != nil {

@@ -271,7 +271,9 @@ func procsReport(cfg *config, st []byte, m procLock, spec *workerSpec, o procsOu
 		kr.Recoveries = int64(get(st, stRecoveries))
 		kr.RolledBack = int64(get(st, stRolledBack))
 		for i := max(kr.Recoveries-recoveryLog, 0); i < kr.Recoveries; i++ {
-			if pid := int(get(st, recoveredOff(cfg.procs, cfg.workers, uint64(i)))); !kr.killed[pid] {
+			pid := int(get(st, recoveredOff(cfg.procs, cfg.workers, uint64(i))))
+			kr.recoveredPIDs = append(kr.recoveredPIDs, pid)
+			if !kr.killed[pid] {
 				kr.Robbed = append(kr.Robbed, pid)
 			}
 		}
