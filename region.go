@@ -329,7 +329,10 @@ func (r *Region) Bytes(name string, size int) ([]byte, error) {
 // Close detaches this process from the region and unmaps it. It refuses
 // with ErrRegionBusy while this process holds a lock in the region or has
 // goroutines waiting for one (read holds of a SharedRWMutex included), and
-// returns ErrRegionClosed if already closed.
+// returns ErrRegionClosed if already closed. If the file was truncated
+// under the mapping (Check reports ErrTruncated), the locks' words went
+// with it and nothing can be released: Close unmaps and closes anyway and
+// returns an error wrapping ErrTruncated.
 // Objects of a closed region must not be used.
 func (r *Region) Close() error { return r.close() }
 
@@ -483,18 +486,39 @@ func (r *Region) close() error {
 	if n := r.waiting.Load(); n > 0 {
 		return fmt.Errorf("%w: %d goroutines of this process are waiting for locks in %s", ErrRegionBusy, n, r.path)
 	}
-	for name, h := range r.handles {
-		if h.holdsLock() {
-			return fmt.Errorf("%w: this process holds %q in %s; unlock it first (unmapping a held lock would strand it)", ErrRegionBusy, name, r.path)
+	// A file truncated under the mapping took the words with it: reading
+	// them faults. Nothing can be held or released there any more, and
+	// the slot is gone: unmap and close, and report it. A truncation
+	// between this look and the reads below faults, and is reported the
+	// same way.
+	truncated := r.checkSize()
+	if !errors.Is(truncated, ErrTruncated) {
+		truncated = nil
+	}
+	onFault := func() error { truncated = r.faultCause(); return nil }
+	if truncated == nil {
+		err := guardFault(onFault, func() error {
+			for name, h := range r.handles {
+				if h.holdsLock() {
+					return fmt.Errorf("%w: this process holds %q in %s; unlock it first (unmapping a held lock would strand it)", ErrRegionBusy, name, r.path)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	fd := int(r.file.Fd())
-	if r.token != 0 {
+	if r.token != 0 && truncated == nil {
 		if err := flock(fd, lockExclusive); err != nil {
 			return err
 		}
-		state := word32(r.slotWord(r.slot), procState)
-		state.Store(state.Load() &^ procLive)
+		guardFault(onFault, func() error {
+			state := word32(r.slotWord(r.slot), procState)
+			state.Store(state.Load() &^ procLive)
+			return nil
+		})
 		flock(fd, lockUnlock)
 	}
 	r.closed = true
@@ -502,6 +526,9 @@ func (r *Region) close() error {
 	r.data = nil
 	if cerr := r.file.Close(); err == nil {
 		err = cerr
+	}
+	if truncated != nil {
+		return &regionError{op: "close region " + r.path, err: truncated}
 	}
 	return err
 }

@@ -129,6 +129,35 @@ func TestRegionTruncatedReported(t *testing.T) {
 	}
 }
 
+// TestCloseAfterTruncation: Close of a Region whose file was truncated
+// under it, even one holding a lock there, unmaps and closes without
+// touching the lost pages and reports ErrTruncated; it used to read the
+// held lock's word and die of SIGBUS. A second Close says closed.
+func TestCloseAfterTruncation(t *testing.T) {
+	path := tempRegionPath(t)
+	r := mustCreate(t, path, 0)
+	m, err := r.Mutex("m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Lock()
+	if err := r.Close(); !errors.Is(err, ErrRegionBusy) {
+		t.Fatalf("Close while holding, file intact: %v, want ErrRegionBusy", err)
+	}
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Check(); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("Check after truncation: %v, want ErrTruncated", err)
+	}
+	if err := r.Close(); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("Close after truncation: %v, want ErrTruncated", err)
+	}
+	if err := r.Close(); !errors.Is(err, ErrRegionClosed) {
+		t.Fatalf("second Close: %v, want ErrRegionClosed", err)
+	}
+}
+
 // TestRegionPermissions: a region file that group or others may write, or
 // that another user owns, is refused unless the caller opts in; creating
 // one with such a mode likewise. InspectRegion, which only observes,
