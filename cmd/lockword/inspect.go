@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode"
@@ -39,6 +40,12 @@ For each object it prints its name, kind and offset and, for locks:
            live processes, ", N dead readers" those of dead processes
            (the next writer drops them; -json: dead_readers);
            "handoff": granted to the next ticket, not yet taken by it;
+           a mutex whose waiter has waited 1 ms adds ", hand-off
+           requested by PID N" (the next Unlock hands it the lock), and
+           one just handed over ", handed to PID N" (that process has not
+           yet returned it to its caller; -json: handoff, and handed_off
+           true when the grant names the holder itself: if it dies now
+           the next waiter takes the lock back without owner-dead);
            a cond is "idle", or "waiting, N queued" (goroutines in Wait);
            "corrupt (REASON)": its words hold a state that no valid
            history produces (written by something other than lockword);
@@ -104,6 +111,8 @@ etcdlock.Mutex on that etcd cluster (see "lockword inspect -etcd" below).
 
 Exit status:
   0  the region was read
+  1  the region was read, and some object is corrupt: the report is
+     printed as usual, and standard error names the corrupt objects
   2  usage error, or the file could not be opened as a region (missing,
      not a regular file, not a lockword region, corrupt), or it was
      truncated while inspect read it ("region file truncated": inspect
@@ -166,10 +175,29 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
 			return exitFail
 		}
+	} else {
+		writeInspectText(stdout, info, *all)
+	}
+	return corruptStatus(info, stderr)
+}
+
+// corruptStatus is inspect's exit status for a region it read: exitFail,
+// with the corrupt objects named on stderr, if any object's words hold a
+// state that no valid history produces (a script that runs inspect as a
+// check must not read that as healthy), else exitOK.
+func corruptStatus(info *lockword.RegionInfo, stderr io.Writer) int {
+	var bad []string
+	for _, o := range info.Objects {
+		if o.State == "corrupt" {
+			bad = append(bad, fmt.Sprintf("%s (%s)", shownName(o.Name), o.Reason))
+		}
+	}
+	if len(bad) == 0 {
 		return exitOK
 	}
-	writeInspectText(stdout, info, *all)
-	return exitOK
+	fmt.Fprintf(stderr, "lockword inspect: %d corrupt %s: %s; their lock calls return ErrCorrupt: recreate the region\n",
+		len(bad), map[bool]string{true: "object", false: "objects"}[len(bad) == 1], strings.Join(bad, "; "))
+	return exitFail
 }
 
 // parseInterspersed parses fs's flags wherever they stand among args, as

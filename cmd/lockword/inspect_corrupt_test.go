@@ -14,7 +14,9 @@ import (
 
 // TestInspectShowsCorrupt: a ticket mutex whose serving word was written
 // ahead of next (no valid history does that) is shown as corrupt, with the
-// reason, and inspect still exits 0: the header is intact.
+// reason; inspect prints the whole report (the header is intact) and exits
+// 1, naming the corrupt object on stderr, so that a check script does not
+// take the region for healthy.
 func TestInspectShowsCorrupt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "region")
 	r, err := lockword.CreateRegion(path, 0, nil)
@@ -38,7 +40,12 @@ func TestInspectShowsCorrupt(t *testing.T) {
 	}
 	f.Close()
 	stdout, stderr, status := runCLI(t, "inspect", path)
-	if status != exitOK || !strings.Contains(stdout, "corrupt (serving 10 is ahead of next 0)") {
-		t.Fatalf("status %d, stdout %q, stderr %q; want 0 and the object shown corrupt with its reason", status, stdout, stderr)
+	if status != exitFail || !strings.Contains(stdout, "corrupt (serving 10 is ahead of next 0)") ||
+		!strings.Contains(stderr, "1 corrupt object: t (serving 10 is ahead of next 0)") {
+		t.Fatalf("status %d, stdout %q, stderr %q; want 1, the object shown corrupt with its reason, and named on stderr", status, stdout, stderr)
+	}
+	stdout, stderr, status = runCLI(t, "inspect", "-json", path)
+	if status != exitFail || !strings.Contains(stdout, `"state":"corrupt"`) || !strings.Contains(stderr, "1 corrupt object") {
+		t.Fatalf("-json: status %d, stdout %q, stderr %q; want 1, the JSON report and the object named on stderr", status, stdout, stderr)
 	}
 }
