@@ -142,7 +142,7 @@ func seqStalled(ctx context.Context, seqWord *atomic.Uint64, seq uint64, w *Shar
 	if seqWord.Load() != seq {
 		return nil // that Store ended (or was taken over): read again
 	}
-	return fmt.Errorf("%w (seqlock %q in %s, writer PID %d)", ErrWriterDead, w.name, w.r.path, pid)
+	return fmt.Errorf("%w (seqlock %q in %s, writer PID %s)", ErrWriterDead, w.name, w.r.path, pidText(pid))
 }
 
 // inspectSeqLock adds a region SeqLock's sequence to info, which
