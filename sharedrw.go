@@ -667,6 +667,9 @@ func inspectRWMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 		// Readers only (a writer may wait for them: Queued).
 		info.State = "read-held"
 	}
+	// Someone waits: a writer queued (the served one included, waiting
+	// for the readers inside to leave), or readers parked behind a writer.
+	info.Waiters = info.Waiters || info.Queued > 0 || in&srwParked != 0
 }
 
 // inspectRWMutexV1 describes a kind-4 object, the layout before

@@ -567,7 +567,8 @@ func TestSharedRWMutexStatsAndInspect(t *testing.T) {
 		t.Fatalf("inspect read-held: %+v", o)
 	}
 	// A writer arrives and waits for them: still read-held (nobody holds
-	// the write side yet), one writer queued.
+	// the write side yet), one writer queued, and waiters shown (it said
+	// "no" while a writer waited).
 	w, _ := openHandles(t, path, 1)[0].RWMutex("m")
 	wrote := make(chan struct{})
 	go func() { w.Lock(); w.Unlock(); close(wrote) }()
@@ -575,7 +576,7 @@ func TestSharedRWMutexStatsAndInspect(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	info, _ = InspectRegion(path)
-	if o := info.Objects[0]; o.State != "read-held" || o.Readers != 2 || o.Queued != 1 || o.HolderPID != 0 {
+	if o := info.Objects[0]; o.State != "read-held" || o.Readers != 2 || o.Queued != 1 || o.HolderPID != 0 || !o.Waiters {
 		t.Fatalf("inspect read-held with a writer waiting: %+v", o)
 	}
 	rw.RUnlock()
