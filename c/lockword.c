@@ -971,6 +971,16 @@ int64_t lw_region_size(const lw_region *r) { return (int64_t)r->size; }
 uint32_t lw_region_token(const lw_region *r) { return r->token; }
 
 int lw_region_close(lw_region *r) {
+	if ((uint32_t)getpid() != r->me.pid) {
+		/* A copy that fork(2) gave a child: the slot, and every hold
+		 * through it, are the parent's. Clearing the slot's live bit
+		 * would make the live parent look dead, and its locks be
+		 * taken from it: release the child's copy only. */
+		munmap(r->data, r->size);
+		close(r->fd);
+		free_region(r);
+		return 0;
+	}
 	pthread_mutex_lock(&r->mu);
 	if (atomic_load(&r->waiting) > 0) {
 		pthread_mutex_unlock(&r->mu);

@@ -362,7 +362,14 @@ int lw_region_open_or_create(const char *path, int64_t size, lw_region **out);
 /* lw_region_close detaches from the process table, unmaps the region and
  * frees r and its mutex handles. LW_EREGIONBUSY (and nothing is closed)
  * while this process holds one of r's mutexes or a thread is waiting for
- * one. Ring handles must be freed first. */
+ * one. Ring handles must be freed first.
+ *
+ * Handles do not cross fork(2): a child's copy of r names its parent's
+ * process-table slot, so the child's holds through it would be the
+ * parent's. A child opens the region itself (lw_region_open, or
+ * lw_region_open_fd on the inherited descriptor) and may only
+ * lw_region_close its copies, which then unmaps them and leaves the
+ * parent attached. */
 int lw_region_close(lw_region *r);
 
 /* lw_region_size returns the region's size in bytes; lw_region_token this

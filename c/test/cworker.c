@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -705,6 +706,21 @@ static int cmd_api(int argc, char **argv) {
 	close(fd);
 	if (oa.err == 0)
 		expect("close the handle opened by fd", lw_region_close(oa.r), 0);
+	/* A forked child's lw_region_close releases its copy only: the
+	 * parent stays attached, so a waiter does not take the parent's lock
+	 * for a dead holder's (it did: the child cleared the parent's slot). */
+	pid_t kid = fork();
+	if (kid == 0)
+		_exit(lw_region_close(r) == 0 ? 0 : 1);
+	int kidStatus = 0;
+	waitpid(kid, &kidStatus, 0);
+	expect("a forked child closes its copy", WIFEXITED(kidStatus) && WEXITSTATUS(kidStatus) == 0, 1);
+	expect("second handle again", lw_region_open(argv[2], &r2), 0);
+	expect("its mutex again", lw_region_mutex(r2, "m", &m2), 0);
+	expect("lock after the child's close", lw_mutex_lock(m), 0);
+	expect("the parent is still alive to a waiter", lw_mutex_timedlock(m2, 50000000), LW_ETIMEDOUT);
+	expect("unlock after the child's close", lw_mutex_unlock(m), 0);
+	expect("second closes again", lw_region_close(r2), 0);
 	expect("close", lw_region_close(r), 0);
 	unlink(argv[2]);
 	if (api_failures == 0)
