@@ -178,7 +178,13 @@ func killLoop(cfg *config, r *lockword.Region, st, rd []byte, procs []*workerPro
 		// waiter takes the lock back without ErrOwnerDead, and no recovery
 		// follows. (One killed between the two CASes of handing it over
 		// still held it: its death is recovered as any holder's.)
-		pid, inconsistent, handedOff := holder(r)
+		pid, inconsistent, handedOff, err := holder(r)
+		if err != nil {
+			// Judging the kill without the lock's state could take a
+			// holder for no holder: stop, and say why.
+			kr.WorkerErrors = append(kr.WorkerErrors, fmt.Sprintf("kill %d, of PID %d: reading the lock's state: %v", kr.Kills, w.cmd.Process.Pid, err))
+			return kr
+		}
 		recovering, recoveries := get(st, stRecovering), get(st, stRecoveries)
 		held := (pid == w.cmd.Process.Pid && !handedOff) || inconsistent || int(recovering) == w.cmd.Process.Pid ||
 			recoveries != recoveredBefore
@@ -329,18 +335,22 @@ func awaitHolder(st []byte, procs []*workerProc, wait time.Duration) (int, bool)
 	}
 }
 
-// holder returns the PID of the torture lock's holder (0 if none) and
-// whether the lock is inconsistent: taken from a dead owner by an acquirer
-// that has not yet marked it consistent.
-func holder(r *lockword.Region) (pid int, inconsistent, handedOff bool) {
+// holder returns the PID of the torture lock's holder (0 if none), whether
+// the lock is inconsistent (taken from a dead owner by an acquirer that has
+// not yet marked it consistent) and whether it was handed off (see
+// ObjectInfo.HandedOff), or the error that kept Inspect from telling.
+func holder(r *lockword.Region) (pid int, inconsistent, handedOff bool, err error) {
 	info, err := r.Inspect()
 	if err != nil {
-		return 0, false, false
+		return 0, false, false, err
 	}
 	for _, o := range info.Objects {
 		if o.Name == lockName {
-			return o.HolderPID, o.Inconsistent, o.HandedOff
+			if o.State == "corrupt" {
+				return 0, false, false, fmt.Errorf("lock %q is corrupt: %s", lockName, o.Reason)
+			}
+			return o.HolderPID, o.Inconsistent, o.HandedOff, nil
 		}
 	}
-	return 0, false, false
+	return 0, false, false, fmt.Errorf("no object %q in the region", lockName)
 }
