@@ -3,6 +3,7 @@
 package lockword
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -124,5 +125,38 @@ func init() {
 		fmt.Println("attached in slot", r.slot)
 		time.Sleep(time.Hour) // killed by the test
 		return nil
+	}
+}
+
+// TestOpenRegionFileRefusesNarrowDescriptors: the reopen asks for read and
+// write whatever the descriptor allows, so OpenRegionFile refuses one that
+// is read-only or O_PATH (the reopen made such a descriptor of a memfd,
+// whose mode is 0777, a writable region for anyone holding it), and a nil
+// file.
+func TestOpenRegionFileRefusesNarrowDescriptors(t *testing.T) {
+	r, err := CreateMemfdRegion("lockword-fdlock", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, c := range []struct {
+		name  string
+		flags int
+	}{{"read-only", unix.O_RDONLY}, {"O_PATH", unix.O_PATH}} {
+		fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", r.File().Fd()), c.flags|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := os.NewFile(uintptr(fd), c.name)
+		if h, err := OpenRegionFile(f, nil); !errors.Is(err, os.ErrPermission) {
+			if err == nil {
+				h.Close()
+			}
+			t.Errorf("OpenRegionFile of a %s descriptor: %v, want an error wrapping os.ErrPermission", c.name, err)
+		}
+		f.Close()
+	}
+	if _, err := OpenRegionFile(nil, nil); !errors.Is(err, os.ErrInvalid) {
+		t.Errorf("OpenRegionFile(nil): %v, want os.ErrInvalid", err)
 	}
 }

@@ -138,7 +138,6 @@ func sysSealedAgainstShrink(fd int) bool {
 	return err == nil && seals&unix.F_SEAL_SHRINK != 0
 }
 
-// sysDup duplicates fd (close-on-exec).
 // sysReopen opens the file behind fd again, read-write and close-on-exec,
 // through /proc/self/fd: a new open file description, unlike dup(2). A
 // region's file lock (flock) belongs to the open file description, and a
@@ -146,7 +145,22 @@ func sysSealedAgainstShrink(fd int) bool {
 // flock calls through it never conflict with the parent's, and an unlock
 // through either releases both. Every Region must lock through a
 // description of its own, or two processes attach into one slot.
+//
+// The reopen asks for read-write access whatever fd allows, so fd itself
+// must be open for reading and writing (not O_PATH): a read-only
+// descriptor must not become a writable region (a memfd's mode is 0777).
+// errNotReadWrite: sysReopen's descriptor is not open for reading and
+// writing.
+var errNotReadWrite = fmt.Errorf("%w: the descriptor is not open for reading and writing", os.ErrPermission)
+
 func sysReopen(fd uintptr) (int, error) {
+	fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+	if err != nil {
+		return -1, err
+	}
+	if fl&unix.O_ACCMODE != unix.O_RDWR || fl&unix.O_PATH != 0 {
+		return -1, errNotReadWrite
+	}
 	for {
 		nfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(int(fd)), unix.O_RDWR|unix.O_CLOEXEC, 0)
 		if err != unix.EINTR {

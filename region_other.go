@@ -30,3 +30,5 @@ func sysSealedAgainstShrink(fd int) bool                   { return false }
 func sysReopen(fd uintptr) (int, error)                    { return -1, ErrUnsupported }
 func selfIdentity() (procIdentity, error)                  { return procIdentity{}, ErrUnsupported }
 func processAlive(id procIdentity) bool                    { return true }
+
+var errNotReadWrite = ErrUnsupported

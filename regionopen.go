@@ -412,10 +412,12 @@ func CreateMemfdRegion(name string, size int64, opts *RegionOptions) (*Region, e
 // creator and every other child, and locks through one description never
 // exclude each other. Linux: /proc must be mounted (owner-death detection
 // needs it too); the reopen fails with the file's permission error if the
-// caller may not open the file itself. A regular file
-// (not a sealed memfd) must pass the permission check (ErrUnsafePermissions
-// unless opts.AllowUnsafePermissions). The file must be open for reading
-// and writing.
+// caller may not open the file itself. The file must be open for reading
+// and writing: a descriptor that is not (O_RDONLY, O_PATH) is refused with
+// an error wrapping os.ErrPermission, as the reopen would otherwise grant
+// what the descriptor does not; a nil f is refused with os.ErrInvalid. A
+// regular file (not a sealed memfd) must pass the permission check
+// (ErrUnsafePermissions unless opts.AllowUnsafePermissions).
 func OpenRegionFile(f *os.File, opts *RegionOptions) (*Region, error) {
 	if !regionsSupported {
 		return nil, ErrUnsupported
@@ -427,7 +429,13 @@ func OpenRegionFile(f *os.File, opts *RegionOptions) (*Region, error) {
 	if o.InitTimeout == 0 {
 		o.InitTimeout = DefaultInitTimeout
 	}
+	if f == nil {
+		return nil, &regionError{op: "open region", err: fmt.Errorf("%w: a nil *os.File", os.ErrInvalid)}
+	}
 	fd, err := sysReopen(f.Fd())
+	if errors.Is(err, errNotReadWrite) {
+		return nil, &regionError{op: "open region " + f.Name(), err: err}
+	}
 	if err != nil {
 		return nil, &regionError{op: "open region " + f.Name(), err: fmt.Errorf("reopening its descriptor through /proc/self/fd, for a file lock of this Region's own: %w", err)}
 	}
