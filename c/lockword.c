@@ -952,6 +952,14 @@ int lw_region_open_fd(int fd, const char *name, lw_region **out) {
 	 * flock under which processes claim process-table slots, with the
 	 * creator and every process that inherited fd: locks through one
 	 * description never exclude each other. */
+	/* The reopen asks for read and write whatever fd allows: fd itself
+	 * must allow both (not O_RDONLY, not O_PATH), or a read-only
+	 * descriptor of a memfd (mode 0777) would become a writable region. */
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return errno;
+	if ((fl & O_ACCMODE) != O_RDWR || (fl & O_PATH))
+		return EACCES;
 	char proc[32];
 	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
 	int own;
@@ -980,6 +988,17 @@ int lw_region_close(lw_region *r) {
 		close(r->fd);
 		free_region(r);
 		return 0;
+	}
+	/* A file truncated under the mapping took the words with it: reading
+	 * them faults (SIGBUS). Nothing can be held or released there any
+	 * more, and the slot is gone: unmap, close, and say so (Go's Close
+	 * does the same). */
+	struct stat st;
+	if (fstat(r->fd, &st) == 0 && (uint64_t)st.st_size < r->size) {
+		munmap(r->data, r->size);
+		close(r->fd);
+		free_region(r);
+		return LW_ETRUNCATED;
 	}
 	pthread_mutex_lock(&r->mu);
 	if (atomic_load(&r->waiting) > 0) {

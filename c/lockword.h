@@ -350,8 +350,9 @@ int lw_region_open_init(const char *path, int64_t init_timeout_ns, lw_region **o
  * on a new open of the same file through /proc/self/fd (not a duplicate:
  * the region's flock belongs to the open file description, which fd shares
  * with its creator and every process that inherited it): the caller may
- * close fd afterwards. name is the region's name in messages. Go twin:
- * OpenRegionFile. */
+ * close fd afterwards. fd must be open for reading and writing (EACCES
+ * otherwise, O_PATH included). name is the region's name in messages. Go
+ * twin: OpenRegionFile. */
 int lw_region_open_fd(int fd, const char *name, lw_region **out);
 
 /* lw_region_open_or_create opens path, creating it with size bytes if it
@@ -362,7 +363,9 @@ int lw_region_open_or_create(const char *path, int64_t size, lw_region **out);
 /* lw_region_close detaches from the process table, unmaps the region and
  * frees r and its mutex handles. LW_EREGIONBUSY (and nothing is closed)
  * while this process holds one of r's mutexes or a thread is waiting for
- * one. Ring handles must be freed first.
+ * one. Ring handles must be freed first. If the file was truncated under
+ * the mapping, the locks' words went with it and nothing can be released:
+ * it unmaps and frees r anyway and returns LW_ETRUNCATED.
  *
  * Handles do not cross fork(2): a child's copy of r names its parent's
  * process-table slot, so the child's holds through it would be the

@@ -706,6 +706,24 @@ static int cmd_api(int argc, char **argv) {
 	close(fd);
 	if (oa.err == 0)
 		expect("close the handle opened by fd", lw_region_close(oa.r), 0);
+	/* A read-only descriptor is refused: the reopen would make it a
+	 * writable region. */
+	int rofd = open(argv[2], O_RDONLY | O_CLOEXEC);
+	lw_region *ro = NULL;
+	expect("open_fd of a read-only descriptor", lw_region_open_fd(rofd, "read-only", &ro), EACCES);
+	close(rofd);
+	/* Close after the file was truncated under the mapping, holding a
+	 * lock: LW_ETRUNCATED, not SIGBUS (it read the held lock's word). */
+	char tpath[4096];
+	snprintf(tpath, sizeof tpath, "%s.truncated", argv[2]);
+	lw_region *tr;
+	lw_mutex *tm;
+	expect("create a region to truncate", lw_region_create(tpath, 0, &tr), 0);
+	expect("its mutex", lw_region_mutex(tr, "m", &tm), 0);
+	expect("lock it", lw_mutex_lock(tm), 0);
+	expect("truncate the file", truncate(tpath, 0), 0);
+	expect("close after the truncation", lw_region_close(tr), LW_ETRUNCATED);
+	unlink(tpath);
 	/* A forked child's lw_region_close releases its copy only: the
 	 * parent stays attached, so a waiter does not take the parent's lock
 	 * for a dead holder's (it did: the child cleared the parent's slot). */
