@@ -111,8 +111,9 @@ etcdlock.Mutex on that etcd cluster (see "lockword inspect -etcd" below).
 
 Exit status:
   0  the region was read
-  1  the region was read, and some object is corrupt: the report is
-     printed as usual, and standard error names the corrupt objects
+  1  the region was read, and some object is corrupt (a lock's STATE
+     corrupt, or a ring's impossible indices): the report is printed as
+     usual, and standard error names the corrupt objects
   2  usage error, or the file could not be opened as a region (missing,
      not a regular file, not a lockword region, corrupt), or it was
      truncated while inspect read it ("region file truncated": inspect
@@ -188,14 +189,17 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 func corruptStatus(info *lockword.RegionInfo, stderr io.Writer) int {
 	var bad []string
 	for _, o := range info.Objects {
-		if o.State == "corrupt" {
+		switch {
+		case o.State == "corrupt":
 			bad = append(bad, fmt.Sprintf("%s (%s)", shownName(o.Name), o.Reason))
+		case o.Ring != nil && o.Ring.Corrupt:
+			bad = append(bad, fmt.Sprintf("%s (ring indices impossible: ErrRingCorrupt)", shownName(o.Name)))
 		}
 	}
 	if len(bad) == 0 {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "lockword inspect: %d corrupt %s: %s; their lock calls return ErrCorrupt: recreate the region\n",
+	fmt.Fprintf(stderr, "lockword inspect: %d corrupt %s: %s; their calls fail with ErrCorrupt (ErrRingCorrupt for a ring): recreate the region\n",
 		len(bad), map[bool]string{true: "object", false: "objects"}[len(bad) == 1], strings.Join(bad, "; "))
 	return exitFail
 }
@@ -238,7 +242,11 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo, all bool) {
 			}
 			if ri := o.Ring; ri != nil {
 				rings = append(rings, o)
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t-\t-\t-\t-\t%s full, see Rings\n", shownName(o.Name), o.Kind, o.Offset, ringState(ri), ringFill(ri))
+				fill := ringFill(ri) + " full"
+				if ri.Corrupt {
+					fill = ringFill(ri)
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t-\t-\t-\t-\t%s, see Rings\n", shownName(o.Name), o.Kind, o.Offset, ringState(ri), fill)
 				continue
 			}
 			if o.State == "" { // not a lock

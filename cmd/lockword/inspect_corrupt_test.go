@@ -49,3 +49,38 @@ func TestInspectShowsCorrupt(t *testing.T) {
 		t.Fatalf("-json: status %d, stdout %q, stderr %q; want 1, the JSON report and the object named on stderr", status, stdout, stderr)
 	}
 }
+
+// TestInspectCorruptRingFails: a ring whose tail no valid history produces
+// (not a multiple of 8) makes inspect exit 1 too, naming the ring; it
+// exited 0, since a ring has no lock STATE, and its row read "corrupt
+// indices full".
+func TestInspectCorruptRingFails(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "region")
+	r, err := lockword.CreateRegion(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.RingProducer("q", 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	r.Close()
+	info, err := lockword.InspectRegion(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(binary.NativeEndian.AppendUint64(nil, 3), info.Objects[0].Offset+128); err != nil { // tail
+		t.Fatal(err)
+	}
+	f.Close()
+	stdout, stderr, status := runCLI(t, "inspect", path)
+	if status != exitFail || !strings.Contains(stderr, "1 corrupt object: q (ring indices impossible") ||
+		!strings.Contains(stdout, "corrupt indices, see Rings") {
+		t.Fatalf("status %d, stdout %q, stderr %q; want 1, the ring named on stderr, and its row reading corrupt", status, stdout, stderr)
+	}
+}
