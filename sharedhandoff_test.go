@@ -243,11 +243,33 @@ func TestSharedMutexHandoffDeadGranter(t *testing.T) {
 				c, _ = rc.Mutex("m")
 			}
 			dead := deadToken(t, a.r, (c.r.slot+1)%regionProcSlots)
-			a.word.Store(dead | sharedWaiters)
-			a.handoff.Store(b.token | handoffGranted)
 			ctx, cancel := context.WithTimeout(context.Background(), deadNoticeBound)
 			defer cancel()
-			if err := c.LockContext(ctx); !errors.Is(err, ErrOwnerDead) {
+			var err error
+			if who == "grantee" {
+				// The grantee is the waiter that asked: b waits
+				// behind a until it files its request; then the
+				// holder turns into the dead granter that made the
+				// first CAS of its grant.
+				a.Lock()
+				errc := make(chan error, 1)
+				go func() { errc <- c.LockContext(ctx) }()
+				for a.handoff.Load() != b.token {
+					if ctx.Err() != nil {
+						t.Fatal("the waiter filed no request")
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+				a.word.Store(dead | sharedWaiters)
+				a.handoff.Store(b.token | handoffGranted)
+				wakeShared(a.handoff, wakeAll)
+				err = <-errc
+			} else {
+				a.word.Store(dead | sharedWaiters)
+				a.handoff.Store(b.token | handoffGranted)
+				err = c.LockContext(ctx)
+			}
+			if !errors.Is(err, ErrOwnerDead) {
 				t.Fatalf("LockContext = %v; want ErrOwnerDead (the granter died in Unlock, still holding)", err)
 			}
 			if w, h := a.word.Load(), a.handoff.Load(); w&ownerMask != c.token || h != 0 {
@@ -421,4 +443,48 @@ func TestSharedMutexReinitializeClearsHandoff(t *testing.T) {
 		t.Fatal("not free after Reinitialize")
 	}
 	b.Unlock()
+}
+
+// TestSharedMutexForgedGrantToSelf: hand-off words naming this process
+// that it never filed (forged, as FuzzLiveWords writes them) must not
+// break mutual exclusion within the process nor strand the lock. A grant
+// to us found by a waiter that never asked is reported as ErrCorrupt and
+// cleared: taking it made a second goroutine of ours hold beside one that
+// had taken the free word on the fast path (FuzzLiveWords then died of
+// "Unlock of unlocked SharedMutex"). A request naming us while none of our
+// goroutines waits is dropped by Unlock, which released the lock instead
+// of "handing" it to us and leaving it held by nobody.
+func TestSharedMutexForgedGrantToSelf(t *testing.T) {
+	t.Run("grant", func(t *testing.T) {
+		_, _, b := twoMutexes(t)
+		b.handoff.Store(b.token | handoffGranted) // forged while the word is free
+		b.Lock()                                  // the fast path: the word names us
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		err := b.LockContext(ctx) // a second goroutine of ours
+		if err == nil {
+			t.Fatal("LockContext returned nil while another goroutine of this process held the lock: two holders")
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("LockContext = %v; want ErrCorrupt (a grant this process never asked for)", err)
+		}
+		if h := b.handoff.Load(); h != 0 {
+			t.Errorf("hand-off word %#x after the report; want it cleared", h)
+		}
+		b.Unlock()
+	})
+	t.Run("request", func(t *testing.T) {
+		_, a, b := twoMutexes(t)
+		a.Lock()
+		a.handoff.Store(a.token) // forged: no goroutine of a waits
+		a.word.Or(sharedWaiters) // so that Unlock takes its slow path, which grants
+		a.Unlock()
+		if w, h := a.word.Load(), a.handoff.Load(); w&ownerMask != 0 || h != 0 {
+			t.Fatalf("after Unlock with a forged request naming the holder: word %#x, hand-off word %#x; want both 0 (released)", w, h)
+		}
+		if !b.TryLock() {
+			t.Fatal("the lock is not free after Unlock")
+		}
+		b.Unlock()
+	})
 }

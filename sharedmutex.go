@@ -474,8 +474,17 @@ func (m *SharedMutex) unlockSlow() {
 			m.unlockMisuse(owner)
 		}
 		if w&sharedInconsistent == 0 {
-			if h := m.handoff.Load(); handoffRequest(h) && m.grant(w, h) {
-				return
+			if h := m.handoff.Load(); handoffRequest(h) {
+				if h == m.token && m.gate.state.Load()&mutexStateMask == mutexUnlocked {
+					// Our own request, but no goroutine of ours
+					// waits (the gate holder files requests, and
+					// takes or withdraws before it lets the gate
+					// go): a forged word. Granting it would leave
+					// the word on us with nobody holding. Drop it.
+					m.handoff.CompareAndSwap(h, 0)
+				} else if m.grant(w, h) {
+					return
+				}
 			}
 		}
 		next := w & sharedStats
@@ -654,12 +663,23 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 		w := m.word.Load()
 		h := m.handoff.Load()
 		owner := w & ownerMask
-		if h&^handoffGranted == m.token {
+		switch {
+		case h == m.token:
 			// Ours. Only this goroutine, the gate holder, files our
 			// requests, and a gate holder leaves none behind in any
 			// valid history; adopting one left anyway (a forged word)
 			// lets it be served rather than strand the lock on us.
 			requested = true
+		case h == mine && !requested:
+			// Granted to us, who never asked: a grant answers our
+			// own request, so no valid history makes this one.
+			// Taking it could make two of our goroutines hold at
+			// once (one took the free word on the fast path, which
+			// then names us for it). Clear it and report it.
+			if m.handoff.CompareAndSwap(h, 0) {
+				wakeShared(m.handoff, wakeAll)
+			}
+			return m.errCorrupt("the hand-off word %#x grants the lock to this process, which did not ask for it", h)
 		}
 		if requested {
 			switch {

@@ -1237,8 +1237,15 @@ int lw_mutex_unlock(lw_mutex *m) {
 			return LW_EPERM;
 		if (!(w & LW_WORD_INCONSISTENT)) {
 			uint32_t h = atomic_load(m->handoff);
-			if (handoff_request(h) && grant(m, w, h))
+			if (handoff_request(h) && h == m->token && atomic_load(&m->gate) == 0) {
+				/* Our own request, but no thread of ours waits (the
+				 * gate holder files, and takes or withdraws before
+				 * it lets the gate go): forged. Granting it would
+				 * leave the word on us with nobody holding. Drop it. */
+				atomic_compare_exchange_strong(m->handoff, &h, 0);
+			} else if (handoff_request(h) && grant(m, w, h)) {
 				return 0;
+			}
 		}
 		uint32_t next = w & LW_WORD_STATS;
 		if (w & LW_WORD_INCONSISTENT)
@@ -1374,8 +1381,17 @@ static int lock_slow_wait(lw_mutex *m, int64_t deadline, int64_t *start, uint32_
 		uint32_t w = atomic_load(m->word);
 		uint32_t h = atomic_load(m->handoff);
 		uint32_t owner = w & LW_OWNER_MASK;
-		if ((h & ~LW_HANDOFF_GRANTED) == m->token)
+		if (h == m->token)
 			requested = true; /* ours (adopt one left behind: see Go) */
+		else if (h == mine && !requested) {
+			/* Granted to us, who never asked: forged (see Go).
+			 * Taking it could make two of our threads hold. */
+			uint32_t g = mine;
+			if (atomic_compare_exchange_strong(m->handoff, &g, 0))
+				futex_wake(m->handoff, INT32_MAX, true);
+			err = LW_ECORRUPT;
+			break;
+		}
 		if (requested) {
 			if (h == mine && owner == m->token) {
 				/* Handed to us: clear the grant, let one more
