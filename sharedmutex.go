@@ -671,15 +671,7 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 			// lets it be served rather than strand the lock on us.
 			requested = true
 		case h == mine && !requested:
-			// Granted to us, who never asked: a grant answers our
-			// own request, so no valid history makes this one.
-			// Taking it could make two of our goroutines hold at
-			// once (one took the free word on the fast path, which
-			// then names us for it). Clear it and report it.
-			if m.handoff.CompareAndSwap(h, 0) {
-				wakeShared(m.handoff, wakeAll)
-			}
-			return m.errCorrupt("the hand-off word %#x grants the lock to this process, which did not ask for it", h)
+			return m.forgedGrant(h)
 		}
 		if requested {
 			switch {
@@ -854,6 +846,20 @@ const (
 	handoffSettle = 100 * time.Microsecond
 	handoffGrace  = time.Second
 )
+
+// forgedGrant clears h, a grant to us that the waiting gate holder never
+// asked for, and reports it. A grant answers our own request, so no valid
+// history makes one; taking it could make two of our goroutines hold at
+// once (one took the free word on the fast path, which then names us for
+// it). Out of line: waiters' loop stays as it was.
+//
+//go:noinline
+func (m *SharedMutex) forgedGrant(h uint32) error {
+	if m.handoff.CompareAndSwap(h, 0) {
+		wakeShared(m.handoff, wakeAll)
+	}
+	return m.errCorrupt("the hand-off word %#x grants the lock to this process, which did not ask for it", h)
+}
 
 // withdraw takes back our pending request, if requested says we filed one,
 // on a way out that does not take the lock.
