@@ -330,9 +330,9 @@ func (r *Region) Bytes(name string, size int) ([]byte, error) {
 // with ErrRegionBusy while this process holds a lock in the region or has
 // goroutines waiting for one (read holds of a SharedRWMutex included), and
 // returns ErrRegionClosed if already closed. If the file was truncated
-// under the mapping (Check reports ErrTruncated), the locks' words went
-// with it and nothing can be released: Close unmaps and closes anyway and
-// returns an error wrapping ErrTruncated.
+// under the mapping (Check reports ErrTruncated), words past its new end
+// went with it and nothing is released: Close unmaps and closes anyway,
+// holds or not, and returns an error wrapping ErrTruncated.
 // Objects of a closed region must not be used.
 func (r *Region) Close() error { return r.close() }
 
@@ -486,11 +486,13 @@ func (r *Region) close() error {
 	if n := r.waiting.Load(); n > 0 {
 		return fmt.Errorf("%w: %d goroutines of this process are waiting for locks in %s", ErrRegionBusy, n, r.path)
 	}
-	// A file truncated under the mapping took the words with it: reading
-	// them faults. Nothing can be held or released there any more, and
-	// the slot is gone: unmap and close, and report it. A truncation
-	// between this look and the reads below faults, and is reported the
-	// same way.
+	// A file truncated under the mapping took words past its new end
+	// with it: reading them faults (under -race, fatally). Which locks
+	// and whether our slot survived is not worth guessing: nothing is
+	// read, released or detached; unmap, close, and report it (a slot
+	// left marked live reads as dead once this process exits). A
+	// truncation between this look and the reads below faults, and is
+	// reported the same way.
 	truncated := r.checkSize()
 	if !errors.Is(truncated, ErrTruncated) {
 		truncated = nil

@@ -35,15 +35,22 @@ func flockNB(fd uintptr, how int) error {
 	}
 }
 
-// TestOpenRegionFileLocksOnItsOwn: two Regions opened from one descriptor,
-// and the creator's Region, exclude each other under the file lock. It
-// fails on a dup'd descriptor: every flock then succeeds.
-func TestOpenRegionFileLocksOnItsOwn(t *testing.T) {
+// fdlockRegion is a fresh memfd region, closed when t ends.
+func fdlockRegion(t *testing.T) *Region {
+	t.Helper()
 	r, err := CreateMemfdRegion("lockword-fdlock", 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// TestOpenRegionFileLocksOnItsOwn: two Regions opened from one descriptor,
+// and the creator's Region, exclude each other under the file lock. It
+// fails on a dup'd descriptor: every flock then succeeds.
+func TestOpenRegionFileLocksOnItsOwn(t *testing.T) {
+	r := fdlockRegion(t)
 	a, err := OpenRegionFile(r.File(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -84,11 +91,7 @@ func TestOpenRegionFileLocksOnItsOwn(t *testing.T) {
 // it does immediately before OpenRegionFile, on any host that runs it at
 // all; the fixed child cannot attach in that window whatever the load.
 func TestOpenRegionFileChildWaitsForTheLock(t *testing.T) {
-	r, err := CreateMemfdRegion("lockword-fdlock", 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := fdlockRegion(t)
 	if err := flock(int(r.file.Fd()), lockExclusive); err != nil {
 		t.Fatal(err)
 	}
@@ -134,11 +137,7 @@ func init() {
 // whose mode is 0777, a writable region for anyone holding it), and a nil
 // file.
 func TestOpenRegionFileRefusesNarrowDescriptors(t *testing.T) {
-	r, err := CreateMemfdRegion("lockword-fdlock", 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := fdlockRegion(t)
 	for _, c := range []struct {
 		name  string
 		flags int

@@ -138,6 +138,10 @@ func sysSealedAgainstShrink(fd int) bool {
 	return err == nil && seals&unix.F_SEAL_SHRINK != 0
 }
 
+// errNotReadWrite: sysReopen's descriptor is not open for reading and
+// writing.
+var errNotReadWrite = fmt.Errorf("%w: the descriptor is not open for reading and writing", os.ErrPermission)
+
 // sysReopen opens the file behind fd again, read-write and close-on-exec,
 // through /proc/self/fd: a new open file description, unlike dup(2). A
 // region's file lock (flock) belongs to the open file description, and a
@@ -147,12 +151,9 @@ func sysSealedAgainstShrink(fd int) bool {
 // description of its own, or two processes attach into one slot.
 //
 // The reopen asks for read-write access whatever fd allows, so fd itself
-// must be open for reading and writing (not O_PATH): a read-only
-// descriptor must not become a writable region (a memfd's mode is 0777).
-// errNotReadWrite: sysReopen's descriptor is not open for reading and
-// writing.
-var errNotReadWrite = fmt.Errorf("%w: the descriptor is not open for reading and writing", os.ErrPermission)
-
+// must be open for reading and writing (not O_PATH), else errNotReadWrite:
+// a read-only descriptor must not become a writable region (a memfd's
+// mode is 0777).
 func sysReopen(fd uintptr) (int, error) {
 	fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
 	if err != nil {

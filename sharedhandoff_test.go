@@ -461,7 +461,7 @@ func TestSharedMutexForgedGrantToSelf(t *testing.T) {
 		b.Lock()                                  // the fast path: the word names us
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
-		err := b.LockContext(ctx) // a second goroutine of ours
+		err := b.LockContext(ctx) // as a second goroutine of ours would (ownership is per handle)
 		if err == nil {
 			t.Fatal("LockContext returned nil while another goroutine of this process held the lock: two holders")
 		}

@@ -199,8 +199,12 @@ func corruptStatus(info *lockword.RegionInfo, stderr io.Writer) int {
 	if len(bad) == 0 {
 		return exitOK
 	}
+	objects := "objects"
+	if len(bad) == 1 {
+		objects = "object"
+	}
 	fmt.Fprintf(stderr, "lockword inspect: %d corrupt %s: %s; their calls fail with ErrCorrupt (ErrRingCorrupt for a ring): recreate the region\n",
-		len(bad), map[bool]string{true: "object", false: "objects"}[len(bad) == 1], strings.Join(bad, "; "))
+		len(bad), objects, strings.Join(bad, "; "))
 	return exitFail
 }
 

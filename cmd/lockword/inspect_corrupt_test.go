@@ -18,27 +18,8 @@ import (
 // 1, naming the corrupt object on stderr, so that a check script does not
 // take the region for healthy.
 func TestInspectShowsCorrupt(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "region")
-	r, err := lockword.CreateRegion(path, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.TicketMutex("t"); err != nil {
-		t.Fatal(err)
-	}
-	r.Close()
-	info, err := lockword.InspectRegion(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(binary.NativeEndian.AppendUint32(nil, 10), info.Objects[0].Offset+4); err != nil { // serving
-		t.Fatal(err)
-	}
-	f.Close()
+	path := regionWithCorruptWord(t, func(r *lockword.Region) error { _, err := r.TicketMutex("t"); return err },
+		4, binary.NativeEndian.AppendUint32(nil, 10)) // serving
 	stdout, stderr, status := runCLI(t, "inspect", path)
 	if status != exitFail || !strings.Contains(stdout, "corrupt (serving 10 is ahead of next 0)") ||
 		!strings.Contains(stderr, "1 corrupt object: t (serving 10 is ahead of next 0)") {
@@ -55,16 +36,33 @@ func TestInspectShowsCorrupt(t *testing.T) {
 // exited 0, since a ring has no lock STATE, and its row read "corrupt
 // indices full".
 func TestInspectCorruptRingFails(t *testing.T) {
+	path := regionWithCorruptWord(t, func(r *lockword.Region) error {
+		p, err := r.RingProducer("q", 256)
+		if err == nil {
+			p.Close()
+		}
+		return err
+	}, 128, binary.NativeEndian.AppendUint64(nil, 3)) // tail
+	stdout, stderr, status := runCLI(t, "inspect", path)
+	if status != exitFail || !strings.Contains(stderr, "1 corrupt object: q (ring indices impossible") ||
+		!strings.Contains(stdout, "corrupt indices, see Rings") {
+		t.Fatalf("status %d, stdout %q, stderr %q; want 1, the ring named on stderr, and its row reading corrupt", status, stdout, stderr)
+	}
+}
+
+// regionWithCorruptWord creates a region file whose one object make
+// creates, closes it, and writes word at offset off of that object, as a
+// process outside lockword would; it returns the file's path.
+func regionWithCorruptWord(t *testing.T, make func(*lockword.Region) error, off int64, word []byte) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "region")
 	r, err := lockword.CreateRegion(path, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := r.RingProducer("q", 256)
-	if err != nil {
+	if err := make(r); err != nil {
 		t.Fatal(err)
 	}
-	p.Close()
 	r.Close()
 	info, err := lockword.InspectRegion(path)
 	if err != nil {
@@ -74,13 +72,9 @@ func TestInspectCorruptRingFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt(binary.NativeEndian.AppendUint64(nil, 3), info.Objects[0].Offset+128); err != nil { // tail
+	defer f.Close()
+	if _, err := f.WriteAt(word, info.Objects[0].Offset+off); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
-	stdout, stderr, status := runCLI(t, "inspect", path)
-	if status != exitFail || !strings.Contains(stderr, "1 corrupt object: q (ring indices impossible") ||
-		!strings.Contains(stdout, "corrupt indices, see Rings") {
-		t.Fatalf("status %d, stdout %q, stderr %q; want 1, the ring named on stderr, and its row reading corrupt", status, stdout, stderr)
-	}
+	return path
 }
