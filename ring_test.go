@@ -355,9 +355,9 @@ func TestRingContext(t *testing.T) {
 	if err := r.Push(done, 2); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Push on a full ring with a done ctx = %v", err)
 	}
+	start := time.Now() // before the deadline is set, so it cannot be early
 	ctx, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel2()
-	start := time.Now()
 	if n, err := r.PushSlice(ctx, []int{2, 3}); n != 0 || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("PushSlice on a full ring = %d, %v", n, err)
 	}
