@@ -756,16 +756,16 @@ struct null_env {
 	const char *path; /* an existing region */
 	int fd;           /* open on it, read-write */
 	lw_region *r;
-	lw_mutex *m;
+	lw_mutex *m;    /* "m": lw_region_mutex(r, "m", NULL) finds it */
 	lw_ring *p, *c; /* producer and consumer of the empty ring "q" */
 };
 
 /* null_case describes call i of the table below, and makes it if run:
  * *what is its text, *want the result it must give, *got the result it
  * gave (0 for a function returning void: it must return). 0 past the end
- * of the table. The
- * text is what the Go test (TestCNullArguments) reads to check that each
- * pointer parameter of each function in lockword.h is NULL in some call. */
+ * of the table. The text is what the Go test (TestCNullArguments) reads
+ * to check that each pointer parameter of each function in lockword.h is
+ * NULL in some call. */
 static int null_case(int i, bool run, const struct null_env *e, const char **what, int64_t *want, int64_t *got) {
 	const char *path = e->path;
 	int fd = e->fd, n = 0;
@@ -844,7 +844,6 @@ static int null_case(int i, bool run, const struct null_env *e, const char **wha
 	NULL_CASE(lw_ring_receive(c, NULL, 0, &len, 0), 0)
 #undef NULL_CASE
 #undef NULL_VOID
-	(void)rr, (void)mm, (void)qq, (void)v, (void)len, (void)pid, (void)buf;
 	return 0;
 }
 
