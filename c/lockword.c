@@ -27,8 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-_Static_assert(LW_EPERM == EPERM && LW_EBUSY == EBUSY && LW_ETIMEDOUT == ETIMEDOUT && LW_EOWNERDEAD == EOWNERDEAD &&
-		       LW_ENOTRECOVERABLE == ENOTRECOVERABLE,
+_Static_assert(LW_EPERM == EPERM && LW_EBUSY == EBUSY && LW_EINVAL == EINVAL && LW_ETIMEDOUT == ETIMEDOUT &&
+		       LW_EOWNERDEAD == EOWNERDEAD && LW_ENOTRECOVERABLE == ENOTRECOVERABLE,
 	       "POSIX codes");
 _Static_assert(sizeof(_Atomic uint32_t) == 4 && sizeof(_Atomic uint64_t) == 8, "atomics are plain words");
 
@@ -975,10 +975,21 @@ int lw_region_open_or_create(const char *path, int64_t size, lw_region **out) {
 	return open_region(path, size, 0, true, true, out);
 }
 
-int64_t lw_region_size(const lw_region *r) { return (int64_t)r->size; }
-uint32_t lw_region_token(const lw_region *r) { return r->token; }
+/* NULL handles and out pointers: every function that returns a code
+ * checks its pointer arguments first, before any other argument and
+ * before any side effect, and returns LW_EINVAL; those returning a value
+ * return 0, which no valid handle gives (a region is never empty, a token
+ * has a non-zero generation, a ring holds at least one byte) except the
+ * lock word, a diagnostic; those returning void do nothing, as free(NULL).
+ * A caller that ignored a failed open then gets an error it can name
+ * (lw_strerror) from its next call, not a crash in a library frame. */
+
+int64_t lw_region_size(const lw_region *r) { return r ? (int64_t)r->size : 0; }
+uint32_t lw_region_token(const lw_region *r) { return r ? r->token : 0; }
 
 int lw_region_close(lw_region *r) {
+	if (!r)
+		return LW_EINVAL;
 	if ((uint32_t)getpid() != r->me.pid) {
 		/* A copy that fork(2) gave a child: the slot, and every hold
 		 * through it, are the parent's. Clearing the slot's live bit
@@ -1098,6 +1109,8 @@ out:
 }
 
 int lw_region_bytes(lw_region *r, const char *name, size_t size, void **out) {
+	if (!r || !name || !out)
+		return LW_EINVAL;
 	if (size == 0 || size > (1u << 31))
 		return LW_EOBJBOUNDS;
 	pthread_mutex_lock(&r->mu);
@@ -1116,6 +1129,8 @@ int lw_region_bytes(lw_region *r, const char *name, size_t size, void **out) {
 enum { spin_iterations = 8, spin_pause_max = 64 };
 
 int lw_region_mutex(lw_region *r, const char *name, lw_mutex **out) {
+	if (!r || !name || !out)
+		return LW_EINVAL;
 	pthread_mutex_lock(&r->mu);
 	uint32_t i;
 	int err = object(r, name, LW_KIND_MUTEX, LW_MUTEX_OBJ_SIZE, &i);
@@ -1139,14 +1154,19 @@ int lw_region_mutex(lw_region *r, const char *name, lw_mutex **out) {
 	return err;
 }
 
-uint32_t lw_mutex_word(const lw_mutex *m) { return atomic_load(m->word); }
+uint32_t lw_mutex_word(const lw_mutex *m) { return m ? atomic_load(m->word) : 0; }
 
-void lw_mutex_enable_stats(lw_mutex *m) { atomic_fetch_or(m->word, LW_WORD_STATS); }
+void lw_mutex_enable_stats(lw_mutex *m) {
+	if (m)
+		atomic_fetch_or(m->word, LW_WORD_STATS);
+}
 
 /* Fast paths: one CAS each (docs/abi.md, "0 -> token" and "token -> 0"). */
 static int lock_slow(lw_mutex *m, int64_t timeout_ns, uint32_t *dead_pid);
 
 int lw_mutex_lock(lw_mutex *m) {
+	if (!m)
+		return LW_EINVAL;
 	uint32_t free_word = 0;
 	if (atomic_compare_exchange_strong(m->word, &free_word, m->token))
 		return 0;
@@ -1154,6 +1174,8 @@ int lw_mutex_lock(lw_mutex *m) {
 }
 
 int lw_mutex_timedlock(lw_mutex *m, int64_t timeout_ns) {
+	if (!m)
+		return LW_EINVAL;
 	uint32_t free_word = 0;
 	if (atomic_compare_exchange_strong(m->word, &free_word, m->token))
 		return 0;
@@ -1161,6 +1183,8 @@ int lw_mutex_timedlock(lw_mutex *m, int64_t timeout_ns) {
 }
 
 int lw_mutex_timedlock_pid(lw_mutex *m, int64_t timeout_ns, uint32_t *dead_pid) {
+	if (!m)
+		return LW_EINVAL;
 	uint32_t free_word = 0;
 	if (atomic_compare_exchange_strong(m->word, &free_word, m->token))
 		return 0;
@@ -1179,6 +1203,8 @@ static bool take(lw_mutex *m, uint32_t w, uint32_t extra) {
 }
 
 int lw_mutex_trylock(lw_mutex *m) {
+	if (!m)
+		return LW_EINVAL;
 	uint32_t w = 0;
 	if (atomic_compare_exchange_strong(m->word, &w, m->token))
 		return 0;
@@ -1225,6 +1251,8 @@ static bool grant(lw_mutex *m, uint32_t w, uint32_t h) {
 }
 
 int lw_mutex_unlock(lw_mutex *m) {
+	if (!m)
+		return LW_EINVAL;
 	uint32_t w = m->token;
 	if (atomic_compare_exchange_strong(m->word, &w, 0))
 		return 0;
@@ -1268,6 +1296,8 @@ int lw_mutex_unlock(lw_mutex *m) {
 }
 
 int lw_mutex_consistent(lw_mutex *m) {
+	if (!m)
+		return LW_EINVAL;
 	for (int i = 0; i < retry_limit; i++) { /* a CAS fails only if waiters or the stamp bit came */
 		uint32_t w = atomic_load(m->word);
 		if ((w & LW_OWNER_MASK) != m->token)
@@ -1700,6 +1730,8 @@ static void reopen_if_over(lw_ring *q) {
 }
 
 static int ring_attach(lw_region *r, const char *name, size_t capacity, bool producer, lw_ring **out) {
+	if (!r || !name || !out)
+		return LW_EINVAL;
 	if (capacity < LW_RING_MIN_CAPACITY || capacity > LW_RING_MAX_CAPACITY || (capacity & (capacity - 1)) != 0)
 		return LW_EOBJBOUNDS;
 	pthread_mutex_lock(&r->mu);
@@ -1774,7 +1806,7 @@ int lw_region_ring_consumer(lw_region *r, const char *name, size_t capacity, lw_
 	return ring_attach(r, name, capacity, false, out);
 }
 
-size_t lw_ring_max_message(const lw_ring *q) { return (size_t)q->max_msg; }
+size_t lw_ring_max_message(const lw_ring *q) { return q ? (size_t)q->max_msg : 0; }
 
 /* refresh_head_need is refreshHead: validate the consumer's index. */
 static bool refresh_head_need(lw_ring *q, uint64_t need) {
@@ -1826,7 +1858,8 @@ static int try_send(lw_ring *q, const void *msg, uint64_t n, uint64_t *need, int
 	bool sent = *need > pad;
 	if (sent) {
 		uint64_t o = (t + pad) & q->mask;
-		memcpy(d + o + LW_REC_HEADER_SIZE, msg, n);
+		if (n > 0) /* msg may be NULL then: memcpy's arguments must not be */
+			memcpy(d + o + LW_REC_HEADER_SIZE, msg, n);
 		put32(d, o + LW_REC_LENGTH, (uint32_t)n);
 		put32(d, o + LW_REC_TYPE, LW_REC_MESSAGE);
 	}
@@ -1844,8 +1877,8 @@ static int try_send(lw_ring *q, const void *msg, uint64_t n, uint64_t *need, int
 }
 
 int lw_ring_send(lw_ring *q, const void *msg, size_t len, int64_t timeout_ns) {
-	if (!q->producer)
-		return EINVAL;
+	if (!q || (!msg && len > 0) || !q->producer)
+		return LW_EINVAL;
 	int64_t deadline = deadline_of(timeout_ns);
 	for (;;) {
 		uint64_t need = 0;
@@ -1930,7 +1963,8 @@ static int try_receive(lw_ring *q, unsigned char *buf, size_t bufsize, size_t *l
 			*err = LW_EMSGSIZE;
 			return 0;
 		}
-		memcpy(buf, d + off + LW_REC_HEADER_SIZE, (size_t)length);
+		if (length > 0) /* buf may be NULL then, as in try_send */
+			memcpy(buf, d + off + LW_REC_HEADER_SIZE, (size_t)length);
 		release_to(q, h + size);
 		atomic_store(q->messages, atomic_load(q->messages) + 1); /* as in try_send */
 		return 1;
@@ -1938,8 +1972,8 @@ static int try_receive(lw_ring *q, unsigned char *buf, size_t bufsize, size_t *l
 }
 
 int lw_ring_receive(lw_ring *q, void *buf, size_t bufsize, size_t *len, int64_t timeout_ns) {
-	if (q->producer)
-		return EINVAL;
+	if (!q || (!buf && bufsize > 0) || !len || q->producer)
+		return LW_EINVAL;
 	int64_t deadline = deadline_of(timeout_ns);
 	for (;;) {
 		int err;
@@ -1965,11 +1999,16 @@ static void ring_release(lw_ring *q) {
 }
 
 void lw_ring_close(lw_ring *q) {
+	if (!q)
+		return;
 	close_words(q);
 	ring_release(q);
 }
 
-void lw_ring_detach(lw_ring *q) { ring_release(q); }
+void lw_ring_detach(lw_ring *q) {
+	if (q)
+		ring_release(q);
+}
 
 void lw_ring_free(lw_ring *q) {
 	if (!q)

@@ -42,6 +42,15 @@
  * mutex codes (LW_EOWNERDEAD is EOWNERDEAD, and so on). lw_strerror names
  * any of them.
  *
+ * NULL: each function below says which of its pointer arguments must not
+ * be NULL ("Non-NULL: ..."). Every one that returns a code checks them
+ * first, before its other arguments and before doing anything, and returns
+ * LW_EINVAL for a NULL one; those that return a value return 0 for a NULL
+ * handle, and those that return nothing do nothing (as free(NULL) does).
+ * So a handle left NULL by a failed open gives LW_EINVAL, not a crash.
+ * Any other invalid handle (freed, closed, or never returned by these
+ * functions) is undefined behaviour: no check can see it.
+ *
  * Thread safety: a region handle and its mutex handles may be used by any
  * number of threads at once. Owner identity is per process (per region
  * handle), as in Go: any thread of the holding process may unlock. A ring
@@ -306,9 +315,10 @@ _Static_assert(sizeof(struct lw_record) == LW_REC_HEADER_SIZE, "record header si
 #define LW_ETRUNCATED (LW_EBASE + 22)   /* ErrTruncated */
 #define LW_ECORRUPT (LW_EBASE + 23)     /* ErrCorrupt: a lock word no valid history makes */
 
-/* The POSIX robust-mutex codes, as <errno.h> has them on Linux. */
+/* The POSIX codes, as <errno.h> has them on Linux. */
 #define LW_EPERM 1            /* EPERM: unlock by a non-holder */
 #define LW_EBUSY 16           /* EBUSY: trylock of a held lock */
+#define LW_EINVAL 22          /* EINVAL: a NULL pointer argument, an empty path, a ring handle of the other role */
 #define LW_ETIMEDOUT 110      /* ETIMEDOUT: timed lock or ring call timed out */
 #define LW_EOWNERDEAD 130     /* EOWNERDEAD: held; the last holder died */
 #define LW_ENOTRECOVERABLE 131 /* ENOTRECOVERABLE: not held; never again */
@@ -324,8 +334,8 @@ typedef struct lw_region lw_region;
 /* lw_region_create creates the region file path (a path without a slash is
  * a name under /dev/shm) of size bytes (0: LW_DEFAULT_REGION_SIZE; at
  * least LW_MIN_REGION_SIZE, else LW_ETOOSMALL), mode 0600, attaches to it
- * and stores the handle in *out. EEXIST if the path exists. Go twin:
- * CreateRegion. */
+ * and stores the handle in *out. EEXIST if the path exists; LW_EINVAL for
+ * an empty path. Non-NULL: path, out. Go twin: CreateRegion. */
 int lw_region_create(const char *path, int64_t size, lw_region **out);
 
 /* lw_region_open opens, validates and attaches to an existing region,
@@ -336,12 +346,12 @@ int lw_region_create(const char *path, int64_t size, lw_region **out);
  * LW_EBADMAGIC, LW_EBADVERSION, LW_EBADSIZE, LW_EBADCHECKSUM, then each
  * table entry: LW_EOBJNAME, LW_EOBJKIND, LW_EOBJBOUNDS, LW_EOBJALIGN, and
  * last LW_EFOREIGNPIDNS; LW_ETOOMANYPROCS if every process slot is live.
- * Go twin: OpenRegion. */
+ * Non-NULL: path, out. Go twin: OpenRegion. */
 int lw_region_open(const char *path, lw_region **out);
 
 /* lw_region_open_init is lw_region_open waiting at most init_timeout_ns
  * nanoseconds for the creator (0: the default 2 s; negative: do not wait,
- * as Go's RegionOptions.InitTimeout). */
+ * as Go's RegionOptions.InitTimeout). Non-NULL: path, out. */
 int lw_region_open_init(const char *path, int64_t init_timeout_ns, lw_region **out);
 
 /* lw_region_open_fd opens the region in the open file fd (a memfd that
@@ -351,13 +361,13 @@ int lw_region_open_init(const char *path, int64_t init_timeout_ns, lw_region **o
  * the region's flock belongs to the open file description, which fd shares
  * with its creator and every process that inherited it): the caller may
  * close fd afterwards. fd must be open for reading and writing (EACCES
- * otherwise, O_PATH included). name is the region's name in messages. Go
- * twin: OpenRegionFile. */
+ * otherwise, O_PATH included). name is the region's name in messages.
+ * Non-NULL: name, out. Go twin: OpenRegionFile. */
 int lw_region_open_fd(int fd, const char *name, lw_region **out);
 
 /* lw_region_open_or_create opens path, creating it with size bytes if it
- * does not exist; of racing processes exactly one creates it. Go twin:
- * OpenOrCreateRegion. */
+ * does not exist; of racing processes exactly one creates it. Non-NULL:
+ * path, out. Go twin: OpenOrCreateRegion. */
 int lw_region_open_or_create(const char *path, int64_t size, lw_region **out);
 
 /* lw_region_close detaches from the process table, unmaps the region and
@@ -372,11 +382,12 @@ int lw_region_open_or_create(const char *path, int64_t size, lw_region **out);
  * parent's. A child opens the region itself (lw_region_open, or
  * lw_region_open_fd on the inherited descriptor) and may only
  * lw_region_close its copies, which then unmaps them and leaves the
- * parent attached. */
+ * parent attached. Non-NULL: r. */
 int lw_region_close(lw_region *r);
 
 /* lw_region_size returns the region's size in bytes; lw_region_token this
- * process's owner token (slot << 18 | generation). */
+ * process's owner token (slot << 18 | generation). Both return 0 for a
+ * NULL r, which no region gives. */
 int64_t lw_region_size(const lw_region *r);
 uint32_t lw_region_token(const lw_region *r);
 
@@ -386,7 +397,8 @@ uint32_t lw_region_token(const lw_region *r);
  * LW_EOBJNAME for a bad name (1 to 48 bytes of UTF-8, no control
  * characters), LW_EREGIONFULL, LW_ETRUNCATED (the file is now shorter
  * than the mapping). The memory is shared with every process;
- * use it only under a lock. Go twin: (*Region).Bytes. */
+ * use it only under a lock. Non-NULL: r, name, out. Go twin:
+ * (*Region).Bytes. */
 int lw_region_bytes(lw_region *r, const char *name, size_t size, void **out);
 
 /* ---- SharedMutex (kind 1) ---- */
@@ -395,7 +407,8 @@ typedef struct lw_mutex lw_mutex;
 
 /* lw_region_mutex returns the SharedMutex named name, creating it unlocked
  * if absent; every call with one name returns the same handle, freed by
- * lw_region_close. Errors as lw_region_bytes. Go twin: (*Region).Mutex. */
+ * lw_region_close. Errors as lw_region_bytes. Non-NULL: r, name, out. Go
+ * twin: (*Region).Mutex. */
 int lw_region_mutex(lw_region *r, const char *name, lw_mutex **out);
 
 /* lw_mutex_lock locks m, waiting as long as it takes. Returns 0 (held),
@@ -404,40 +417,44 @@ int lw_region_mutex(lw_region *r, const char *name, lw_mutex **out);
  * (not held: a holder after an owner death unlocked without marking it
  * consistent), or LW_ECORRUPT (not held: the word names no owner a region
  * could issue; something outside the protocol wrote it). A dead holder is noticed within 100 ms; a live one is never
- * robbed. Go twin: LockContext(context.Background()). */
+ * robbed. Non-NULL: m. Go twin: LockContext(context.Background()). */
 int lw_mutex_lock(lw_mutex *m);
 
 /* lw_mutex_timedlock is lw_mutex_lock giving up after timeout_ns
  * nanoseconds (relative, CLOCK_MONOTONIC) with LW_ETIMEDOUT. A free lock
  * is taken even with timeout 0; with timeout 0 a held lock is checked once
- * for a dead holder. Negative: no limit. */
+ * for a dead holder. Negative: no limit. Non-NULL: m. */
 int lw_mutex_timedlock(lw_mutex *m, int64_t timeout_ns);
 
 /* lw_mutex_timedlock_pid is lw_mutex_timedlock that also stores, on
- * LW_EOWNERDEAD, the dead holder's PID in *dead_pid (0 if unknown). */
+ * LW_EOWNERDEAD, the dead holder's PID in *dead_pid (0 if unknown).
+ * Non-NULL: m; dead_pid may be NULL (then it is lw_mutex_timedlock). */
 int lw_mutex_timedlock_pid(lw_mutex *m, int64_t timeout_ns, uint32_t *dead_pid);
 
 /* lw_mutex_trylock takes m if it is free: 0, else LW_EBUSY (held, by a
  * live or a dead holder: it never inspects the holder) or
- * LW_ENOTRECOVERABLE. Never waits. */
+ * LW_ENOTRECOVERABLE. Never waits. Non-NULL: m. */
 int lw_mutex_trylock(lw_mutex *m);
 
 /* lw_mutex_unlock unlocks m: 0, or LW_EPERM (nothing changed) if this
  * process does not hold it. After LW_EOWNERDEAD without
  * lw_mutex_consistent it makes m not recoverable for every process.
- * LW_ECORRUPT if the word keeps changing under its holder (65536 tries). */
+ * LW_ECORRUPT if the word keeps changing under its holder (65536 tries).
+ * Non-NULL: m. */
 int lw_mutex_unlock(lw_mutex *m);
 
 /* lw_mutex_consistent marks m, taken with LW_EOWNERDEAD, repaired
  * (pthread_mutex_consistent): 0, or LW_EPERM if this process does not hold
- * m. Go twin: MarkConsistent. */
+ * m. Non-NULL: m. Go twin: MarkConsistent. */
 int lw_mutex_consistent(lw_mutex *m);
 
 /* lw_mutex_enable_stats turns on the shared statistics (every acquisition,
- * in every process, then takes the slow path). Go twin: EnableStats. */
+ * in every process, then takes the slow path). A NULL m: nothing. Go twin:
+ * EnableStats. */
 void lw_mutex_enable_stats(lw_mutex *m);
 
-/* lw_mutex_word returns the current lock word, for diagnostics. */
+/* lw_mutex_word returns the current lock word, for diagnostics; 0 for a
+ * NULL m. */
 uint32_t lw_mutex_word(const lw_mutex *m);
 
 /* ---- Shared byte ring (kind 6) ---- */
@@ -450,18 +467,21 @@ typedef struct lw_ring lw_ring;
  * LW_RING_MAX_CAPACITY; else LW_EOBJBOUNDS, also when it exists with
  * another capacity) if absent. LW_ERINGBUSY if a live process holds the
  * role; a dead one's role is taken over. LW_ERINGCORRUPT for impossible
- * indices. Go twins: (*Region).RingProducer, RingConsumer. */
+ * indices. Non-NULL: r, name, out. Go twins: (*Region).RingProducer,
+ * RingConsumer. */
 int lw_region_ring_producer(lw_region *r, const char *name, size_t capacity, lw_ring **out);
 int lw_region_ring_consumer(lw_region *r, const char *name, size_t capacity, lw_ring **out);
 
-/* lw_ring_max_message returns the largest message, capacity - 8 bytes. */
+/* lw_ring_max_message returns the largest message, capacity - 8 bytes; 0
+ * for a NULL q. */
 size_t lw_ring_max_message(const lw_ring *q);
 
 /* lw_ring_send copies len bytes as one message into the ring, waiting
  * while it lacks room, at most timeout_ns (negative: no limit). 0 once
  * published; LW_ERINGCLOSED, LW_EPEERDEAD (no room and the consumer died),
- * LW_EMSGSIZE, LW_ERINGCORRUPT, LW_ETIMEDOUT, EINVAL on a consumer
- * handle; in every error case nothing was sent. */
+ * LW_EMSGSIZE, LW_ERINGCORRUPT, LW_ETIMEDOUT, LW_EINVAL on a consumer
+ * handle; in every error case nothing was sent. Non-NULL: q; msg unless
+ * len is 0 (an empty message). */
 int lw_ring_send(lw_ring *q, const void *msg, size_t len, int64_t timeout_ns);
 
 /* lw_ring_receive removes the oldest message into buf (bufsize bytes),
@@ -470,13 +490,15 @@ int lw_ring_send(lw_ring *q, const void *msg, size_t len, int64_t timeout_ns);
  * (the producer died and every message it published was received),
  * LW_ERINGCORRUPT (never reads outside the ring), LW_ETIMEDOUT,
  * LW_EMSGSIZE (bufsize < the message; *len says how much is needed,
- * nothing removed), EINVAL on a producer handle. */
+ * nothing removed), LW_EINVAL on a producer handle. Non-NULL: q, len; buf
+ * unless bufsize is 0 (to receive an empty message, or to learn a
+ * message's length from LW_EMSGSIZE). */
 int lw_ring_receive(lw_ring *q, void *buf, size_t bufsize, size_t *len, int64_t timeout_ns);
 
 /* lw_ring_close ends the stream (both sides then get LW_ERINGCLOSED, the
  * consumer after draining) and gives up the role; lw_ring_detach gives up
  * the role only, so another process may carry on. lw_ring_free detaches if
- * still attached and frees q. */
+ * still attached and frees q. Each does nothing for a NULL q. */
 void lw_ring_close(lw_ring *q);
 void lw_ring_detach(lw_ring *q);
 void lw_ring_free(lw_ring *q);

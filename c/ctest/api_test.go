@@ -6,7 +6,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"maps"
 	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -149,4 +153,103 @@ func TestCCorruptLockWord(t *testing.T) {
 	if err != nil || len(out) != 2 || !strings.HasPrefix(out[1], "1023 ") {
 		t.Fatalf("C lock on a corrupt word: %q %v, want LW_ECORRUPT (1023)", out, err)
 	}
+}
+
+// TestCNullArguments: every function of lockword.h, called with each of
+// its pointer arguments NULL in turn (the others valid), returns LW_EINVAL
+// (0 from those returning a value, nothing from those returning void) and
+// does not crash; an empty message may be sent from NULL and received into
+// NULL without the NULL reaching memcpy (UBSan aborts the ASan build if it
+// does). Each call runs in a child of the worker, so that one crash is
+// reported and the rest still run. The test reads the prototypes of
+// lockword.h, so a function added there without its NULL cases fails it.
+func TestCNullArguments(t *testing.T) {
+	protos := headerPointerParams(t)
+	if len(protos) < 20 {
+		t.Fatalf("found %d prototypes in lockword.h: the parser is broken", len(protos))
+	}
+	for _, v := range []cbuild.Variant{cbuild.Plain, cbuild.ASan} {
+		p := startC(t, cBuild(t, v).Worker, "nullargs", regionPath(t))
+		out, err := p.wait(time.Minute)
+		nulls := map[string]map[int]bool{} // function -> argument positions made NULL
+		ok := false
+		for _, l := range out {
+			switch {
+			case l == "ok":
+				ok = true
+			case strings.HasPrefix(l, "PASS "), strings.HasPrefix(l, "FAIL "):
+				if l[0] == 'F' {
+					t.Errorf("%s: %s", v, l)
+				}
+				call, _, _ := strings.Cut(l[len("PASS "):], ": ")
+				name, args := splitCall(call)
+				if nulls[name] == nil {
+					nulls[name] = map[int]bool{}
+				}
+				for i, a := range args {
+					if a == "NULL" {
+						nulls[name][i] = true
+					}
+				}
+			default:
+				t.Errorf("%s: %s", v, l)
+			}
+		}
+		if err != nil || !ok {
+			t.Errorf("%s: nullargs: %v (want \"ok\")\n%s", v, err, p.tail.String())
+		}
+		for _, name := range slices.Sorted(maps.Keys(protos)) {
+			for i, param := range protos[name] {
+				if param == "" || optionalNull[name+" "+param] || nulls[name][i] {
+					continue
+				}
+				t.Errorf("%s: nullargs makes no call of %s with %s NULL", v, name, param)
+			}
+		}
+	}
+}
+
+// optionalNull names the pointer parameters that lockword.h documents as
+// optional: NULL is a valid argument there, not a mistake.
+var optionalNull = map[string]bool{"lw_mutex_timedlock_pid dead_pid": true}
+
+// headerPointerParams returns, for every function that lockword.h
+// declares, its parameters by position: the name of each pointer
+// parameter, "" for the others.
+func headerPointerParams(t *testing.T) map[string][]string {
+	t.Helper()
+	src, err := cbuild.SourceDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := os.ReadFile(filepath.Join(src, "lockword.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proto := regexp.MustCompile(`(?m)^[a-z][\w ]*[\s*](lw_\w+)\(([^)]*)\);$`)
+	params := map[string][]string{}
+	for _, m := range proto.FindAllStringSubmatch(string(h), -1) {
+		var ps []string
+		for _, p := range strings.Split(m[2], ",") {
+			p = strings.TrimSpace(p)
+			name := p[strings.LastIndexAny(p, " *")+1:]
+			if !strings.Contains(p, "*") {
+				name = ""
+			}
+			ps = append(ps, name)
+		}
+		params[m[1]] = ps
+	}
+	return params
+}
+
+// splitCall splits the text of a call "f(a, b)" into f and its arguments.
+func splitCall(call string) (string, []string) {
+	name, rest, _ := strings.Cut(call, "(")
+	rest = strings.TrimSuffix(rest, ")")
+	var args []string
+	for _, a := range strings.Split(rest, ",") {
+		args = append(args, strings.TrimSpace(a))
+	}
+	return name, args
 }
