@@ -29,7 +29,10 @@ const maxValueSize = 1 << 31
 // T may also hold sync/atomic types (atomic.Uint64 and the like): T is
 // placed at a multiple of 64 bytes, so its fields are aligned as Go lays
 // them out. The race detector does not see the mapping: only the lock
-// orders these accesses, between processes as within one.
+// orders these accesses, between processes as within one. A record that
+// a repair reads to undo a half-done update (an intent written before the
+// update, cleared after) must be stored with sync/atomic: the compiler
+// may drop a plain store that a later store to the same field overwrites.
 //
 // T must hold no pointers (ErrHasPointers, naming the field): a pointer
 // means nothing in another process. The region's object table records T's
