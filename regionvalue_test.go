@@ -312,6 +312,9 @@ func TestRegionValueProcesses(t *testing.T) {
 	if testing.Short() {
 		n = 2000
 	}
+	if (&valuePayload{A: 1, B: 1001, C: 1001}).check() == nil {
+		t.Fatal("the checker passes a torn value")
+	}
 	path := tempRegionPath(t)
 	r := mustCreate(t, path, 0)
 	m, err := r.Mutex("m")
