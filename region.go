@@ -16,7 +16,8 @@ import (
 
 // A Region is a file mapped MAP_SHARED by every process that opens it,
 // holding a header and named objects (SharedMutex, SharedTicketMutex,
-// SharedRWMutex, SharedCond, plain bytes). Processes find objects by name:
+// SharedRWMutex, SharedCond, plain bytes, typed values: RegionValue).
+// Processes find objects by name:
 //
 //	r, err := lockword.OpenOrCreateRegion("orders", 0, nil) // /dev/shm/orders
 //	mu, err := r.Mutex("orders-table")
