@@ -15,6 +15,8 @@
 //	RWMutex      phase-fair reader-writer lock; waiters park
 //	Cond         condition variable on a sequence word, for any sync.Locker
 //	Region       a file mapped by several processes, holding named objects (Linux)
+//	RegionValue  a value of a plain-data type T in a Region, T's size and
+//	             alignment recorded; guarded by the region's locks (Linux)
 //	SharedMutex  robust mutex in a Region: owner death is reported (Linux)
 //	SharedTicketMutex, SharedRWMutex, SharedCond
 //	             the fair lock, the reader-writer lock (robust for writers

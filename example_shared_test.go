@@ -4,15 +4,27 @@ package lockword_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockword/lockword"
 )
+
+// orders is the data that the lock "orders-lock" protects: plain data
+// (numbers, bools, arrays; no pointers), the same type in every process.
+type orders struct {
+	Count uint64
+	// Intent is, while an update is under way, the count before it plus
+	// one (0: none), so that a repair can roll a half-done update back.
+	// It is stored with sync/atomic: the compiler may drop a plain store
+	// that a later store to the same field overwrites, and the repair
+	// needs this one to have happened, before the update.
+	Intent atomic.Uint64
+}
 
 // The safe pattern for every process: LockContext, and on ErrOwnerDead
 // (the previous holder died holding the lock, maybe half-way through an
@@ -31,19 +43,20 @@ func ExampleOpenOrCreateRegion() {
 	}
 	defer r.Close()
 	mu, _ := r.Mutex("orders-lock")
-	total, _ := r.Bytes("orders-total", 16) // the data the lock protects
+	total, err := lockword.RegionValue[orders](r, "orders-total") // a *orders in the region
+	if err != nil {
+		fmt.Println(err) // ErrObjectBounds, ErrObjectKind: another type has that name
+		return
+	}
 
-	// total[0:8] is the count; total[8:16] an intent record: while an
-	// update is under way, the count before it plus one (0: none), so
-	// that a repair can roll a half-done update back.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	switch err := mu.LockContext(ctx); {
 	case errors.Is(err, lockword.ErrOwnerDead):
 		// We hold the lock: roll a half-done update back, then mark.
-		if intent := binary.NativeEndian.Uint64(total[8:]); intent != 0 {
-			binary.NativeEndian.PutUint64(total, intent-1)
-			binary.NativeEndian.PutUint64(total[8:], 0)
+		if intent := total.Intent.Load(); intent != 0 {
+			total.Count = intent - 1
+			total.Intent.Store(0)
 		}
 		mu.MarkConsistent()
 	case err != nil:
@@ -52,12 +65,12 @@ func ExampleOpenOrCreateRegion() {
 		fmt.Println(err)
 		return
 	}
-	n := binary.NativeEndian.Uint64(total)
-	binary.NativeEndian.PutUint64(total[8:], n+1) // intent: the count before, plus one
-	binary.NativeEndian.PutUint64(total, n+1)
-	binary.NativeEndian.PutUint64(total[8:], 0) // done
+	total.Intent.Store(total.Count + 1) // intent: the count before, plus one
+	total.Count++
+	total.Intent.Store(0) // done
+	n := total.Count
 	mu.Unlock()
-	fmt.Println(binary.NativeEndian.Uint64(total))
+	fmt.Println(n)
 	// Output: 1
 }
 
@@ -193,4 +206,44 @@ func ExampleRegionSeqLock() {
 	}
 	fmt.Println(v.BidMicros, v.AskMicros, v.Seq)
 	// Output: 1084210 1084230 1
+}
+
+// The region records a value's size and alignment: asking for the name
+// with another type, in any process, is an error, and so is a type with
+// pointers.
+func ExampleRegionValue() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	r, _ := lockword.CreateRegion(filepath.Join(dir, "stats"), 0, nil)
+	defer r.Close()
+
+	type stats struct {
+		Requests, Errors uint64
+	}
+	mu, _ := r.Mutex("stats-lock")
+	// Counters need no repair: a holder that died mid-update leaves them
+	// at most one count off.
+	mu.SetRepair(func() error { return nil })
+	s, err := lockword.RegionValue[stats](r, "stats")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	mu.Lock()
+	s.Requests++
+	v := *s
+	mu.Unlock()
+	fmt.Println(v.Requests, v.Errors)
+
+	_, err = lockword.RegionValue[[4]uint32](r, "stats") // 16 bytes too, 4-byte aligned
+	fmt.Println(errors.Is(err, lockword.ErrObjectKind))
+	_, err = lockword.RegionValue[uint64](r, "stats")
+	fmt.Println(errors.Is(err, lockword.ErrObjectBounds))
+	_, err = lockword.RegionValue[struct{ Name string }](r, "names")
+	fmt.Println(errors.Is(err, lockword.ErrHasPointers))
+	// Output:
+	// 1 0
+	// true
+	// true
+	// true
 }

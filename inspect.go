@@ -23,7 +23,7 @@ type RegionInfo struct {
 // ObjectInfo describes one object of a region and, for a lock, the live
 // state of its lock word. Offset and Size are in bytes. The fields from
 // Word on describe locks only: for an object that is not a lock (Kind
-// "bytes") they are zero, State is "", and the JSON form (MarshalJSON)
+// "bytes", "value") they are zero, State is "", and the JSON form (MarshalJSON)
 // leaves them out, so that no reader takes such an object for a free lock
 // of a dead holder.
 type ObjectInfo struct {

@@ -16,7 +16,8 @@ import (
 
 // A Region is a file mapped MAP_SHARED by every process that opens it,
 // holding a header and named objects (SharedMutex, SharedTicketMutex,
-// SharedRWMutex, SharedCond, plain bytes). Processes find objects by name:
+// SharedRWMutex, SharedCond, plain bytes, typed values: RegionValue).
+// Processes find objects by name:
 //
 //	r, err := lockword.OpenOrCreateRegion("orders", 0, nil) // /dev/shm/orders
 //	mu, err := r.Mutex("orders-table")
@@ -423,6 +424,13 @@ func (r *Region) refreshObjects() error {
 // for every kind: a new kind's constructor is a call to it and a wrapper
 // around the bytes it returns.
 func (r *Region) object(name string, kind objectKind, size uint32) (regionObject, error) {
+	return r.objectParam(name, kind, 0, size)
+}
+
+// objectParam is object for a kind whose entries carry a parameter in the
+// kind field (checkKindParam); a found object's own param is returned for
+// the caller to compare.
+func (r *Region) objectParam(name string, kind objectKind, param, size uint32) (regionObject, error) {
 	if r.closed {
 		return regionObject{}, ErrRegionClosed
 	}
@@ -453,7 +461,7 @@ func (r *Region) object(name string, kind objectKind, size uint32) (regionObject
 		return regionObject{}, fmt.Errorf("%w: %s cannot hold %q (%d of %d table entries, %d of %d bytes used)",
 			ErrRegionFull, r.path, name, count, regionTableCap, h.arenaUsed, h.size)
 	}
-	o := regionObject{name: name, kind: kind, size: size, offset: off}
+	o := regionObject{name: name, kind: kind, param: param, size: size, offset: off}
 	// Write the entry past the current count, where nobody reads, then
 	// commit count and checksum with one store: a process killed in
 	// between leaves the old, valid header. The object's bytes are zero
@@ -461,7 +469,7 @@ func (r *Region) object(name string, kind objectKind, size uint32) (regionObject
 	e := r.data[regionTableOffset+int(count)*tableEntrySize:][:tableEntrySize]
 	clear(e)
 	copy(e[entryName:entryName+entryNameMax], name)
-	ne.PutUint32(e[entryKind:], uint32(kind))
+	ne.PutUint32(e[entryKind:], uint32(kind)|param<<entryKindParamShift)
 	ne.PutUint32(e[entrySize:], size)
 	ne.PutUint64(e[entryOffset:], off)
 	copy(hdr[regionTableOffset:], r.data[regionTableOffset:regionProcOffset])

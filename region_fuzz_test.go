@@ -17,6 +17,7 @@ import (
 func FuzzOpenRegion(f *testing.F) {
 	valid := validRegionBytes(f)
 	f.Add(valid)
+	f.Add(valueRegionBytes(f))
 	f.Add(valid[:regionArenaOffset])
 	f.Add(valid[:64])
 	f.Add([]byte{})
@@ -58,6 +59,11 @@ func FuzzOpenRegion(f *testing.F) {
 					if c, err := r.RingConsumer(name, int(o.size)-shringData); err == nil {
 						c.Receive(doneCtx, nil)
 						c.Detach()
+					}
+				case kindValue:
+					// Any T the record does not describe is an error.
+					if p, err := RegionValue[uint64](r, name); err == nil {
+						_ = *p
 					}
 				case kindSeqLock:
 					if s, err := RegionSeqLock[uint64](r, name); err == nil {

@@ -51,9 +51,16 @@ const (
 	// Object table entry fields.
 	entryName    = 0 // [48]byte, NUL-padded
 	entryNameMax = 48
-	entryKind    = 48 // uint32
+	entryKind    = 48 // uint32: bits 0-15 the kind, bits 16-31 its parameter
 	entrySize    = 52 // uint32: bytes
 	entryOffset  = 56 // uint64: from the start of the file
+
+	// The kind field's halves. The parameter is 0 for every kind but
+	// kindValue, whose entries record T's alignment there. A build that
+	// knows no parameters reads a nonzero one as an unknown kind and
+	// refuses the region, as it refuses any kind newer than itself.
+	entryKindMask       = 0xffff
+	entryKindParamShift = 16
 
 	regionProcOffset = regionTableOffset + regionTableCap*tableEntrySize // 12288
 	procSlotSize     = 32
@@ -87,6 +94,7 @@ const (
 	kindRing        objectKind = 6 // RingProducer, RingConsumer: shared byte ring (sharedring.go)
 	kindSeqLock     objectKind = 7 // RegionSeqLock (sharedseqlock.go)
 	kindRWMutex     objectKind = 8 // SharedRWMutex, readers counted per process (sharedrw.go)
+	kindValue       objectKind = 9 // RegionValue: one plain-data T (regionvalue.go); parameter: T's alignment
 )
 
 // kindInfo describes one kind of region object: its fixed size and
@@ -115,8 +123,11 @@ func registerKind(k objectKind, info *kindInfo) { objectKinds[k] = info }
 
 // regionObject is one validated object table entry.
 type regionObject struct {
-	name   string
-	kind   objectKind
+	name string
+	kind objectKind
+	// param is the kind field's bits 16-31: for kindValue, T's alignment
+	// in bytes (checkKindParam); 0 for every other kind.
+	param  uint32
 	size   uint32
 	offset uint64
 }
@@ -235,9 +246,11 @@ func parseEntry(e []byte, arenaEnd uint64) (regionObject, error) {
 	if n < 0 {
 		n = entryNameMax
 	}
+	rawKind := ne.Uint32(e[entryKind:])
 	o := regionObject{
 		name:   string(rawName[:n]),
-		kind:   objectKind(ne.Uint32(e[entryKind:])),
+		kind:   objectKind(rawKind & entryKindMask),
+		param:  rawKind >> entryKindParamShift,
 		size:   ne.Uint32(e[entrySize:]),
 		offset: ne.Uint64(e[entryOffset:]),
 	}
@@ -249,7 +262,10 @@ func parseEntry(e []byte, arenaEnd uint64) (regionObject, error) {
 	}
 	k := objectKinds[o.kind]
 	if k == nil {
-		return o, fmt.Errorf("%w: %q has unknown kind %d", ErrObjectKind, o.name, o.kind)
+		return o, fmt.Errorf("%w: %q has unknown kind %d", ErrObjectKind, o.name, rawKind)
+	}
+	if err := checkKindParam(o); err != nil {
+		return o, err
 	}
 	if (k.size != 0 && o.size != k.size) || o.size == 0 || o.offset < regionArenaOffset || o.offset > arenaEnd || uint64(o.size) > arenaEnd-o.offset {
 		return o, fmt.Errorf("%w: %q (%s) at [%d, +%d), object area is [%d, %d), size must be %d",
@@ -259,6 +275,22 @@ func parseEntry(e []byte, arenaEnd uint64) (regionObject, error) {
 		return o, fmt.Errorf("%w: %q (%s) at offset %d, must be a multiple of %d", ErrObjectAlignment, o.name, k.name, o.offset, k.align)
 	}
 	return o, nil
+}
+
+// checkKindParam checks the parameter half of o's kind field: a kindValue
+// records T's alignment, a power of two up to the object's own alignment
+// (so that placing the object aligns T); every other kind has none.
+func checkKindParam(o regionObject) error {
+	if o.kind == kindValue {
+		if a := o.param; a == 0 || a&(a-1) != 0 || a > objectKinds[kindValue].align {
+			return fmt.Errorf("%w: value %q records alignment %d (want a power of two up to %d)", ErrObjectKind, o.name, a, objectKinds[kindValue].align)
+		}
+		return nil
+	}
+	if o.param != 0 {
+		return fmt.Errorf("%w: %q has unknown kind %#x (%s with parameter %d)", ErrObjectKind, o.name, uint32(o.kind)|o.param<<entryKindParamShift, objectKinds[o.kind].name, o.param)
+	}
+	return nil
 }
 
 // checkObjectName accepts names of 1 to 48 bytes of UTF-8 without control

@@ -12,8 +12,9 @@ import (
 )
 
 // ErrHasPointers is returned (wrapped, with the offending field) by
-// NewSeqLock when T holds pointers: strings, slices, maps, interfaces,
-// channels, functions or pointers anywhere inside it.
+// NewSeqLock, RegionSeqLock and RegionValue when T holds pointers: strings,
+// slices, maps, interfaces, channels, functions or pointers anywhere
+// inside it.
 var ErrHasPointers = errors.New("lockword: type holds pointers")
 
 // Reader back-off while a Store is in progress: spin with the pause hint,
@@ -93,6 +94,12 @@ func NewSeqLock[T any](initial T) (*SeqLock[T], error) {
 // checkPlainData returns an error wrapping ErrHasPointers, naming the
 // field, if values of t hold pointers; fn names the caller for the message.
 func checkPlainData(t reflect.Type, fn string) error {
+	return checkNoPointers(t, fn, "a seqlock copies its value as raw memory words")
+}
+
+// checkNoPointers is checkPlainData for any caller: why says, for the
+// message, what makes the caller's values raw memory.
+func checkNoPointers(t reflect.Type, fn, why string) error {
 	where, kind, ok := pointerPath(t, "")
 	if !ok {
 		return nil
@@ -105,9 +112,8 @@ func checkPlainData(t reflect.Type, fn string) error {
 	default:
 		where = "element " + where
 	}
-	return fmt.Errorf("%w: %s[%v]: %s is a %v; a seqlock copies its value "+
-		"as raw memory words, which must not carry pointers (use numbers, bools and fixed-size arrays)",
-		ErrHasPointers, fn, t, where, kind)
+	return fmt.Errorf("%w: %s[%v]: %s is a %v; %s, which must not carry pointers (use numbers, bools and fixed-size arrays)",
+		ErrHasPointers, fn, t, where, kind, why)
 }
 
 // Store makes v the value of s. Stores are meant to come from one writer;

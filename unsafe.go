@@ -52,6 +52,23 @@ func bytesOf[T any](p *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
 }
 
+// valueAt returns the T at byte offset off of a mapping: a RegionValue.
+//
+// Legal because T holds no pointers (RegionValue checks, through
+// checkNoPointers): the garbage collector never scans the value, and bytes
+// another process writes there cannot forge a pointer it would follow.
+// The value lies inside the mapping (checked here, through the bounds
+// check on its last byte; callers pass a T of nonzero size), and off is a
+// multiple of T's alignment (RegionValue places the object at a multiple
+// of 64 in a page-aligned mapping and refuses a T aligned to more), so *T
+// is an aligned typed view of those bytes, valid until munmap for the
+// reasons given above.
+func valueAt[T any](data []byte, off uint64) *T {
+	var zero T
+	_ = data[off+uint64(unsafe.Sizeof(zero))-1]
+	return (*T)(unsafe.Pointer(&data[off]))
+}
+
 // words64 returns n 64-bit words of a mapping starting at byte offset off:
 // the payload of a SeqLock placed in a region (RegionSeqLock).
 //

@@ -331,6 +331,7 @@ static const kind_info *kind_of(uint32_t kind) {
 		[LW_KIND_RING] = {0, 128, 2, 0, 4, 0, 0, 0},
 		[LW_KIND_SEQLOCK] = {0, 64, 1, 0, 0, 0, 0, 0},
 		[LW_KIND_RWMUTEX] = {12992, 64, 64, 128, 8, 1024, 8896, 4},
+		[LW_KIND_VALUE] = {0, 64, 0, 0, 0, 0, 0, 0},
 	};
 	if (kind == 0 || kind >= sizeof kinds / sizeof kinds[0])
 		return NULL;
@@ -405,7 +406,8 @@ static int parse_entry(const unsigned char *e, uint64_t arena_end, lw_obj *o) {
 	size_t n = nul ? (size_t)(nul - raw) : LW_ENTRY_NAME_MAX;
 	memcpy(o->name, raw, n);
 	o->name[n] = 0;
-	o->kind = get32(e, LW_ENTRY_KIND);
+	uint32_t raw_kind = get32(e, LW_ENTRY_KIND), param = raw_kind >> LW_ENTRY_KIND_PARAM_SHIFT;
+	o->kind = raw_kind & LW_ENTRY_KIND_MASK;
 	o->size = get32(e, LW_ENTRY_SIZE);
 	o->offset = get64(e, LW_ENTRY_OFFSET);
 	int err = check_name(o->name, n);
@@ -416,6 +418,10 @@ static int parse_entry(const unsigned char *e, uint64_t arena_end, lw_obj *o) {
 			return LW_EOBJNAME; /* not NUL-padded */
 	const kind_info *k = kind_of(o->kind);
 	if (!k)
+		return LW_EOBJKIND;
+	/* checkKindParam: a value's alignment, a power of two up to its
+	 * object's; no other kind has a parameter. */
+	if (o->kind == LW_KIND_VALUE ? param == 0 || (param & (param - 1)) != 0 || param > k->align : param != 0)
 		return LW_EOBJKIND;
 	if ((k->size != 0 && o->size != k->size) || o->size == 0 || o->offset < LW_ARENA_OFFSET || o->offset > arena_end ||
 	    (uint64_t)o->size > arena_end - o->offset)

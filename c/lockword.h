@@ -96,7 +96,9 @@ extern "C" {
 #define LW_TABLE_CAP 128
 #define LW_ENTRY_NAME 0
 #define LW_ENTRY_NAME_MAX 48
-#define LW_ENTRY_KIND 48
+#define LW_ENTRY_KIND 48 /* uint32: bits 0-15 the kind, 16-31 its parameter (0 but for values) */
+#define LW_ENTRY_KIND_MASK 0xFFFFu
+#define LW_ENTRY_KIND_PARAM_SHIFT 16
 #define LW_ENTRY_SIZE 52
 #define LW_ENTRY_OFFSET 56
 
@@ -124,6 +126,7 @@ extern "C" {
 #define LW_KIND_RING 6
 #define LW_KIND_SEQLOCK 7
 #define LW_KIND_RWMUTEX 8
+#define LW_KIND_VALUE 9 /* Go's RegionValue; parameter: the value's alignment */
 
 /* Owner token and SharedMutex lock word. */
 #define LW_OWNER_GEN_BITS 18

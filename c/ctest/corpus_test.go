@@ -130,6 +130,27 @@ func corpus(t testing.TB) map[string][]byte {
 	mut("size past the end", true, func(b []byte) []byte { ne.PutUint32(b[e1+entSize:], 1<<31); return b })
 	mut("overlap", true, func(b []byte) []byte { ne.PutUint64(b[e1+entOffset:], ne.Uint64(b[e0+entOffset:])); return b })
 	mut("misaligned", true, func(b []byte) []byte { ne.PutUint64(b[e1+entOffset:], ne.Uint64(b[e1+entOffset:])+8); return b })
+	// A value (Go's RegionValue) as a third object, 64-aligned past the
+	// bytes; the kind field's upper half records its alignment.
+	e2 := offTable + 2*entrySize
+	value := func(kind uint32, offset uint64) func(b []byte) []byte {
+		return func(b []byte) []byte {
+			copy(b[e2:], "v")
+			ne.PutUint32(b[e2+entKind:], kind)
+			ne.PutUint32(b[e2+entSize:], 8)
+			ne.PutUint64(b[e2+entOffset:], offset)
+			ne.PutUint32(b[offCount:], 3)
+			return b
+		}
+	}
+	const kindValue = 9
+	mut("value", true, value(kindValue|8<<16, arena+192))
+	mut("value aligned 64", true, value(kindValue|64<<16, arena+192))
+	mut("value without alignment", true, value(kindValue, arena+192))
+	mut("value aligned 3", true, value(kindValue|3<<16, arena+192))
+	mut("value aligned 128", true, value(kindValue|128<<16, arena+192))
+	mut("value misaligned", true, value(kindValue|8<<16, arena+200))
+	mut("mutex with a parameter", true, func(b []byte) []byte { ne.PutUint32(b[e0+entKind:], 1|8<<16); return b })
 	mut("foreign PID namespace", false, func(b []byte) []byte {
 		// A live slot of this boot binds the record, which names
 		// another namespace.
