@@ -143,8 +143,9 @@ func (s *Semaphore) Free() int64 { return int64(s.state.Load() & semFreeMask) }
 // done. On failure it returns ctx.Err() (or ErrNilContext for a nil ctx,
 // or a *WeightError) and holds nothing.
 func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
-	// Fast path: nobody queued, no statistics, enough free: one CAS.
-	if old := s.state.Load(); ctx != nil && n > 0 && old < semStats && old >= uint64(n) &&
+	// Fast path: nobody queued, no statistics (old < semStats), and
+	// 1 ≤ n ≤ free (n-1 < old, unsigned: n ≤ 0 wraps past every count).
+	if old := s.state.Load(); old < semStats && uint64(n)-1 < old && ctx != nil &&
 		s.state.CompareAndSwap(old, old-uint64(n)) {
 		return nil
 	}
@@ -155,8 +156,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 // waiting, and reports whether it did. A weight outside [0, capacity]
 // returns false.
 func (s *Semaphore) TryAcquire(n int64) bool {
-	if old := s.state.Load(); n > 0 && old < semStats && old >= uint64(n) &&
-		s.state.CompareAndSwap(old, old-uint64(n)) {
+	if old := s.state.Load(); old < semStats && uint64(n)-1 < old && s.state.CompareAndSwap(old, old-uint64(n)) {
 		return true
 	}
 	return s.tryAcquireSlow(n)
@@ -166,8 +166,9 @@ func (s *Semaphore) TryAcquire(n int64) bool {
 // of the queue that now fit. It panics if n is negative or if more
 // permits would be free than the capacity.
 func (s *Semaphore) Release(n int64) {
-	// Fast path: nobody queued, no statistics, within capacity: one CAS.
-	if old := s.state.Load(); n > 0 && old < semStats && old+uint64(n) <= uint64(s.capacity) &&
+	// Fast path: nobody queued, no statistics, and 1 ≤ n ≤ held, where
+	// held = capacity - free (unsigned, as in Acquire): one CAS.
+	if old := s.state.Load(); old < semStats && uint64(n)-1 < uint64(s.capacity)-old &&
 		s.state.CompareAndSwap(old, old+uint64(n)) {
 		return
 	}
