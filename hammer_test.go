@@ -23,6 +23,7 @@ var lockKinds = []struct {
 	{"SpinMutex", func() sync.Locker { return new(SpinMutex) }},
 	{"TicketMutex", func() sync.Locker { return new(TicketMutex) }},
 	{"RWMutex", func() sync.Locker { return new(RWMutex) }}, // the write side
+	{"Semaphore", func() sync.Locker { return NewSemaphore(1) }},
 }
 
 // guarded is the data the lock protects.

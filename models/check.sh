@@ -172,6 +172,12 @@ run seqlock.pml    pass   ltl:readers_finish -DSHARED
 run seqlock.pml    fail   safety         -DBROKEN_NO_RECHECK
 run seqlock.pml    fail   safety         -DSHARED -DBROKEN_RESTART
 run seqlock.pml    fail   ltl:readers_finish -DSHARED -DBROKEN_NO_STALL
+run semaphore.pml  pass   safety         -O2
+run semaphore.pml  pass   ltl:all_done   -DROUNDS=1
+run semaphore.pml  fail   safety         -DROUNDS=1 -DBROKEN_OFF_BY_ONE
+run semaphore.pml  fail   safety         -DROUNDS=1 -DBROKEN_BARGE
+run semaphore.pml  fail   safety         -DROUNDS=1 -DBROKEN_LEAVE_NO_GRANT
+run semaphore.pml  fail   safety         -DROUNDS=1 -DBROKEN_KEEP_RACED
 
 start_all=$(date +%s)
 jobs_max=${JOBS:-2}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/lockword/lockword"
+	"golang.org/x/sync/semaphore"
 )
 
 // A Kind is a name -kinds accepts: one lockword subject, measured with the
@@ -30,13 +31,18 @@ var Kinds = []Kind{
 	{"rw", "rw", "lockword.RWMutex vs sync.RWMutex at -read", false},
 	{"ring", "ring", "lockword.Ring Push/Pop vs a buffered channel, one item at a time", false},
 	{"ring-batch", "ring", fmt.Sprintf("lockword.Ring PushSlice/PopSlice vs a channel of [%d]uint64, %d items a batch", ringBatch, ringBatch), false},
+	{"semaphore", "semaphore", fmt.Sprintf("lockword.Semaphore vs x/sync's semaphore.Weighted, %d permits, Acquire(1)/Release(1)", semPermits), false},
 	{"shared", "shared", "lockword.SharedMutex vs flock(2) on a kept fd and gofrs/flock, 2 and 4 processes", true},
 }
+
+// semPermits is the semaphore group's capacity: a pool of 4 (connections,
+// GPU jobs), so that 1 and 2 goroutines never wait and 16 and 64 queue.
+const semPermits = 4
 
 // kindSubject maps a kind name to its subject's display name.
 var kindSubject = map[string]string{
 	"mutex": "Mutex", "spin": "SpinMutex", "ticket": "TicketMutex", "rw": "RWMutex",
-	"ring": "Ring", "ring-batch": "Ring batch", "shared": "SharedMutex",
+	"ring": "Ring", "ring-batch": "Ring batch", "semaphore": "Semaphore", "shared": "SharedMutex",
 }
 
 // ParseKinds parses a comma-separated list of kind names, or "all" (every
@@ -134,12 +140,26 @@ func Groups(kinds []string, grid []int, exe string) []Group {
 		gs = append(gs, Group{Name: "ring", Title: fmt.Sprintf("SPSC queues, capacity %d", ringCapacity), Unit: "items",
 			Axis: "goroutines", Grid: []int{2}, Subjects: ring, ChartX: "a producer and a consumer goroutine"})
 	}
+	if want("semaphore") {
+		gs = append(gs, Group{Name: "semaphore", Title: fmt.Sprintf("Semaphores, %d permits: Acquire(1)/Release(1)", semPermits),
+			Unit: "acq", Axis: "goroutines", Grid: grid, Subjects: []Subject{
+				LockerSubject("x/sync Weighted", nil, func() Locker { return weightedLocker{semaphore.NewWeighted(semPermits)} }),
+				LockerSubject("Semaphore", []string{"x/sync Weighted"}, func() Locker { return lockword.NewSemaphore(semPermits) }),
+			}})
+	}
 	if want("shared") {
 		gs = append(gs, Group{Name: "shared", Title: "Cross-process locks", Unit: "acq", Axis: "processes", Grid: procsGrid,
 			Subjects: procsSubjects(exe)})
 	}
 	return gs
 }
+
+// weightedLocker takes and gives back one permit of x/sync's semaphore,
+// the peer of Semaphore's Lock and Unlock.
+type weightedLocker struct{ s *semaphore.Weighted }
+
+func (w weightedLocker) Lock()   { w.s.Acquire(context.Background(), 1) }
+func (w weightedLocker) Unlock() { w.s.Release(1) }
 
 // LockerSubject measures a fresh lock from newLock in each sample.
 func LockerSubject(name string, peers []string, newLock func() Locker) Subject {
