@@ -368,3 +368,33 @@ func TestSemaphoreNoCopy(t *testing.T) {
 	var s Semaphore
 	_ = &s
 }
+
+// TestSemaphoreStuckReport: a waiter past the threshold logs one report
+// naming the semaphore, as every lockword lock does.
+func TestSemaphoreStuckReport(t *testing.T) {
+	logs := captureSlog(t)
+	s := NewSemaphore(2)
+	s.SetName("gpu-jobs")
+	s.SetStuckThreshold(40 * time.Millisecond)
+	s.Acquire(context.Background(), 2)
+	done := make(chan struct{})
+	go func() { s.Acquire(context.Background(), 1); s.Release(1); close(done) }()
+	waitQueued(t, s, 1)
+	// The watcher samples the parked waiters; give it time past the
+	// threshold (a deadline for the report, not an assumption of speed).
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(logs.String(), "level=WARN") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.Release(2)
+	<-done
+	out := logs.String()
+	if n := strings.Count(out, "level=WARN"); n != 1 {
+		t.Fatalf("%d warnings, want exactly 1:\n%s", n, out)
+	}
+	for _, want := range []string{"lock=gpu-jobs", "kind=Semaphore", "threshold=40ms"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stuck report lacks %q:\n%s", want, out)
+		}
+	}
+}
