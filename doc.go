@@ -54,7 +54,7 @@
 // runs, Mutex's worst wait was 0.02-1.5× sync.Mutex's (medians) at 2 to
 // 64 goroutines and beside a greedy re-locker (0.17-0.24× at 64 in
 // 200 ms runs), except one set of 3 s runs at load 3-6 (3.5× at 64);
-// SpinMutex's 0.1-1.6× (BENCHMARKS.md, issue 11.1). SharedMutex bounds
+// SpinMutex's 0.1-1.6× (BENCHMARKS.md, "Mutex and SpinMutex"). SharedMutex bounds
 // its waits the same way between processes: a process's kernel sleeper
 // that has waited 1 ms files a request in the object's hand-off word, and
 // the next Unlock hands it the lock instead of releasing it; a hand-off to

@@ -94,7 +94,7 @@ var ErrNilContext = errors.New("lockword: nil context.Context (use context.Backg
 // retaking the lock on the fast path or by spinning. Without the yield
 // the sleepers' queue advanced a few places per 10 ms and at 64
 // goroutines on 2 cores the worst wait was 2.5-6× sync.Mutex's
-// (BENCHMARKS.md, issue 11.1). If the wake-up finds no starving waiter
+// (BENCHMARKS.md, "Mutex and SpinMutex"). If the wake-up finds no starving waiter
 // asleep (one was cancelled), Unlock takes the hand-off back and
 // releases, so the lock is never stranded. Use TicketMutex where every
 // acquisition must be served in FIFO order.
@@ -218,7 +218,7 @@ func (m *Mutex) unlockSlow(new uint32) {
 // fast path or by spinning, so without the yield a woken waiter waited
 // for the scheduler's 10 ms preemption, and with more goroutines than
 // cores the sleepers' queue advanced a few places per 10 ms (BENCHMARKS.md,
-// issue 11.1). sync.Mutex gets the same effect by not spinning while its
+// "Mutex and SpinMutex"). sync.Mutex gets the same effect by not spinning while its
 // P has runnable goroutines, which a package outside the runtime cannot
 // see. One Gosched per wake-up, not per Unlock: an Unlock that wakes
 // nobody does not yield. SpinMutex's Unlock uses it too.

@@ -19,7 +19,7 @@ import (
 //     watcher samples the parking lot (wait.Noted). A wait registers
 //     nothing and leaves nothing to undo: a fair lock, whose every
 //     handover under contention sleeps, cannot afford even the few dozen
-//     nanoseconds of a registration (BENCHMARKS.md, issue 11.4).
+//     nanoseconds of a registration (BENCHMARKS.md, "What stuck reports cost").
 //   - The other locks register a wait when it first sleeps and unregister
 //     it when it ends (watchStuck, done): a few dozen nanoseconds, where
 //     arming a timer per wait cost several hundred.
@@ -34,7 +34,7 @@ import (
 // Between looks the watcher sleeps in wait.SleepThread, on Linux a
 // blocking clock_nanosleep, not a runtime timer: a pending timer makes
 // every schedule() on its P read the clock, and under contention the
-// watcher is always sleeping (BENCHMARKS.md, issue 11.3).
+// watcher is always sleeping (BENCHMARKS.md, "What stuck reports cost").
 
 // stuckTick is how often the watcher looks at the least: a report comes
 // at most two ticks late (the coarse clock it reads a wait's start from

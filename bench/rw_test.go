@@ -3,7 +3,7 @@ package bench
 // Reader-writer throughput of lockword's RWMutex against sync.RWMutex and
 // xsync's RBMutex (a reader-biased lock: readers count themselves on one
 // of many padded slots, writers scan them), in one run so that the ratios
-// hold (BENCHMARKS.md, issue 11.2):
+// hold (BENCHMARKS.md, "RWMutex"):
 //
 //	flock /tmp/lockword-bench.lock go test -run '^$' -bench RWPeers -cpu 2 -benchtime 200ms -count 6 ./bench
 //

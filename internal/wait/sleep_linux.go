@@ -14,7 +14,7 @@ import (
 // that P, reads the clock ((*timers).check): under contention on a fair
 // lock, where each handover parks one goroutine and readies another, the
 // stuck watcher's time.Sleep cost TicketMutex 11-14% of its CPU time per
-// acquisition (BENCHMARKS.md, issue 11.3). The goroutine holds an OS
+// acquisition (BENCHMARKS.md, "What stuck reports cost"). The goroutine holds an OS
 // thread while it sleeps and the runtime hands its P to others. A signal
 // (EINTR) resumes the sleep to the same deadline.
 func SleepThread(d time.Duration) {

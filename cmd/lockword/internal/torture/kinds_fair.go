@@ -15,7 +15,7 @@ import (
 	"github.com/lockword/lockword"
 )
 
-// ticketStarvationLimit is issue 4's bound on the starvation check for the
+// ticketStarvationLimit is the bound on the starvation check for the
 // FIFO lock: a goroutine never waits 10 ms behind one that re-locks in a
 // tight loop.
 const ticketStarvationLimit = 10 * time.Millisecond
