@@ -102,6 +102,8 @@ func sysMunmap(data []byte) error { return unix.Munmap(data) }
 
 func sysUnlink(path string) error { return unix.Unlink(path) }
 
+func sysClose(fd int) error { return unix.Close(fd) }
+
 // flock takes (or, with lockUnlock, drops) flock(2) on fd, resuming after
 // signals.
 func flock(fd int, how flockHow) error {

@@ -23,6 +23,7 @@ func sysTruncate(fd int, size int64) error                 { return ErrUnsupport
 func sysMmap(fd, size int, readOnly bool) ([]byte, error)  { return nil, ErrUnsupported }
 func sysMunmap(data []byte) error                          { return ErrUnsupported }
 func sysUnlink(path string) error                          { return ErrUnsupported }
+func sysClose(fd int) error                                { return ErrUnsupported }
 func flock(fd int, how flockHow) error                     { return ErrUnsupported }
 func sysMemfd(name string) (int, error)                    { return -1, ErrUnsupported }
 func sysSeal(fd uintptr) error                             { return ErrUnsupported }

@@ -64,8 +64,15 @@ func OpenOrCreateRegion(path string, size int64, opts *RegionOptions) (*Region, 
 type RemoveOptions struct {
 	// Force removes the file even while live processes are attached
 	// (they keep their mappings and go on using the region, which nobody
-	// else can open any more), and removes a regular file that is not a
-	// valid region (corrupt, truncated, never initialized).
+	// else can open any more), and removes a region that fails its open
+	// checks (truncated, resized, damaged checksum or table) as long as
+	// the file still starts with a region header's signature: the magic
+	// number, ABI version 1 and the layout that version fixes (the first
+	// 32 bytes less the size field). It never removes a file without
+	// that signature: one whose magic is not a region's (ErrBadMagic),
+	// one that was never initialized (ErrNotInitialized: an empty or
+	// all-zero file carries nothing to say whose it is), or a header of
+	// another ABI version (ErrBadVersion).
 	Force bool
 }
 
@@ -85,8 +92,8 @@ type RemoveOptions struct {
 // that no one can open any more, as with any removed file.
 //
 // The errors are OpenRegion's (fs.ErrNotExist for a missing file; with
-// Force, only a non-regular file is refused), ErrRegionInUse, and
-// ErrUnsupported outside Linux.
+// Force, those of a file without a region's signature: see
+// RemoveOptions.Force), ErrRegionInUse, and ErrUnsupported outside Linux.
 func RemoveRegion(path string, opts *RemoveOptions) error {
 	force := opts != nil && opts.Force
 	path = regionPath(path)
@@ -456,12 +463,10 @@ func removeRegion(path string, force bool) error {
 		if !force || errors.Is(err, ErrNotRegularFile) || errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		// Not a valid region: with force, any regular file goes (never
-		// through a link: Lstat, not Stat).
-		if st, serr := os.Lstat(path); serr != nil || !st.Mode().IsRegular() {
-			return err
+		if re, ok := err.(*regionError); ok {
+			err = re.err // RemoveRegion names the removal
 		}
-		return os.Remove(path)
+		return removeDamaged(path, err)
 	}
 	defer r.close()
 	fd := int(r.file.Fd())
@@ -484,6 +489,58 @@ func removeRegion(path string, force bool) error {
 		return fmt.Errorf("%w: the path was replaced while it was being removed", fs.ErrExist)
 	}
 	return sysUnlink(path)
+}
+
+// removeDamaged is a forced removal of the file at path, which failed to
+// open as a region with openErr: it goes only if it starts with a region
+// header's signature (RemoveOptions.Force), read from the file it unlinks
+// (the path must still name the file that was read), never through a link.
+// A file without it is refused with openErr.
+func removeDamaged(path string, openErr error) error {
+	fd, err := sysOpen(path, true)
+	if err != nil {
+		return sysOpenError(err)
+	}
+	defer sysClose(fd)
+	opened, err := sysFstat(fd)
+	if err != nil {
+		return err
+	}
+	if !opened.regular {
+		return fmt.Errorf("%w (mode %#o)", ErrNotRegularFile, opened.mode)
+	}
+	var head [hdrFlags]byte
+	n, err := sysPread(fd, head[:], 0)
+	if err != nil {
+		return err
+	}
+	if !hasRegionSignature(head[:n]) {
+		return fmt.Errorf("%w (refused even when forced: the file does not start with a region header, so nothing shows it is a region; if it is yours, rm(1) removes it)", openErr)
+	}
+	now, err := sysLstat(path)
+	if err != nil {
+		return err
+	}
+	if opened.dev != now.dev || opened.ino != now.ino {
+		return fmt.Errorf("%w: the path was replaced while it was being removed", fs.ErrExist)
+	}
+	return sysUnlink(path)
+}
+
+// hasRegionSignature reports whether head, a file's first bytes, is the
+// start of a version-1 region header: the magic number (published last by
+// the creator, so a file that has it was initialized), the version, and
+// the layout fields that the version fixes, 24 bytes that a file of other
+// origin does not hold by chance (the magic alone is ASCII "lockword",
+// which a text file may start with). The size field between them is not
+// part of it: a truncated or resized region is still ours.
+func hasRegionSignature(head []byte) bool {
+	return len(head) >= hdrFlags &&
+		ne.Uint64(head[hdrMagic:]) == regionMagic &&
+		ne.Uint32(head[hdrVersion:]) == regionVersion &&
+		ne.Uint32(head[hdrHeaderSize:]) == regionArenaOffset &&
+		ne.Uint32(head[hdrTableCap:]) == regionTableCap &&
+		ne.Uint32(head[hdrProcSlots:]) == regionProcSlots
 }
 
 // checkPermissions refuses a region file that others may write: writable

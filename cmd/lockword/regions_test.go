@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,15 +74,63 @@ func TestLsRm(t *testing.T) {
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatalf("still there: %v", err)
 	}
-	if _, _, status := runCLI(t, "rm", junk); status != exitFail {
-		t.Fatalf("rm of a non-region without -force: %d", status)
-	}
-	if _, stderr, status := runCLI(t, "rm", junk, "-force"); status != exitOK { // a flag after the path
-		t.Fatalf("rm PATH -force: %d %s", status, stderr)
+	if _, stderr, status := runCLI(t, "rm", junk, "-force"); status != exitUsage { // a flag after the path
+		t.Fatalf("rm PATH -force of a non-region: %d %s", status, stderr)
 	}
 	for _, args := range [][]string{{"rm"}, {"rm", path}, {"rm", "-bogus", path}, {"ls", "-bogus"}, {"ls", dir, dir}, {"ls", filepath.Join(dir, "nope")}} {
 		if _, stderr, status := runCLI(t, args...); status != exitUsage || stderr == "" {
 			t.Errorf("%q: status %d, stderr %q: want %d and a message", args, status, stderr, exitUsage)
+		}
+	}
+}
+
+// TestRmForceOnlyRegions: rm refuses a file that is not a lockword region
+// (random bytes, never initialized) with exit 2, with or without -force,
+// keeps it, and does not suggest -force; a damaged region (truncated) is
+// refused with exit 1 and the -force hint, and -force removes it.
+func TestRmForceOnlyRegions(t *testing.T) {
+	dir := t.TempDir()
+	random := make([]byte, 8192)
+	rand.New(rand.NewSource(1)).Read(random)
+	model := filepath.Join(dir, "model")
+	r, err := lockword.CreateRegion(model, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	region, err := os.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		content []byte
+		ours    bool
+	}{
+		{"random", random, false},
+		{"empty", nil, false},
+		{"truncated", region[:4096], true},
+	} {
+		path := filepath.Join(dir, c.name)
+		if err := os.WriteFile(path, c.content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, force := range []bool{false, true} {
+			args := []string{"rm", path}
+			if force {
+				args = append(args, "-force")
+			}
+			_, stderr, status := runCLI(t, args...)
+			_, serr := os.Lstat(path)
+			switch {
+			case !c.ours && (status != exitUsage || serr != nil || !strings.Contains(stderr, "not a lockword region") && !strings.Contains(stderr, "never initialized") || strings.Contains(stderr, "-force")):
+				t.Errorf("%q on %s: status %d, file kept %v, stderr %q: want %d, the file kept, a message saying it is not a region and no -force hint",
+					args, c.name, status, serr == nil, stderr, exitUsage)
+			case c.ours && !force && (status != exitFail || serr != nil || !strings.Contains(stderr, "-force")):
+				t.Errorf("%q on %s: status %d, file kept %v, stderr %q: want %d, the file kept and the -force hint", args, c.name, status, serr == nil, stderr, exitFail)
+			case c.ours && force && (status != exitOK || serr == nil):
+				t.Errorf("%q on %s: status %d, file kept %v, stderr %q: want it removed", args, c.name, status, serr == nil, stderr)
+			}
 		}
 	}
 }
