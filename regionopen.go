@@ -22,7 +22,9 @@ type fileInfo struct {
 	mode     uint32 // st_mode: type and permission bits
 	uid      uint32
 	dev, ino uint64
-	regular  bool
+	// devMajor, devMinor: dev's numbers, as /proc/locks shows them.
+	devMajor, devMinor uint32
+	regular            bool
 }
 
 type openMode int
@@ -121,17 +123,14 @@ func openRegion(path string, size int64, opts *RegionOptions, mode openMode) (*R
 	if o.Mode == 0 {
 		o.Mode = 0o600
 	}
-	if o.InitTimeout == 0 {
-		o.InitTimeout = DefaultInitTimeout
-	}
-	deadline := time.Now().Add(max(o.InitTimeout, 0))
+	lim := limitsOf(o)
 	// Failures below return bare causes; they are named here, once.
 	for {
 		if mode == modeCreate || mode == modeEither {
 			if o.Mode&0o022 != 0 && !o.AllowUnsafePermissions {
 				return nil, &regionError{op: "create region " + path, err: fmt.Errorf("%w: mode %#o lets group or others write it (RegionOptions.AllowUnsafePermissions opts in)", ErrUnsafePermissions, o.Mode.Perm())}
 			}
-			r, err := createRegion(path, size, o.Mode)
+			r, err := createRegion(path, size, o.Mode, lim)
 			if err == nil {
 				return r, nil
 			}
@@ -139,8 +138,8 @@ func openRegion(path string, size int64, opts *RegionOptions, mode openMode) (*R
 				return nil, &regionError{op: "create region " + path, err: err}
 			}
 		}
-		r, err := openExisting(path, deadline, mode, o.AllowUnsafePermissions)
-		if mode == modeEither && errors.Is(err, fs.ErrNotExist) && time.Now().Before(deadline) {
+		r, err := openExisting(path, lim, mode, o.AllowUnsafePermissions)
+		if mode == modeEither && errors.Is(err, fs.ErrNotExist) && time.Now().Before(lim.init) {
 			continue // removed since our create failed: try again
 		}
 		if err != nil {
@@ -150,7 +149,35 @@ func openRegion(path string, size int64, opts *RegionOptions, mode openMode) (*R
 	}
 }
 
-func createRegion(path string, size int64, mode os.FileMode) (r *Region, err error) {
+// openLimits are an open's time limits, from RegionOptions.InitTimeout.
+type openLimits struct {
+	init time.Time // for a concurrent creator to publish the header
+	lock time.Time // for the region's file lock during the open
+	// lockTimeout bounds each later wait of the Region for its file lock
+	// (object creation, Close, Inspect).
+	lockTimeout time.Duration
+}
+
+// limitsOf returns the limits of an open with options o, starting now:
+// InitTimeout (0: DefaultInitTimeout) for the creator and the file lock
+// alike; a negative InitTimeout does not wait for a creator, and waits
+// DefaultInitTimeout for the file lock, which a running process holds
+// for microseconds.
+func limitsOf(o RegionOptions) openLimits {
+	if o.InitTimeout == 0 {
+		o.InitTimeout = DefaultInitTimeout
+	}
+	lim := openLimits{lockTimeout: o.InitTimeout}
+	if o.InitTimeout < 0 {
+		lim.lockTimeout = DefaultInitTimeout
+	}
+	now := time.Now()
+	lim.init = now.Add(max(o.InitTimeout, 0))
+	lim.lock = now.Add(lim.lockTimeout)
+	return lim
+}
+
+func createRegion(path string, size int64, mode os.FileMode, lim openLimits) (r *Region, err error) {
 	if size == 0 {
 		size = DefaultRegionSize
 	}
@@ -164,13 +191,13 @@ func createRegion(path string, size int64, mode os.FileMode) (r *Region, err err
 	}
 	// Nobody else can have initialized it if we fail: remove it so that
 	// openers waiting for the header give up or create anew.
-	return initRegion(path, fd, size, func() { sysUnlink(path) })
+	return initRegion(path, fd, size, lim, func() { sysUnlink(path) })
 }
 
 // initRegion sizes the new, empty file fd (which it owns from now on),
 // writes and publishes the header, and attaches. On failure it runs undo
 // and closes fd.
-func initRegion(path string, fd int, size int64, undo func()) (r *Region, err error) {
+func initRegion(path string, fd int, size int64, lim openLimits, undo func()) (r *Region, err error) {
 	f := os.NewFile(uintptr(fd), path)
 	var data []byte
 	defer func() {
@@ -183,8 +210,9 @@ func initRegion(path string, fd int, size int64, undo func()) (r *Region, err er
 		}
 	}()
 	// Hold the file lock while initializing: openers that want to attach
-	// take it too, and table changes happen under it.
-	if err := flock(fd, lockExclusive); err != nil {
+	// take it too, and table changes happen under it. The file is new,
+	// but any process that can open it can lock it.
+	if err := lockFile(fd, lockExclusive, lim.lock); err != nil {
 		return nil, err
 	}
 	if err := sysTruncate(fd, size); err != nil {
@@ -209,7 +237,7 @@ func initRegion(path string, fd int, size int64, undo func()) (r *Region, err er
 	word64(data, hdrMagic).Store(regionMagic)
 	wakeShared(word32(data, hdrMagic), math.MaxInt32)
 
-	r = newRegion(path, f, data)
+	r = newRegion(path, f, data, lim.lockTimeout)
 	if err := r.attach(nil); err != nil {
 		return nil, err
 	}
@@ -218,8 +246,8 @@ func initRegion(path string, fd int, size int64, undo func()) (r *Region, err er
 }
 
 // openExisting opens and validates an existing region file, waiting until
-// deadline for a concurrent creator to publish its header.
-func openExisting(path string, deadline time.Time, mode openMode, allowUnsafe bool) (r *Region, err error) {
+// lim.init for a concurrent creator to publish its header.
+func openExisting(path string, lim openLimits, mode openMode, allowUnsafe bool) (r *Region, err error) {
 	readOnly := mode == modeObserveReadOnly
 	fd, err := sysOpen(path, readOnly)
 	if mode == modeObserve && sysWriteDenied(err) {
@@ -231,14 +259,15 @@ func openExisting(path string, deadline time.Time, mode openMode, allowUnsafe bo
 	if err != nil {
 		return nil, sysOpenError(err)
 	}
-	return openFD(path, fd, readOnly, deadline, mode, allowUnsafe)
+	return openFD(path, fd, readOnly, lim, mode, allowUnsafe)
 }
 
 // openFD opens the region in the file fd (which it owns from now on: a
 // failed open closes it): waits for its creator, maps it, validates it and
 // attaches (or, for an observer, only reads). Faults on the mapping (the
 // file truncated under us) become ErrTruncated.
-func openFD(path string, fd int, readOnly bool, deadline time.Time, mode openMode, allowUnsafe bool) (r *Region, err error) {
+func openFD(path string, fd int, readOnly bool, lim openLimits, mode openMode, allowUnsafe bool) (r *Region, err error) {
+	deadline := lim.init
 	f := os.NewFile(uintptr(fd), path)
 	var data []byte
 	defer func() {
@@ -303,7 +332,7 @@ func openFD(path string, fd int, readOnly bool, deadline time.Time, mode openMod
 	// From here on the mapping is read: a file truncated meanwhile faults,
 	// and the fault is reported, not fatal.
 	err = guardFault(func() error { return truncatedError(fd, len(data)) }, func() error {
-		r, err = mappedOpen(path, f, fd, data, st.size, readOnly, deadline, mode)
+		r, err = mappedOpen(path, f, fd, data, st.size, readOnly, lim, mode)
 		return err
 	})
 	return r, err
@@ -311,12 +340,12 @@ func openFD(path string, fd int, readOnly bool, deadline time.Time, mode openMod
 
 // mappedOpen is the part of openFD after the mapping (data; nil for a
 // file too short to map, whose header is read with pread).
-func mappedOpen(path string, f *os.File, fd int, data []byte, size int64, readOnly bool, deadline time.Time, mode openMode) (r *Region, err error) {
+func mappedOpen(path string, f *os.File, fd int, data []byte, size int64, readOnly bool, lim openLimits, mode openMode) (r *Region, err error) {
 	if data != nil {
 		// Acquire-load the magic; while it is zero the creator has not
 		// published the header: sleep on it (the creator wakes us).
 		for word64(data, hdrMagic).Load() == 0 {
-			left := time.Until(deadline)
+			left := time.Until(lim.init)
 			if left <= 0 {
 				return nil, fmt.Errorf("%w: header not published (creator died? remove the file)", ErrNotInitialized)
 			}
@@ -329,7 +358,7 @@ func mappedOpen(path string, f *os.File, fd int, data []byte, size int64, readOn
 	if observe {
 		how = lockShared
 	}
-	if err := flock(fd, how); err != nil {
+	if err := lockFile(fd, how, lim.lock); err != nil {
 		return nil, err
 	}
 	defer flock(fd, lockUnlock)
@@ -350,7 +379,7 @@ func mappedOpen(path string, f *os.File, fd int, data []byte, size int64, readOn
 	if err != nil {
 		return nil, err
 	}
-	r = newRegion(path, f, data)
+	r = newRegion(path, f, data, lim.lockTimeout)
 	r.readOnly = readOnly
 	r.learn(h.objects)
 	if observe {
@@ -397,7 +426,11 @@ func CreateMemfdRegion(name string, size int64, opts *RegionOptions) (*Region, e
 	if err != nil {
 		return fail(err)
 	}
-	r, err := initRegion("memfd:"+name, fd, size, func() {})
+	var o RegionOptions
+	if opts != nil {
+		o = *opts
+	}
+	r, err := initRegion("memfd:"+name, fd, size, limitsOf(o), func() {})
 	if err != nil {
 		return fail(err)
 	}
@@ -433,9 +466,6 @@ func OpenRegionFile(f *os.File, opts *RegionOptions) (*Region, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.InitTimeout == 0 {
-		o.InitTimeout = DefaultInitTimeout
-	}
 	if f == nil {
 		return nil, &regionError{op: "open region", err: fmt.Errorf("%w: a nil *os.File", os.ErrInvalid)}
 	}
@@ -446,7 +476,7 @@ func OpenRegionFile(f *os.File, opts *RegionOptions) (*Region, error) {
 	if err != nil {
 		return nil, &regionError{op: "open region " + f.Name(), err: fmt.Errorf("reopening its descriptor through /proc/self/fd, for a file lock of this Region's own: %w", err)}
 	}
-	r, err := openFD(f.Name(), fd, false, time.Now().Add(max(o.InitTimeout, 0)), modeOpen, o.AllowUnsafePermissions)
+	r, err := openFD(f.Name(), fd, false, limitsOf(o), modeOpen, o.AllowUnsafePermissions)
 	if err != nil {
 		return nil, &regionError{op: "open region " + f.Name(), err: err}
 	}
@@ -470,7 +500,7 @@ func removeRegion(path string, force bool) error {
 	}
 	defer r.close()
 	fd := int(r.file.Fd())
-	if err := flock(fd, lockExclusive); err != nil {
+	if err := r.lockFile(lockExclusive); err != nil {
 		return err
 	}
 	defer flock(fd, lockUnlock)
