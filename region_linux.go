@@ -106,7 +106,8 @@ func sysUnlink(path string) error { return unix.Unlink(path) }
 func sysClose(fd int) error { return unix.Close(fd) }
 
 // flock takes (or, with lockUnlock, drops) flock(2) on fd, resuming after
-// signals.
+// signals. Taking it so waits without a bound: the library's takers use
+// lockFile (regionflock.go), which gives up at a deadline.
 func flock(fd int, how flockHow) error {
 	op := unix.LOCK_UN
 	switch how {

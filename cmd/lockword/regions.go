@@ -38,7 +38,9 @@ line each:
   DEAD      process slots whose process died without detaching (killed)
   CREATED   when the region was created
   STATE     "in use" (a live process is attached) or "stale" (none is:
-            "lockword rm PATH" removes it)
+            "lockword rm PATH" removes it), or "file lock held" (a
+            process, named with whether it is stopped, held the region's
+            file lock for 2 s, so it could not be read)
 
 Files that are not regions are left out; -all lists them too, with the
 reason (a corrupt, truncated or never initialized region shows here).
@@ -102,7 +104,7 @@ type lsEntry struct {
 	Live    int       `json:"live"`
 	Dead    int       `json:"dead"`
 	Created time.Time `json:"created"`
-	State   string    `json:"state"` // "in use", "stale", or "" with Error
+	State   string    `json:"state"` // "in use", "stale", "file lock held" (with Error), or "" with Error
 	Error   string    `json:"error,omitempty"`
 }
 
@@ -136,6 +138,17 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 		}
 		path := filepath.Join(dir, e.Name())
 		info, err := lockword.InspectRegion(path)
+		if errors.Is(err, lockword.ErrFileLockTimeout) {
+			// A region, most likely, behind a holder that does not let go:
+			// listed always, as what it is.
+			fi, _ := e.Info()
+			var size int64
+			if fi != nil {
+				size = fi.Size()
+			}
+			list = append(list, lsEntry{Path: path, Size: size, State: "file lock held", Error: errText(err)})
+			continue
+		}
 		if err != nil {
 			if *all {
 				fi, _ := e.Info()
@@ -172,7 +185,11 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(tw, "PATH\tSIZE\tOBJECTS\tLIVE\tDEAD\tCREATED\tSTATE")
 	for _, le := range list {
 		if le.Error != "" {
-			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\tnot a region: %s\n", shownName(le.Path), le.Size, le.Error)
+			what := "not a region"
+			if le.State != "" {
+				what = le.State
+			}
+			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t%s: %s\n", shownName(le.Path), le.Size, what, le.Error)
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", shownName(le.Path), le.Size, le.Objects, le.Live, le.Dead, le.Created.Format(time.RFC3339), le.State)

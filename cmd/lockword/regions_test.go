@@ -4,11 +4,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lockword/lockword"
 )
@@ -132,5 +135,36 @@ func TestRmForceOnlyRegions(t *testing.T) {
 				t.Errorf("%q on %s: status %d, file kept %v, stderr %q: want it removed", args, c.name, status, serr == nil, stderr)
 			}
 		}
+	}
+}
+
+// TestRmFileLockHeld: rm of a region whose file lock another open holds
+// (here this process, through a descriptor of its own) gives up after
+// the library's DefaultInitTimeout with exit 1, naming the holder's PID,
+// keeps the file, and does not suggest -force; ls lists the region, even
+// without -all, as "file lock held", naming the holder.
+func TestRmFileLockHeld(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "region")
+	r, err := lockword.CreateRegion(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, status := runCLI(t, "rm", path)
+	if _, serr := os.Lstat(path); status != exitFail || serr != nil || !strings.Contains(stderr, fmt.Sprintf("PID %d (not stopped)", os.Getpid())) || strings.Contains(stderr, "-force") {
+		t.Errorf("rm of a region whose file lock is held: status %d, file kept %v, stderr %q: want %d, the file kept, the holder named, no -force hint",
+			status, serr == nil, stderr, exitFail)
+	}
+	stdout, stderr, status := runCLI(t, "ls", filepath.Dir(path))
+	if status != exitOK || !strings.Contains(stdout, "file lock held: ") || !strings.Contains(stdout, fmt.Sprintf("PID %d", os.Getpid())) {
+		t.Errorf("ls of a region whose file lock is held: status %d, stdout %q, stderr %q: want the region listed as file lock held, naming the holder", status, stdout, stderr)
 	}
 }
