@@ -549,10 +549,10 @@ static uint32_t flock_holder(int fd) {
 	uint32_t pid = 0;
 	while (!pid && fgets(line, sizeof line, f)) {
 		char type[16];
-		long p;
+		long long p;
 		unsigned maj, min;
 		unsigned long long ino;
-		if (sscanf(line, "%*s %15s %*s %*s %ld %x:%x:%llu", type, &p, &maj, &min, &ino) == 5 && !strcmp(type, "FLOCK") &&
+		if (sscanf(line, "%*s %15s %*s %*s %lld %x:%x:%llu", type, &p, &maj, &min, &ino) == 5 && !strcmp(type, "FLOCK") &&
 		    p > 0 && p <= UINT32_MAX && maj == major(st.st_dev) && min == minor(st.st_dev) && ino == (unsigned long long)st.st_ino)
 			pid = (uint32_t)p;
 	}
@@ -588,6 +588,13 @@ static int flock_until(int fd, int how, int64_t deadline) {
 	}
 }
 
+/* lock_deadline is the CLOCK_MONOTONIC deadline timeout_ns (> 0) from
+ * now, saturating. */
+static int64_t lock_deadline(int64_t timeout_ns) {
+	int64_t now = mono_ns();
+	return timeout_ns > INT64_MAX - now ? INT64_MAX : now + timeout_ns;
+}
+
 uint32_t lw_region_lock_holder(int *stopped) {
 	if (stopped)
 		*stopped = flock_timeout.stopped;
@@ -606,10 +613,9 @@ typedef struct {
 static open_limits limits_of(int64_t init_timeout_ns) {
 	if (init_timeout_ns == 0)
 		init_timeout_ns = 2000000000; /* DefaultInitTimeout */
-	int64_t now = mono_ns();
 	open_limits lim = {.lock_timeout_ns = init_timeout_ns > 0 ? init_timeout_ns : 2000000000};
-	lim.init = init_timeout_ns < 0 ? -2 : now + init_timeout_ns;
-	lim.lock = now + lim.lock_timeout_ns;
+	lim.lock = lock_deadline(lim.lock_timeout_ns);
+	lim.init = init_timeout_ns < 0 ? -2 : lim.lock;
 	return lim;
 }
 
@@ -1110,7 +1116,7 @@ int lw_region_close(lw_region *r) {
 		}
 	}
 	pthread_mutex_unlock(&r->mu);
-	int err = flock_until(r->fd, LOCK_EX, mono_ns() + r->lock_timeout_ns);
+	int err = flock_until(r->fd, LOCK_EX, lock_deadline(r->lock_timeout_ns));
 	if (err == LW_ETIMEDOUT)
 		return err; /* nothing closed: the caller may try again */
 	if (err == 0) {
@@ -1137,7 +1143,7 @@ static int object(lw_region *r, const char *name, uint32_t kind, uint32_t size, 
 			return r->objs[i].kind == kind ? 0 : LW_EOBJKIND;
 		}
 	}
-	if ((err = flock_until(r->fd, LOCK_EX, mono_ns() + r->lock_timeout_ns)) != 0)
+	if ((err = flock_until(r->fd, LOCK_EX, lock_deadline(r->lock_timeout_ns))) != 0)
 		return err;
 	unsigned char *hdr = malloc(LW_ARENA_OFFSET);
 	lw_hdr *h = malloc(sizeof *h);
