@@ -95,7 +95,9 @@ type RemoveOptions struct {
 //
 // The errors are OpenRegion's (fs.ErrNotExist for a missing file; with
 // Force, those of a file without a region's signature: see
-// RemoveOptions.Force), ErrRegionInUse, and ErrUnsupported outside Linux.
+// RemoveOptions.Force), ErrRegionInUse, ErrFileLockTimeout (the region's
+// file lock stayed held for DefaultInitTimeout; Force removes the region
+// anyway), and ErrUnsupported outside Linux.
 func RemoveRegion(path string, opts *RemoveOptions) error {
 	force := opts != nil && opts.Force
 	path = regionPath(path)
