@@ -194,7 +194,8 @@ type ProcessInfo struct {
 // InspectRegion opens the region at path as an observer (without attaching
 // to it: it takes no process slot and no lock) and describes every object.
 // It returns the same validation errors as OpenRegion, without waiting for
-// a creator.
+// a creator, and ErrFileLockTimeout, naming the holder, if the region's
+// file lock stays held for DefaultInitTimeout.
 //
 // It needs read access only. Where it may also write the file, it stamps
 // each held lock whose hold began on the fast path (which records no start

@@ -37,7 +37,11 @@ import (
 // initialization and never a half-built header. Changes to the object table
 // (a new object) are made under the same exclusive flock, and readers copy
 // the header under a shared flock, so the checksum always matches what they
-// read. flock is only used on these rare paths; locks never touch it.
+// read. flock is only used on these rare paths; locks never touch it. No
+// call waits for it longer than RegionOptions.InitTimeout: a process
+// stopped (SIGSTOP, a debugger) or hung while it holds the file lock makes
+// opens, the creation of new objects and Close fail with
+// ErrFileLockTimeout, naming its PID, instead of blocking.
 //
 // Opening validates, in this order, and returns a distinct sentinel error
 // for each failure (use errors.Is): ErrNotRegularFile, ErrNotInitialized,
@@ -109,6 +113,9 @@ type Region struct {
 	// readOnly: an observer without write access; data is mapped
 	// PROT_READ, and a store to it would fault.
 	readOnly bool
+	// lockTimeout bounds each wait for the file lock after the open
+	// (RegionOptions.InitTimeout; see regionflock.go).
+	lockTimeout time.Duration
 
 	waiting atomic.Int32 // goroutines in a slow path; Close refuses while > 0
 
@@ -159,6 +166,14 @@ type RegionOptions struct {
 	// InitTimeout is how long an open waits for a concurrent creator to
 	// publish the header before returning ErrNotInitialized; 0 means
 	// DefaultInitTimeout, a negative value means do not wait.
+	//
+	// It also bounds every wait for the region's file lock (flock(2),
+	// which a running process holds for microseconds to create the
+	// header, attach, detach or add an object): the open's, within the
+	// same deadline, and each later one of the Region's (creating an
+	// object, Close, Inspect). Past it they fail with a
+	// *FileLockTimeoutError (ErrFileLockTimeout) naming the holder. With
+	// a negative InitTimeout those waits take DefaultInitTimeout.
 	InitTimeout time.Duration
 	// AllowUnsafePermissions opts in to opening (or creating, with such a
 	// Mode) a region file that is writable by its group or by others, or
@@ -333,7 +348,9 @@ func (r *Region) Bytes(name string, size int) ([]byte, error) {
 // returns ErrRegionClosed if already closed. If the file was truncated
 // under the mapping (Check reports ErrTruncated), words past its new end
 // went with it and nothing is released: Close unmaps and closes anyway,
-// holds or not, and returns an error wrapping ErrTruncated.
+// holds or not, and returns an error wrapping ErrTruncated. If the region's
+// file lock stays held past RegionOptions.InitTimeout, it closes nothing
+// and returns a *FileLockTimeoutError (ErrFileLockTimeout): call it again.
 // Objects of a closed region must not be used.
 func (r *Region) Close() error { return r.close() }
 
@@ -372,8 +389,8 @@ func guardFault(onFault func() error, fn func() error) (err error) {
 	return fn()
 }
 
-func newRegion(path string, f *os.File, data []byte) *Region {
-	return &Region{path: path, file: f, data: data,
+func newRegion(path string, f *os.File, data []byte, lockTimeout time.Duration) *Region {
+	return &Region{path: path, file: f, data: data, lockTimeout: lockTimeout,
 		objects: map[string]regionObject{}, handles: map[string]regionHandle{}}
 }
 
@@ -407,8 +424,8 @@ func (r *Region) readHeader() (h *regionHeader, hdr []byte, err error) {
 // this handle last read the table. r.mu must be held.
 func (r *Region) refreshObjects() error {
 	fd := int(r.file.Fd())
-	if err := flock(fd, lockShared); err != nil {
-		return err
+	if err := r.lockFile(lockShared); err != nil {
+		return &regionError{op: "region " + r.path + ": reading its object table", err: err}
 	}
 	defer flock(fd, lockUnlock)
 	h, _, err := r.readHeader()
@@ -442,8 +459,8 @@ func (r *Region) objectParam(name string, kind objectKind, param, size uint32) (
 		return o, checkKind(o, kind)
 	}
 	fd := int(r.file.Fd())
-	if err := flock(fd, lockExclusive); err != nil {
-		return regionObject{}, err
+	if err := r.lockFile(lockExclusive); err != nil {
+		return regionObject{}, &regionError{op: fmt.Sprintf("region %s: adding %q", r.path, name), err: err}
 	}
 	defer flock(fd, lockUnlock)
 	// Re-read the table: other processes may have added objects.
@@ -521,8 +538,10 @@ func (r *Region) close() error {
 	}
 	fd := int(r.file.Fd())
 	if r.token != 0 && truncated == nil {
-		if err := flock(fd, lockExclusive); err != nil {
-			return err
+		// Nothing is closed if the file lock stays held: the caller
+		// may try again.
+		if err := r.lockFile(lockExclusive); err != nil {
+			return &regionError{op: "close region " + r.path, err: err}
 		}
 		guardFault(onFault, func() error {
 			state := word32(r.slotWord(r.slot), procState)

@@ -20,6 +20,7 @@ const regionsSupported = true
 
 func statInfo(st *unix.Stat_t) fileInfo {
 	return fileInfo{size: st.Size, mode: st.Mode, uid: st.Uid, dev: uint64(st.Dev), ino: st.Ino,
+		devMajor: unix.Major(uint64(st.Dev)), devMinor: unix.Minor(uint64(st.Dev)),
 		regular: st.Mode&unix.S_IFMT == unix.S_IFREG}
 }
 
@@ -102,8 +103,11 @@ func sysMunmap(data []byte) error { return unix.Munmap(data) }
 
 func sysUnlink(path string) error { return unix.Unlink(path) }
 
+func sysClose(fd int) error { return unix.Close(fd) }
+
 // flock takes (or, with lockUnlock, drops) flock(2) on fd, resuming after
-// signals.
+// signals. Taking it so waits without a bound: the library's takers use
+// lockFile (regionflock.go), which gives up at a deadline.
 func flock(fd int, how flockHow) error {
 	op := unix.LOCK_UN
 	switch how {
@@ -118,6 +122,41 @@ func flock(fd int, how flockHow) error {
 			return err
 		}
 	}
+}
+
+// sysFlockTry tries once to take flock(2) on fd (LOCK_NB), resuming after
+// signals: taken false, with no error, if another open file description
+// holds it in a conflicting mode.
+func sysFlockTry(fd int, how flockHow) (taken bool, err error) {
+	op := unix.LOCK_SH
+	if how == lockExclusive {
+		op = unix.LOCK_EX
+	}
+	for {
+		err := unix.Flock(fd, op|unix.LOCK_NB)
+		switch err {
+		case nil:
+			return true, nil
+		case unix.EWOULDBLOCK:
+			return false, nil
+		case unix.EINTR:
+			continue
+		}
+		return false, err
+	}
+}
+
+// sysProcLocks reads /proc/locks, the file locks of the system.
+func sysProcLocks() ([]byte, error) { return os.ReadFile("/proc/locks") }
+
+// sysProcState returns process pid's state letter (/proc/PID/stat field
+// 3: R, S, D, T, t, Z, ...), 0 if it cannot be read.
+func sysProcState(pid int) byte {
+	state, _, err := readProcStat(pid)
+	if err != nil {
+		return 0
+	}
+	return state
 }
 
 // sysMemfd creates an anonymous memory file that can be sealed.

@@ -23,7 +23,11 @@ func sysTruncate(fd int, size int64) error                 { return ErrUnsupport
 func sysMmap(fd, size int, readOnly bool) ([]byte, error)  { return nil, ErrUnsupported }
 func sysMunmap(data []byte) error                          { return ErrUnsupported }
 func sysUnlink(path string) error                          { return ErrUnsupported }
+func sysClose(fd int) error                                { return ErrUnsupported }
 func flock(fd int, how flockHow) error                     { return ErrUnsupported }
+func sysFlockTry(fd int, how flockHow) (bool, error)       { return false, ErrUnsupported }
+func sysProcLocks() ([]byte, error)                        { return nil, ErrUnsupported }
+func sysProcState(pid int) byte                            { return 0 }
 func sysMemfd(name string) (int, error)                    { return -1, ErrUnsupported }
 func sysSeal(fd uintptr) error                             { return ErrUnsupported }
 func sysSealedAgainstShrink(fd int) bool                   { return false }

@@ -22,7 +22,9 @@ type fileInfo struct {
 	mode     uint32 // st_mode: type and permission bits
 	uid      uint32
 	dev, ino uint64
-	regular  bool
+	// devMajor, devMinor: dev's numbers, as /proc/locks shows them.
+	devMajor, devMinor uint32
+	regular            bool
 }
 
 type openMode int
@@ -64,8 +66,15 @@ func OpenOrCreateRegion(path string, size int64, opts *RegionOptions) (*Region, 
 type RemoveOptions struct {
 	// Force removes the file even while live processes are attached
 	// (they keep their mappings and go on using the region, which nobody
-	// else can open any more), and removes a regular file that is not a
-	// valid region (corrupt, truncated, never initialized).
+	// else can open any more), and removes a region that fails its open
+	// checks (truncated, resized, damaged checksum or table) as long as
+	// the file still starts with a region header's signature: the magic
+	// number, ABI version 1 and the layout that version fixes (the first
+	// 32 bytes less the size field). It never removes a file without
+	// that signature: one whose magic is not a region's (ErrBadMagic),
+	// one that was never initialized (ErrNotInitialized: an empty or
+	// all-zero file carries nothing to say whose it is), or a header of
+	// another ABI version (ErrBadVersion).
 	Force bool
 }
 
@@ -85,8 +94,10 @@ type RemoveOptions struct {
 // that no one can open any more, as with any removed file.
 //
 // The errors are OpenRegion's (fs.ErrNotExist for a missing file; with
-// Force, only a non-regular file is refused), ErrRegionInUse, and
-// ErrUnsupported outside Linux.
+// Force, those of a file without a region's signature: see
+// RemoveOptions.Force), ErrRegionInUse, ErrFileLockTimeout (the region's
+// file lock stayed held for DefaultInitTimeout; Force removes the region
+// anyway), and ErrUnsupported outside Linux.
 func RemoveRegion(path string, opts *RemoveOptions) error {
 	force := opts != nil && opts.Force
 	path = regionPath(path)
@@ -114,17 +125,14 @@ func openRegion(path string, size int64, opts *RegionOptions, mode openMode) (*R
 	if o.Mode == 0 {
 		o.Mode = 0o600
 	}
-	if o.InitTimeout == 0 {
-		o.InitTimeout = DefaultInitTimeout
-	}
-	deadline := time.Now().Add(max(o.InitTimeout, 0))
+	lim := limitsOf(o)
 	// Failures below return bare causes; they are named here, once.
 	for {
 		if mode == modeCreate || mode == modeEither {
 			if o.Mode&0o022 != 0 && !o.AllowUnsafePermissions {
 				return nil, &regionError{op: "create region " + path, err: fmt.Errorf("%w: mode %#o lets group or others write it (RegionOptions.AllowUnsafePermissions opts in)", ErrUnsafePermissions, o.Mode.Perm())}
 			}
-			r, err := createRegion(path, size, o.Mode)
+			r, err := createRegion(path, size, o.Mode, lim)
 			if err == nil {
 				return r, nil
 			}
@@ -132,8 +140,8 @@ func openRegion(path string, size int64, opts *RegionOptions, mode openMode) (*R
 				return nil, &regionError{op: "create region " + path, err: err}
 			}
 		}
-		r, err := openExisting(path, deadline, mode, o.AllowUnsafePermissions)
-		if mode == modeEither && errors.Is(err, fs.ErrNotExist) && time.Now().Before(deadline) {
+		r, err := openExisting(path, lim, mode, o.AllowUnsafePermissions)
+		if mode == modeEither && errors.Is(err, fs.ErrNotExist) && time.Now().Before(lim.init) {
 			continue // removed since our create failed: try again
 		}
 		if err != nil {
@@ -143,7 +151,35 @@ func openRegion(path string, size int64, opts *RegionOptions, mode openMode) (*R
 	}
 }
 
-func createRegion(path string, size int64, mode os.FileMode) (r *Region, err error) {
+// openLimits are an open's time limits, from RegionOptions.InitTimeout.
+type openLimits struct {
+	init time.Time // for a concurrent creator to publish the header
+	lock time.Time // for the region's file lock during the open
+	// lockTimeout bounds each later wait of the Region for its file lock
+	// (object creation, Close, Inspect).
+	lockTimeout time.Duration
+}
+
+// limitsOf returns the limits of an open with options o, starting now:
+// InitTimeout (0: DefaultInitTimeout) for the creator and the file lock
+// alike; a negative InitTimeout does not wait for a creator, and waits
+// DefaultInitTimeout for the file lock, which a running process holds
+// for microseconds.
+func limitsOf(o RegionOptions) openLimits {
+	if o.InitTimeout == 0 {
+		o.InitTimeout = DefaultInitTimeout
+	}
+	lim := openLimits{lockTimeout: o.InitTimeout}
+	if o.InitTimeout < 0 {
+		lim.lockTimeout = DefaultInitTimeout
+	}
+	now := time.Now()
+	lim.init = now.Add(max(o.InitTimeout, 0))
+	lim.lock = now.Add(lim.lockTimeout)
+	return lim
+}
+
+func createRegion(path string, size int64, mode os.FileMode, lim openLimits) (r *Region, err error) {
 	if size == 0 {
 		size = DefaultRegionSize
 	}
@@ -157,13 +193,13 @@ func createRegion(path string, size int64, mode os.FileMode) (r *Region, err err
 	}
 	// Nobody else can have initialized it if we fail: remove it so that
 	// openers waiting for the header give up or create anew.
-	return initRegion(path, fd, size, func() { sysUnlink(path) })
+	return initRegion(path, fd, size, lim, func() { sysUnlink(path) })
 }
 
 // initRegion sizes the new, empty file fd (which it owns from now on),
 // writes and publishes the header, and attaches. On failure it runs undo
 // and closes fd.
-func initRegion(path string, fd int, size int64, undo func()) (r *Region, err error) {
+func initRegion(path string, fd int, size int64, lim openLimits, undo func()) (r *Region, err error) {
 	f := os.NewFile(uintptr(fd), path)
 	var data []byte
 	defer func() {
@@ -176,8 +212,9 @@ func initRegion(path string, fd int, size int64, undo func()) (r *Region, err er
 		}
 	}()
 	// Hold the file lock while initializing: openers that want to attach
-	// take it too, and table changes happen under it.
-	if err := flock(fd, lockExclusive); err != nil {
+	// take it too, and table changes happen under it. The file is new,
+	// but any process that can open it can lock it.
+	if err := lockFile(fd, lockExclusive, lim.lock); err != nil {
 		return nil, err
 	}
 	if err := sysTruncate(fd, size); err != nil {
@@ -202,7 +239,7 @@ func initRegion(path string, fd int, size int64, undo func()) (r *Region, err er
 	word64(data, hdrMagic).Store(regionMagic)
 	wakeShared(word32(data, hdrMagic), math.MaxInt32)
 
-	r = newRegion(path, f, data)
+	r = newRegion(path, f, data, lim.lockTimeout)
 	if err := r.attach(nil); err != nil {
 		return nil, err
 	}
@@ -211,8 +248,8 @@ func initRegion(path string, fd int, size int64, undo func()) (r *Region, err er
 }
 
 // openExisting opens and validates an existing region file, waiting until
-// deadline for a concurrent creator to publish its header.
-func openExisting(path string, deadline time.Time, mode openMode, allowUnsafe bool) (r *Region, err error) {
+// lim.init for a concurrent creator to publish its header.
+func openExisting(path string, lim openLimits, mode openMode, allowUnsafe bool) (r *Region, err error) {
 	readOnly := mode == modeObserveReadOnly
 	fd, err := sysOpen(path, readOnly)
 	if mode == modeObserve && sysWriteDenied(err) {
@@ -224,14 +261,15 @@ func openExisting(path string, deadline time.Time, mode openMode, allowUnsafe bo
 	if err != nil {
 		return nil, sysOpenError(err)
 	}
-	return openFD(path, fd, readOnly, deadline, mode, allowUnsafe)
+	return openFD(path, fd, readOnly, lim, mode, allowUnsafe)
 }
 
 // openFD opens the region in the file fd (which it owns from now on: a
 // failed open closes it): waits for its creator, maps it, validates it and
 // attaches (or, for an observer, only reads). Faults on the mapping (the
 // file truncated under us) become ErrTruncated.
-func openFD(path string, fd int, readOnly bool, deadline time.Time, mode openMode, allowUnsafe bool) (r *Region, err error) {
+func openFD(path string, fd int, readOnly bool, lim openLimits, mode openMode, allowUnsafe bool) (r *Region, err error) {
+	deadline := lim.init
 	f := os.NewFile(uintptr(fd), path)
 	var data []byte
 	defer func() {
@@ -296,7 +334,7 @@ func openFD(path string, fd int, readOnly bool, deadline time.Time, mode openMod
 	// From here on the mapping is read: a file truncated meanwhile faults,
 	// and the fault is reported, not fatal.
 	err = guardFault(func() error { return truncatedError(fd, len(data)) }, func() error {
-		r, err = mappedOpen(path, f, fd, data, st.size, readOnly, deadline, mode)
+		r, err = mappedOpen(path, f, fd, data, st.size, readOnly, lim, mode)
 		return err
 	})
 	return r, err
@@ -304,12 +342,12 @@ func openFD(path string, fd int, readOnly bool, deadline time.Time, mode openMod
 
 // mappedOpen is the part of openFD after the mapping (data; nil for a
 // file too short to map, whose header is read with pread).
-func mappedOpen(path string, f *os.File, fd int, data []byte, size int64, readOnly bool, deadline time.Time, mode openMode) (r *Region, err error) {
+func mappedOpen(path string, f *os.File, fd int, data []byte, size int64, readOnly bool, lim openLimits, mode openMode) (r *Region, err error) {
 	if data != nil {
 		// Acquire-load the magic; while it is zero the creator has not
 		// published the header: sleep on it (the creator wakes us).
 		for word64(data, hdrMagic).Load() == 0 {
-			left := time.Until(deadline)
+			left := time.Until(lim.init)
 			if left <= 0 {
 				return nil, fmt.Errorf("%w: header not published (creator died? remove the file)", ErrNotInitialized)
 			}
@@ -322,7 +360,7 @@ func mappedOpen(path string, f *os.File, fd int, data []byte, size int64, readOn
 	if observe {
 		how = lockShared
 	}
-	if err := flock(fd, how); err != nil {
+	if err := lockFile(fd, how, lim.lock); err != nil {
 		return nil, err
 	}
 	defer flock(fd, lockUnlock)
@@ -343,7 +381,7 @@ func mappedOpen(path string, f *os.File, fd int, data []byte, size int64, readOn
 	if err != nil {
 		return nil, err
 	}
-	r = newRegion(path, f, data)
+	r = newRegion(path, f, data, lim.lockTimeout)
 	r.readOnly = readOnly
 	r.learn(h.objects)
 	if observe {
@@ -390,7 +428,11 @@ func CreateMemfdRegion(name string, size int64, opts *RegionOptions) (*Region, e
 	if err != nil {
 		return fail(err)
 	}
-	r, err := initRegion("memfd:"+name, fd, size, func() {})
+	var o RegionOptions
+	if opts != nil {
+		o = *opts
+	}
+	r, err := initRegion("memfd:"+name, fd, size, limitsOf(o), func() {})
 	if err != nil {
 		return fail(err)
 	}
@@ -426,9 +468,6 @@ func OpenRegionFile(f *os.File, opts *RegionOptions) (*Region, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.InitTimeout == 0 {
-		o.InitTimeout = DefaultInitTimeout
-	}
 	if f == nil {
 		return nil, &regionError{op: "open region", err: fmt.Errorf("%w: a nil *os.File", os.ErrInvalid)}
 	}
@@ -439,7 +478,7 @@ func OpenRegionFile(f *os.File, opts *RegionOptions) (*Region, error) {
 	if err != nil {
 		return nil, &regionError{op: "open region " + f.Name(), err: fmt.Errorf("reopening its descriptor through /proc/self/fd, for a file lock of this Region's own: %w", err)}
 	}
-	r, err := openFD(f.Name(), fd, false, time.Now().Add(max(o.InitTimeout, 0)), modeOpen, o.AllowUnsafePermissions)
+	r, err := openFD(f.Name(), fd, false, limitsOf(o), modeOpen, o.AllowUnsafePermissions)
 	if err != nil {
 		return nil, &regionError{op: "open region " + f.Name(), err: err}
 	}
@@ -456,16 +495,14 @@ func removeRegion(path string, force bool) error {
 		if !force || errors.Is(err, ErrNotRegularFile) || errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		// Not a valid region: with force, any regular file goes (never
-		// through a link: Lstat, not Stat).
-		if st, serr := os.Lstat(path); serr != nil || !st.Mode().IsRegular() {
-			return err
+		if re, ok := err.(*regionError); ok {
+			err = re.err // RemoveRegion names the removal
 		}
-		return os.Remove(path)
+		return removeDamaged(path, err)
 	}
 	defer r.close()
 	fd := int(r.file.Fd())
-	if err := flock(fd, lockExclusive); err != nil {
+	if err := r.lockFile(lockExclusive); err != nil {
 		return err
 	}
 	defer flock(fd, lockUnlock)
@@ -484,6 +521,58 @@ func removeRegion(path string, force bool) error {
 		return fmt.Errorf("%w: the path was replaced while it was being removed", fs.ErrExist)
 	}
 	return sysUnlink(path)
+}
+
+// removeDamaged is a forced removal of the file at path, which failed to
+// open as a region with openErr: it goes only if it starts with a region
+// header's signature (RemoveOptions.Force), read from the file it unlinks
+// (the path must still name the file that was read), never through a link.
+// A file without it is refused with openErr.
+func removeDamaged(path string, openErr error) error {
+	fd, err := sysOpen(path, true)
+	if err != nil {
+		return sysOpenError(err)
+	}
+	defer sysClose(fd)
+	opened, err := sysFstat(fd)
+	if err != nil {
+		return err
+	}
+	if !opened.regular {
+		return fmt.Errorf("%w (mode %#o)", ErrNotRegularFile, opened.mode)
+	}
+	var head [hdrFlags]byte
+	n, err := sysPread(fd, head[:], 0)
+	if err != nil {
+		return err
+	}
+	if !hasRegionSignature(head[:n]) {
+		return fmt.Errorf("%w (refused even when forced: the file does not start with a region header, so nothing shows it is a region; if it is yours, rm(1) removes it)", openErr)
+	}
+	now, err := sysLstat(path)
+	if err != nil {
+		return err
+	}
+	if opened.dev != now.dev || opened.ino != now.ino {
+		return fmt.Errorf("%w: the path was replaced while it was being removed", fs.ErrExist)
+	}
+	return sysUnlink(path)
+}
+
+// hasRegionSignature reports whether head, a file's first bytes, is the
+// start of a version-1 region header: the magic number (published last by
+// the creator, so a file that has it was initialized), the version, and
+// the layout fields that the version fixes, 24 bytes that a file of other
+// origin does not hold by chance (the magic alone is ASCII "lockword",
+// which a text file may start with). The size field between them is not
+// part of it: a truncated or resized region is still ours.
+func hasRegionSignature(head []byte) bool {
+	return len(head) >= hdrFlags &&
+		ne.Uint64(head[hdrMagic:]) == regionMagic &&
+		ne.Uint32(head[hdrVersion:]) == regionVersion &&
+		ne.Uint32(head[hdrHeaderSize:]) == regionArenaOffset &&
+		ne.Uint32(head[hdrTableCap:]) == regionTableCap &&
+		ne.Uint32(head[hdrProcSlots:]) == regionProcSlots
 }
 
 // checkPermissions refuses a region file that others may write: writable

@@ -24,6 +24,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -505,6 +506,7 @@ struct lw_region {
 	size_t size;
 	uint32_t slot, token;
 	uint64_t pidns; /* the region's PID namespace record; 0 unknown */
+	int64_t lock_timeout_ns; /* bounds each later wait for the file lock */
 	lw_ident me;
 	_Atomic int waiting; /* threads in a slow path: close refuses */
 	pthread_mutex_t mu;  /* guards what follows */
@@ -519,6 +521,108 @@ static int flock_retry(int fd, int how) {
 			return errno;
 	}
 	return 0;
+}
+
+/* ---- The region's file lock (regionflock.go) ----
+ * Held for microseconds by a running process (to fill the header, attach,
+ * detach, add an object); a process stopped or hung while holding it must
+ * not block everyone else's open, object creation and close: every taker
+ * polls flock with LOCK_NB, sleeping 50 us doubling up to 2 ms, until its
+ * deadline, then returns LW_ETIMEDOUT and records who held the lock for
+ * lw_region_lock_holder. Not a timed lock: flock has none (only a signal
+ * cuts a blocking one short), and OFD locks, which have no timeout either,
+ * do not exclude the flock of other processes. */
+
+enum { flock_first_sleep_ns = 50000, flock_max_sleep_ns = 2000000 };
+
+/* The holder found by this thread's last file-lock timeout. */
+static _Thread_local struct {
+	uint32_t pid;
+	bool stopped;
+} flock_timeout;
+
+/* flock_holder is fileLockHolders: the PID that /proc/locks says holds a
+ * flock on fd's file ("N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE ...", a
+ * waiter's line has "->" for its type), or 0. */
+static uint32_t flock_holder(int fd) {
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return 0;
+	FILE *f = fopen("/proc/locks", "re");
+	if (!f)
+		return 0;
+	char line[256];
+	uint32_t pid = 0;
+	while (!pid && fgets(line, sizeof line, f)) {
+		char type[16];
+		long long p;
+		unsigned maj, min;
+		unsigned long long ino;
+		if (sscanf(line, "%*s %15s %*s %*s %lld %x:%x:%llu", type, &p, &maj, &min, &ino) == 5 && !strcmp(type, "FLOCK") &&
+		    p > 0 && p <= UINT32_MAX && maj == major(st.st_dev) && min == minor(st.st_dev) && ino == (unsigned long long)st.st_ino)
+			pid = (uint32_t)p;
+	}
+	fclose(f);
+	return pid;
+}
+
+/* flock_until is lockFile: flock(how) on fd, trying until deadline
+ * (CLOCK_MONOTONIC ns): 0, LW_ETIMEDOUT, or flock's errno. */
+static int flock_until(int fd, int how, int64_t deadline) {
+	int64_t sleep_ns = flock_first_sleep_ns;
+	for (;;) {
+		if (flock(fd, how | LOCK_NB) == 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno != EWOULDBLOCK)
+			return errno;
+		int64_t left = deadline - mono_ns();
+		if (left <= 0) {
+			char state = 0;
+			uint64_t start;
+			flock_timeout.pid = flock_holder(fd);
+			flock_timeout.stopped = flock_timeout.pid && read_proc_stat(flock_timeout.pid, &state, &start) == 0 &&
+						(state == 'T' || state == 't');
+			return LW_ETIMEDOUT;
+		}
+		int64_t ns = sleep_ns < left ? sleep_ns : left;
+		struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
+		nanosleep(&ts, NULL);
+		if (sleep_ns < flock_max_sleep_ns)
+			sleep_ns *= 2;
+	}
+}
+
+/* lock_deadline is the CLOCK_MONOTONIC deadline timeout_ns (> 0) from
+ * now, saturating. */
+static int64_t lock_deadline(int64_t timeout_ns) {
+	int64_t now = mono_ns();
+	return timeout_ns > INT64_MAX - now ? INT64_MAX : now + timeout_ns;
+}
+
+uint32_t lw_region_lock_holder(int *stopped) {
+	if (stopped)
+		*stopped = flock_timeout.stopped;
+	return flock_timeout.pid;
+}
+
+/* open_limits is openLimits: an open's deadlines (CLOCK_MONOTONIC ns). */
+typedef struct {
+	int64_t init;            /* for the creator: >= 0, or -2: do not wait */
+	int64_t lock;            /* for the file lock during the open */
+	int64_t lock_timeout_ns; /* for each later wait for it */
+} open_limits;
+
+/* limits_of is limitsOf: init_timeout_ns (0: 2 s) for the creator and the
+ * file lock; negative: no wait for the creator, 2 s for the lock. */
+static open_limits limits_of(int64_t init_timeout_ns) {
+	if (init_timeout_ns == 0)
+		init_timeout_ns = 2000000000; /* DefaultInitTimeout */
+	open_limits lim = {.lock_timeout_ns = init_timeout_ns > 0 ? init_timeout_ns : 2000000000};
+	lim.lock = lock_deadline(lim.lock_timeout_ns);
+	lim.init = init_timeout_ns < 0 ? -2 : lim.lock;
+	return lim;
 }
 
 static unsigned char *slot_at(lw_region *r, uint32_t slot) {
@@ -702,7 +806,7 @@ static void learn(lw_region *r, const lw_hdr *h) {
 }
 
 /* create_region is createRegion. */
-static int create_region(const char *path, int64_t size, lw_region **out) {
+static int create_region(const char *path, int64_t size, open_limits lim, lw_region **out) {
 	if (size == 0)
 		size = LW_DEFAULT_REGION_SIZE;
 	if (size < LW_MIN_REGION_SIZE || (uint64_t)size > SIZE_MAX / 2)
@@ -715,7 +819,7 @@ static int create_region(const char *path, int64_t size, lw_region **out) {
 	lw_region *r = NULL;
 	int err = 0;
 	lw_ident me;
-	if (fchmod(fd, mode) != 0 || (err = flock_retry(fd, LOCK_EX)) != 0 || ftruncate(fd, size) != 0) {
+	if (fchmod(fd, mode) != 0 || (err = flock_until(fd, LOCK_EX, lim.lock)) != 0 || ftruncate(fd, size) != 0) {
 		err = err ? err : errno;
 		goto fail;
 	}
@@ -746,6 +850,7 @@ static int create_region(const char *path, int64_t size, lw_region **out) {
 		goto fail;
 	}
 	r->me = me;
+	r->lock_timeout_ns = lim.lock_timeout_ns;
 	if (idErr) {
 		err = idErr;
 		goto fail;
@@ -774,21 +879,22 @@ static bool all_zero(const unsigned char *b, size_t n) {
 }
 
 /* open_existing is openExisting (mode open). */
-static int open_fd(const char *path, int fd, int64_t deadline, lw_region **out);
+static int open_fd(const char *path, int fd, open_limits lim, lw_region **out);
 
-static int open_existing(const char *path, int64_t deadline, lw_region **out) {
+static int open_existing(const char *path, open_limits lim, lw_region **out) {
 	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		if (errno == ELOOP || errno == EISDIR || errno == ENXIO)
 			return LW_ENOTREGULAR;
 		return errno;
 	}
-	return open_fd(path, fd, deadline, out);
+	return open_fd(path, fd, lim, out);
 }
 
 /* open_fd is openFD: the open of the region in fd, which it owns from
  * now on (a failed open closes it). */
-static int open_fd(const char *path, int fd, int64_t deadline, lw_region **out) {
+static int open_fd(const char *path, int fd, open_limits lim, lw_region **out) {
+	int64_t deadline = lim.init;
 	unsigned char *data = NULL;
 	size_t mapped = 0;
 	unsigned char *hdr = NULL;
@@ -861,7 +967,7 @@ static int open_fd(const char *path, int fd, int64_t deadline, lw_region **out) 
 			futex_wait(w32(data, LW_HDR_MAGIC), 0, left < LW_OWNER_CHECK_INTERVAL_NS ? left : LW_OWNER_CHECK_INTERVAL_NS, true);
 		}
 	}
-	if ((err = flock_retry(fd, LOCK_EX)) != 0)
+	if ((err = flock_until(fd, LOCK_EX, lim.lock)) != 0)
 		goto fail;
 	locked = true;
 	int64_t size = data ? (int64_t)mapped : (int64_t)st.st_size;
@@ -888,6 +994,7 @@ static int open_fd(const char *path, int fd, int64_t deadline, lw_region **out) 
 		err = ENOMEM;
 		goto fail;
 	}
+	r->lock_timeout_ns = lim.lock_timeout_ns;
 	learn(r, h);
 	if ((err = self_identity(&r->me)) != 0 || (err = attach(r, h->objs, h->count)) != 0)
 		goto fail;
@@ -909,8 +1016,7 @@ fail:
 	return err;
 }
 
-/* The deadline argument of open_existing: >= 0 absolute, -1 none... but an
- * open always has one; -2 means "do not wait" (InitTimeout < 0). */
+/* open_region is openRegion; its deadlines are limits_of's. */
 static int open_region(const char *path, int64_t size, int64_t init_timeout_ns, bool create, bool open, lw_region **out) {
 	if (!path || !out)
 		return EINVAL;
@@ -921,18 +1027,16 @@ static int open_region(const char *path, int64_t size, int64_t init_timeout_ns, 
 		free(p);
 		return EINVAL;
 	}
-	if (init_timeout_ns == 0)
-		init_timeout_ns = 2000000000; /* DefaultInitTimeout */
-	int64_t deadline = init_timeout_ns < 0 ? -2 : mono_ns() + init_timeout_ns;
+	open_limits lim = limits_of(init_timeout_ns);
 	int err;
 	for (;;) {
 		if (create) {
-			err = create_region(p, size, out);
+			err = create_region(p, size, lim, out);
 			if (err == 0 || !open || err != EEXIST)
 				break;
 		}
-		err = open_existing(p, deadline, out);
-		if (create && err == ENOENT && deadline >= 0 && mono_ns() < deadline)
+		err = open_existing(p, lim, out);
+		if (create && err == ENOENT && lim.init >= 0 && mono_ns() < lim.init)
 			continue; /* removed since our create failed */
 		break;
 	}
@@ -974,7 +1078,7 @@ int lw_region_open_fd(int fd, const char *name, lw_region **out) {
 	while (own < 0 && errno == EINTR);
 	if (own < 0)
 		return errno;
-	return open_fd(name, own, mono_ns() + 2000000000, out);
+	return open_fd(name, own, limits_of(0), out);
 }
 
 int lw_region_open_or_create(const char *path, int64_t size, lw_region **out) {
@@ -1029,7 +1133,10 @@ int lw_region_close(lw_region *r) {
 		}
 	}
 	pthread_mutex_unlock(&r->mu);
-	if (flock_retry(r->fd, LOCK_EX) == 0) {
+	int err = flock_until(r->fd, LOCK_EX, lock_deadline(r->lock_timeout_ns));
+	if (err == LW_ETIMEDOUT)
+		return err; /* nothing closed: the caller may try again */
+	if (err == 0) {
 		_Atomic uint32_t *state = w32(slot_at(r, r->slot), LW_PROC_STATE);
 		atomic_store(state, atomic_load(state) & ~LW_PROC_LIVE);
 		flock_retry(r->fd, LOCK_UN);
@@ -1053,7 +1160,7 @@ static int object(lw_region *r, const char *name, uint32_t kind, uint32_t size, 
 			return r->objs[i].kind == kind ? 0 : LW_EOBJKIND;
 		}
 	}
-	if ((err = flock_retry(r->fd, LOCK_EX)) != 0)
+	if ((err = flock_until(r->fd, LOCK_EX, lock_deadline(r->lock_timeout_ns))) != 0)
 		return err;
 	unsigned char *hdr = malloc(LW_ARENA_OFFSET);
 	lw_hdr *h = malloc(sizeof *h);

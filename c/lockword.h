@@ -334,6 +334,27 @@ const char *lw_strerror(int code);
 
 typedef struct lw_region lw_region;
 
+/* The region's file lock: processes take flock(2) on the region file to
+ * create its header, to attach (every open), to detach (lw_region_close)
+ * and to add an object (lw_region_bytes, lw_region_mutex, ring attach, for
+ * a name the handle does not know yet). A running process holds it for
+ * microseconds; one that is stopped (SIGSTOP, a debugger) or hung while
+ * holding it would block everyone else, so no call waits for it longer
+ * than the open's init timeout (lw_region_open_init; 2 s by default and
+ * for a negative timeout; the opens' wait for the lock counts against the
+ * same deadline as their wait for the creator). Past it the call returns
+ * LW_ETIMEDOUT having changed nothing (lw_region_close closes nothing and
+ * may be called again), and lw_region_lock_holder names the holder. Go
+ * twin: ErrFileLockTimeout, FileLockTimeoutError. */
+
+/* lw_region_lock_holder returns the PID that held the region's file lock
+ * (from /proc/locks) when the last call of this thread that returned
+ * LW_ETIMEDOUT for it gave up, 0 if none did or /proc/locks named no
+ * holder; if stopped is not NULL, *stopped is 1 if that process was
+ * stopped (state T or t in /proc/PID/stat: it holds the lock until it is
+ * continued with SIGCONT or killed), else 0. */
+uint32_t lw_region_lock_holder(int *stopped);
+
 /* lw_region_create creates the region file path (a path without a slash is
  * a name under /dev/shm) of size bytes (0: LW_DEFAULT_REGION_SIZE; at
  * least LW_MIN_REGION_SIZE, else LW_ETOOSMALL), mode 0600, attaches to it
@@ -353,8 +374,11 @@ int lw_region_create(const char *path, int64_t size, lw_region **out);
 int lw_region_open(const char *path, lw_region **out);
 
 /* lw_region_open_init is lw_region_open waiting at most init_timeout_ns
- * nanoseconds for the creator (0: the default 2 s; negative: do not wait,
- * as Go's RegionOptions.InitTimeout). Non-NULL: path, out. */
+ * nanoseconds for the creator and the region's file lock (0: the default
+ * 2 s; negative: do not wait for the creator, and 2 s for the lock, as Go's
+ * RegionOptions.InitTimeout): LW_ENOTINIT, or LW_ETIMEDOUT for the lock.
+ * The handle's later waits for the file lock take init_timeout_ns too.
+ * Non-NULL: path, out. */
 int lw_region_open_init(const char *path, int64_t init_timeout_ns, lw_region **out);
 
 /* lw_region_open_fd opens the region in the open file fd (a memfd that

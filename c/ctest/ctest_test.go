@@ -192,11 +192,27 @@ func monoNs() int64 {
 
 // helperMain is a Go helper process: "hold REGION LOCK" takes the lock and
 // sleeps (to be killed); "send REGION RING CAP COUNT" sends COUNT
-// messages (message i as ringMessage(i)), printing "attached" first.
+// messages (message i as ringMessage(i)), printing "attached" first;
+// "flock REGION" takes the region's file lock, prints "locked" and sleeps.
 func helperMain(args []string) int {
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "go helper:", err)
 		return 1
+	}
+	if len(args) == 2 && args[0] == "flock" {
+		// Take the region's file lock through an open of our own, and
+		// keep it until killed.
+		f, err := os.OpenFile(args[1], os.O_RDWR, 0)
+		if err != nil {
+			return fail(err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			return fail(err)
+		}
+		fmt.Println("locked")
+		for {
+			time.Sleep(time.Hour)
+		}
 	}
 	if len(args) < 3 {
 		return fail(fmt.Errorf("bad helper args %q", args))

@@ -24,6 +24,13 @@
  *                                 print the codes of timedlock(0) and trylock
  *   cworker create REGION [SIZE]  create a region with "m", "data", "q"
  *   cworker bench-child REGION I N  a child of bench/cross_test.go
+ *   cworker flocked REGION MS     open REGION with an init timeout of MS ms,
+ *                                 print "opened", and after a line on stdin
+ *                                 (another process then holds the region's
+ *                                 file lock) try an open, a new object and
+ *                                 a close, printing "CALL CODE MS HOLDER
+ *                                 STOPPED" for each (lw_region_lock_holder);
+ *                                 after another line, close: "close CODE"
  */
 #define _GNU_SOURCE
 #include "../lockword.h"
@@ -805,6 +812,7 @@ static int null_case(int i, bool run, const struct null_env *e, const char **wha
 	NULL_CASE(lw_region_close(NULL), LW_EINVAL)
 	NULL_CASE(lw_region_size(NULL), 0)
 	NULL_CASE(lw_region_token(NULL), 0)
+	NULL_CASE(lw_region_lock_holder(NULL), 0)
 	NULL_CASE(lw_region_bytes(NULL, "b", 8, &v), LW_EINVAL)
 	NULL_CASE(lw_region_bytes(r, NULL, 8, &v), LW_EINVAL)
 	NULL_CASE(lw_region_bytes(r, "b", 8, NULL), LW_EINVAL)
@@ -920,13 +928,49 @@ static int cmd_nullargs(int argc, char **argv) {
 	return failures != 0;
 }
 
+static void flocked_report(const char *call, int code, int64_t start_ms) {
+	int stopped = -1;
+	uint32_t pid = lw_region_lock_holder(&stopped);
+	printf("%s %d %lld %u %d\n", call, code, (long long)(mono_ms() - start_ms), pid, stopped);
+	fflush(stdout);
+}
+
+static int cmd_flocked(int argc, char **argv) {
+	if (argc != 4)
+		return 2;
+	int64_t timeout_ns = strtoll(argv[3], NULL, 10) * 1000000;
+	lw_region *r, *r2;
+	lw_mutex *m;
+	char line[64];
+	int err = lw_region_open_init(argv[2], timeout_ns, &r);
+	if (err)
+		die("open", err);
+	printf("opened\n");
+	fflush(stdout);
+	if (!fgets(line, sizeof line, stdin))
+		return 1;
+	int64_t start = mono_ms();
+	err = lw_region_open_init(argv[2], timeout_ns, &r2);
+	if (err == 0)
+		lw_region_close(r2);
+	flocked_report("open", err, start);
+	start = mono_ms();
+	flocked_report("mutex", lw_region_mutex(r, "new", &m), start);
+	start = mono_ms();
+	flocked_report("close", lw_region_close(r), start);
+	if (!fgets(line, sizeof line, stdin))
+		return 1;
+	printf("close %d\n", lw_region_close(r));
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*run)(int, char **);
 } commands[] = {
 	{"torture", cmd_torture}, {"open", cmd_open}, {"stress", cmd_stress}, {"send", cmd_send}, {"recv", cmd_recv},
 	{"hold", cmd_hold}, {"wait", cmd_wait}, {"create", cmd_create}, {"bench-child", cmd_bench_child}, {"api", cmd_api},
-	{"nullargs", cmd_nullargs},
+	{"nullargs", cmd_nullargs}, {"flocked", cmd_flocked},
 };
 
 int main(int argc, char **argv) {

@@ -38,7 +38,9 @@ line each:
   DEAD      process slots whose process died without detaching (killed)
   CREATED   when the region was created
   STATE     "in use" (a live process is attached) or "stale" (none is:
-            "lockword rm PATH" removes it)
+            "lockword rm PATH" removes it), or "file lock held" (a
+            process, named with whether it is stopped, held the region's
+            file lock for 2 s, so it could not be read)
 
 Files that are not regions are left out; -all lists them too, with the
 reason (a corrupt, truncated or never initialized region shows here).
@@ -68,16 +70,25 @@ under the region's exclusive file lock, the lock that attaching takes
 (lockword.RemoveRegion). A process that died attached (killed) does not
 count. It never follows a symbolic link.
 
+A file that is not a lockword region is never removed, with or without
+-force: one whose magic number is not a region's, or that was never
+initialized (empty or all zero: nothing in it says whose it is).
+
 Flags:
   -force  remove even while live processes are attached (they keep their
           mappings; nobody else can open the region any more), and remove
-          a regular file that is not a valid region (corrupt, truncated)
+          a damaged region (truncated, resized, corrupt checksum or table)
+          whose file still starts with a region header (magic number and
+          ABI version 1)
 
 Exit status:
   0  every PATH was removed
   1  some PATH was not removed: live processes are attached (their PIDs
-     are named), or it is not a valid region and -force was not given
-  2  usage error, or a PATH is missing or not a regular file
+     are named), it is a damaged region and -force was not given, it has
+     another ABI version, or its file lock stayed held (the holder's PID
+     is named)
+  2  usage error, or a PATH is missing, not a regular file or not a
+     lockword region
 
 Examples:
   lockword rm orders               # /dev/shm/orders, if nobody uses it
@@ -93,7 +104,7 @@ type lsEntry struct {
 	Live    int       `json:"live"`
 	Dead    int       `json:"dead"`
 	Created time.Time `json:"created"`
-	State   string    `json:"state"` // "in use", "stale", or "" with Error
+	State   string    `json:"state"` // "in use", "stale", "file lock held" (with Error), or "" with Error
 	Error   string    `json:"error,omitempty"`
 }
 
@@ -127,6 +138,17 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 		}
 		path := filepath.Join(dir, e.Name())
 		info, err := lockword.InspectRegion(path)
+		if errors.Is(err, lockword.ErrFileLockTimeout) {
+			// A region, most likely, behind a holder that does not let go:
+			// listed always, as what it is.
+			fi, _ := e.Info()
+			var size int64
+			if fi != nil {
+				size = fi.Size()
+			}
+			list = append(list, lsEntry{Path: path, Size: size, State: "file lock held", Error: errText(err)})
+			continue
+		}
 		if err != nil {
 			if *all {
 				fi, _ := e.Info()
@@ -163,7 +185,11 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(tw, "PATH\tSIZE\tOBJECTS\tLIVE\tDEAD\tCREATED\tSTATE")
 	for _, le := range list {
 		if le.Error != "" {
-			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\tnot a region: %s\n", shownName(le.Path), le.Size, le.Error)
+			what := "not a region"
+			if le.State != "" {
+				what = le.State
+			}
+			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t%s: %s\n", shownName(le.Path), le.Size, what, le.Error)
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", shownName(le.Path), le.Size, le.Objects, le.Live, le.Dead, le.Created.Format(time.RFC3339), le.State)
@@ -191,18 +217,32 @@ func runRm(args []string, stdout, stderr io.Writer) int {
 		switch {
 		case err == nil:
 			continue
-		case errors.Is(err, os.ErrNotExist), errors.Is(err, lockword.ErrNotRegularFile), errors.Is(err, os.ErrPermission), errors.Is(err, lockword.ErrUnsupported):
+		case errors.Is(err, os.ErrNotExist), errors.Is(err, lockword.ErrNotRegularFile), errors.Is(err, os.ErrPermission), errors.Is(err, lockword.ErrUnsupported),
+			errors.Is(err, lockword.ErrBadMagic), errors.Is(err, lockword.ErrNotInitialized):
 			status = exitUsage
 		case status == exitOK:
 			status = exitFail
 		}
 		hint := ""
-		if status == exitFail && !errors.Is(err, lockword.ErrRegionInUse) && !*force {
-			hint = " (not a valid region: 'lockword rm -force PATH' removes it anyway)"
+		if !*force && damagedRegion(err) {
+			hint = " (a damaged region: 'lockword rm -force PATH' removes it anyway)"
 		}
 		fmt.Fprintf(stderr, "lockword rm: %s%s\n", errText(err), hint)
 	}
 	return status
+}
+
+// damagedRegion reports whether err is an open check that fails only after
+// the magic number and the ABI version passed: the file is a region of
+// ours, damaged, and -force removes it (lockword.RemoveOptions.Force).
+func damagedRegion(err error) bool {
+	for _, e := range []error{lockword.ErrBadSize, lockword.ErrBadChecksum, lockword.ErrObjectName, lockword.ErrObjectKind,
+		lockword.ErrObjectBounds, lockword.ErrObjectAlignment, lockword.ErrForeignPIDNamespace} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseFlags is parseInterspersed for ls and rm: -1 to go on, or the exit

@@ -4,10 +4,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lockword/lockword"
 )
@@ -73,15 +77,94 @@ func TestLsRm(t *testing.T) {
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatalf("still there: %v", err)
 	}
-	if _, _, status := runCLI(t, "rm", junk); status != exitFail {
-		t.Fatalf("rm of a non-region without -force: %d", status)
-	}
-	if _, stderr, status := runCLI(t, "rm", junk, "-force"); status != exitOK { // a flag after the path
-		t.Fatalf("rm PATH -force: %d %s", status, stderr)
+	if _, stderr, status := runCLI(t, "rm", junk, "-force"); status != exitUsage { // a flag after the path
+		t.Fatalf("rm PATH -force of a non-region: %d %s", status, stderr)
 	}
 	for _, args := range [][]string{{"rm"}, {"rm", path}, {"rm", "-bogus", path}, {"ls", "-bogus"}, {"ls", dir, dir}, {"ls", filepath.Join(dir, "nope")}} {
 		if _, stderr, status := runCLI(t, args...); status != exitUsage || stderr == "" {
 			t.Errorf("%q: status %d, stderr %q: want %d and a message", args, status, stderr, exitUsage)
 		}
+	}
+}
+
+// TestRmForceOnlyRegions: rm refuses a file that is not a lockword region
+// (random bytes, never initialized) with exit 2, with or without -force,
+// keeps it, and does not suggest -force; a damaged region (truncated) is
+// refused with exit 1 and the -force hint, and -force removes it.
+func TestRmForceOnlyRegions(t *testing.T) {
+	dir := t.TempDir()
+	random := make([]byte, 8192)
+	rand.New(rand.NewSource(1)).Read(random)
+	model := filepath.Join(dir, "model")
+	r, err := lockword.CreateRegion(model, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	region, err := os.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		content []byte
+		ours    bool
+	}{
+		{"random", random, false},
+		{"empty", nil, false},
+		{"truncated", region[:4096], true},
+	} {
+		path := filepath.Join(dir, c.name)
+		if err := os.WriteFile(path, c.content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, force := range []bool{false, true} {
+			args := []string{"rm", path}
+			if force {
+				args = append(args, "-force")
+			}
+			_, stderr, status := runCLI(t, args...)
+			_, serr := os.Lstat(path)
+			switch {
+			case !c.ours && (status != exitUsage || serr != nil || !strings.Contains(stderr, "not a lockword region") && !strings.Contains(stderr, "never initialized") || strings.Contains(stderr, "-force")):
+				t.Errorf("%q on %s: status %d, file kept %v, stderr %q: want %d, the file kept, a message saying it is not a region and no -force hint",
+					args, c.name, status, serr == nil, stderr, exitUsage)
+			case c.ours && !force && (status != exitFail || serr != nil || !strings.Contains(stderr, "-force")):
+				t.Errorf("%q on %s: status %d, file kept %v, stderr %q: want %d, the file kept and the -force hint", args, c.name, status, serr == nil, stderr, exitFail)
+			case c.ours && force && (status != exitOK || serr == nil):
+				t.Errorf("%q on %s: status %d, file kept %v, stderr %q: want it removed", args, c.name, status, serr == nil, stderr)
+			}
+		}
+	}
+}
+
+// TestRmFileLockHeld: rm of a region whose file lock another open holds
+// (here this process, through a descriptor of its own) gives up after
+// the library's DefaultInitTimeout with exit 1, naming the holder's PID,
+// keeps the file, and does not suggest -force; ls lists the region, even
+// without -all, as "file lock held", naming the holder.
+func TestRmFileLockHeld(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "region")
+	r, err := lockword.CreateRegion(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, status := runCLI(t, "rm", path)
+	if _, serr := os.Lstat(path); status != exitFail || serr != nil || !strings.Contains(stderr, fmt.Sprintf("PID %d (not stopped)", os.Getpid())) || strings.Contains(stderr, "-force") {
+		t.Errorf("rm of a region whose file lock is held: status %d, file kept %v, stderr %q: want %d, the file kept, the holder named, no -force hint",
+			status, serr == nil, stderr, exitFail)
+	}
+	stdout, stderr, status := runCLI(t, "ls", filepath.Dir(path))
+	if status != exitOK || !strings.Contains(stdout, "file lock held: ") || !strings.Contains(stdout, fmt.Sprintf("PID %d", os.Getpid())) {
+		t.Errorf("ls of a region whose file lock is held: status %d, stdout %q, stderr %q: want the region listed as file lock held, naming the holder", status, stdout, stderr)
 	}
 }
