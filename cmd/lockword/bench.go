@@ -104,9 +104,7 @@ func defineBenchFlags(fs *flag.FlagSet) benchFlagValues {
 // false the caller must exit with status: help was printed (exitOK) or a
 // usage error was reported on stderr (exitUsage).
 func parseBench(args []string, stdout, stderr io.Writer) (opts benchOptions, status int, ok bool) {
-	fs := flag.NewFlagSet("lockword bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {}
+	fs := newFlagSet("lockword bench")
 	f := defineBenchFlags(fs)
 	usageErr := func(format string, a ...any) (benchOptions, int, bool) {
 		fmt.Fprintf(stderr, "lockword bench: "+format+"\n", a...)
@@ -118,8 +116,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (opts benchOptions, sta
 			benchHelp(stdout)
 			return benchOptions{}, exitOK, false
 		}
-		fmt.Fprintln(stderr, "Run 'lockword bench -help' for usage.")
-		return benchOptions{}, exitUsage, false
+		return benchOptions{}, reportFlagError(fs, err, stderr), false
 	}
 	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q: bench takes only flags", fs.Arg(0))

@@ -138,9 +138,7 @@ Examples:
 }
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lockword inspect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {}
+	fs := newFlagSet("lockword inspect")
 	asJSON := fs.Bool("json", false, "print JSON")
 	all := fs.Bool("all", false, "list dead process slots too")
 	etcdEndpoints := fs.String("etcd", "", "inspect an etcd lock PREFIX at these endpoints")
@@ -150,8 +148,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 			inspectHelp(stdout)
 			return exitOK
 		}
-		fmt.Fprintln(stderr, "Run 'lockword inspect -help' for usage.")
-		return exitUsage
+		return reportFlagError(fs, err, stderr)
 	}
 	if len(paths) != 1 {
 		if len(paths) == 0 {

@@ -208,10 +208,12 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 // usage error was reported on stderr (exitUsage).
 func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions, status int, ok bool) {
 	fs := flag.NewFlagSet("lockword torture", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	// The flag package calls Usage both for -help and after an error; we
-	// print the full help ourselves (to stdout, when asked for) and only a
-	// hint after an error, so that the error stays visible.
+	// The flag package prints its parse errors without the command's
+	// name, and calls Usage both for -help and after an error: it prints
+	// nothing, and we print the error with our prefix, the full help
+	// (to stdout, when asked for) or only a hint after an error, so that
+	// the error stays visible.
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	f := defineTortureFlags(fs)
 
@@ -225,9 +227,7 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 			Help(stdout)
 			return tortureOptions{}, exitOK, false
 		}
-		// fs has already printed the error.
-		fmt.Fprintln(stderr, "Run 'lockword torture -help' for usage.")
-		return tortureOptions{}, exitUsage, false
+		return usageErr("%v", err)
 	}
 	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q: torture takes only flags", fs.Arg(0))
