@@ -157,6 +157,10 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	if len(list) == 0 {
+		fmt.Fprintf(stdout, "no regions in %s\n", dir)
+		return exitOK
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "PATH\tSIZE\tOBJECTS\tLIVE\tDEAD\tCREATED\tSTATE")
 	for _, le := range list {
