@@ -194,12 +194,11 @@ const (
 // We do not use the kernel's robust-futex list: it is per thread, goroutines
 // migrate between threads, and it records thread IDs, which the kernel
 // clears from the word when it marks a dead owner. Instead a sleeping waiter
-// wakes every ownerCheckInterval (10 ms) to check the holder: a death is
-// noticed about 10 ms after it on an idle host (TestSharedMutexOwnerDeath
-// allows 100 ms), and later by as long as the waiter waits for a CPU on a
-// loaded one: on 2 cores torture -kill measured a p99 of 12 ms and a
-// worst case of 17 ms at load 5, and a p99 of 37–92 ms and a worst case of
-// 81–478 ms at load 14–23 (README has the runs).
+// wakes every ownerCheckInterval to check the holder. A dead holder is
+// noticed at a waiter's next liveness check, made every 10 ms whenever the
+// waiter gets a CPU: about 10 ms after the death when CPUs are free, later
+// as the load grows (2 cores, p99: 12 ms at load 5-9, 28-92 ms at load
+// 9-23, 1.2 s at load 24-32). README has the runs.
 //
 // # Owner death and sync.Locker
 //
