@@ -32,13 +32,17 @@ const (
 const (
 	mutexObjSize      = 64
 	mutexObjWord      = 0  // uint32: the lock word
+	mutexObjGiveUps   = 4  // uint32: statistics: LockContext calls that waited and gave up (wrapping)
 	mutexObjHeldSince = 8  // uint64: CLOCK_MONOTONIC ns at or just after the hold began; valid while sharedTimed
 	mutexObjAcquired  = 16 // uint64: statistics, all processes together
 	mutexObjSlow      = 24 // uint64
 	mutexObjParks     = 32 // uint64: kernel sleeps
 	mutexObjWaitNs    = 40 // uint64
 	mutexObjWaitMaxNs = 48 // uint64
-	mutexObjHandoff   = 56 // uint32: the hand-off word (below); offset 60 is reserved, 0
+	mutexObjHandoff   = 56 // uint32: the hand-off word (below)
+	// uint32: statistics: the longest give-up's wait in µs (saturating).
+	// The object has no room left for a total.
+	mutexObjGiveUpMaxUs = 60
 )
 
 // Hand-off word of SharedMutex (object offset 56), which bounds a waiter's
@@ -429,8 +433,9 @@ func (m *SharedMutex) SetStuckThreshold(threshold time.Duration) {
 func (m *SharedMutex) EnableStats() { m.word.Or(sharedStats) }
 
 // Stats returns the statistics collected since EnableStats, summed over
-// all processes. Parks counts sleeps in the kernel.
-func (m *SharedMutex) Stats() Stats { return mutexObjStats(m.obj) }
+// all processes. Parks counts sleeps in the kernel. GiveUpWaitTotal is
+// not kept (0) and GiveUpWaitMax is to the microsecond: see Stats.
+func (m *SharedMutex) Stats() Stats { return sharedMutexStats(m.obj) }
 
 //go:noinline
 func (m *SharedMutex) lockSlowLocker() {
@@ -611,8 +616,12 @@ func (m *SharedMutex) lockSlow(ctx context.Context) error {
 		start = time.Now()
 	}
 	err := m.lockSlowWait(ctx, &start)
-	if stats && (err == nil || errors.Is(err, ErrOwnerDead)) {
+	switch {
+	case !stats:
+	case err == nil || errors.Is(err, ErrOwnerDead):
 		countSlowAcquisition(m.obj, start)
+	case isContextErr(err):
+		countMutexGiveUp(m.obj, start)
 	}
 	return err
 }
@@ -956,7 +965,7 @@ func inspectMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 	info.Waiters = w&sharedWaiters != 0
 	info.Inconsistent = w&sharedInconsistent != 0
 	if w&sharedStats != 0 {
-		s := mutexObjStats(obj)
+		s := sharedMutexStats(obj)
 		info.Stats = &s
 	}
 	switch {

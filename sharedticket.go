@@ -109,15 +109,19 @@ var _ interface {
 } = (*SharedTicketMutex)(nil)
 
 // Shared ticket-lock object layout (kind 3). Offsets 8-55 are SharedMutex's
-// held-since and statistics (mutexObj*).
+// held-since and statistics (mutexObj*). A SharedRWMutex's writers' queue
+// has this layout too, at its offset 0.
 const (
-	ticketObjSize    = 640
-	ticketObjNext    = 0
-	ticketObjServing = 4
-	ticketObjFlags   = 56
-	ticketObjDeadPID = 60
-	ticketObjStamp   = 64
-	ticketObjRecords = 128
+	ticketObjSize        = 640
+	ticketObjNext        = 0
+	ticketObjServing     = 4
+	ticketObjFlags       = 56
+	ticketObjDeadPID     = 60
+	ticketObjStamp       = 64
+	ticketObjGiveUps     = 72 // uint64: statistics: LockContext (and RLockContext) calls that waited and gave up
+	ticketObjGiveUpNs    = 80 // uint64: their waits, total
+	ticketObjGiveUpMaxNs = 88 // uint64: the longest
+	ticketObjRecords     = 128
 )
 
 func init() {
@@ -197,7 +201,9 @@ func (t *SharedTicketMutex) LockContext(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
+	began := t.q.statsClock()
 	if err := t.q.gate.LockContext(ctx); err != nil {
+		t.q.countGiveUp(began, err)
 		return err
 	}
 	slow, start, err := t.q.acquire(ctx, true)
@@ -206,6 +212,7 @@ func (t *SharedTicketMutex) LockContext(ctx context.Context) error {
 	}
 	if err != nil && !isOwnerDead(err) {
 		t.q.gate.Unlock()
+		t.q.countGiveUp(began, err)
 	}
 	return err
 }
@@ -244,7 +251,7 @@ func (t *SharedTicketMutex) EnableStats() { t.q.flags.Or(queueStats) }
 
 // Stats returns the statistics collected since EnableStats, summed over
 // all processes.
-func (t *SharedTicketMutex) Stats() Stats { return mutexObjStats(t.q.obj) }
+func (t *SharedTicketMutex) Stats() Stats { return queueObjStats(t.q.obj) }
 
 func (t *SharedTicketMutex) holdsLock() bool { return t.q.heldByUs() }
 
