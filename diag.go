@@ -30,8 +30,11 @@ type Stats struct {
 	// returned their context's error without the lock: timed out or
 	// cancelled. They are not acquisitions and are in no field above but
 	// Parks. GiveUpWaitTotal is the time they waited, GiveUpWaitMax the
-	// longest such wait. (In-process locks; the shared kinds keep these
-	// zero.)
+	// longest such wait. The shared locks count them too, summed over
+	// their processes (the Go side; the C library does not count them),
+	// except that a SharedMutex, whose 64-byte object has no room left,
+	// keeps no GiveUpWaitTotal (it stays 0) and its GiveUpWaitMax to the
+	// microsecond.
 	GiveUps                        uint64
 	GiveUpWaitTotal, GiveUpWaitMax time.Duration
 }

@@ -174,6 +174,25 @@ func (m *Mutex) EnableStats() {
 	m.state.Or(statsFlag)
 }
 
+// The diagnostics methods, spelt out rather than promoted from diag so
+// that the documentation shows them with Mutex's receiver, as its own.
+
+// SetName names the lock in stuck reports and in Stats users' output.
+// It may be called at any time, concurrently with use of the lock.
+func (m *Mutex) SetName(name string) { m.diag.SetName(name) }
+
+// Name returns the name given by SetName, or "".
+func (m *Mutex) Name() string { return m.diag.Name() }
+
+// SetStuckThreshold sets how long a waiter waits before it logs one stuck
+// report (a log/slog warning) and keeps waiting. Zero restores
+// DefaultStuckThreshold; a negative duration disables reports for this lock.
+func (m *Mutex) SetStuckThreshold(threshold time.Duration) { m.diag.SetStuckThreshold(threshold) }
+
+// Stats returns a snapshot of the statistics collected since EnableStats;
+// all zero if it was never called.
+func (m *Mutex) Stats() Stats { return m.diag.Stats() }
+
 // unlockSlow finishes an Unlock whose decrement left new in the word.
 //
 //go:noinline

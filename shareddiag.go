@@ -1,7 +1,10 @@
 package lockword
 
 import (
+	"context"
+	"errors"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -30,12 +33,64 @@ func countSlowAcquisition(obj []byte, start time.Time) {
 	word64(obj, mutexObjSlow).Add(1)
 	ns := uint64(time.Since(start))
 	word64(obj, mutexObjWaitNs).Add(ns)
-	for mx, i := word64(obj, mutexObjWaitMaxNs), 0; i < retryLimit; i++ { // statistics only: give up on a word that keeps moving
+	raiseMax(word64(obj, mutexObjWaitMaxNs), ns)
+}
+
+// raiseMax raises *mx to v if v is larger.
+func raiseMax[T uint32 | uint64](mx interface {
+	Load() T
+	CompareAndSwap(old, new T) bool
+}, v T) {
+	for i := 0; i < retryLimit; i++ { // statistics only: give up on a word that keeps moving
 		old := mx.Load()
-		if ns <= old || mx.CompareAndSwap(old, ns) {
+		if v <= old || mx.CompareAndSwap(old, v) {
 			return
 		}
 	}
+}
+
+// Give-ups: LockContext (and RLockContext) calls that waited and returned
+// their context's error, counted as the in-process locks count them
+// (Stats.GiveUps). A SharedMutex object has 8 spare bytes: the count
+// (uint32, wrapping) and the longest wait in µs (uint32, saturating), no
+// total; a ticket queue (SharedTicketMutex, SharedRWMutex) keeps all
+// three as uint64 in its reserved line.
+
+// isContextErr reports whether err is a context's error: a give-up.
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// countMutexGiveUp counts a SharedMutex give-up that waited since start.
+func countMutexGiveUp(obj []byte, start time.Time) {
+	word32(obj, mutexObjGiveUps).Add(1)
+	us := uint64(time.Since(start) / time.Microsecond)
+	raiseMax(word32(obj, mutexObjGiveUpMaxUs), uint32(min(us, math.MaxUint32)))
+}
+
+// countQueueGiveUp counts a ticket queue's give-up that waited since start.
+func countQueueGiveUp(obj []byte, start time.Time) {
+	word64(obj, ticketObjGiveUps).Add(1)
+	ns := uint64(time.Since(start))
+	word64(obj, ticketObjGiveUpNs).Add(ns)
+	raiseMax(word64(obj, ticketObjGiveUpMaxNs), ns)
+}
+
+// sharedMutexStats is a SharedMutex's statistics, give-ups included.
+func sharedMutexStats(obj []byte) Stats {
+	s := mutexObjStats(obj)
+	s.GiveUps = uint64(word32(obj, mutexObjGiveUps).Load())
+	s.GiveUpWaitMax = time.Duration(word32(obj, mutexObjGiveUpMaxUs).Load()) * time.Microsecond
+	return s
+}
+
+// queueObjStats is a ticket queue's statistics, give-ups included.
+func queueObjStats(obj []byte) Stats {
+	s := mutexObjStats(obj)
+	s.GiveUps = word64(obj, ticketObjGiveUps).Load()
+	s.GiveUpWaitTotal = time.Duration(word64(obj, ticketObjGiveUpNs).Load())
+	s.GiveUpWaitMax = time.Duration(word64(obj, ticketObjGiveUpMaxNs).Load())
+	return s
 }
 
 // stuckThreshold turns a SetStuckThreshold value into a threshold, or

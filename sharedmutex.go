@@ -32,13 +32,17 @@ const (
 const (
 	mutexObjSize      = 64
 	mutexObjWord      = 0  // uint32: the lock word
+	mutexObjGiveUps   = 4  // uint32: statistics: LockContext calls that waited and gave up (wrapping)
 	mutexObjHeldSince = 8  // uint64: CLOCK_MONOTONIC ns at or just after the hold began; valid while sharedTimed
 	mutexObjAcquired  = 16 // uint64: statistics, all processes together
 	mutexObjSlow      = 24 // uint64
 	mutexObjParks     = 32 // uint64: kernel sleeps
 	mutexObjWaitNs    = 40 // uint64
 	mutexObjWaitMaxNs = 48 // uint64
-	mutexObjHandoff   = 56 // uint32: the hand-off word (below); offset 60 is reserved, 0
+	mutexObjHandoff   = 56 // uint32: the hand-off word (below)
+	// uint32: statistics: the longest give-up's wait in µs (saturating).
+	// The object has no room left for a total.
+	mutexObjGiveUpMaxUs = 60
 )
 
 // Hand-off word of SharedMutex (object offset 56), which bounds a waiter's
@@ -194,12 +198,11 @@ const (
 // We do not use the kernel's robust-futex list: it is per thread, goroutines
 // migrate between threads, and it records thread IDs, which the kernel
 // clears from the word when it marks a dead owner. Instead a sleeping waiter
-// wakes every ownerCheckInterval (10 ms) to check the holder: a death is
-// noticed about 10 ms after it on an idle host (TestSharedMutexOwnerDeath
-// allows 100 ms), and later by as long as the waiter waits for a CPU on a
-// loaded one: on 2 cores torture -kill measured a p99 of 12 ms and a
-// worst case of 17 ms at load 5, and a p99 of 37–92 ms and a worst case of
-// 81–478 ms at load 14–23 (README has the runs).
+// wakes every ownerCheckInterval to check the holder. A dead holder is
+// noticed at a waiter's next liveness check, made every 10 ms whenever the
+// waiter gets a CPU: about 10 ms after the death when CPUs are free, later
+// as the load grows (2 cores, p99: 12 ms at load 5-9, 28-92 ms at load
+// 9-23, 1.2 s at load 24-32). README has the runs.
 //
 // # Owner death and sync.Locker
 //
@@ -430,8 +433,9 @@ func (m *SharedMutex) SetStuckThreshold(threshold time.Duration) {
 func (m *SharedMutex) EnableStats() { m.word.Or(sharedStats) }
 
 // Stats returns the statistics collected since EnableStats, summed over
-// all processes. Parks counts sleeps in the kernel.
-func (m *SharedMutex) Stats() Stats { return mutexObjStats(m.obj) }
+// all processes. Parks counts sleeps in the kernel. GiveUpWaitTotal is
+// not kept (0) and GiveUpWaitMax is to the microsecond: see Stats.
+func (m *SharedMutex) Stats() Stats { return sharedMutexStats(m.obj) }
 
 //go:noinline
 func (m *SharedMutex) lockSlowLocker() {
@@ -612,8 +616,12 @@ func (m *SharedMutex) lockSlow(ctx context.Context) error {
 		start = time.Now()
 	}
 	err := m.lockSlowWait(ctx, &start)
-	if stats && (err == nil || errors.Is(err, ErrOwnerDead)) {
+	switch {
+	case !stats:
+	case err == nil || errors.Is(err, ErrOwnerDead):
 		countSlowAcquisition(m.obj, start)
+	case isContextErr(err):
+		countMutexGiveUp(m.obj, start)
 	}
 	return err
 }
@@ -957,7 +965,7 @@ func inspectMutex(insp *inspector, obj []byte, info *ObjectInfo) {
 	info.Waiters = w&sharedWaiters != 0
 	info.Inconsistent = w&sharedInconsistent != 0
 	if w&sharedStats != 0 {
-		s := mutexObjStats(obj)
+		s := sharedMutexStats(obj)
 		info.Stats = &s
 	}
 	switch {

@@ -542,6 +542,23 @@ func (q *ticketQueue) abandon(t uint32) error {
 	return nil
 }
 
+// statsClock returns the start of a wait to count if it gives up: now
+// with statistics on, else the zero time (nothing to count).
+func (q *ticketQueue) statsClock() time.Time {
+	if q.flags.Load()&queueStats == 0 {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// countGiveUp counts a LockContext that waited since began (statsClock)
+// and failed with err, if err is its context's.
+func (q *ticketQueue) countGiveUp(began time.Time, err error) {
+	if !began.IsZero() && isContextErr(err) {
+		countQueueGiveUp(q.obj, began)
+	}
+}
+
 // acceptHold finishes an acquisition whose ticket is now served and held:
 // the lock may have been taken over from a dead holder (ErrOwnerDead, the
 // caller holds it) or made not recoverable meanwhile (the caller does not

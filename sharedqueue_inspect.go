@@ -143,7 +143,7 @@ func (insp *inspector) queue(obj []byte, info *ObjectInfo, next, serving, flags,
 	}
 	info.Inconsistent = f&queueInconsistent != 0
 	if f&queueStats != 0 {
-		st := mutexObjStats(obj)
+		st := queueObjStats(obj)
 		info.Stats = &st
 	}
 	switch {

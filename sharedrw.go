@@ -314,7 +314,9 @@ func (rw *SharedRWMutex) LockContext(ctx context.Context) error {
 		return ErrNilContext
 	}
 	q := &rw.q
+	began := q.statsClock()
 	if err := q.gate.LockContext(ctx); err != nil {
+		q.countGiveUp(began, err)
 		return err
 	}
 	slow, start, err := q.acquire(ctx, false)
@@ -329,6 +331,7 @@ func (rw *SharedRWMutex) LockContext(ctx context.Context) error {
 	}
 	if err != nil && !isOwnerDead(err) {
 		q.gate.Unlock()
+		q.countGiveUp(began, err)
 	}
 	return err
 }
@@ -627,7 +630,7 @@ func (rw *SharedRWMutex) EnableStats() {
 
 // Stats returns the statistics collected since EnableStats, summed over
 // all processes.
-func (rw *SharedRWMutex) Stats() Stats { return mutexObjStats(rw.q.obj) }
+func (rw *SharedRWMutex) Stats() Stats { return queueObjStats(rw.q.obj) }
 
 // holdsLock reports whether this handle holds the write lock or read
 // locks (or has a reader counted while it waits).

@@ -261,8 +261,12 @@ func (rw *SharedRWMutex) rlockSlow(ctx context.Context, s, cur uint32) error {
 			defer rw.q.r.waiting.Add(-1)
 			start := time.Now()
 			err := rw.rwait(ctx, cur&srwArrivalMask, p, start)
-			if err == nil && cur&srwStats != 0 {
+			switch {
+			case cur&srwStats == 0:
+			case err == nil:
 				countSlowAcquisition(rw.q.obj, start)
+			case isContextErr(err):
+				countQueueGiveUp(rw.q.obj, start)
 			}
 			return err
 		}

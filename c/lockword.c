@@ -1,3 +1,5 @@
+//go:build ignore
+
 /*
  * lockword.c: the region ABI of docs/abi.md in C, step for step as the Go
  * package does it. Each function names its Go twin; the check order, the

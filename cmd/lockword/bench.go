@@ -104,9 +104,7 @@ func defineBenchFlags(fs *flag.FlagSet) benchFlagValues {
 // false the caller must exit with status: help was printed (exitOK) or a
 // usage error was reported on stderr (exitUsage).
 func parseBench(args []string, stdout, stderr io.Writer) (opts benchOptions, status int, ok bool) {
-	fs := flag.NewFlagSet("lockword bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {}
+	fs := newFlagSet("lockword bench")
 	f := defineBenchFlags(fs)
 	usageErr := func(format string, a ...any) (benchOptions, int, bool) {
 		fmt.Fprintf(stderr, "lockword bench: "+format+"\n", a...)
@@ -118,8 +116,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (opts benchOptions, sta
 			benchHelp(stdout)
 			return benchOptions{}, exitOK, false
 		}
-		fmt.Fprintln(stderr, "Run 'lockword bench -help' for usage.")
-		return benchOptions{}, exitUsage, false
+		return benchOptions{}, reportFlagError(fs, err, stderr), false
 	}
 	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q: bench takes only flags", fs.Arg(0))
@@ -155,13 +152,40 @@ func parseBench(args []string, stdout, stderr io.Writer) (opts benchOptions, sta
 			charts = append(charts, c)
 		}
 	}
-	// Re-execute this very binary: /proc/self/exe names its inode even if
-	// the file at our path is replaced (rebuilt) while we run.
 	return benchOptions{
-		cfg: bench.Config{Groups: bench.Groups(kinds, grid, "/proc/self/exe"), Duration: *f.duration,
+		cfg: bench.Config{Groups: bench.Groups(kinds, grid, selfExe), Duration: *f.duration,
 			Count: *f.count, Section: sec, ReadFraction: read},
 		json: *f.json, charts: charts, note: *f.note,
 	}, exitOK, true
+}
+
+// selfExe is the binary that cross-process samples re-execute: this very
+// one, as /proc/self/exe names its inode even if the file at our path is
+// replaced (rebuilt) while we run.
+const selfExe = "/proc/self/exe"
+
+// probeWritable reports whether a file can be written at path: it opens
+// it for writing, creating it if missing, and removes a file it created,
+// so that a run that never gets to draw leaves nothing behind.
+func probeWritable(path string) error {
+	_, statErr := os.Lstat(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o666)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	if os.IsNotExist(statErr) {
+		return os.Remove(path)
+	}
+	return nil
+}
+
+// rounds is "1 round" or "N rounds".
+func rounds(n int) string {
+	if n == 1 {
+		return "1 round"
+	}
+	return fmt.Sprintf("%d rounds", n)
 }
 
 // parseGrid parses -goroutines: distinct counts, each 1..maxBenchGoroutines.
@@ -197,16 +221,36 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return status
 	}
+	// A chart that cannot be written fails now, not after the run.
+	for _, path := range opts.charts {
+		if err := probeWritable(path); err != nil {
+			fmt.Fprintf(stderr, "lockword bench: -chart %s: %v\n", path, err)
+			fmt.Fprintln(stderr, "Run 'lockword bench -help' for usage.")
+			return exitUsage
+		}
+	}
 	machine := bench.ThisMachine()
 	cfg := opts.cfg
-	header := fmt.Sprintf("lockword bench: %d rounds of %v per sample, section %s, rw reads %g%%\nmachine: %s",
-		cfg.Count, cfg.Duration, cfg.Section, 100*cfg.ReadFraction, machine.String())
+	header := fmt.Sprintf("lockword bench: %s of %v per sample, section %s, rw reads %g%%\nmachine: %s",
+		rounds(cfg.Count), cfg.Duration, cfg.Section, 100*cfg.ReadFraction, machine.String())
 	if opts.note != "" {
 		header += "\nnote: " + opts.note
 	}
 	if !opts.json {
-		fmt.Fprintf(stdout, "%s\nabout %v to go: %d samples\n", header,
-			(time.Duration(cfg.Samples()) * cfg.Duration).Round(time.Second), cfg.Samples())
+		var procStart time.Duration
+		for _, g := range cfg.Groups {
+			if g.Processes {
+				procStart = bench.ProcStart(selfExe)
+				break
+			}
+		}
+		est := cfg.Estimate(procStart)
+		if est < 10*time.Second {
+			est = est.Round(100 * time.Millisecond)
+		} else {
+			est = est.Round(time.Second)
+		}
+		fmt.Fprintf(stdout, "%s\nabout %v to go: %d samples\n", header, est, cfg.Samples())
 	}
 
 	// Ctrl-C (or SIGTERM, SIGHUP) ends the run after the sample in hand;
@@ -272,8 +316,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		status = exitFail
 	}
 	if len(opts.charts) > 0 && len(ms) > 0 {
-		settings := fmt.Sprintf("lockword bench%s: %d rounds of %v per sample, section %s, rw reads %g%%",
-			" "+shellWords(measuringArgs(args)), cfg.Count, cfg.Duration, cfg.Section, 100*cfg.ReadFraction)
+		settings := chartSettings(args, &cfg)
 		if interrupted {
 			settings += fmt.Sprintf("; interrupted after %d of %d samples", len(ms), cfg.Samples())
 		}
@@ -306,6 +349,17 @@ func writeChart(path string, c *bench.Chart) error {
 		err = cerr
 	}
 	return err
+}
+
+// chartSettings is the chart's caption line: the command line as typed,
+// less -chart and -note, and the settings it measured with.
+func chartSettings(args []string, cfg *bench.Config) string {
+	cmd := "lockword bench"
+	if a := measuringArgs(args); len(a) > 0 {
+		cmd += " " + shellWords(a)
+	}
+	return fmt.Sprintf("%s: %s of %v per sample, section %s, rw reads %g%%",
+		cmd, rounds(cfg.Count), cfg.Duration, cfg.Section, 100*cfg.ReadFraction)
 }
 
 // measuringArgs is args without -chart and -note, which change what is
@@ -400,7 +454,8 @@ Exit status:
   0    every sample was measured
   1    a sample failed (a cross-process lock that did not exclude, a queue
        that reordered) or the output could not be written
-  2    usage error: bad flag or flag value
+  2    usage error: bad flag or flag value, or a -chart file that cannot
+       be written (checked before anything is measured)
   130  interrupted by SIGINT (143: SIGTERM, 129: SIGHUP), after printing
        what was measured
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -79,5 +80,32 @@ func TestBenchInterrupted(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "sync.Mutex") || !strings.Contains(stderr.String(), "interrupted by SIGINT after") {
 		t.Errorf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+}
+
+// TestBenchProcsEstimate: the time bench announces before a -procs run
+// counts the worker processes' starts, not only the samples' durations
+// (6 samples of 5 ms here, but 18 processes started). Timing assumption:
+// the machine's load does not triple between the estimate, which times
+// one start of this binary, and the run that follows: the estimate must
+// be at least a third of the wall time, and not ten times it.
+func TestBenchProcsEstimate(t *testing.T) {
+	start := time.Now()
+	stdout, stderr, status := runCLI(t, "bench", "-procs", "-kinds", "shared", "-duration", "5ms", "-count", "1")
+	took := time.Since(start)
+	if status != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", status, stdout, stderr)
+	}
+	m := regexp.MustCompile(`about (\S+) to go`).FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("no estimate in the header:\n%s", stdout)
+	}
+	est, err := time.ParseDuration(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("estimated %v, took %v", est, took)
+	if est < took/3 || est > 10*took {
+		t.Errorf("estimated %v for a run that took %v", est, took)
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/lockword/lockword/cmd/lockword/internal/bench"
 )
 
 // TestBenchUsage: bad flag values get a clear message naming the flag and
@@ -118,5 +121,55 @@ func TestMeasuringArgs(t *testing.T) {
 	}
 	if got := shellWords([]string{"-note", "a b"}); got != `-note "a b"` {
 		t.Errorf("shellWords: %q", got)
+	}
+}
+
+// TestBenchChartUnwritableFailsFirst: a -chart file that cannot be written
+// (its directory is missing) is a usage error reported before anything is
+// measured, not after the whole run.
+func TestBenchChartUnwritableFailsFirst(t *testing.T) {
+	dir := t.TempDir()
+	for _, chart := range []string{filepath.Join(dir, "missing", "x.png"), filepath.Join(dir, "ok.svg") + "," + dir + "/missing/y.svg"} {
+		var stdout, stderr bytes.Buffer
+		args := []string{"bench", "-kinds", "mutex", "-goroutines", "1", "-duration", "1ms", "-count", "1", "-chart", chart}
+		got := run(args, &stdout, &stderr)
+		if got != exitUsage || stdout.Len() != 0 || !strings.Contains(stderr.String(), "lockword bench: -chart ") ||
+			!strings.Contains(stderr.String(), "no such file or directory") {
+			t.Errorf("-chart %s: exit %d, stdout %q, stderr %q; want 2 before measuring, naming the file", chart, got, stdout.String(), stderr.String())
+		}
+	}
+	// The check leaves nothing behind: ok.svg was created to prove it
+	// writable, and removed when the run did not go ahead.
+	if _, err := os.Stat(filepath.Join(dir, "ok.svg")); !os.IsNotExist(err) {
+		t.Errorf("a chart file left behind by a run that never measured: %v", err)
+	}
+}
+
+// TestBenchOneRound: the header counts rounds in English.
+func TestBenchOneRound(t *testing.T) {
+	stdout, stderr, status := runCLI(t, "bench", "-kinds", "mutex", "-goroutines", "1", "-duration", "1ms", "-count", "1")
+	if status != exitOK || !strings.Contains(stdout, "lockword bench: 1 round of 1ms per sample") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want the header \"1 round of 1ms per sample\"", status, stdout, stderr)
+	}
+}
+
+// TestChartSettings: the chart's caption line is the command as typed,
+// without a stray space when no flag changes the measurement.
+func TestChartSettings(t *testing.T) {
+	cfg := bench.Config{Count: 5, Duration: 150 * time.Millisecond, ReadFraction: 0.99}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-chart", "b.svg"}, "lockword bench: 5 rounds of 150ms per sample, section empty, rw reads 99%"},
+		{[]string{"-count", "5", "-chart", "b.svg"}, "lockword bench -count 5: 5 rounds of 150ms per sample, section empty, rw reads 99%"},
+	} {
+		if got := chartSettings(c.args, &cfg); got != c.want {
+			t.Errorf("chartSettings(%q) = %q, want %q", c.args, got, c.want)
+		}
+	}
+	cfg.Count = 1
+	if got := chartSettings(nil, &cfg); !strings.HasPrefix(got, "lockword bench: 1 round of ") {
+		t.Errorf("one round: %q", got)
 	}
 }

@@ -54,13 +54,20 @@ For each object it prints its name, kind and offset and, for locks:
            process, kill -STOP, is alive: it is never robbed); "unknown"
            when the holder died and its process-table slot has since been
            taken by another process
-  HELD FOR at least how long the current hold has lasted ("≥"), from a
-           stamp that follows the hold's start: the acquirer's, written
-           microseconds after it took the lock, for holds that began on
-           the slow path or with statistics on; otherwise the stamp that
-           inspect wrote when it first saw the hold (shown as ≥0s then),
-           so that running inspect again shows it growing. "unknown" for
-           such a hold when inspect cannot write the file (see below)
+  ALIVE    yes or no, and the process's state from /proc/PID/stat when it
+           matters: "yes (stopped)" (kill -STOP or a job-control stop: it
+           holds the lock until continued), "yes (tracing stop)" (held by a
+           debugger), "no (zombie)" (exited holding, not yet reaped)
+  HELD FOR how long the current hold has lasted, and from which stamp:
+           "1.5s (acquired)" with statistics on (every acquisition then
+           stamps the hold as it takes the lock); otherwise
+           "≥1.5s (first seen)", at least that long: from the first stamp
+           of the hold, the acquirer's if it began on the slow path, else
+           the one inspect wrote when it first saw the hold (≥0s then;
+           running inspect again shows it growing). Turn statistics on
+           (SharedMutex.EnableStats) to see a hold's whole length on the
+           first look. "unknown" for a fast-path hold that no inspect has
+           stamped when inspect cannot write the file (see below)
   STATS    acquisitions, slow-path share and longest wait, when statistics
            are enabled (SharedMutex.EnableStats)
 
@@ -138,9 +145,7 @@ Examples:
 }
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lockword inspect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {}
+	fs := newFlagSet("lockword inspect")
 	asJSON := fs.Bool("json", false, "print JSON")
 	all := fs.Bool("all", false, "list dead process slots too")
 	etcdEndpoints := fs.String("etcd", "", "inspect an etcd lock PREFIX at these endpoints")
@@ -150,8 +155,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 			inspectHelp(stdout)
 			return exitOK
 		}
-		fmt.Fprintln(stderr, "Run 'lockword inspect -help' for usage.")
-		return exitUsage
+		return reportFlagError(fs, err, stderr)
 	}
 	if len(paths) != 1 {
 		if len(paths) == 0 {
@@ -268,11 +272,8 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo, all bool) {
 				if o.HolderPID != 0 {
 					holder = fmt.Sprint(o.HolderPID)
 				}
-				alive = yesNo(o.HolderAlive)
-				held = "unknown"
-				if o.HeldForKnown {
-					held = "≥" + o.HeldFor.Round(time.Millisecond).String()
-				}
+				alive = aliveText(o.HolderPID, o.HolderAlive)
+				held = heldText(&o)
 			}
 			state := o.State
 			if o.Reason != "" {
@@ -403,10 +404,27 @@ func writeProcesses(w io.Writer, procs []lockword.ProcessInfo, all bool) {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  SLOT\tPID\tALIVE")
 		for _, p := range shown {
-			fmt.Fprintf(tw, "  %d\t%d\t%s\n", p.Slot, p.PID, yesNo(p.Alive))
+			fmt.Fprintf(tw, "  %d\t%d\t%s\n", p.Slot, p.PID, aliveText(p.PID, p.Alive))
 		}
 		tw.Flush()
 	}
+}
+
+// heldText is the HELD FOR column of a held lock: the time since its
+// held-since stamp, and which stamp that is. With statistics on, every
+// acquisition takes the slow path, which stamps the hold as it begins:
+// "1.5s (acquired)". Otherwise a fast-path hold is stamped by the first
+// inspect that sees it, and a slow-path one by its acquirer; which of the
+// two the file does not say, so the time is a lower bound from the first
+// stamp: "≥1.5s (first seen)".
+func heldText(o *lockword.ObjectInfo) string {
+	switch {
+	case !o.HeldForKnown:
+		return "unknown"
+	case o.Stats != nil:
+		return o.HeldFor.Round(time.Millisecond).String() + " (acquired)"
+	}
+	return "≥" + o.HeldFor.Round(time.Millisecond).String() + " (first seen)"
 }
 
 func yesNo(b bool) string {

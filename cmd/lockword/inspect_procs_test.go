@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -32,9 +33,121 @@ func TestHoldChild(t *testing.T) {
 		os.Exit(1)
 	}
 	m, _ := r.Mutex("orders")
+	if os.Getenv("LOCKWORD_HOLD_STATS") != "" {
+		m.EnableStats()
+	}
 	m.Lock()
 	fmt.Println("locked")
+	if os.Getenv("LOCKWORD_HOLD_EXIT") != "" {
+		os.Exit(0) // holding: a zombie until the parent reaps it
+	}
 	time.Sleep(time.Hour)
+}
+
+// startHolder starts TestHoldChild on the region at path with the extra
+// environment env, and returns once it holds "orders".
+func startHolder(t *testing.T, path string, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldChild$")
+	cmd.Env = append(append(os.Environ(), "LOCKWORD_HOLD="+path), env...)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() })
+	buf := make([]byte, 7)
+	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "locked\n" {
+		t.Fatalf("child: %q %v", buf, err)
+	}
+	return cmd
+}
+
+// inspectRow returns the objects table's row of the object called name.
+func inspectRow(t *testing.T, path, name string) string {
+	t.Helper()
+	stdout, stderr, status := runCLI(t, "inspect", path)
+	if status != exitOK {
+		t.Fatalf("inspect: status %d\n%s", status, stderr)
+	}
+	for _, l := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == name {
+			return l
+		}
+	}
+	t.Fatalf("no row for %s:\n%s", name, stdout)
+	return ""
+}
+
+// TestInspectHolderStateAndHeldSince: inspect tells an operator what the
+// holder process is doing (stopped, zombie: from /proc/PID/stat) and from
+// which stamp HELD FOR counts: the acquirer's when statistics are on, so
+// the first look already shows the whole hold; otherwise the first stamp,
+// which for a fast-path hold is this inspection's own (so "≥0s").
+func TestInspectHolderStateAndHeldSince(t *testing.T) {
+	const heldBeforeLook = 300 * time.Millisecond
+	for _, stats := range []bool{false, true} {
+		r, path := testRegion(t)
+		r.Mutex("orders")
+		var env []string
+		if stats {
+			env = append(env, "LOCKWORD_HOLD_STATS=1")
+		}
+		cmd := startHolder(t, path, env...)
+		time.Sleep(heldBeforeLook)
+		cmd.Process.Signal(syscall.SIGSTOP)
+		waitProcState(t, cmd.Process.Pid, "stopped")
+		row := inspectRow(t, path, "orders")
+		t.Logf("stats %v: %s", stats, row)
+		if !regexp.MustCompile(fmt.Sprintf(`\b%d\s+yes \(stopped\)`, cmd.Process.Pid)).MatchString(row) {
+			t.Errorf("stats %v: the row does not say the holder is alive and stopped: %q", stats, row)
+		}
+		held := regexp.MustCompile(`(≥?)([0-9.]+m?s) \((acquired|first seen)\)`).FindStringSubmatch(row)
+		switch {
+		case held == nil:
+			t.Errorf("stats %v: HELD FOR does not say which stamp it counts from: %q", stats, row)
+		case stats && held[3] != "acquired":
+			t.Errorf("stats on: HELD FOR %q, want it from the acquisition", held[0])
+		case !stats && held[3] != "first seen":
+			t.Errorf("stats off: HELD FOR %q, want it from the first sight", held[0])
+		case stats:
+			if d, _ := time.ParseDuration(held[2]); d < heldBeforeLook {
+				t.Errorf("stats on: the first look says held for %v, but it was held %v before it", d, heldBeforeLook)
+			}
+		}
+	}
+	// A holder that exited and was not reaped: dead, and a zombie.
+	r, path := testRegion(t)
+	r.Mutex("orders")
+	cmd := startHolder(t, path, "LOCKWORD_HOLD_EXIT=1")
+	waitProcState(t, cmd.Process.Pid, "zombie")
+	if row := inspectRow(t, path, "orders"); !regexp.MustCompile(fmt.Sprintf(`\b%d\s+no \(zombie\)`, cmd.Process.Pid)).MatchString(row) {
+		t.Errorf("a zombie holder: %q", row)
+	}
+}
+
+// waitProcState waits until process pid is in state (as procState names
+// it): the signal, or the exit, takes effect asynchronously.
+func waitProcState(t *testing.T, pid int, state string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); procStateRaw(pid) != state; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d never became %s", pid, state)
+		}
+	}
+}
+
+// procStateRaw reads the state letter of /proc/PID/stat, as the test's
+// own judge of what procState must say.
+func procStateRaw(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) == 0 {
+		return ""
+	}
+	return map[string]string{"T": "stopped", "Z": "zombie"}[f[0]]
 }
 
 // TestInspectStoppedHolder: inspect shows a lock held by a stopped process

@@ -28,6 +28,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -69,6 +70,26 @@ var commands = []command{
 // ("lockword inspect: ..."): without the "lockword: " that the library's
 // errors start with, so that no line says lockword twice.
 func errText(err error) string { return strings.TrimPrefix(err.Error(), "lockword: ") }
+
+// newFlagSet returns the flag set of the command called name ("lockword
+// inspect"). It prints nothing itself: the flag package would print a
+// parse error without the command's name, so each command reports the
+// error that Parse returns with reportFlagError, and its help on -help.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// reportFlagError reports err, a parse error of fs that is not
+// flag.ErrHelp, as every usage error is: the command's prefix, the error,
+// and the hint to the command's help. It returns exitUsage.
+func reportFlagError(fs *flag.FlagSet, err error, stderr io.Writer) int {
+	fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+	fmt.Fprintf(stderr, "Run '%s -help' for usage.\n", fs.Name())
+	return exitUsage
+}
 
 // main runs the command line and exits with run's status.
 func main() {

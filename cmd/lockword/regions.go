@@ -109,9 +109,7 @@ type lsEntry struct {
 }
 
 func runLs(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lockword ls", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {}
+	fs := newFlagSet("lockword ls")
 	asJSON := fs.Bool("json", false, "JSON Lines")
 	all := fs.Bool("all", false, "also files that are not regions")
 	if st := parseFlags(fs, args, stdout, stderr, lsHelp); st >= 0 {
@@ -181,6 +179,10 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	if len(list) == 0 {
+		fmt.Fprintf(stdout, "no regions in %s\n", dir)
+		return exitOK
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "PATH\tSIZE\tOBJECTS\tLIVE\tDEAD\tCREATED\tSTATE")
 	for _, le := range list {
@@ -199,9 +201,7 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 }
 
 func runRm(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lockword rm", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {}
+	fs := newFlagSet("lockword rm")
 	force := fs.Bool("force", false, "remove even while in use, or not a region")
 	if st := parseFlags(fs, args, stdout, stderr, rmHelp); st >= 0 {
 		return st
@@ -255,8 +255,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, help 
 			help(stdout)
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "Run '%s -help' for usage.\n", fs.Name())
-		return exitUsage
+		return reportFlagError(fs, err, stderr)
 	}
 	fs.Parse(append([]string{"--"}, operands...))
 	return -1

@@ -168,3 +168,16 @@ func TestRmFileLockHeld(t *testing.T) {
 		t.Errorf("ls of a region whose file lock is held: status %d, stdout %q, stderr %q: want the region listed as file lock held, naming the holder", status, stdout, stderr)
 	}
 }
+
+// TestLsEmpty: a directory without regions says so, rather than printing a
+// header over nothing; -json prints no line at all.
+func TestLsEmpty(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "notes"), []byte("not a region"), 0o600)
+	if stdout, stderr, status := runCLI(t, "ls", dir); status != exitOK || stdout != "no regions in "+dir+"\n" {
+		t.Errorf("ls of a directory without regions: status %d, stdout %q, stderr %q; want \"no regions in %s\"", status, stdout, stderr, dir)
+	}
+	if stdout, _, status := runCLI(t, "ls", "-json", dir); status != exitOK || stdout != "" {
+		t.Errorf("ls -json: status %d, stdout %q; want nothing", status, stdout)
+	}
+}

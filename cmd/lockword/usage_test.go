@@ -90,6 +90,28 @@ func TestUsageErrorsExit2(t *testing.T) {
 	}
 }
 
+// TestFlagErrorsNameTheCommand: a flag the command does not define, or a
+// bad flag value, is reported on one line that starts with the command's
+// prefix, as every other usage error is ("lockword torture: flag provided
+// but not defined: -bogus"), for every command in the table.
+func TestFlagErrorsNameTheCommand(t *testing.T) {
+	for _, c := range commands {
+		for _, bad := range [][]string{{"-bogus"}, {"-bogus=1"}} {
+			stdout, stderr, status := runCLI(t, append([]string{c.name}, bad...)...)
+			first, _, _ := strings.Cut(stderr, "\n")
+			want := "lockword " + c.name + ": flag provided but not defined: -bogus"
+			if status != exitUsage || stdout != "" || first != want {
+				t.Errorf("lockword %s %s: status %d, stdout %q, stderr %q; want 2 and the first line %q",
+					c.name, bad[0], status, stdout, stderr, want)
+			}
+		}
+	}
+	_, stderr, _ := runCLI(t, "bench", "-count", "many")
+	if want := `lockword bench: invalid value "many" for flag -count: parse error`; !strings.HasPrefix(stderr, want) {
+		t.Errorf("bench -count many: stderr %q, want it to start %q", stderr, want)
+	}
+}
+
 // TestVersion: lockword version prints one line naming the build; the
 // line is made from the build information as recorded.
 func TestVersion(t *testing.T) {

@@ -31,16 +31,13 @@ Exit status:
 }
 
 func runVersion(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lockword version", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {}
+	fs := newFlagSet("lockword version")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			versionHelp(stdout)
 			return exitOK
 		}
-		fmt.Fprintln(stderr, "Run 'lockword version -help' for usage.")
-		return exitUsage
+		return reportFlagError(fs, err, stderr)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "lockword version: unexpected argument %q: version takes none\n", fs.Arg(0))

@@ -1,8 +1,9 @@
-// Package cbuild finds lockword's C sources (the c directory of the
-// module: lockword.h, lockword.c, test/cworker.c, python/) and builds them
-// with gcc at run time, for cmd/lockword's `torture -lock shared-c` and
-// for the cross-language tests in c/ctest. There is no cgo: the C code
-// runs in processes of its own, and the Go module stays pure Go.
+// Package cbuild builds lockword's C sources (lockword.h, lockword.c,
+// test/cworker.c, python/ of the module's c directory, which package c
+// embeds in the binary) with the system C compiler at run time, for
+// cmd/lockword's `torture -lock shared-c` and for the cross-language
+// tests in c/ctest. There is no cgo: the C code runs in processes of its
+// own, and the Go module stays pure Go.
 package cbuild
 
 import (
@@ -16,6 +17,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/lockword/lockword/c"
 )
 
 // Flags are the warning flags every build uses: the library must compile
@@ -24,36 +27,89 @@ var Flags = []string{"-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-
 
 // Errors of Build and Cached.
 var (
-	// ErrNoCompiler is returned when gcc is not on PATH.
-	ErrNoCompiler = errors.New("lockword: gcc not found on PATH (install gcc, or set LOCKWORD_C_WORKER to a built cworker)")
-	// ErrNoSources is returned when the C sources cannot be found.
-	ErrNoSources = errors.New("lockword: C sources not found (run from the lockword module, or set LOCKWORD_C_DIR to its c directory)")
+	// ErrNoCompiler is returned when no C compiler is found: $CC if set,
+	// else gcc or cc on PATH.
+	ErrNoCompiler = errors.New("lockword: no C compiler ($CC, gcc or cc) on PATH (install gcc, or set LOCKWORD_C_WORKER to a built cworker)")
+	// ErrNoSources is returned when $LOCKWORD_C_DIR lacks a source file.
+	ErrNoSources = errors.New("lockword: C sources not found (LOCKWORD_C_DIR must name a c directory of the lockword module)")
 )
 
 // sourceFiles are the files a build reads, relative to the c directory.
 var sourceFiles = []string{"lockword.h", "lockword.c", "test/cworker.c", "python/lockword_worker.py"}
 
-// SourceDir returns the c directory: $LOCKWORD_C_DIR if set, else the
-// first "c" directory holding lockword.c found walking up from the working
-// directory (the module root, or a package directory inside it).
+// SourceDir returns a directory holding the C sources: $LOCKWORD_C_DIR if
+// set, else a copy of the sources embedded in this binary (package c),
+// written once under the user's cache directory (the system's temporary
+// directory without one) in a directory named by their hash. The embedded
+// sources are the ones this binary's Go code was built with, wherever it
+// runs, so the two sides of the protocol always match.
 func SourceDir() (string, error) {
 	if d := os.Getenv("LOCKWORD_C_DIR"); d != "" {
 		return filepath.Abs(d)
 	}
-	d, err := os.Getwd()
+	h := sha256.New()
+	files := make(map[string][]byte, len(sourceFiles))
+	for _, f := range sourceFiles {
+		b, err := c.Sources.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("%w: %v", ErrNoSources, err) // a file missing from the go:embed list
+		}
+		fmt.Fprintf(h, "%s %d\n", f, len(b))
+		h.Write(b)
+		files[f] = b
+	}
+	dir := filepath.Join(cacheBase(), "lockword", "src-"+hex.EncodeToString(h.Sum(nil))[:16])
+	if _, err := os.Stat(filepath.Join(dir, sourceFiles[len(sourceFiles)-1])); err == nil {
+		return dir, nil
+	}
+	// Written beside it, then renamed: no process sees half the files.
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "src-")
 	if err != nil {
 		return "", err
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(d, "c", "lockword.c")); err == nil {
-			return filepath.Join(d, "c"), nil
+	for f, b := range files {
+		p := filepath.Join(tmp, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+			err = os.WriteFile(p, b, 0o644)
 		}
-		up := filepath.Dir(d)
-		if up == d {
-			return "", ErrNoSources
+		if err != nil {
+			os.RemoveAll(tmp)
+			return "", err
 		}
-		d = up
 	}
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		if _, serr := os.Stat(dir); serr != nil {
+			return "", err // not another process's copy: a real failure
+		}
+	}
+	return dir, nil
+}
+
+// cacheBase is where SourceDir and Cached keep what they make.
+func cacheBase() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return d
+	}
+	return os.TempDir()
+}
+
+// compiler returns the C compiler to build with: $CC if set, else gcc,
+// else cc, found on PATH; ErrNoCompiler if none is.
+func compiler() (string, error) {
+	names := []string{"gcc", "cc"}
+	if cc := os.Getenv("CC"); cc != "" {
+		names = []string{cc}
+	}
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p, nil
+		}
+	}
+	return "", ErrNoCompiler
 }
 
 // A Variant is one way to compile: plain (-O2), or with a sanitizer.
@@ -89,20 +145,21 @@ type Built struct {
 	Python string // the ctypes torture worker script (a copy of the source)
 }
 
-// Build compiles the sources of src into out with gcc: the worker, and for
-// Plain the static and shared libraries too. It returns ErrNoCompiler
-// without gcc, and the compiler's output on a failure.
+// Build compiles the sources of src into out with the C compiler ($CC,
+// else gcc, else cc): the worker, and for Plain the static and shared
+// libraries too. It returns ErrNoCompiler without a compiler, and the
+// compiler's output on a failure.
 func Build(src, out string, v Variant) (*Built, error) {
-	gcc, err := exec.LookPath("gcc")
+	gcc, err := compiler()
 	if err != nil {
-		return nil, ErrNoCompiler
+		return nil, err
 	}
 	b := &Built{Worker: filepath.Join(out, "cworker-"+string(v))}
 	run := func(args ...string) error {
 		cmd := exec.Command(gcc, append(append(append([]string(nil), Flags...), v.flags()...), args...)...)
 		cmd.Dir = src
 		if msg, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("lockword: gcc %s: %v\n%s", strings.Join(args, " "), err, msg)
+			return fmt.Errorf("lockword: %s %s: %v\n%s", filepath.Base(gcc), strings.Join(args, " "), err, msg)
 		}
 		return nil
 	}
@@ -183,11 +240,7 @@ func buildCached() (*Built, error) {
 		fmt.Fprintf(h, "%s %d\n", f, len(b))
 		h.Write(b)
 	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = os.TempDir()
-	}
-	dir := filepath.Join(base, "lockword", "c-"+hex.EncodeToString(h.Sum(nil))[:16])
+	dir := filepath.Join(cacheBase(), "lockword", "c-"+hex.EncodeToString(h.Sum(nil))[:16])
 	done := &Built{Worker: filepath.Join(dir, "cworker-plain"), Shared: filepath.Join(dir, "liblockword.so"),
 		Static: filepath.Join(dir, "liblockword.a"), Python: filepath.Join(dir, "lockword_worker.py")}
 	if _, err := os.Stat(done.Python); err == nil {

@@ -149,7 +149,7 @@ func Groups(kinds []string, grid []int, exe string) []Group {
 	}
 	if want("shared") {
 		gs = append(gs, Group{Name: "shared", Title: "Cross-process locks", Unit: "acq", Axis: "processes", Grid: procsGrid,
-			Subjects: procsSubjects(exe)})
+			Subjects: procsSubjects(exe), Processes: true})
 	}
 	return gs
 }

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,8 +35,15 @@ import (
 	"github.com/lockword/lockword"
 )
 
-// childEnv carries a child's spec (a JSON childSpec).
+// childEnv carries a child's spec (a JSON childSpec), or probeSpec.
 const childEnv = "LOCKWORD_BENCH_CHILD"
+
+// probeSpec in childEnv makes a child exit at once: ProcStart times it.
+const probeSpec = "probe"
+
+// startAhead is how far ahead of now a sample's processes are told to
+// start, so that every one has read the start time before it comes.
+const startAhead = 20 * time.Millisecond
 
 // childSpec is what a child is told.
 type childSpec struct {
@@ -164,7 +172,7 @@ func runProcs(ctx context.Context, exe, kind string, p Params) (s Sample, err er
 		}
 	}
 	// Far enough ahead that every child has read it: they start together.
-	start := time.Now().Add(20 * time.Millisecond)
+	start := time.Now().Add(startAhead)
 	for _, c := range children {
 		fmt.Fprintf(c.stdin, "%d\n", start.UnixNano())
 	}
@@ -202,14 +210,36 @@ func runProcs(ctx context.Context, exe, kind string, p Params) (s Sample, err er
 // first thing in main, or in a test binary's TestMain.
 func ChildMain() {
 	specText := os.Getenv(childEnv)
-	if specText == "" {
+	switch specText {
+	case "":
 		return
+	case probeSpec:
+		os.Exit(0)
 	}
 	if err := child(specText, os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "lockword bench child:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// ProcStart returns how long one start of exe as a bench child takes on
+// this machine now, to its exit (the median of three starts of a child
+// that exits at once): what each process of a cross-process sample adds
+// to the run's time, for Config.Estimate. 0 if exe cannot be started.
+func ProcStart(exe string) time.Duration {
+	var ds []time.Duration
+	for range 3 {
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), childEnv+"="+probeSpec)
+		t := time.Now()
+		if err := cmd.Run(); err != nil {
+			return 0
+		}
+		ds = append(ds, time.Since(t))
+	}
+	slices.Sort(ds)
+	return ds[1]
 }
 
 // child is one contending process.

@@ -51,6 +51,9 @@ type Group struct {
 	// ChartX, if set, replaces the chart's x axis label and the grid's
 	// numbers (a group of one grid point: the ring's two goroutines).
 	ChartX string
+	// Processes marks a group whose samples start Grid[i] processes
+	// each (the cross-process kinds): Estimate counts their starts.
+	Processes bool
 }
 
 // A Measurement is one sample of one subject, as -json prints it (one
@@ -106,6 +109,25 @@ func (c *Config) Samples() int {
 		n += len(g.Grid) * len(g.Subjects)
 	}
 	return n * c.Count
+}
+
+// Estimate returns about how long Run takes: every sample's Duration and,
+// for a group of Processes, each sample's start of its processes,
+// procStart each (ProcStart measures it on this machine), and the common
+// start they are given. Calibration and the Go work between samples are
+// not counted: they take milliseconds.
+func (c *Config) Estimate(procStart time.Duration) time.Duration {
+	var d time.Duration
+	for _, g := range c.Groups {
+		for _, n := range g.Grid {
+			sample := c.Duration
+			if g.Processes {
+				sample += startAhead + time.Duration(n)*procStart
+			}
+			d += time.Duration(len(g.Subjects)) * sample
+		}
+	}
+	return d * time.Duration(c.Count)
 }
 
 // Run measures c and returns every measurement made, in the order made.

@@ -78,12 +78,22 @@ func (c *config) timed() bool { return c.duration > 0 }
 // Command implements "lockword torture": args are the arguments after the
 // command's name. It prints the reports on stdout, errors on stderr, and
 // returns lockword's exit status: exitOK when every kind passed, exitFail
-// when one failed or could not run, exitUsage for a usage error, and
+// when one failed or could not run, exitUsage for a usage error or a kind
+// that this machine cannot set up (no C compiler for the C kinds), and
 // 128 + the signal for a -procs run stopped by SIGINT, SIGTERM or SIGHUP.
 func Command(args []string, stdout, stderr io.Writer) int {
 	opts, status, ok := parseTorture(args, stdout, stderr)
 	if !ok {
 		return status
+	}
+	for _, k := range opts.kinds {
+		if k.prepare == nil {
+			continue
+		}
+		if err := k.prepare(); err != nil {
+			fmt.Fprintf(stderr, "lockword torture: %s: %s\n", k.name, errText(err))
+			return exitUsage
+		}
 	}
 	if opts.cfg.procs > 0 {
 		// Worker processes and a region file to clean up: catch SIGINT,
@@ -208,10 +218,12 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 // usage error was reported on stderr (exitUsage).
 func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions, status int, ok bool) {
 	fs := flag.NewFlagSet("lockword torture", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	// The flag package calls Usage both for -help and after an error; we
-	// print the full help ourselves (to stdout, when asked for) and only a
-	// hint after an error, so that the error stays visible.
+	// The flag package prints its parse errors without the command's
+	// name, and calls Usage both for -help and after an error: it prints
+	// nothing, and we print the error with our prefix, the full help
+	// (to stdout, when asked for) or only a hint after an error, so that
+	// the error stays visible.
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	f := defineTortureFlags(fs)
 
@@ -225,9 +237,7 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 			Help(stdout)
 			return tortureOptions{}, exitOK, false
 		}
-		// fs has already printed the error.
-		fmt.Fprintln(stderr, "Run 'lockword torture -help' for usage.")
-		return tortureOptions{}, exitUsage, false
+		return usageErr("%v", err)
 	}
 	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q: torture takes only flags", fs.Arg(0))

@@ -165,8 +165,10 @@ Across processes (-procs N):
   must be recovered exactly once; more would mean a live holder was
   robbed), Recovery latency (kill to repaired lock) and Detection latency
   (kill to a waiter's ErrOwnerDead): p50, p99 and max over the timed
-  recoveries; a waiter checks the holder every 10 ms, so on an idle host
-  both sit near 10 ms, and on a busy one they add the wait for a CPU.
+  recoveries. A dead holder is noticed at a waiter's next liveness check,
+  made every 10 ms whenever the waiter gets a CPU: about 10 ms after the
+  death when CPUs are free, later as the load grows (2 cores, p99: 12 ms
+  at load 5-9, 28-92 ms at load 9-23, 1.2 s at load 24-32).
   Then Hangs (no progress for 10 s, or a recovery that never came: must
   be 0). Expected is the sum of every worker's committed additions; the
   counter must match it exactly. -json adds processes and a kill object:
@@ -214,7 +216,9 @@ Progress:
 Exit status:
   0    every kind passed
   1    at least one kind failed (lost additions or owner-slot violations)
-  2    usage error: unknown flag or lock kind, bad flag value, stray argument
+  2    usage error: unknown flag or lock kind, bad flag value, stray argument;
+       or a set-up error, before anything runs: a kind this machine cannot
+       run (the C kinds without a C compiler)
   130  a -procs run was interrupted by SIGINT (143: SIGTERM, 129: SIGHUP),
        whatever the partial result: see Across processes
 

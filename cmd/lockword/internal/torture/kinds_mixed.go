@@ -31,13 +31,13 @@ var mixedLanguages = map[string][]string{
 
 func init() {
 	register(
-		kind{name: "shared-c", procs: true,
+		kind{name: "shared-c", procs: true, prepare: prepareC,
 			desc: "lockword.SharedMutex taken by Go and C worker processes (every other process is C; see below)",
 			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared-c", false) }},
-		kind{name: "shared-c-py", procs: true,
+		kind{name: "shared-c-py", procs: true, prepare: preparePython,
 			desc: "lockword.SharedMutex taken by Go, C and Python (ctypes) worker processes, by turns",
 			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared-c-py", false) }},
-		kind{name: "shared-c-broken", procs: true,
+		kind{name: "shared-c-broken", procs: true, prepare: prepareC,
 			desc: "shared-c whose C workers use a trylock that ignores the word: must FAIL",
 			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared-c-broken", false) }},
 	)
@@ -46,14 +46,39 @@ func init() {
   shared-c-py), runs the C worker, c/test/cworker.c, instead of this binary:
   the same critical section on the same region words, through the C library
   c/lockword.c. With -kill, holders of every language are killed and
-  recovered by waiters of any. The C worker is built with gcc from the c
-  directory of the lockword module, found from the working directory upwards
-  (or $LOCKWORD_C_DIR), into the user cache directory, once per version of
-  the sources; $LOCKWORD_C_WORKER names a built cworker to use instead.
-  shared-c-py also needs python3 (and gcc for liblockword.so).
+  recovered by waiters of any. The C sources travel inside this binary:
+  the C worker is built from them with the system C compiler ($CC, else
+  gcc, else cc) into the user cache directory, once per version of the
+  sources, before the run starts; without a compiler the run does not
+  start (exit status 2). $LOCKWORD_C_DIR names a c directory of the module
+  to build instead; $LOCKWORD_C_WORKER names a built cworker to use.
+  shared-c-py also needs python3 (and the compiler, for liblockword.so).
     lockword torture -lock shared-c -procs 4
     lockword torture -lock shared-c -procs 4 -kill -kills 200
 `)
+}
+
+// prepareC builds the C worker before a C kind's run (cbuild.Cached keeps
+// it for the run's processes).
+func prepareC() error {
+	_, err := cbuild.Cached()
+	return err
+}
+
+// preparePython builds the C library and finds python3 before a run of
+// shared-c-py.
+func preparePython() error {
+	b, err := cbuild.Cached()
+	if err != nil {
+		return err
+	}
+	if b.Shared == "" || b.Python == "" {
+		return fmt.Errorf("shared-c-py needs liblockword.so, which is built from the sources (unset LOCKWORD_C_WORKER)")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		return fmt.Errorf("shared-c-py needs python3: %w", err)
+	}
+	return nil
 }
 
 // procOfID returns the process that the first run gives worker id (ids are

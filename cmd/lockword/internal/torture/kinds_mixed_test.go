@@ -129,3 +129,50 @@ func TestTortureMixedPython(t *testing.T) {
 		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
 	}
 }
+
+// TestTortureMixedInstalled: the lockword binary, copied out of the module
+// and run from a directory with no c directory above it and an empty
+// cache, as a user's installed copy is, builds its C worker from the
+// sources embedded in it, and the mixed torture passes. With no C
+// compiler on PATH the mixed kinds are a set-up error: exit 2 (1 would
+// say a lock failed), saying what is missing, and no process started.
+func TestTortureMixedInstalled(t *testing.T) {
+	needC(t)
+	bin := filepath.Join(t.TempDir(), "lockword")
+	b, err := os.ReadFile(clitest.BuildLockword(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if name != "LOCKWORD_C_DIR" && name != "LOCKWORD_C_WORKER" && name != "XDG_CACHE_HOME" && name != "CC" && name != "PATH" {
+			env = append(env, kv)
+		}
+	}
+	run := func(path string) (string, string, int) {
+		cmd := exec.Command(bin, "torture", "-lock", "shared-c", "-procs", "2", "-workers", "4", "-iters", "500")
+		cmd.Dir = t.TempDir()
+		// An empty cache each time: nothing built before is found.
+		cmd.Env = append(env, "PATH="+path, "XDG_CACHE_HOME="+t.TempDir())
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+	}
+	stdout, stderr, status := run(os.Getenv("PATH"))
+	if status != exitOK || !clitest.HasLine(stdout, "Result: PASS") {
+		t.Errorf("installed binary, outside the module: status %d\n%s\n%s", status, stdout, stderr)
+	}
+	stdout, stderr, status = run(t.TempDir()) // no gcc, no cc
+	if status != exitUsage || stdout != "" || !strings.Contains(stderr, "lockword torture: shared-c: no C compiler") {
+		t.Errorf("without a C compiler: status %d, stdout %q, stderr %q; want 2 and \"no C compiler\"", status, stdout, stderr)
+	}
+}

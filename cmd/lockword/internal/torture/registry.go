@@ -31,6 +31,11 @@ type kind struct {
 	// (the shared ring needs exactly -procs 2): an error is a usage error,
 	// reported before anything runs, with exit status 2.
 	usage func(cfg *config) error
+	// prepare, when set, makes what the kind needs from this machine
+	// (the C kinds build their worker): an error is a set-up error,
+	// reported before any kind runs, with exit status 2, as a usage
+	// error is, since it says nothing about a lock.
+	prepare func() error
 	// run tortures one fresh lock of this kind under cfg and reports what
 	// it found. An error means the run could not be set up (a shared
 	// mapping that failed, say), not that the lock failed: a lock that
