@@ -1,5 +1,5 @@
 // Package c carries the C library's sources inside Go binaries: the
-// library (lockword.h and lockword.c), the test worker (test/cworker.c)
+// library (lockword.h, internal.h and the rooms that lockword.c joins), the test worker (test/cworker.c)
 // and the Python ctypes worker. The lockword command builds its C and
 // Python torture workers from them with the system C compiler at run time
 // (internal/cbuild), so that an installed lockword needs no clone of the
@@ -7,14 +7,15 @@
 // processes of its own.
 //
 // The go command refuses C files in a package that does not use cgo, so
-// lockword.c starts with the build constraint "ignore": it is no part of
-// any Go build, and go:embed still carries it.
+// every .c file here starts with the build constraint "ignore": it is no
+// part of any Go build, and go:embed still carries it.
 package c
 
 import "embed"
 
 // Sources holds the C sources at their paths relative to this directory:
-// lockword.h, lockword.c, test/cworker.c, python/lockword_worker.py.
+// lockword.h, internal.h, the library's rooms (*.c, joined by lockword.c),
+// test/cworker.c, python/lockword_worker.py.
 //
-//go:embed lockword.h lockword.c test/cworker.c python/lockword_worker.py
+//go:embed lockword.h internal.h *.c test/cworker.c python/lockword_worker.py
 var Sources embed.FS

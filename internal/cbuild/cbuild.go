@@ -12,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -34,8 +36,17 @@ var (
 	ErrNoSources = errors.New("lockword: C sources not found (LOCKWORD_C_DIR must name a c directory of the lockword module)")
 )
 
-// sourceFiles are the files a build reads, relative to the c directory.
-var sourceFiles = []string{"lockword.h", "lockword.c", "test/cworker.c", "python/lockword_worker.py"}
+// sourceFiles are the files a build reads, relative to the c directory:
+// the headers, the library's rooms (every *.c there, which lockword.c
+// joins into one translation unit), the test worker and, last, the Python
+// worker.
+var sourceFiles = func() []string {
+	rooms, err := fs.Glob(c.Sources, "*.c")
+	if err != nil {
+		panic(err) // the pattern is constant and valid
+	}
+	return slices.Concat([]string{"lockword.h", "internal.h"}, rooms, []string{"test/cworker.c", "python/lockword_worker.py"})
+}()
 
 // SourceDir returns a directory holding the C sources: $LOCKWORD_C_DIR if
 // set, else a copy of the sources embedded in this binary (package c),
