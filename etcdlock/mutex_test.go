@@ -434,6 +434,7 @@ func TestMutexContextAndInspect(t *testing.T) {
 		t.Fatalf("LockContext past its deadline: %v", err)
 	}
 	cancel()
+	b.waitIdle() // the clean-up of a call whose context ended runs in the background
 	if info, err := Inspect(context.Background(), cli, p); err != nil || len(info.Waiters) != 0 {
 		t.Fatalf("the abandoned waiter's key is left: %+v, %v", info, err)
 	}

@@ -84,17 +84,11 @@ func tortureEtcd(cfg *config, name string, fenced, cluster bool) (report, error)
 	defer cli.Close()
 	r.cli, r.wcli = cli, cli
 	if ec.chaos {
-		link, err := startDelayLink(eps[0], etcdChaosDelay)
+		closeLink, err := r.slowLink(eps)
 		if err != nil {
 			return nil, err
 		}
-		defer link.close()
-		if r.wcli, err = newEtcdClient(append(slices.Clone(eps), link.addr())); err != nil {
-			return nil, err
-		}
-		defer r.wcli.Close()
-		r.extra.Chaos = true
-		r.extra.SlowEndpoint = fmt.Sprintf("%s (+%v, to %s)", link.addr(), etcdChaosDelay, eps[0])
+		defer closeLink()
 	}
 	r.keys = etcdKeys{fmt.Sprintf("%s%d-%08x", EtcdDataRoot, os.Getpid(), rand.Uint32())}
 	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
@@ -169,6 +163,22 @@ func tortureEtcd(cfg *config, name string, fenced, cluster bool) (report, error)
 	}
 	prog.stop()
 	return r.report(workers, elapsed, kr)
+}
+
+// slowLink starts the -chaos slow link to the first member and the
+// workers' client, which reaches it as well as every member.
+func (r *etcdRun) slowLink(eps []string) (closeLink func(), err error) {
+	link, err := startDelayLink(eps[0], etcdChaosDelay)
+	if err != nil {
+		return nil, err
+	}
+	if r.wcli, err = newEtcdClient(append(slices.Clone(eps), link.addr())); err != nil {
+		link.close()
+		return nil, err
+	}
+	r.extra.Chaos = true
+	r.extra.SlowEndpoint = fmt.Sprintf("%s (+%v, to %s)", link.addr(), etcdChaosDelay, eps[0])
+	return func() { r.wcli.Close(); link.close() }, nil
 }
 
 // put writes key = val for the supervisor, retrying briefly.
