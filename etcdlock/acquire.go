@@ -23,16 +23,18 @@ import (
 //	step      writes (each conditioned on)              on success
 //	fastPath  queue key + "held" record (fence, free)   holds
 //	enqueue   queue key (fence)                         queued: waitTurn, claim
-//	waitTurn  nothing (watches the key before ours)     our turn: reread, claim
+//	waitTurn  nothing (watches the key before ours)     our turn: claimFree
+//	claimFree "held" record (our key, first, no record) holds; else it reads: claim
 //	claim     record held/inconsistent (our key, rec)   holds (ErrOwnerDead if inconsistent)
 //	abandon   fence: version+1, delete key and "held"   nothing of the attempt is left
 type attempt struct {
 	m     *Mutex
 	start time.Time
-	fence int64  // the fence key's version its creating writes require
-	sent  bool   // a creating write was sent: abandon must fence
-	held  string // the last "held" record it sent: the fence deletes it if it stands
-	myRev int64  // its queue key's create revision, once queued
+	fence int64     // the fence key's version its creating writes require
+	sent  bool      // a creating write was sent: abandon must fence
+	held  string    // the last "held" record it sent: the fence deletes it if it stands
+	myRev int64     // its queue key's create revision, once queued
+	pred  []*mvccKV // the key queued before ours, as enqueue read it (until waitTurn uses it)
 	parks uint64
 }
 
@@ -87,7 +89,8 @@ func (a *attempt) lock(ctx context.Context) error {
 	hook("lock-queued")
 	for {
 		if len(first) == 1 && string(first[0].Key) == m.queueKey {
-			done, err := a.claim(ctx, owner)
+			var done bool
+			done, err = a.claim(ctx, owner)
 			if done && (err == nil || errors.Is(err, lockword.ErrOwnerDead)) {
 				m.stats.acquired(true, a.parks, time.Since(a.start))
 				hook("lock-held")
@@ -95,16 +98,56 @@ func (a *attempt) lock(ctx context.Context) error {
 			if done || err != nil {
 				return err
 			}
+			first, owner, err = a.reread(ctx)
 		} else {
 			a.parks++
 			if err := a.waitTurn(ctx); err != nil {
 				return err
 			}
+			var held bool
+			if held, first, owner, err = a.claimFree(ctx); held {
+				m.stats.acquired(true, a.parks, time.Since(a.start))
+				hook("lock-held")
+			}
+			if held || err != nil {
+				return err
+			}
 		}
-		if first, owner, err = a.reread(ctx); err != nil {
+		if err != nil {
 			return err
 		}
 	}
+}
+
+// claimFree claims the lock in the common case after a wait, in the
+// round trip that would otherwise only read: if our key is first (every
+// queue key was created at or after ours) and there is no hold record
+// (the holder before us unlocked), it writes the record "held". Else it
+// reads what claim and the loop need, as reread does.
+func (a *attempt) claimFree(ctx context.Context) (held bool, first, owner []*mvccKV, err error) {
+	m := a.m
+	rec := m.recordJSON(stateHeld, a.myRev)
+	a.held = rec
+	r, err := m.cli.Txn(ctx).If(
+		m.guardOf(a.myRev),
+		clientv3.Compare(clientv3.CreateRevision(m.prefix+queueDir), ">", a.myRev-1).WithPrefix(),
+		clientv3.Compare(clientv3.Version(m.ownerKey), "=", 0),
+	).Then(clientv3.OpPut(m.ownerKey, rec)).Else(
+		clientv3.OpGet(m.queueKey),
+		clientv3.OpGet(m.prefix+queueDir, append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...),
+		clientv3.OpGet(m.ownerKey),
+	).Commit()
+	if err != nil {
+		return false, nil, nil, err
+	}
+	if r.Succeeded {
+		m.acquired(a.myRev, false)
+		return true, nil, nil, nil
+	}
+	if k := r.Responses[0].GetResponseRange().Kvs; len(k) == 0 || k[0].CreateRevision != a.myRev {
+		return false, nil, nil, ErrLeaseLost
+	}
+	return false, r.Responses[1].GetResponseRange().Kvs, r.Responses[2].GetResponseRange().Kvs, nil
 }
 
 // fastPath takes a free lock outright: one transaction that only writes
@@ -133,7 +176,10 @@ func (a *attempt) fastPath(ctx context.Context) (ok bool, err error) {
 func (a *attempt) enqueue(ctx context.Context) (first, owner []*mvccKV, err error) {
 	m := a.m
 	a.sent = true
+	// The last key before ours is read before ours is put, in the same
+	// transaction: waitTurn's first wait needs no read of its own.
 	resp, err := m.cli.Txn(ctx).If(a.fenceCmp()).Then(
+		clientv3.OpGet(m.prefix+queueDir, append(clientv3.WithLastCreate(), clientv3.WithPrefix())...),
 		m.putKey(),
 		clientv3.OpGet(m.queueKey),
 		clientv3.OpGet(m.prefix+queueDir, append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...),
@@ -145,12 +191,13 @@ func (a *attempt) enqueue(ctx context.Context) (first, owner []*mvccKV, err erro
 	if !resp.Succeeded {
 		return nil, nil, corrupt(m.prefix, fmt.Errorf("fence key %s changed by another writer", m.fenceKey))
 	}
-	mine := resp.Responses[1].GetResponseRange().Kvs
+	mine := resp.Responses[2].GetResponseRange().Kvs
 	if len(mine) == 0 {
 		return nil, nil, ErrLeaseLost // the key was put with a lease that expired since
 	}
 	a.myRev = mine[0].CreateRevision
-	return resp.Responses[2].GetResponseRange().Kvs, resp.Responses[3].GetResponseRange().Kvs, nil
+	a.pred = resp.Responses[0].GetResponseRange().Kvs
+	return resp.Responses[3].GetResponseRange().Kvs, resp.Responses[4].GetResponseRange().Kvs, nil
 }
 
 // reread reads our key, the first key of the queue and the record again.
@@ -220,15 +267,20 @@ func (a *attempt) claim(ctx context.Context, owner []*mvccKV) (done bool, err er
 // key before ours that no Mutex writes as ErrCorrupt.
 func (a *attempt) waitTurn(ctx context.Context) error {
 	m := a.m
-	r, err := m.cli.Get(ctx, m.prefix+queueDir, append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(a.myRev-1))...)
-	if err != nil {
-		return err
+	kvs := a.pred // read by enqueue, for the first wait
+	a.pred = nil
+	if kvs == nil {
+		r, err := m.cli.Get(ctx, m.prefix+queueDir, append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(a.myRev-1))...)
+		if err != nil {
+			return err
+		}
+		kvs = r.Kvs
 	}
-	if len(r.Kvs) == 0 {
+	if len(kvs) == 0 {
 		return nil // our turn
 	}
-	pred, predRev := string(r.Kvs[0].Key), r.Kvs[0].CreateRevision
-	if err := checkQueueKey(m.prefix, pred, r.Kvs[0].Lease); err != nil {
+	pred, predRev := string(kvs[0].Key), kvs[0].CreateRevision
+	if err := checkQueueKey(m.prefix, pred, kvs[0].Lease); err != nil {
 		return corrupt(m.prefix, err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
