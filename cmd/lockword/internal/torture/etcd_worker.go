@@ -352,18 +352,22 @@ func (w *etcdWorker) addition() (done bool, err error) {
 // lockChaos locks with a random deadline per attempt until one succeeds:
 // one in four attempts may take hangTimeout, the others are cancelled
 // after 0-5 ms (the first transaction in flight) or 0-600 ms (queued,
-// waiting), counted. Other errors are retried as by retry (a member
-// stopped); it gives up after hangTimeout without a hold.
+// waiting), counted. A cancelled waiter loses its place in the queue, so
+// after hangTimeout/2 without a hold it stops cancelling (the run tests
+// cancellations, not starvation). Other errors are retried as by retry
+// (a member stopped); it gives up after twice hangTimeout without a hold.
 func (w *etcdWorker) lockChaos() error {
-	deadline := time.Now().Add(hangTimeout)
+	start := time.Now()
+	deadline := start.Add(2 * hangTimeout)
 	for {
 		d := hangTimeout
-		switch w.rng.IntN(4) {
-		case 0:
-		case 1:
-			d = time.Duration(w.rng.Int64N(int64(600 * time.Millisecond)))
-		default:
-			d = time.Duration(w.rng.Int64N(int64(5 * time.Millisecond)))
+		if time.Since(start) < hangTimeout/2 {
+			switch w.rng.IntN(4) {
+			case 1:
+				d = time.Duration(w.rng.Int64N(int64(600 * time.Millisecond)))
+			case 2, 3:
+				d = time.Duration(w.rng.Int64N(int64(5 * time.Millisecond)))
+			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		err := w.m.LockContext(ctx)
@@ -378,7 +382,7 @@ func (w *etcdWorker) lockChaos() error {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("Lock: no acquisition within %v: %w", hangTimeout, err)
+			return fmt.Errorf("Lock: no acquisition within %v: %w", 2*hangTimeout, err)
 		}
 	}
 }
