@@ -136,8 +136,10 @@ type Options struct {
 //
 // The invariant: a LockContext or TryLockContext that returned an error
 // other than ErrOwnerDead holds nothing, and nothing it wrote outlives
-// the Mutex's next idle moment, which comes at most two lease TTLs after
-// the call returned. The clean-up runs inside the caller's deadline when
+// its return by more than two lease TTLs and a request timeout (5 s); in
+// the common case (etcd reachable) nothing outlives the clean-up's one
+// round trip, done when the Mutex is idle again. The clean-up runs inside
+// the caller's deadline when
 // the context has time left, else in a background goroutine that keeps
 // the Mutex busy (its next LockContext waits for it, honouring its
 // context) and retries for one TTL; if etcd still cannot be told, it
