@@ -189,6 +189,9 @@ func (a *attempt) enqueue(ctx context.Context) (first, owner []*mvccKV, err erro
 		return nil, nil, leaseErr(err)
 	}
 	if !resp.Succeeded {
+		if m.leaseLost() {
+			return nil, nil, ErrLeaseLost // the fence key went with the lease
+		}
 		return nil, nil, corrupt(m.prefix, fmt.Errorf("fence key %s changed by another writer", m.fenceKey))
 	}
 	mine := resp.Responses[2].GetResponseRange().Kvs
