@@ -16,6 +16,7 @@ const (
 	StateRepairing      = "held, inconsistent (taken from a dead holder, MarkConsistent not yet called)"
 	StateOwnerDead      = "owner dead (its lease expired holding; the next acquirer gets ErrOwnerDead)"
 	StateNotRecoverable = "not recoverable"
+	StateCorrupt        = "corrupt (records no valid history writes; see Corrupt; Reinitialize removes them)"
 )
 
 // Info is what Inspect found of a lock.
@@ -37,10 +38,16 @@ type Info struct {
 	Waiters []Holder `json:"waiters"`
 	// Revision is the etcd revision Inspect read at.
 	Revision int64 `json:"revision"`
+	// Corrupt says, in StateCorrupt, what no valid history writes: a hold
+	// record that does not parse, or queue keys no Mutex writes (named,
+	// each, with the reason); acquirers report it as lockword.ErrCorrupt.
+	Corrupt []string `json:"corrupt,omitempty"`
 }
 
 // Inspect reads the lock at prefix without changing it: its hold record,
-// its queue and the holder's lease (two round trips).
+// its queue and the holder's lease (two round trips). prefix is
+// normalised as NewMutex does; a bad one is an error wrapping
+// ErrBadArgument.
 func Inspect(ctx context.Context, cli *clientv3.Client, prefix string) (*Info, error) {
 	return inspect(ctx, cli, prefix, true)
 }
@@ -53,22 +60,38 @@ func Peek(ctx context.Context, cli *clientv3.Client, prefix string) (*Info, erro
 }
 
 func inspect(ctx context.Context, cli *clientv3.Client, prefix string, lease bool) (*Info, error) {
-	owner := prefix + "/owner"
+	if cli == nil {
+		return nil, fmt.Errorf("%w: nil etcd client", ErrBadArgument)
+	}
+	prefix, err := lockName(prefix)
+	if err != nil {
+		return nil, err
+	}
+	owner := prefix + ownerKey
 	r, err := cli.Txn(ctx).Then(
 		clientv3.OpGet(owner),
-		clientv3.OpGet(prefix+"/queue/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+		clientv3.OpGet(prefix+queueDir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 	).Commit()
 	if err != nil {
 		return nil, err
 	}
 	info := &Info{Prefix: prefix, State: StateFree, LeaseTTL: -1, LeaseGranted: -1, Revision: r.Header.Revision}
-	queue := r.Responses[1].GetResponseRange().Kvs
+	var queue []*mvccKV
+	for _, kv := range r.Responses[1].GetResponseRange().Kvs {
+		if err := checkQueueKey(prefix, string(kv.Key), kv.Lease); err != nil {
+			info.Corrupt = append(info.Corrupt, err.Error())
+			continue
+		}
+		queue = append(queue, kv)
+	}
 	var holderKey string
 	if kvs := r.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
-		var rec ownerRecord
-		if err := json.Unmarshal(kvs[0].Value, &rec); err != nil {
-			return nil, fmt.Errorf("etcdlock: corrupt hold record %s: %v", owner, err)
+		if _, err := parseRecord(kvs[0].Value); err != nil {
+			info.Corrupt = append(info.Corrupt, fmt.Sprintf("hold record %s: %v", owner, err))
 		}
+	}
+	if kvs := r.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 && len(info.Corrupt) == 0 {
+		rec, _ := parseRecord(kvs[0].Value)
 		info.Token = rec.token(kvs[0].CreateRevision)
 		h := rec.Holder
 		info.Holder, info.HeldSince = &h, time.Unix(0, rec.SinceUnixNs)
@@ -83,6 +106,9 @@ func inspect(ctx context.Context, cli *clientv3.Client, prefix string, lease boo
 		default:
 			info.State, holderKey = StateHeld, rec.Key
 		}
+	}
+	if len(info.Corrupt) > 0 {
+		info.State = StateCorrupt
 	}
 	for _, kv := range queue {
 		if string(kv.Key) == holderKey {
@@ -100,6 +126,3 @@ func inspect(ctx context.Context, cli *clientv3.Client, prefix string, lease boo
 	}
 	return info, nil
 }
-
-// leaseText formats a lease ID as etcdctl does (hex).
-func leaseText(id int64) string { return fmt.Sprintf("%x", id) }

@@ -305,6 +305,14 @@ func TestMutexOwnerDeadNotRecoverable(t *testing.T) {
 	if info, err := Inspect(context.Background(), cli, p); err != nil || info.State != StateNotRecoverable || len(info.Waiters) != 0 {
 		t.Fatalf("Inspect: %+v, %v; want %q, no waiters", info, err, StateNotRecoverable)
 	}
+	// Reinitialize is the way back, for every process.
+	if err := c.Reinitialize(); err != nil {
+		t.Fatalf("Reinitialize of a not-recoverable lock: %v", err)
+	}
+	if err := lockCtx(t, b); err != nil {
+		t.Fatalf("lock after Reinitialize: %v", err)
+	}
+	b.Unlock()
 }
 
 func TestMutexOwnerDeadRepaired(t *testing.T) {
@@ -426,6 +434,7 @@ func TestMutexContextAndInspect(t *testing.T) {
 		t.Fatalf("LockContext past its deadline: %v", err)
 	}
 	cancel()
+	b.waitIdle() // the clean-up of a call whose context ended runs in the background
 	if info, err := Inspect(context.Background(), cli, p); err != nil || len(info.Waiters) != 0 {
 		t.Fatalf("the abandoned waiter's key is left: %+v, %v", info, err)
 	}

@@ -50,6 +50,9 @@ func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer
 	}
 	fmt.Fprintf(stdout, "etcd lock: %s (etcd %s, revision %d)\n", shownName(prefix), endpoints, info.Revision)
 	fmt.Fprintf(stdout, "State: %s\n", info.State)
+	for _, c := range info.Corrupt {
+		fmt.Fprintf(stdout, "  corrupt: %s\n", shownName(c))
+	}
 	if h := info.Holder; h != nil {
 		who := "Holder"
 		if info.State == etcdlock.StateOwnerDead {

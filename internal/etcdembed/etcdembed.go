@@ -209,6 +209,37 @@ func (c *Cluster) Stop(i int) error {
 	return nil
 }
 
+// Restart starts member i again after Stop, with its data and ports, and
+// waits until it is ready: it has rejoined, which needs a quorum of the
+// members running with it.
+func (c *Cluster) Restart(i int) error {
+	c.stopping.Wait() // a Stop still closing its listeners
+	c.mu.Lock()
+	if i < 0 || i >= len(c.members) || c.members[i].etcd != nil {
+		c.mu.Unlock()
+		return errors.New("etcdembed: no such stopped member")
+	}
+	m := c.members[i]
+	c.mu.Unlock()
+	e, err := embed.StartEtcd(m.cfg)
+	if err != nil {
+		return fmt.Errorf("etcdembed: restarting member %s: %w", m.name, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return fmt.Errorf("etcdembed: member %s failed: %w", m.name, err)
+	case <-time.After(startTimeout):
+		e.Close()
+		return fmt.Errorf("etcdembed: member %s not ready within %v", m.name, startTimeout)
+	}
+	c.mu.Lock()
+	m.etcd = e
+	c.mu.Unlock()
+	return nil
+}
+
 // Close stops every member and removes the data directory.
 func (c *Cluster) Close() error {
 	c.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ type etcdRun struct {
 	cfg     *config
 	name    string
 	cli     *clientv3.Client
+	wcli    *clientv3.Client // the in-process workers': cli, or with -chaos one that also reaches the slow link
 	keys    etcdKeys
 	spec    etcdWorkerSpec
 	cluster *etcdembed.Cluster // nil with -etcd
@@ -55,6 +57,8 @@ func tortureEtcd(cfg *config, name string, fenced, cluster bool) (report, error)
 	ec := cfg.etcd
 	r := &etcdRun{cfg: cfg, name: name}
 	eps := ec.endpoints
+	stopLeader := cluster
+	cluster = cluster || ec.chaos
 	switch {
 	case cluster && len(eps) > 0:
 		return nil, errors.New("etcd-cluster starts its own three-member cluster (it stops its leader): do not give -etcd")
@@ -78,7 +82,14 @@ func tortureEtcd(cfg *config, name string, fenced, cluster bool) (report, error)
 		return nil, err
 	}
 	defer cli.Close()
-	r.cli = cli
+	r.cli, r.wcli = cli, cli
+	if ec.chaos {
+		closeLink, err := r.slowLink(eps)
+		if err != nil {
+			return nil, err
+		}
+		defer closeLink()
+	}
 	r.keys = etcdKeys{fmt.Sprintf("%s%d-%08x", EtcdDataRoot, os.Getpid(), rand.Uint32())}
 	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
 	_, err = cli.Get(ctx, r.keys.start()) // fail early, clearly, if etcd is unreachable
@@ -101,7 +112,7 @@ func tortureEtcd(cfg *config, name string, fenced, cluster bool) (report, error)
 		iters = 0 // until the stop key
 	}
 	r.spec = etcdWorkerSpec{Endpoints: eps, Data: r.keys.data, Iters: iters, Value: cfg.value, Work: cfg.work,
-		Fenced: fenced, TTL: ec.ttl, BreakRepair: os.Getenv(breakRepairEnv) != ""}
+		Fenced: fenced, TTL: ec.ttl, Chaos: ec.chaos, BreakRepair: os.Getenv(breakRepairEnv) != ""}
 	if cfg.kill {
 		r.spec.Jitter = etcdKillWindow
 	}
@@ -131,8 +142,12 @@ func tortureEtcd(cfg *config, name string, fenced, cluster bool) (report, error)
 		kr = r.killLoop(released)
 	case ec.pause:
 		r.pauseLoop()
-	case cluster:
+	case stopLeader && !ec.chaos:
 		r.stopLeader(int64(workers) * iters / 3)
+	}
+	stopChaos := func() {}
+	if ec.chaos {
+		stopChaos = r.startMemberStops()
 	}
 	if cfg.kill || ec.pause || cfg.timed() {
 		for cfg.timed() && time.Since(released) < cfg.duration && !cfg.interrupt.Interrupted() {
@@ -142,8 +157,28 @@ func tortureEtcd(cfg *config, name string, fenced, cluster bool) (report, error)
 	}
 	r.waitWorkers()
 	elapsed := time.Since(released)
+	stopChaos()
+	if ec.chaos {
+		r.countPhantoms()
+	}
 	prog.stop()
 	return r.report(workers, elapsed, kr)
+}
+
+// slowLink starts the -chaos slow link to the first member and the
+// workers' client, which reaches it as well as every member.
+func (r *etcdRun) slowLink(eps []string) (closeLink func(), err error) {
+	link, err := startDelayLink(eps[0], etcdChaosDelay)
+	if err != nil {
+		return nil, err
+	}
+	if r.wcli, err = newEtcdClient(append(slices.Clone(eps), link.addr())); err != nil {
+		link.close()
+		return nil, err
+	}
+	r.extra.Chaos = true
+	r.extra.SlowEndpoint = fmt.Sprintf("%s (+%v, to %s)", link.addr(), etcdChaosDelay, eps[0])
+	return func() { r.wcli.Close(); link.close() }, nil
 }
 
 // put writes key = val for the supervisor, retrying briefly.
@@ -168,7 +203,7 @@ func (r *etcdRun) startWorkers(workers int) error {
 			r.local.wg.Go(func() {
 				s := r.spec
 				s.IDs = []int{id}
-				st, err := runEtcdWorkers(r.cli, &s)
+				st, err := runEtcdWorkers(r.wcli, &s)
 				r.mu.Lock()
 				defer r.mu.Unlock()
 				r.local.stats.add(st)
@@ -301,6 +336,7 @@ func (r *etcdRun) collect() {
 	}
 	r.extra.Acquisitions = st.Acquisitions
 	r.extra.LeasesLost = st.LeasesLost
+	r.extra.Cancelled = st.Cancelled
 	r.local.stats = st
 }
 

@@ -172,3 +172,67 @@ func (r *etcdRun) stopLeader(at int64) {
 	r.extra.LeaderStop = fmt.Sprintf("member m%d stopped after %d additions; no new leader within %v", lead, n, hangTimeout)
 	r.extra.Hangs++
 }
+
+// -chaos: the slow link's delay, and the member stops: every
+// etcdChaosStopGap a random member stops for etcdChaosStopFor, then
+// restarts (one at a time: the cluster keeps its quorum, but the stopped
+// member's clients lose their connections mid-request).
+const (
+	etcdChaosDelay   = 200 * time.Millisecond
+	etcdChaosStopGap = 1500 * time.Millisecond
+	etcdChaosStopFor = time.Second
+)
+
+// startMemberStops starts stopping and restarting members; the function
+// it returns ends that and waits until every member runs again.
+func (r *etcdRun) startMemberStops() (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	var errs []string
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(etcdChaosStopGap):
+			}
+			i := rand.IntN(3)
+			if r.cluster.Stop(i) != nil {
+				continue
+			}
+			r.extra.MemberStops++
+			select {
+			case <-quit:
+			case <-time.After(etcdChaosStopFor):
+			}
+			if err := r.cluster.Restart(i); err != nil {
+				errs = append(errs, err.Error())
+				return
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+		r.extra.Errors = append(r.extra.Errors, errs...)
+	}
+}
+
+// countPhantoms looks at the lock once every worker's Mutex is closed
+// (Close waits for its clean-up) and the slow link has delivered what it
+// carried: a hold record or a queue key left is a phantom holder, a
+// call's write that outlived it.
+func (r *etcdRun) countPhantoms() {
+	time.Sleep(2 * etcdChaosDelay)
+	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+	defer cancel()
+	info, err := etcdlock.Peek(ctx, r.cli, r.keys.lock())
+	if err != nil {
+		r.extra.Errors = append(r.extra.Errors, fmt.Sprintf("reading the lock after the run: %v", err))
+		return
+	}
+	if info.State != etcdlock.StateFree {
+		r.extra.PhantomHolders++
+	}
+	r.extra.PhantomHolders += len(info.Waiters)
+}

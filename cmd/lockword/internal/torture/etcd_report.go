@@ -32,6 +32,15 @@ type etcdExtra struct {
 	Errors       []string `json:"errors,omitempty"`
 	Violations   []string `json:"violations,omitempty"`
 	Acquisitions uint64   `json:"acquisitions"`
+	// -chaos: cancelled acquisitions, the delayed endpoint, member stops,
+	// and what must be 0: locks or queue keys left when every Mutex is
+	// closed, and owner-death reports (no worker dies).
+	Chaos          bool   `json:"chaos,omitempty"`
+	Cancelled      uint64 `json:"cancelled_acquisitions"`
+	SlowEndpoint   string `json:"slow_endpoint,omitempty"`
+	MemberStops    int    `json:"member_stops"`
+	PhantomHolders int    `json:"phantom_holders"`
+	FalseDeaths    int    `json:"false_owner_death_reports"`
 }
 
 // report reads the outcome from etcd and builds the report.
@@ -86,6 +95,12 @@ func (r *etcdRun) report(workers int, elapsed time.Duration, kr *killReport) (re
 		}
 	}
 	r.extra.Recoveries = len(recs)
+	if cfg.etcd.chaos {
+		// Nobody dies in a chaos run: an owner-death report is false,
+		// unless a lease expired (keep-alives starved while a member was
+		// down), which the lease-lost count shows.
+		r.extra.FalseDeaths = max(0, len(recs)-r.extra.LeasesLost)
+	}
 	if kr != nil {
 		kr.Recoveries = int64(len(recs))
 		seen := map[int]bool{}
@@ -143,6 +158,12 @@ func (e *etcdReport) failures() []string {
 	for _, s := range e.extra.Errors {
 		why = append(why, "worker failed: "+s)
 	}
+	if e.extra.PhantomHolders > 0 {
+		why = append(why, fmt.Sprintf("%d phantom holders", e.extra.PhantomHolders))
+	}
+	if e.extra.FalseDeaths > 0 {
+		why = append(why, fmt.Sprintf("%d false owner-death reports", e.extra.FalseDeaths))
+	}
 	if e.cfg.etcd.pause && e.extra.Pauses < e.cfg.etcd.pauses {
 		why = append(why, fmt.Sprintf("%d of %d pauses made", e.extra.Pauses, e.cfg.etcd.pauses))
 	}
@@ -188,6 +209,11 @@ func (e *etcdReport) writeExtra(w io.Writer) {
 	}
 	if x.LeaderStop != "" {
 		fmt.Fprintf(w, "Leader stop: %s\n", x.LeaderStop)
+	}
+	if x.Chaos {
+		fmt.Fprintf(w, "Chaos: %d cancelled acquisitions; slow endpoint %s; member stops: %d\n", x.Cancelled, x.SlowEndpoint, x.MemberStops)
+		fmt.Fprintf(w, "Phantom holders: %d\n", x.PhantomHolders)
+		fmt.Fprintf(w, "False owner-death reports: %d\n", x.FalseDeaths)
 	}
 	if e.base.killed == nil {
 		fmt.Fprintf(w, "Hangs: %d\n", x.Hangs)

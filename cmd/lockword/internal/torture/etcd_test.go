@@ -132,6 +132,18 @@ func TestTortureEtcdCluster(t *testing.T) {
 	}
 }
 
+// TestTortureEtcdChaos: cancellations at random points, a slow endpoint
+// and member stops (the short version of -chaos): exact, no phantom
+// holder, no false owner-death report.
+func TestTortureEtcdChaos(t *testing.T) {
+	t.Parallel()
+	stdout, stderr, status := runEtcd(t, "-lock", "etcd", "-chaos", "-workers", "4", "-iters", "6")
+	wantPass(t, stdout, stderr, status, "Expected: 120", "Actual:   120", "Phantom holders: 0", "False owner-death reports: 0", "Hangs: 0")
+	if etcdField(t, stdout, "Chaos:") == 0 {
+		t.Fatalf("no acquisition was cancelled:\n%s", stdout)
+	}
+}
+
 func TestTortureEtcdUsage(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
@@ -140,6 +152,8 @@ func TestTortureEtcdUsage(t *testing.T) {
 		{"-lock", "etcd", "-ttl", "10ms"},
 		{"-lock", "etcd", "-procs", "2", "-pause", "-kill"},
 		{"-lock", "etcd", "-pauses", "2"},
+		{"-lock", "etcd", "-chaos", "-procs", "2"},
+		{"-lock", "etcd", "-chaos", "-etcd", "127.0.0.1:2379"},
 	} {
 		if _, stderr, status := runCLI(t, append([]string{"torture"}, args...)...); status != exitUsage || stderr == "" {
 			t.Errorf("%v: status %d, want %d with a message; stderr %q", args, status, exitUsage, stderr)

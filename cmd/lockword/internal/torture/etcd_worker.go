@@ -53,6 +53,8 @@ type etcdWorkerSpec struct {
 	Window    time.Duration `json:"window"` // sleep mid-update (pause runs)
 	Jitter    time.Duration `json:"jitter"` // random sleep mid-update, up to (kill runs)
 	TTL       time.Duration `json:"ttl"`
+	// Chaos: cancel most acquisitions at random points (see lockChaos).
+	Chaos bool `json:"chaos"`
 	// BreakRepair (tests only, from breakRepairEnv) skips the repair.
 	BreakRepair bool `json:"break_repair"`
 }
@@ -62,9 +64,11 @@ type etcdWorkerStats struct {
 	Acquisitions uint64 `json:"acquisitions"`
 	SlowPath     uint64 `json:"slow_path"`
 	LeasesLost   int    `json:"leases_lost"`
+	Cancelled    uint64 `json:"cancelled"` // -chaos: acquisitions cancelled by their deadline
 }
 
 func (s *etcdWorkerStats) add(o etcdWorkerStats) {
+	s.Cancelled += o.Cancelled
 	s.Acquisitions += o.Acquisitions
 	s.SlowPath += o.SlowPath
 	s.LeasesLost += o.LeasesLost
@@ -268,7 +272,11 @@ func (w *etcdWorker) check(step string, err error) (goOn, done bool, _ error) {
 
 func (w *etcdWorker) addition() (done bool, err error) {
 	lost := w.lost
-	err = w.retry("Lock", hangTimeout, func(ctx context.Context) error { return w.m.LockContext(ctx) })
+	if w.spec.Chaos {
+		err = w.lockChaos()
+	} else {
+		err = w.retry("Lock", hangTimeout, func(ctx context.Context) error { return w.m.LockContext(ctx) })
+	}
 	var od *etcdlock.OwnerDeadError
 	switch {
 	case errors.As(err, &od):
@@ -339,6 +347,44 @@ func (w *etcdWorker) addition() (done bool, err error) {
 		return lost()
 	}
 	return stop, err
+}
+
+// lockChaos locks with a random deadline per attempt until one succeeds:
+// one in four attempts may take hangTimeout, the others are cancelled
+// after 0-5 ms (the first transaction in flight) or 0-600 ms (queued,
+// waiting), counted. A cancelled waiter loses its place in the queue, so
+// after hangTimeout/2 without a hold it stops cancelling (the run tests
+// cancellations, not starvation). Other errors are retried as by retry
+// (a member stopped); it gives up after twice hangTimeout without a hold.
+func (w *etcdWorker) lockChaos() error {
+	start := time.Now()
+	deadline := start.Add(2 * hangTimeout)
+	for {
+		d := hangTimeout
+		if time.Since(start) < hangTimeout/2 {
+			switch w.rng.IntN(4) {
+			case 1:
+				d = time.Duration(w.rng.Int64N(int64(600 * time.Millisecond)))
+			case 2, 3:
+				d = time.Duration(w.rng.Int64N(int64(5 * time.Millisecond)))
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		err := w.m.LockContext(ctx)
+		cancel()
+		switch {
+		case err == nil || errors.Is(err, etcdlock.ErrLeaseLost) ||
+			errors.Is(err, lockword.ErrOwnerDead) || errors.Is(err, lockword.ErrNotRecoverable):
+			return err
+		case errors.Is(err, context.DeadlineExceeded):
+			w.stats.Cancelled++
+		default:
+			time.Sleep(10 * time.Millisecond)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("Lock: no acquisition within %v: %w", 2*hangTimeout, err)
+		}
+	}
 }
 
 // recover is the repair after an owner death: with every write of an

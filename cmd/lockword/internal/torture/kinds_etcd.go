@@ -76,6 +76,13 @@ const etcdHelp = `etcd kinds (etcd, etcd-unfenced, etcd-cluster):
   -pause SIGSTOPs the holder past its TTL, then SIGCONTs it: its late
   writes must be rejected (etcd: PASS, exact); etcd-unfenced must FAIL
   (lost updates, two holders): the proof that the checker sees it.
+  -chaos runs on three embedded members, one of them also reached through
+  a link 200 ms slower; workers cancel most acquisitions at random points
+  (deadlines of 0-5 ms or 0-600 ms, one in four left to complete) while a
+  random member is stopped and restarted every few seconds. The report
+  adds the cancellations, the member stops, the phantom holders (a hold
+  or queue key left when every Mutex is closed) and the false owner-death
+  reports (nobody dies): both must be 0, and the total exact.
 `
 
 // etcdFlagValues are the etcd kinds' flags as defined on a FlagSet.
@@ -84,6 +91,7 @@ type etcdFlagValues struct {
 	pause     *bool
 	pauses    *int
 	ttl       *time.Duration
+	chaos     *bool
 }
 
 // etcdConfig is their parsed form, in config.etcd.
@@ -92,6 +100,7 @@ type etcdConfig struct {
 	pause      bool
 	pauses     int
 	ttl        time.Duration
+	chaos      bool
 	itersSet   bool // -iters was given: else the etcd default
 	killsSet   bool
 	workersSet bool
@@ -107,6 +116,12 @@ func defineEtcdFlags(fs *flag.FlagSet) etcdFlagValues {
 				"lease TTL, then SIGCONT it, -pauses times: its late writes must be\n"+
 				"rejected (etcd-unfenced must FAIL)."),
 		pauses: fs.Int("pauses", etcdDefaultPauses, "with -pause: `N` pauses."),
+		chaos: fs.Bool("chaos", false,
+			"etcd kinds: cancel acquisitions at random points, send part of the\n"+
+				"requests through an endpoint 200 ms slower, and stop and restart\n"+
+				"members of a three-member embedded cluster during the run; the\n"+
+				"report adds the cancellations, phantom holders and false owner-death\n"+
+				"reports (both must be 0)."),
 		ttl: fs.Duration("ttl", etcdDefaultTTL,
 			"etcd kinds: the lease `TTL` of each worker's Mutex (whole seconds;\n"+
 				"the server may raise it to its minimum)."),
@@ -115,7 +130,7 @@ func defineEtcdFlags(fs *flag.FlagSet) etcdFlagValues {
 
 // parse validates the etcd flags; msg is a usage error.
 func (f etcdFlagValues) parse(set map[string]bool, procs int) (c etcdConfig, msg string) {
-	c = etcdConfig{pause: *f.pause, pauses: *f.pauses, ttl: *f.ttl,
+	c = etcdConfig{pause: *f.pause, pauses: *f.pauses, ttl: *f.ttl, chaos: *f.chaos,
 		itersSet: set["iters"], killsSet: set["kills"], workersSet: set["workers"]}
 	if *f.endpoints != "" {
 		for _, ep := range strings.Split(*f.endpoints, ",") {
@@ -126,6 +141,8 @@ func (f etcdFlagValues) parse(set map[string]bool, procs int) (c etcdConfig, msg
 		}
 	}
 	switch {
+	case c.chaos && (procs > 0 || c.pause || set["kill"] || len(c.endpoints) > 0):
+		return c, "-chaos runs in-process workers on its own embedded cluster: no -procs, -pause, -kill or -etcd"
 	case c.pause && procs < 1:
 		return c, "-pause needs -procs N: it stops worker processes"
 	case c.pause && set["kill"]:
