@@ -89,15 +89,26 @@ func TestTortureProcsKill(t *testing.T) {
 		t.Fatalf("bad kill report: %s", out)
 	}
 	checkHolderKills(t, k, kills)
-	// Detection itself is bounded by 100 ms (TestSharedMutexOwnerDeath
-	// in the library asserts that); this latency also counts the wait for
-	// a CPU while the replacement process starts, on a shared machine.
-	if k.MaxRecoveryMs > 1000 {
-		t.Errorf("max recovery latency %.1f ms", k.MaxRecoveryMs)
-	}
+	checkRecoveryLatency(t, k)
 	if d := k.Recovery; d == nil || d.Samples < 1 || d.Samples > k.HolderKills || !(d.P50Ms <= d.P99Ms && d.P99Ms <= d.MaxMs) || d.MaxMs != k.MaxRecoveryMs {
 		t.Errorf("recovery latency distribution %+v for %d holder kills, max %.1f ms", d, k.HolderKills, k.MaxRecoveryMs)
 	}
+}
+
+// checkRecoveryLatency bounds the median recovery latency of a kill run.
+// Detection itself is bounded by 100 ms (TestSharedMutexOwnerDeath in the
+// library asserts that); this latency also counts the wait for a CPU
+// while the replacement process starts. The tail belongs to the host:
+// at load 25 on 2 cores one run's maximum was 1188 ms with a median of
+// 87 ms, so the maximum is reported, not bounded. A waiter that noticed a
+// dead holder only on some timeout of a second or more puts the median
+// past 500 ms on any host; one that never did shows as a hang.
+func checkRecoveryLatency(t *testing.T, k *killReport) {
+	t.Helper()
+	if d := k.Recovery; d == nil || d.P50Ms > 500 {
+		t.Errorf("recovery latency %+v: want a median within 500 ms", d)
+	}
+	t.Logf("recovery latency: max %.1f ms", k.MaxRecoveryMs)
 }
 
 // runJSONReport runs cmd, a lockword torture run with -json, and returns
