@@ -399,7 +399,15 @@ func TestStuckReport(t *testing.T) {
 			l.Lock()
 			done := make(chan struct{})
 			go func() { l.Lock(); l.Unlock(); close(done) }()
-			time.Sleep(250 * time.Millisecond)
+			// Hold until the report comes (the waiter must start, park
+			// and pass its threshold, and the watcher must look: on a
+			// loaded host each can take long; a fixed 250 ms once saw
+			// none), 10 s at the most, then five more thresholds, in
+			// which a second report of the same wait would come.
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "level=WARN") && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(200 * time.Millisecond)
 			l.Unlock()
 			<-done
 			out := logs.String()
