@@ -57,7 +57,7 @@ func TestTortureMixedBrokenFails(t *testing.T) {
 // TestTortureMixedKill: the supervisor SIGKILLs Go and C worker processes
 // alike, holders often; each holder's death is recovered exactly once, by
 // a waiter of either language, without a hang, and the counter equals the
-// committed additions. At least 200 kills (40 under -short). The language
+// committed additions, over killRuns kills. The language
 // log shows that holders of both languages died and that waiters of both
 // languages recovered.
 func TestTortureMixedKill(t *testing.T) {
