@@ -141,8 +141,8 @@ func newCondVar(l sync.Locker) condVar { return NewCond(l) }
 // TestCondStress is issue 4's condition-variable stress: 4 producers, 4
 // consumers, a queue of capacity 1 guarded by a Mutex and two Conds,
 // Signal only, 1,000,000 items (scaled down under -short and -race;
-// LOCKWORD_COND_FULL=1 runs the full size regardless), every item consumed
-// exactly once, under a watchdog.
+// LOCKWORD_LONG=1 or LOCKWORD_COND_FULL=1 runs the full size), every item
+// consumed exactly once, under a watchdog.
 func TestCondStress(t *testing.T) {
 	items := scaled(1_000_000)
 	if os.Getenv("LOCKWORD_COND_FULL") != "" {

@@ -389,6 +389,19 @@ func captureSlog(t *testing.T) *syncBuffer {
 	return &buf
 }
 
+// awaitLogs waits until logs holds n occurrences of substr, or 10 s have
+// passed, and returns what it holds. A stuck report needs its waiter to
+// start, park and pass its threshold, and the watcher to look: on a
+// loaded host each can take long, so tests wait for the report rather
+// than sleep a fixed time; 10 s (hundreds of the thresholds the tests
+// use) bounds a report that never comes.
+func awaitLogs(logs *syncBuffer, substr string, n int) string {
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(logs.String(), substr) < n && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return logs.String()
+}
+
 func TestStuckReport(t *testing.T) {
 	for _, k := range ctxLockKinds {
 		t.Run(k.name, func(t *testing.T) {
@@ -399,7 +412,11 @@ func TestStuckReport(t *testing.T) {
 			l.Lock()
 			done := make(chan struct{})
 			go func() { l.Lock(); l.Unlock(); close(done) }()
-			time.Sleep(250 * time.Millisecond)
+			// Hold until the report comes (a fixed 250 ms once saw
+			// none at load 16), then five more thresholds, in which a
+			// second report of the same wait would come.
+			awaitLogs(logs, "level=WARN", 1)
+			time.Sleep(200 * time.Millisecond)
 			l.Unlock()
 			<-done
 			out := logs.String()
@@ -439,12 +456,19 @@ func TestStuckReportDefaultsAndDisable(t *testing.T) {
 	}
 	// A cancelled waiter past the threshold is reported once and still
 	// fails with its context's error.
+	// (Cancelled once reported, plus four thresholds: a deadline fixed
+	// before the call may pass before a late-starting wait does.)
 	var m Mutex
 	m.SetStuckThreshold(20 * time.Millisecond)
 	m.Lock()
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := m.LockContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	res := make(chan error, 1)
+	go func() { res <- m.LockContext(ctx) }()
+	awaitLogs(logs, "level=WARN", 1)
+	time.Sleep(80 * time.Millisecond)
+	cancel()
+	if err := <-res; !errors.Is(err, context.Canceled) {
 		t.Fatalf("LockContext = %v", err)
 	}
 	m.Unlock()

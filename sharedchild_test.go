@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -26,12 +27,21 @@ import (
 // TestMutexMisuse does), driven over its standard output.
 
 // A child is a re-executed test binary running one TestSharedChild mode.
+// Its standard output is the protocol: every line reaches lines, in order,
+// none dropped, however many there are and however late the parent reads
+// them (a child whose thousand waiters pass the stuck threshold prints a
+// thousand warnings; a bounded channel that dropped what did not fit lost
+// the line the parent waited for). Its standard error (slog's stuck
+// reports, panics) goes only into out, for failure messages.
 type child struct {
 	cmd     *exec.Cmd
-	lines   chan string
-	scanned chan struct{}   // closed when its output has been read to the end
-	out     strings.Builder // everything it printed, for failure messages
+	lines   chan string     // standard output, line by line; closed at its end
+	scanned chan struct{}   // closed when both streams have been read to the end
+	out     strings.Builder // everything it printed, both streams, for failure messages
 	mu      sync.Mutex
+	queue   []string      // standard output lines not yet handed to lines
+	queued  chan struct{} // signalled when queue grows or standard output ends
+	ended   bool          // standard output ended: lines closes once queue is empty
 }
 
 func startChild(t *testing.T, mode string, args ...string) *child {
@@ -57,25 +67,21 @@ func startChildFiles(t *testing.T, wrapper []string, files []*os.File, mode stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = cmd.Stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &child{cmd: cmd, lines: make(chan string, 100), scanned: make(chan struct{})}
-	go func() {
-		defer close(c.scanned)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			c.mu.Lock()
-			c.out.WriteString(sc.Text() + "\n")
-			c.mu.Unlock()
-			select {
-			case c.lines <- sc.Text():
-			default:
-			}
-		}
-		close(c.lines)
-	}()
+	c := &child{cmd: cmd, lines: make(chan string), scanned: make(chan struct{}), queued: make(chan struct{}, 1)}
+	var readers sync.WaitGroup
+	readers.Go(func() { c.read(stdout, true) })
+	readers.Go(func() { c.read(stderr, false) })
+	go func() { readers.Wait(); close(c.scanned) }()
+	stop := make(chan struct{})
+	go c.forward(stop)
+	t.Cleanup(func() { close(stop) })
 	t.Cleanup(func() {
 		if c.cmd.ProcessState == nil {
 			c.cmd.Process.Signal(syscall.SIGCONT)
@@ -86,16 +92,89 @@ func startChildFiles(t *testing.T, wrapper []string, files []*os.File, mode stri
 	return c
 }
 
+// read copies one of the child's streams into out, line by line, and
+// queues standard output's lines for forward; it never blocks on the
+// parent, so the child never blocks on a full pipe.
+func (c *child) read(r io.Reader, protocol bool) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		c.mu.Lock()
+		c.out.WriteString(sc.Text() + "\n")
+		if protocol {
+			c.queue = append(c.queue, sc.Text())
+		}
+		c.mu.Unlock()
+		if protocol {
+			c.signal()
+		}
+	}
+	io.Copy(io.Discard, r) // after a line over 4 MiB: keep the pipe drained, or the child blocks
+	if protocol {
+		c.mu.Lock()
+		c.ended = true
+		c.mu.Unlock()
+		c.signal()
+	}
+}
+
+func (c *child) signal() {
+	select {
+	case c.queued <- struct{}{}:
+	default: // a signal is pending already
+	}
+}
+
+// forward hands the queued standard output lines to lines, in order,
+// until the stream ends (then it closes lines) or the test ends (stop).
+func (c *child) forward(stop <-chan struct{}) {
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			ended := c.ended
+			c.mu.Unlock()
+			if ended {
+				close(c.lines)
+				return
+			}
+			select {
+			case <-c.queued:
+				continue
+			case <-stop:
+				return
+			}
+		}
+		line := c.queue[0]
+		c.queue = c.queue[1:]
+		c.mu.Unlock()
+		select {
+		case c.lines <- line:
+		case <-stop:
+			return
+		}
+	}
+}
+
 func (c *child) output() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.out.String()
 }
 
-// expect waits for a line starting with prefix and returns the rest.
+// expect waits for a line starting with prefix and returns the rest. It
+// fails if the child ends without printing one, or when the test binary's
+// own deadline (go test -timeout) is near: how long a child takes to get
+// there on a loaded machine is no property of the code under test, so
+// expect sets no patience of its own, and a hung child is reported with
+// its output before the binary's timeout panic would hide it.
 func (c *child) expect(t *testing.T, prefix string) string {
 	t.Helper()
-	timeout := time.After(time.Minute)
+	var timeout <-chan time.Time // nil: no deadline (go test -timeout 0)
+	patience := "the test binary's deadline"
+	if d, ok := t.Deadline(); ok {
+		timeout = time.After(time.Until(d) - testDeadlineMargin)
+		patience = fmt.Sprintf("%v, until %v before the test binary's deadline", time.Until(d)-testDeadlineMargin, testDeadlineMargin)
+	}
 	for {
 		select {
 		case line, ok := <-c.lines:
@@ -106,10 +185,14 @@ func (c *child) expect(t *testing.T, prefix string) string {
 				return rest
 			}
 		case <-timeout:
-			t.Fatalf("child did not print %q within a minute:\n%s", prefix, c.output())
+			t.Fatalf("child did not print %q in %s:\n%s", prefix, patience, c.output())
 		}
 	}
 }
+
+// testDeadlineMargin is how long before the test binary's deadline a
+// wait with no patience of its own gives up: time to report and clean up.
+const testDeadlineMargin = 20 * time.Second
 
 // exit waits for the child to exit, after reading all it printed (Wait
 // closes the pipe: reading must be finished first, or output is lost).

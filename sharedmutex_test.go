@@ -312,10 +312,18 @@ func TestSharedMutexStoppedHolder(t *testing.T) {
 
 	logs := captureSlog(t)
 	m.SetStuckThreshold(60 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	// The waiter gives up 340 ms after its report (a deadline fixed
+	// before the call may pass before a late-starting wait reaches the
+	// threshold, on a loaded host).
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := m.LockContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("waiter on a stopped holder got %v, want DeadlineExceeded", err)
+	res := make(chan error, 1)
+	go func() { res <- m.LockContext(ctx) }()
+	awaitLogs(logs, "level=WARN", 1)
+	time.Sleep(340 * time.Millisecond)
+	cancel()
+	if err := <-res; !errors.Is(err, context.Canceled) {
+		t.Fatalf("waiter on a stopped holder got %v, want Canceled", err)
 	}
 	out := logs.String()
 	if strings.Count(out, "level=WARN") != 1 {
@@ -359,20 +367,28 @@ func TestSharedMutexLockContext(t *testing.T) {
 	if err := om.LockContext(nil); err == nil {
 		t.Fatal("LockContext(nil) = nil")
 	}
-	// Cancellation ends a kernel sleep at once.
-	ctx, cancel2 := context.WithCancel(context.Background())
+	// Cancellation ends a kernel sleep promptly: the cancellation wakes
+	// the sleeper, and a waiter that missed it would still see it at the
+	// end of its 10 ms slice. Timing assumption: in one of five tries the
+	// host runs the woken waiter within 100 ms (a loaded one can keep a
+	// runnable thread off the CPU for longer, so the measurement is
+	// retried, never the bound).
 	res := make(chan error)
-	go func() { res <- om.LockContext(ctx) }()
-	time.Sleep(50 * time.Millisecond)
-	start := time.Now()
-	cancel2()
-	if err := <-res; !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled LockContext = %v", err)
-	}
-	// Promptly: the cancellation wakes the kernel sleeper itself (a
-	// loaded shared machine can delay any wake-up by tens of ms).
-	if d := time.Since(start); d > 100*time.Millisecond {
-		t.Errorf("cancellation took %v", d)
+	var took []time.Duration
+	for prompt := false; !prompt; {
+		if len(took) == 5 {
+			t.Fatalf("cancellation took %v in five tries, want one within 100ms", took)
+		}
+		ctx, cancel2 := context.WithCancel(context.Background())
+		go func() { res <- om.LockContext(ctx) }()
+		time.Sleep(50 * time.Millisecond)
+		start := time.Now()
+		cancel2()
+		if err := <-res; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled LockContext = %v", err)
+		}
+		took = append(took, time.Since(start))
+		prompt = took[len(took)-1] <= 100*time.Millisecond
 	}
 	// A waiter, then Unlock: it gets the lock.
 	go func() { res <- om.LockContext(context.Background()) }()

@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/lockword/lockword/internal/wait"
 )
 
 func init() {
@@ -38,8 +36,16 @@ func init() {
 		for range n {
 			go func() { rw.RLock(); rw.RUnlock(); done.Add(1) }()
 		}
-		// All but the one that sleeps in the kernel park as goroutines.
-		for wait.Parked(&rw.rsleeper.woke) < n-1 {
+		// All but the one that sleeps in the kernel park as goroutines,
+		// but not for good: the sleeper wakes every ownerCheckInterval,
+		// and the parked ones with it, so a moment with n-1 parked is
+		// rare on a loaded host (a child once never saw one in a
+		// minute). Wait instead for every reader to have counted itself
+		// in (its count stays while it waits), then let them settle.
+		arrived := func() int {
+			return int(word32(rw.q.obj, rwCountOff(0, rw.q.r.slot)).Load() + word32(rw.q.obj, rwCountOff(1, rw.q.r.slot)).Load())
+		}
+		for arrived() < n {
 			time.Sleep(5 * time.Millisecond)
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -25,7 +25,8 @@ func TestStuckWatcherReportsEachWaitOnceAndStops(t *testing.T) {
 	for range 3 {
 		wg.Go(func() { m.Lock(); m.Unlock() })
 	}
-	time.Sleep(200 * time.Millisecond) // ten thresholds
+	awaitLogs(logs, "lock=stuck-watcher-test", 3)
+	time.Sleep(200 * time.Millisecond) // ten more thresholds, for repeats
 	m.Unlock()
 	wg.Wait()
 	if n := strings.Count(logs.String(), "lock=stuck-watcher-test"); n != 3 {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
 
 // TestHoldChild holds a lock in a region until killed: run by
@@ -274,9 +275,9 @@ func TestInspectReadOnlyUser(t *testing.T) {
 	if out, err := asNobody("test", "-x", dir).CombinedOutput(); err != nil {
 		t.Skipf("nobody cannot reach %s (%v %s)", dir, err, out)
 	}
-	bin := filepath.Join(dir, "lockword")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin := clitest.BuildLockword(t) // in a directory every user may read
+	if out, err := asNobody("test", "-x", bin).CombinedOutput(); err != nil {
+		t.Skipf("nobody cannot run %s (%v %s)", bin, err, out)
 	}
 	path := filepath.Join(dir, "region")
 	r, err := lockword.CreateRegion(path, 0, &lockword.RegionOptions{Mode: 0o644})

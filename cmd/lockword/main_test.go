@@ -3,9 +3,10 @@ package main
 import (
 	"bytes"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
 
 // runCLI runs the program in-process, as main would, and returns what it
@@ -49,14 +50,10 @@ func TestBinaryExitStatus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
+	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command:", err)
 	}
-	bin := filepath.Join(t.TempDir(), "lockword")
-	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := clitest.BuildLockword(t)
 	for _, tc := range []struct {
 		args   []string
 		status int
