@@ -700,3 +700,28 @@ func TestCondSignalRacingWaiterWakesOne(t *testing.T) {
 		<-awake
 	})
 }
+
+// TestCondWaitWithoutLockLeavesQueue: Wait without holding L is misuse and
+// panics (our Mutex's Unlock of an unlocked Mutex); the waiter must not stay
+// queued, or the next Signal would choose a goroutine that is not waiting
+// and be lost.
+func TestCondWaitWithoutLockLeavesQueue(t *testing.T) {
+	c := NewCond(new(Mutex))
+	func() {
+		defer func() {
+			if r := recover(); r == nil {
+				t.Fatal("Wait without L held did not panic")
+			}
+		}()
+		c.Wait()
+	}()
+	if n := c.queueLen(); n != 0 {
+		t.Fatalf("%d waiters queued after the failed Wait, want 0", n)
+	}
+	woke := make(chan int, 1)
+	parkedCondWaiters(t, c, 0, 0, 1, woke)
+	c.Signal()
+	if got := <-woke; got != 0 { // hangs if the Signal went to the failed Wait
+		t.Fatalf("woke %d", got)
+	}
+}
