@@ -147,13 +147,15 @@ func (c *Cond) enqueue(w *condWaiter) {
 }
 
 // release unlocks L for a queued w. If L's Unlock panics (Wait without L
-// held), w leaves the queue first, so that no Signal goes to a waiter that
-// is not there.
+// held), w leaves the queue before the panic goes on, so that no later
+// Signal goes to a waiter that is not there; one that chose w already
+// (a Signal without L, meanwhile) is passed on to the next waiter. w is
+// not returned to the pool: its notifier may still be waking it.
 func (c *Cond) release(w *condWaiter) {
 	released := false
 	defer func() {
-		if !released {
-			c.leave(w)
+		if !released && !c.leave(w) {
+			c.Signal()
 		}
 	}()
 	c.L.Unlock()
