@@ -19,19 +19,19 @@ import (
 // Its words: a waiter's state, and the queue (a list under a Mutex, mu,
 // held for a few pointer moves, never while anyone sleeps):
 //
-//	state   meaning                              moved by
-//	queued  on c's queue, or leaving it (ctx)   Wait, which queues it under mu
-//	chosen  taken off the queue by Signal or    the notifier, after taking it
-//	        Broadcast: Wait returns               off the queue under mu
+//	state   meaning                                 moved by
+//	queued  on c's queue, or leaving it (ctx done)  Wait, as it queues under mu
+//	chosen  taken off the queue by Signal or        the notifier, once it took
+//	        Broadcast: Wait may return              it off the queue under mu
 //
 // Wait returns nil only when a Signal or Broadcast took its waiter off the
 // queue: never spuriously. One Signal wakes at most one Wait, and
 // Broadcast wakes exactly the goroutines waiting when it took the queue.
 // Because a waiter joins the queue before it releases L, a notification
 // made after that (by a goroutine holding L, or not) finds it there: no
-// wake-up is lost; and a goroutine that starts waiting after a Signal is
-// queued behind the waiters that Signal chose from, so it cannot take that
-// Signal from one that was already waiting. Still, as with any condition
+// wake-up is lost; and a goroutine that starts waiting after a Signal was
+// not on the queue that Signal chose from, so it cannot take that Signal
+// from one that was already waiting. Still, as with any condition
 // variable, wait in a loop that re-checks the condition: another goroutine
 // may change it between the notification and the waiter's Lock.
 //
