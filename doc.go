@@ -13,7 +13,7 @@
 //	SpinMutex    test-and-test-and-set spin lock with backoff, yield, then sleep
 //	TicketMutex  FIFO ticket lock; waiters park keyed by ticket; fair
 //	RWMutex      phase-fair reader-writer lock; waiters park
-//	Cond         condition variable on a sequence word, for any sync.Locker
+//	Cond         condition variable (a queue of waiters), for any sync.Locker
 //	Region       a file mapped by several processes, holding named objects (Linux)
 //	RegionValue  a value of a plain-data type T in a Region, T's size and
 //	             alignment recorded; guarded by the region's locks (Linux)

@@ -26,8 +26,10 @@ type ContextLocker interface {
 // process that maps it: goroutines of any process wait on it for a change
 // to data in the region guarded by a lock (a SharedMutex or
 // SharedTicketMutex, typically), and goroutines of any process announce
-// the change. Get one with (*Region).Cond. It is Cond's protocol on words
-// in the region, waiting with the kernel futex in its shared flavour.
+// the change. Get one with (*Region).Cond. It is a sequence word in the
+// region, as Rust std's futex condition variable is, waiting with the
+// kernel futex in its shared flavour (Cond, in-process, is a queue of
+// waiters instead: see below where they differ).
 //
 // Its object (kind 5, 64 bytes; docs/abi.md):
 //
@@ -46,10 +48,23 @@ type ContextLocker interface {
 // waiter started waiting after a Signal does not take it from one already
 // asleep; a waiter that had read seq but not yet gone to sleep sees it
 // changed and returns, and one that read seq after the Signal keeps
-// waiting. As with any condition variable Wait may return
-// without a notification (when notifications race with it, or when a
-// WaitContext elsewhere gives up), so wait in a loop that re-checks the
-// condition.
+// waiting.
+//
+// Where it differs from Cond: Cond keeps a queue of waiters and wakes
+// exactly the ones it chose, so its Wait never returns without a
+// notification. SharedCond's Wait can: a notification that reaches a
+// process returns every Wait of that process that began before it (its
+// goroutines share one kernel sleeper); a waiter that had read seq but not
+// yet slept returns on any later notification, so one Signal can return
+// two Waits; and a WaitContext that gives up wakes the other sleepers of
+// its process. Why: the kernel futex wakes sleepers of a word, not chosen
+// goroutines, and a queue of waiter records in the region would need every
+// record to be reclaimed after the death of the process that queued it
+// (what SharedTicketMutex's queue does for its tickets), a cost not paid
+// here. So always wait in a loop that re-checks the condition. What it
+// keeps in step with Cond: no lost wake-up, no steal (above), Broadcast
+// reaches every waiter, and a WaitContext that gives up never swallows a
+// notification.
 //
 // Nothing in a SharedCond is owned: a process that dies while waiting, or
 // while signalling, leaves at most a waiters count that never drops (the
@@ -92,8 +107,9 @@ func (r *Region) Cond(name string) (*SharedCond, error) {
 }
 
 // Wait atomically unlocks l, which the caller holds, and suspends the
-// calling goroutine until a Signal or Broadcast; it locks l again before
-// returning (with l.Lock: a shared robust lock's Lock runs its repair
+// calling goroutine until a Signal or Broadcast (or another process's
+// notification reaches its kernel sleeper: see the type's doc, Cond's
+// Wait does not do that); it locks l again before returning (with l.Lock: a shared robust lock's Lock runs its repair
 // function or panics on an owner death; use WaitContext to be told).
 func (c *SharedCond) Wait(l sync.Locker) {
 	v := c.enter()

@@ -111,8 +111,14 @@ run slot.pml       fail   safety         -DBROKEN_LEAVE_BUSY
 run slot.pml       fail   safety         -DBROKEN_NO_KEY_CHECK
 run cond.pml       pass   safety
 run cond.pml       pass   safety         -DBROADCAST
+run cond.pml       pass   safety         -DONEBCAST
+run cond.pml       pass   ltl:all_done
+run cond.pml       pass   ltl:all_done   -DONEBCAST
 run cond.pml       pass   safety         -DSHARED
-run cond.pml       fail   safety         -DBROKEN_NOSEQ
+run cond.pml       fail   safety         -DBROKEN_LATE_ENQUEUE
+run cond.pml       fail   safety         -DONEBCAST -DBROKEN_BCAST_ONE
+run cond.pml       fail   ltl:all_done   -DONEBCAST -DBROKEN_BCAST_ONE
+run cond.pml       fail   safety         -DBROKEN_CANCEL_DROP
 run cond.pml       fail   safety         -DSHARED -DBROKEN_NOSEQ
 run ring.pml       pass   safety
 run ring.pml       pass   safety         -DSHARED

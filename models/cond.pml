@@ -1,45 +1,86 @@
 /*
- * cond.pml: Cond and SharedCond, the sequence-word condition variable
- * (Rust std's futex condvar): Wait reads seq holding L, unlocks, sleeps
- * while seq is unchanged, locks again; Signal and Broadcast bump seq, then
- * wake one or all.
+ * cond.pml: Cond, the notify-list condition variable, and SharedCond, the
+ * sequence-word one.
  *
- * Mirrors cond.go and sharedcond.go on main:
- * models: cond.go condWait
- * models: cond.go condNotify
+ * Cond (default): Wait queues its waiter (FIFO, under the Cond's mu) while
+ * holding L, unlocks L, sleeps on its own word (state) until a
+ * notification has set it chosen, locks L again. Signal takes the oldest
+ * waiter off the queue and chooses it (store chosen, then WakeOne);
+ * Broadcast takes the whole queue, then chooses each, oldest first. A
+ * cancelled WaitContext leaves the queue if it is still there (err), else
+ * it was chosen and waits for its notification and reports it (nil).
+ * models: cond.go (*Cond).wait
+ * models: cond.go (*Cond).enqueue
+ * models: cond.go (*Cond).sleep
+ * models: cond.go (*Cond).leave
+ * models: cond.go (*Cond).signalSlow
+ * models: cond.go (*Cond).broadcastSlow
+ * models: cond.go choose
  * models: cond.go (*Cond).WaitContext
+ *
+ * SharedCond (-DSHARED): Wait reads seq holding L, unlocks, sleeps while
+ * seq is unchanged, locks again; Signal and Broadcast bump seq, then wake
+ * one or all kernel sleepers. Goroutines 1 and 2 are in one process and
+ * elect one kernel sleeper on seq (the sleeper word), the other parking on
+ * the process-local word local; goroutine 0 is another process.
  * models: sharedcond.go (*SharedCond).enter
  * models: sharedcond.go (*SharedCond).sleep
  * models: sharedcond.go (*SharedCond).notify
  *
- * Default: Cond. -DSHARED: SharedCond, where goroutines 1 and 2 are in one
- * process and elect one kernel sleeper on seq (the sleeper word), the
- * other parking on the process-local word local; goroutine 0 is another
- * process. The lock L is an ideal mutex (one atomic step): the models of
- * the locks check those.
+ * The lock L is an ideal mutex (one atomic step), and so is the Cond's mu
+ * (each of its critical sections is one atomic step): the models of the
+ * locks check those. A waiter's record is its own across its Waits (the
+ * pool may hand a goroutine back its own record, the case where a late
+ * wake-up from a previous choice meets the next Wait); choose's store and
+ * its wake-up are separate steps, so that wake-up can land on the next use.
+ * WaitOne is the futex contract of wait.pml (slot.pml checks WaitOne).
  *
- * Scenario: goroutine 0 produces ITEMS = 2 items, each under L, and after
- * each unlocks and notifies (Signal; -DBROADCAST: Broadcast), once before
- * the consumers may have started waiting, once after. Goroutines 1 and 2
- * each consume one item with the usual loop (lock; while no item: Wait;
- * take; unlock); goroutine 2 uses WaitContext and may be cancelled once
- * (it then takes an item if one is there, else leaves). One spurious
- * wake-up in the run.
+ * Scenarios. Goroutine 0 produces ITEMS = 2 items. Default: each under L,
+ * each followed (L released) by a Signal (-DBROADCAST: a Broadcast), once
+ * before the consumers may have started waiting, once after. -DONEBCAST:
+ * both items in one critical section, then one Broadcast: more sleepers
+ * than notifications, so a Broadcast that woke only one would strand the
+ * other. Goroutines 1 and 2 each consume one item with the usual loop
+ * (lock; while no item: Wait; take; unlock); goroutine 2 uses WaitContext
+ * and may be cancelled once (it then takes an item if one is there, else
+ * leaves). One spurious return from the futex in the run.
  *
- * Bounds: 3 goroutines, 2 notifications, seq of 8 bits (no wrap: the
- * documented 2^32 window is not modelled). Enough for every order of
- * notify against a waiter that has read seq but not slept (the late
- * waiter), a cancelled waiter that a Signal chose, and the sleeper
- * election of SharedCond with one process's two waiters.
+ * Bounds: 3 goroutines, 2 items, 2 notifications (1 with ONEBCAST), a
+ * queue of 2, seq of 8 bits for SharedCond (no wrap). Enough for every
+ * order of a notification against a waiter that has queued but not slept,
+ * a consumer that barges in and takes the item of a chosen waiter (which
+ * then waits again, reusing its record), a cancelled waiter that a Signal
+ * chose and one that left first, and SharedCond's sleeper election with
+ * one process's two waiters.
  *
- * Properties: no invalid end state: a consumer whose item is there never
- * sleeps forever (no lost Signal, also when a cancelled waiter was
- * chosen; Broadcast reaches every waiter that read seq before it);
- * consumption never exceeds production (assert).
+ * Properties (Cond):
+ *   - no lost notification: a consumer whose item is there never sleeps
+ *     forever (pan's invalid end states), also when a cancelled waiter was
+ *     chosen, and after a Broadcast with more sleepers than notifications;
+ *   - Wait returns nil only if a notification chose it, and WaitContext
+ *     returns its error only if none did (assert: ghost notified[]), so a
+ *     cancelled waiter never swallows a Signal; one Signal chooses one
+ *     waiter, so it returns at most one Wait;
+ *   - no steal: Signal chooses the waiter queued earliest (assert: ghost
+ *     enqueue clock), so a waiter that came after a Signal cannot take it;
+ *   - Broadcast chooses every waiter queued when it took the queue: with
+ *     ONEBCAST a second sleeper would otherwise sleep forever (invalid end
+ *     state; and ltl all_done fails);
+ *   - consumption never exceeds production (assert);
+ *   - ltl all_done: under weak fairness every goroutine finishes.
+ * SharedCond: no lost Signal or Broadcast (invalid end states), and
+ * consumption never exceeds production; its Wait may return without a
+ * notification of its own (documented), so the Cond asserts are not made.
  *
- * Negative control:
- *   -DBROKEN_NOSEQ  Wait reads seq after unlocking L, not before: a
- *                   notification in between is lost.
+ * Negative controls:
+ *   -DBROKEN_LATE_ENQUEUE  Wait queues after unlocking L: a notification in
+ *                          between finds nobody and is lost.
+ *   -DBROKEN_BCAST_ONE     Broadcast chooses only the oldest waiter (run
+ *                          with ONEBCAST: the second sleeper is stranded).
+ *   -DBROKEN_CANCEL_DROP   a cancelled waiter that was chosen reports the
+ *                          cancellation, dropping the Signal.
+ *   -DBROKEN_NOSEQ         (SHARED) Wait reads seq after unlocking L: a
+ *                          notification in between is lost.
  */
 #define NG 3
 #define ITEMS 2
@@ -47,45 +88,131 @@
 
 #define SEQ 0
 #define LOCAL 1
+#define WADDR(g) (2 + (g)) /* a waiter's own word (its record's state) */
 #ifdef BROADCAST
 #define NOTIFY_N 3
 #else
 #define NOTIFY_N 1
 #endif
 
-byte seq;
+#define QUEUED 0
+#define CHOSEN 1
+
 bool L;          /* the lock: an ideal mutex */
 byte items;      /* produced, not yet consumed (guarded by L) */
 byte produced, consumed;
+byte ndone;      /* goroutines finished (ltl all_done) */
 #ifdef SHARED
+byte seq;
 byte waiters, sleeper, localw; /* localw: SharedCond.local */
 bool ctxdone[NG];
+#else
+byte state[NG];  /* each waiter's word */
+bool queued[NG]; /* on the queue (guarded by mu) */
+byte q[2];       /* the queue, oldest first (guarded by mu) */
+byte qlen;
+bool notified[NG]; /* ghost: chosen by a notification, not yet returned */
+byte enq[NG];      /* ghost: enqueue clock of each queued waiter */
+byte clock;
 #endif
 
 #define lock()   atomic { !L -> L = true }
 #define unlock() L = false
 
-/* notify: seq.Add(1), then wake (SharedCond: only if waiters != 0) */
+#ifndef SHARED
+/* enqueue: Cond.enqueue, under mu */
+#define enqueue(g) atomic { q[qlen] = g; qlen++; queued[g] = true; clock++; enq[g] = clock }
+
+/* unlink: take g off the queue (mu held) */
+inline unlink(g) {
+	if
+	:: q[0] == g -> q[0] = q[1]
+	:: else -> skip
+	fi;
+	q[1] = 0; qlen--; queued[g] = false
+}
+
+/* choose: store chosen, then (a separate step) wake its word */
+inline choose(g) {
+	state[g] = CHOSEN;
+	wake_n(WADDR(g), 1, false, 0)
+}
+
+/* Signal: signalSlow; the no-steal assert looks at the queue it took from */
+inline signal() {
+	atomic {
+		if
+		:: qlen > 0 ->
+			w = q[0];
+			assert(qlen < 2 || enq[w] <= enq[q[1]]);
+			unlink(w);
+			notified[w] = true
+		:: else -> w = NG
+		fi
+	}
+	if
+	:: w < NG -> choose(w)
+	:: else -> skip
+	fi
+}
+
+/* Broadcast: broadcastSlow takes the queue, then chooses each */
+inline broadcast() {
+	atomic {
+		n = qlen; b0 = q[0]; b1 = q[1];
+#ifdef BROKEN_BCAST_ONE
+		if :: n > 1 -> n = 1 :: else -> skip fi;
+#endif
+		if :: n > 0 -> queued[b0] = false; notified[b0] = true :: else -> skip fi;
+		if :: n > 1 -> queued[b1] = false; notified[b1] = true :: else -> skip fi;
+#ifdef BROKEN_BCAST_ONE
+		if :: qlen > 1 -> q[0] = q[1] :: else -> skip fi;
+		qlen = qlen - n; q[1] = 0
+#else
+		qlen = 0; q[0] = 0; q[1] = 0
+#endif
+	}
+	if :: n > 0 -> choose(b0) :: else -> skip fi;
+	if :: n > 1 -> choose(b1) :: else -> skip fi;
+	n = 0; b0 = 0; b1 = 0
+}
+#endif
+
 inline notify() {
-	seq++;
 #ifdef SHARED
+	/* notify: seq.Add(1), then wake (only if waiters != 0) */
+	seq++;
 	if
 	:: waiters != 0 -> wake_n(SEQ, NOTIFY_N, false, 0)
 	:: else -> skip
 	fi
 #else
-	wake_n(SEQ, NOTIFY_N, false, 0)
+	if
+	:: NOTIFY_N == 1 -> signal()
+	:: else -> broadcast()
+	fi
 #endif
 }
 
 active proctype Producer() {
 	byte i;
+#ifndef SHARED
+	byte w, n, b0, b1;
+#endif
+#if defined(ONEBCAST) && !defined(SHARED)
+	lock();
+	items = ITEMS; produced = ITEMS;
+	unlock();
+	broadcast();
+#else
 	for (i : 1 .. ITEMS) {
 		lock();
 		items++; produced++;
 		unlock();
 		notify()
 	}
+#endif
+	ndone++
 }
 
 active [2] proctype Consumer() {
@@ -101,18 +228,44 @@ active [2] proctype Consumer() {
 	:: items > 0 -> break
 	:: else ->
 #ifndef SHARED
-		/* condWait: v := seq.Load(); l.Unlock(); ws.wait(ctx, seq, v); l.Lock() */
-#ifdef BROKEN_NOSEQ
+		/* Cond.wait: state = queued; enqueue; L.Unlock; sleep; L.Lock */
+		state[self] = QUEUED;
+#ifdef BROKEN_LATE_ENQUEUE
 		unlock();
-		v = seq;
+		enqueue(self);
 #else
-		v = seq;
+		enqueue(self);
 		unlock();
 #endif
-		wait_enqueue(self, SEQ, seq, v, 0);
-		wait_sleep(self, canCancel, err);
-		v = 0;
+		/* sleep: for state != chosen { WaitOne; on err: leave } */
+		do
+		:: state[self] == CHOSEN -> err = false; break
+		:: else ->
+			wait_enqueue(self, WADDR(self), state[self], QUEUED, 0);
+			wait_sleep(self, canCancel, err);
+			if
+			:: err ->
+				/* leave: under mu, off the queue if still there */
+				atomic {
+					if
+					:: queued[self] -> unlink(self); v = 1
+					:: else -> v = 0
+					fi
+				}
+#ifdef BROKEN_CANCEL_DROP
+				v = 1;
+#endif
+				if
+				:: v == 1 -> v = 0; break /* err stays set */
+				:: else -> err = false; canCancel = false /* chosen: ctx = nil */
+				fi
+			:: else -> skip
+			fi
+		od;
 		lock();
+		/* Wait returns nil only if chosen; an error only if not chosen */
+		assert(err == !notified[self]);
+		notified[self] = false;
 		if
 		:: err -> canCancel = false; goto giveup
 		:: else -> skip
@@ -187,5 +340,7 @@ giveup:
 	fi;
 	unlock();
 done:
-	skip
+	ndone++
 }
+
+ltl all_done { <> (ndone == NG) }
