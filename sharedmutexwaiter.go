@@ -5,9 +5,10 @@ import (
 	"time"
 )
 
-// A sharedMutexWaiter is one slow LockContext of a SharedMutex, from the
-// spin to the return: lockSlowWait spins, queues at the process-local gate,
-// then looks at the lock word and the hand-off word (sharedhandoff.go) in
+// A sharedMutexWaiter is one slow LockContext of a SharedMutex, past the
+// spin: lockSlowWait spins (a SharedMutex method: it needs no waiter
+// state), makes the waiter, which queues at the process-local gate, then
+// looks at the lock word and the hand-off word (sharedhandoff.go) in
 // rounds until a step returns. What a round finds decides its step (T is
 // our token, U any other holder's):
 //
@@ -46,12 +47,13 @@ type sharedMutexWaiter struct {
 // waited sharedStarveNs it asks for a hand-off (see SharedMutex's
 // Fairness). start is when the wait began (set here if the caller did not).
 func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error {
-	// start goes in by value, and back once set: a pointer in wt would
-	// move the caller's start to the heap (ctx, beside it, escapes).
-	wt := sharedMutexWaiter{m: m, ctx: ctx, start: *start, mine: m.token | handoffGranted}
-	if done, err := wt.spin(); done {
+	if done, err := m.spin(); done {
 		return err
 	}
+	// Made after the spin, which often wins and needs none of it. start
+	// goes in by value, and back once set: a pointer in wt would move the
+	// caller's start to the heap (ctx, beside it, escapes).
+	wt := sharedMutexWaiter{m: m, ctx: ctx, start: *start, mine: m.token | handoffGranted}
 	if err := wt.queue(); err != nil {
 		return err
 	}
@@ -64,16 +66,16 @@ func (m *SharedMutex) lockSlowWait(ctx context.Context, start *time.Time) error 
 	}
 }
 
-// spin tries a few times for a free word before the waiter queues: the
-// holder is likely running in another process on another core and about
-// to release; a kernel sleep and wake costs microseconds.
+// spin, the waiter's first step, tries a few times for a free word before
+// the waiter is made and queues: the holder is likely running in another
+// process on another core and about to release; a kernel sleep and wake
+// costs microseconds.
 //
 //	lock word        step
 //	free             take it (no waiters bit: nobody slept); return holding
 //	not recoverable  ErrNotRecoverable
 //	held             pause, up to sharedSpinIterations times
-func (wt *sharedMutexWaiter) spin() (done bool, err error) {
-	m := wt.m
+func (m *SharedMutex) spin() (done bool, err error) {
 	backoff := uint32(1)
 	for range sharedSpinIterations {
 		w := m.word.Load()

@@ -12,7 +12,7 @@
  * models: sharedmutex.go (*SharedMutex).LockContext
  * models: sharedmutex.go (*SharedMutex).lockSlow
  * models: sharedmutexwaiter.go (*SharedMutex).lockSlowWait
- * models: sharedmutexwaiter.go (*sharedMutexWaiter).spin
+ * models: sharedmutexwaiter.go (*SharedMutex).spin
  * models: sharedmutexwaiter.go (*sharedMutexWaiter).queue
  * models: sharedmutexwaiter.go (*sharedMutexWaiter).round
  * models: sharedmutexwaiter.go (*sharedMutexWaiter).takeFree
