@@ -318,7 +318,13 @@ func TestSemaphoreReleaseMisusePanics(t *testing.T) {
 		{"over", func(s *Semaphore) { s.Release(1) }, "Release of more permits than are held by Semaphore"},
 		{"over-queued", func(s *Semaphore) {
 			s.Acquire(context.Background(), 2)
-			go s.Acquire(context.Background(), 2) // queues, so Release takes the slow path
+			// A waiter queues, so Release takes the slow path; it
+			// leaves when the test ends, so that no parked waiter
+			// outlives the test (the stuck watcher's tests count them).
+			ctx, cancel := context.WithCancel(context.Background())
+			left := make(chan error)
+			go func() { left <- s.Acquire(ctx, 2) }()
+			t.Cleanup(func() { cancel(); <-left })
 			for s.state.Load()&semQueued == 0 {
 				runtime.Gosched()
 			}

@@ -11,7 +11,14 @@
  * models: sharedmutex.go (*SharedMutex).Lock
  * models: sharedmutex.go (*SharedMutex).LockContext
  * models: sharedmutex.go (*SharedMutex).lockSlow
- * models: sharedmutex.go (*SharedMutex).lockSlowWait
+ * models: sharedmutexwaiter.go (*SharedMutex).lockSlowWait
+ * models: sharedmutexwaiter.go (*SharedMutex).spin
+ * models: sharedmutexwaiter.go (*sharedMutexWaiter).queue
+ * models: sharedmutexwaiter.go (*sharedMutexWaiter).round
+ * models: sharedmutexwaiter.go (*sharedMutexWaiter).takeFree
+ * models: sharedmutexwaiter.go (*sharedMutexWaiter).checkHolder
+ * models: sharedmutexwaiter.go (*sharedMutexWaiter).takeOver
+ * models: sharedmutexwaiter.go (*sharedMutexWaiter).sleep
  * models: sharedmutex.go (*SharedMutex).take
  * models: sharedmutex.go (*SharedMutex).Unlock
  * models: sharedmutex.go (*SharedMutex).unlockSlow
@@ -21,10 +28,13 @@
  * models: regionowner.go (*Region).tokenAlive
  * models: regionowner.go (*Region).attach
  * models: regionowner.go (*Region).nextGen
- * models: sharedmutex.go (*SharedMutex).grant
- * models: sharedmutex.go (*SharedMutex).takeFromDead
- * models: sharedmutex.go (*SharedMutex).withdraw
- * models: sharedmutex.go handoffRequest
+ * models: sharedhandoff.go (*SharedMutex).grant
+ * models: sharedhandoff.go (*SharedMutex).takeFromDead
+ * models: sharedhandoff.go (*sharedMutexWaiter).askHandoff
+ * models: sharedhandoff.go (*sharedMutexWaiter).takeGrant
+ * models: sharedhandoff.go (*sharedMutexWaiter).settle
+ * models: sharedhandoff.go (*sharedMutexWaiter).withdraw
+ * models: sharedhandoff.go handoffRequest
  *
  * Word (a byte here): bits 0-3 owner token = slot << 2 | generation
  * (generations 1..3; Go: 18 bits), 15 = not recoverable (Go: bits 0-27
