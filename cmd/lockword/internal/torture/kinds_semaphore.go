@@ -126,7 +126,7 @@ func tortureSemaphore(cfg *config, name string, s *lockword.Semaphore) *semRepor
 				case rnd%64 == 0:
 					runtime.Gosched()
 				case rnd%4 == 0:
-					spinFor(int(rnd>>8) % 32)
+					busyWork(uint64(rnd), int(rnd>>8)%32)
 				}
 				for _, i := range claimed[:got] {
 					if !slots[i].CompareAndSwap(int64(w), 0) {
@@ -146,17 +146,6 @@ func tortureSemaphore(cfg *config, name string, s *lockword.Semaphore) *semRepor
 	r.acquisitions, r.permitsIn, r.permitsOut = acquisitions.Load(), in.Load(), out.Load()
 	r.violations, r.maxInUse = violations.Load(), maxInUse.Load()
 	return r
-}
-
-// spinFor burns about n small steps of CPU inside the critical section.
-//
-//go:noinline
-func spinFor(n int) int {
-	x := 1
-	for i := 0; i < n; i++ {
-		x = x*31 + i
-	}
-	return x
 }
 
 func (r *semReport) failures() []string {
