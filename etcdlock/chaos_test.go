@@ -231,17 +231,39 @@ func TestMutexCancellationStorm(t *testing.T) {
 // increment adds one to the counter at key, holding m: read, then a write
 // guarded by m's hold.
 func increment(m *Mutex, cli *clientv3.Client, key string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
-	defer cancel()
-	r, err := cli.Get(ctx, key)
+	read := func() (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
+		defer cancel()
+		r, err := cli.Get(ctx, key)
+		if err != nil || len(r.Kvs) == 0 {
+			return 0, err
+		}
+		return strconv.Atoi(string(r.Kvs[0].Value))
+	}
+	v, err := read()
+	for tries := 0; err != nil && tries < 3; tries++ {
+		v, err = read() // a read may be retried: it changes nothing
+	}
 	if err != nil {
 		return err
 	}
-	v := 0
-	if len(r.Kvs) == 1 {
-		v, _ = strconv.Atoi(string(r.Kvs[0].Value))
+	for tries := 0; ; tries++ {
+		ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
+		err := m.Put(ctx, key, strconv.Itoa(v+1))
+		cancel()
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) || tries == 2 {
+			return err
+		}
+		// The reply did not come in time (a loaded host, the slow link):
+		// whether the write landed is read back. We still hold the lock,
+		// so nobody else moves the counter, and the write sets v+1 rather
+		// than adding, so sending it again cannot count twice; a copy
+		// that lands after our Unlock fails the holder guard.
+		now, rerr := read()
+		if rerr == nil && now == v+1 {
+			return nil
+		}
 	}
-	return m.Put(ctx, key, strconv.Itoa(v+1))
 }
 
 // overrunBound is the most a blocking call may return after its deadline

@@ -50,7 +50,8 @@ func TestMutexQuorumLost(t *testing.T) {
 	errs := make(chan error, waiters)
 	var wg sync.WaitGroup
 	for id := int32(1); id <= waiters; id++ {
-		m := newMutex(t, newClient(t, eps), p)
+		cli := newClient(t, eps)
+		m := newMutex(t, cli, p)
 		if id%2 == 1 {
 			gaveUp = append(gaveUp, m)
 		}
@@ -67,6 +68,20 @@ func TestMutexQuorumLost(t *testing.T) {
 					failures.Add(1)
 					if id%2 == 1 {
 						return // gives up
+					}
+					if errors.Is(err, ErrLeaseLost) {
+						// Keep-alives starved past the TTL (a loaded
+						// host, the quorum loss): what a user does, a new
+						// Mutex on a new lease, and wait again.
+						fresh, nerr := NewMutex(context.Background(), cli, p, &Options{TTL: liveTTL})
+						if nerr != nil {
+							errs <- fmt.Errorf("waiter %d: a new Mutex after its lease was lost: %w", id, nerr)
+							return
+						}
+						m.Close()
+						m = fresh
+						defer fresh.Close()
+						continue
 					}
 					if time.Now().After(deadline) {
 						errs <- fmt.Errorf("waiter %d never got the lock: %w", id, err)

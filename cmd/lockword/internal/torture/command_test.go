@@ -164,7 +164,7 @@ func TestTortureDefaults(t *testing.T) {
 	if c := opts.cfg; c.workers != 16 || c.iters != 100000 || c.value != 5 || c.work != 0 || c.duration != 0 {
 		t.Errorf("default config %+v, want 16 workers × 100000 additions × value 5", c)
 	}
-	if got, want := names(opts.kinds), []string{"mutex", "spin", "sync", "ticket", "rw", "rw-read-mostly", "cond"}; !slices.Equal(got, want) {
+	if got, want := names(opts.kinds), []string{"mutex", "spin", "sync", "ticket", "rw", "rw-read-mostly", "cond", "semaphore"}; !slices.Equal(got, want) {
 		t.Errorf("default kinds %v, want %v", got, want)
 	}
 	if opts.json {
@@ -179,7 +179,7 @@ func TestParseKinds(t *testing.T) {
 	for spec, want := range map[string][]string{
 		"mutex":           {"mutex"},
 		"sync,mutex,sync": {"sync", "mutex"},
-		"none,all":        {"none", "mutex", "spin", "sync", "ticket", "rw", "rw-read-mostly", "cond"},
+		"none,all":        {"none", "mutex", "spin", "sync", "ticket", "rw", "rw-read-mostly", "cond", "semaphore"},
 		" spin , none":    {"spin", "none"},
 	} {
 		ks, err := parseKinds(spec)
