@@ -92,9 +92,12 @@ func (e *WeightError) Is(target error) bool { return target == ErrWeight }
 //
 // Weights: Acquire(ctx, 0) returns nil at once; a negative weight or one
 // above the capacity is refused with a *WeightError (errors.Is ErrWeight)
-// instead of waiting for ever. Release(k) with k < 0, or more permits than
-// are held, panics ("lockword: Release of more permits than are held by
-// Semaphore"), as sync.Mutex's unlock of an unlocked mutex is fatal.
+// instead of waiting for ever. Release(k) with k < 0, or one that would
+// leave more permits free than the capacity, panics ("lockword: Release of
+// more permits than are held by Semaphore"), as sync.Mutex's unlock of an
+// unlocked mutex is fatal. Permits are not owned: a goroutine that
+// releases permits another holds is not detected unless the count
+// overflows, as with x/sync's Weighted.
 //
 // The zero value has no permits: Acquire of any positive weight returns a
 // *WeightError and Lock panics. Use NewSemaphore, because a capacity is
