@@ -110,6 +110,10 @@ run cond.pml       fail   safety         -DBROKEN_NOSEQ
 run cond.pml       fail   safety         -DSHARED -DBROKEN_NOSEQ
 run ring.pml       pass   safety
 run ring.pml       pass   safety         -DSHARED
+run ring.pml       pass   safety         -DDRAIN
+run ring.pml       pass   safety         -DDRAIN -DSHARED
+run ring.pml       pass   ltl:all_done   -DDRAIN
+run ring.pml       pass   ltl:all_done   -DDRAIN -DSHARED
 run sharedmutex.pml pass  safety         -DSPURIOUS=0 -O2
 run sharedmutex.pml pass  ltl:all_done   -DONEDEATH -O2
 # The hand-off word (issue 11.1), its own scenario in sharedmutex.pml:
