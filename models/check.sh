@@ -95,9 +95,11 @@ run() {
 # mutex's liveness runs lock once per goroutine (ROUNDS=1): still a holder, a
 # sleeper that starves and a third goroutine that takes the lock between, so
 # every hand-off path is searched, in 8 s instead of 200-300 s each at
-# ROUNDS=2 (which also pass: run them by hand with -DROUNDS=2). Safety keeps
-# ROUNDS=2.
-run mutex.pml      pass   safety         -O2
+# ROUNDS=2 (which also pass: run them by hand with -DROUNDS=2). CI's safety
+# run lets goroutine 0 lock twice (ROUNDS0=2, the greedy re-locker that
+# would overtake a starving waiter: 1.8 M states); every goroutine locking
+# twice (30.6 M states, about 60 CPU seconds) is the nightly run.
+run mutex.pml      pass   safety         -DROUNDS=1 -DROUNDS0=2 -O2
 run mutex.pml      pass   ltl:all_done   -DROUNDS=1 -O2
 run mutex.pml      pass   ltl:handoff_ends -DROUNDS=1 -O2
 run ticket.pml     pass   safety         -DSPURIOUS=0 -O2
@@ -116,6 +118,9 @@ run ring.pml       pass   ltl:all_done   -DDRAIN
 run ring.pml       pass   ltl:all_done   -DDRAIN -DSHARED
 run sharedmutex.pml pass  safety         -DSPURIOUS=0 -O2
 run sharedmutex.pml pass  ltl:all_done   -DONEDEATH -O2
+# A taker that unlocks without MarkConsistent: not recoverable for everyone
+# after it (one death: 1.6 M states; two deaths, 10 M, nightly).
+run sharedmutex.pml pass  safety         -DSPURIOUS=0 -DONEDEATH -DNOREPAIR -O2
 # The hand-off word (issue 11.1), its own scenario in sharedmutex.pml:
 # greedy U one round, any one process dying at any step: 13 M states,
 # about 25 s (UROUNDS=1 DEATHS=2 safety and the ltl are run by hand: see
@@ -124,6 +129,12 @@ run sharedmutex.pml pass  safety         -DHANDOFF -DUROUNDS=1 -DSPURIOUS=0 -O2
 run sharedticket.pml pass safety         -DSPURIOUS=0 -O2
 run sharedticket.pml pass safety         -DNO_C
 run sharedticket.pml pass ltl:all_done   -DNO_C
+# A gives up and leaves while B locks twice (an abandoned ticket that only
+# abandon's look at serving passes on); a taker that does not repair (the
+# whole setting, 8 M states, is nightly).
+run sharedticket.pml pass safety         -DSPURIOUS=0 -DA_LEAVES -DB_TWICE -O2
+run sharedticket.pml pass ltl:all_done   -DNO_C -DA_LEAVES -DB_TWICE
+run sharedticket.pml pass safety         -DNO_C -DNOREPAIR
 run rwmutex.pml    pass   safety
 run rwmutex.pml    pass   ltl:all_done
 run sharedrw.pml   pass   safety         -DSPURIOUS=0 -O2
@@ -135,9 +146,13 @@ run sharedrw.pml   pass   ltl:all_done   -DREADER_DIES -O2
 # loaded 2-core host: more than CI's whole run, so its passing runs are opt
 # in (LOCKWORD_SLOW_MODELS=1 bash models/check.sh sharedrw2); its negative
 # controls take a second and always run.
+# The nightly set (LOCKWORD_SLOW_MODELS=1): the exhaustive long runs.
 if [ "${LOCKWORD_SLOW_MODELS:-}" = 1 ]; then
 run sharedrw2.pml  pass   safety         -O2
 run sharedrw2.pml  pass   ltl:all_done   -O2
+run mutex.pml      pass   safety         -DROUNDS=2 -O2
+run sharedmutex.pml pass  safety         -DSPURIOUS=0 -DNOREPAIR -O2
+run sharedticket.pml pass safety         -DSPURIOUS=0 -DNOREPAIR -O2
 fi
 run seqlock.pml    pass   safety
 run seqlock.pml    pass   ltl:readers_finish
