@@ -66,11 +66,11 @@ var wakeKinds = []wakeKind{
 		m := new(TicketMutex)
 		return wakeCase{m.Lock, m.Unlock, m.LockContext, m.Unlock}
 	}},
-	{"RWMutex/writer", time.Millisecond, func(*testing.T) wakeCase {
+	{"RWMutexWriter", time.Millisecond, func(*testing.T) wakeCase {
 		m := new(RWMutex)
 		return wakeCase{m.Lock, m.Unlock, m.LockContext, m.Unlock}
 	}},
-	{"RWMutex/reader", time.Millisecond, func(*testing.T) wakeCase {
+	{"RWMutexReader", time.Millisecond, func(*testing.T) wakeCase {
 		m := new(RWMutex)
 		return wakeCase{m.Lock, m.Unlock, m.RLockContext, m.RUnlock}
 	}},
