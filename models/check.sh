@@ -102,6 +102,9 @@ run() {
 run mutex.pml      pass   safety         -DROUNDS=1 -DROUNDS0=2 -O2
 run mutex.pml      pass   ltl:all_done   -DROUNDS=1 -O2
 run mutex.pml      pass   ltl:handoff_ends -DROUNDS=1 -O2
+run spinmutex.pml  pass   safety         -O2
+run spinmutex.pml  pass   ltl:all_done   -DROUNDS0=1 -O2
+run spinmutex.pml  pass   ltl:handoff_ends -DROUNDS0=1 -O2
 run ticket.pml     pass   safety         -DSPURIOUS=0 -O2
 run ticket.pml     pass   ltl:nostarve   -DROUNDS=1
 run slot.pml       pass   safety         -O2
