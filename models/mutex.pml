@@ -44,7 +44,9 @@
  *     waiter is asleep, so every Unlock after a waiter starves goes to a
  *     starving waiter; no invalid end state: every goroutine finishes, so
  *     none sleeps forever with the lock free or handed to nobody (no lost
- *     wake-up, also when a cancelled waiter leaves).
+ *     wake-up, also when a cancelled waiter leaves); when the last one
+ *     finishes the word is 0 again (assert): no state, no hand-off, no
+ *     starving waiter still counted.
  *   ltl all_done: under weak fairness every goroutine finishes (no retry
  *     loop cycles forever).
  *   ltl handoff_ends: under weak fairness a hand-off, once made, is
@@ -59,10 +61,25 @@
  *                       wake-up finds no starving waiter asleep: stranded.
  *   -DBROKEN_OVERTAKE   Unlock releases even while waiters starve (no
  *                       hand-off): the bound's assertion fails.
+ * Mutations (models/mutations.txt; each must be rejected):
+ *   -DBROKEN_KEEP_STARVER  claiming a hand-off leaves the claimer counted
+ *                       as starving (the word is not 0 at the end).
+ *   -DBROKEN_CANCEL_COUNTED  a starving waiter that is cancelled stays
+ *                       counted.
+ *   -DBROKEN_NO_WAKE    unlockSlow releases without waking (dropped wake).
+ *   -DBROKEN_SPLIT_CAS  the fast path's CAS 0→1 as a load then a store
+ *                       (a non-atomic check).
+ *   -DBROKEN_WAKE_NEW   Unlock tests the new value, not the old, for the
+ *                       contended state (an off-by-one: never wakes).
+ *   -DBROKEN_WAKE_FIRST the hand-off wakes the starving waiter before it
+ *                       sets the hand-off bit (two steps swapped).
  */
 #define NG 3
 #ifndef ROUNDS
 #define ROUNDS 2
+#endif
+#ifndef ROUNDS0
+#define ROUNDS0 ROUNDS /* goroutine 0's rounds: 2 makes it the greedy re-locker */
 #endif
 #define SPINS 1
 #include "wait.pml"
@@ -108,11 +125,15 @@ active [NG] proctype G() {
 	bool cancelled = false;
 	bool slept, starving;
 
-	for (r : 1 .. ROUNDS) {
+	for (r : 1 .. (self == 0 -> ROUNDS0 : ROUNDS)) {
 		slept = false;
 		starving = false;
 		/* Lock / LockContext fast path: CAS 0→1 */
+#ifdef BROKEN_SPLIT_CAS
+		if :: w == UNLOCKED -> w = LOCKED; goto locked :: else -> skip fi;
+#else
 		atomic { if :: w == UNLOCKED -> assert(NO_STARVER_ASLEEP); w = LOCKED; goto locked :: else -> skip fi };
+#endif
 		/* lockSlowContext: spin, Load then CAS(s, s|1), not while starving */
 		for (i : 1 .. SPINS) {
 			atomic {
@@ -131,7 +152,11 @@ look:
 			if
 			:: starving && (s & HANDOFF) != 0 ->
 				/* claim the hand-off and stop counting ourselves */
+#ifdef BROKEN_KEEP_STARVER
+				w = s - HANDOFF; starving = false; goto locked
+#else
 				w = s - HANDOFF - STARVER; starving = false; goto locked
+#endif
 			:: !(starving && (s & HANDOFF) != 0) && (s & STATE) == UNLOCKED ->
 				/* free: take it as 2 */
 				assert(NO_STARVER_ASLEEP);
@@ -167,7 +192,9 @@ look:
 		:: err ->
 			/* LockContext returns ctx.Err(); a starving waiter uncounts itself */
 			cancelled = true;
+#ifndef BROKEN_CANCEL_COUNTED
 			if :: starving -> w = w - STARVER; starving = false :: else -> skip fi;
+#endif
 			goto next
 		:: else -> goto look
 		fi;
@@ -178,7 +205,11 @@ locked:
 		/* Unlock: new := Add(-1); if new != 0 { unlockSlow(new) } */
 		atomic { assert((w & STATE) != UNLOCKED); w--; s = w };
 		if
+#ifdef BROKEN_WAKE_NEW
+		:: (s & STATE) == CONTENDED ->
+#else
 		:: ((s + 1) & STATE) == CONTENDED ->
+#endif
 			/* unlockSlow from 2, a later step: hand off if someone
 			 * starves, else release and wake */
 			atomic {
@@ -186,12 +217,19 @@ locked:
 #ifdef BROKEN_OVERTAKE
 				:: true -> w = w & ~STATE; goto release
 #else
+#ifdef BROKEN_WAKE_FIRST
+				:: (w & STARVERS) != 0 -> w = (w & ~STATE) | CONTENDED
+#else
 				:: (w & STARVERS) != 0 -> w = (w & ~STATE) | CONTENDED | HANDOFF
+#endif
 				:: else -> w = w & ~STATE; goto release
 #endif
 				fi
 			};
 			wake_starver();
+#ifdef BROKEN_WAKE_FIRST
+			w = w | HANDOFF;
+#endif
 			if
 			:: nw != 0 -> goto next
 			:: else -> skip
@@ -207,13 +245,17 @@ locked:
 				fi
 			};
 release:
+#ifndef BROKEN_NO_WAKE
 			wake_n(W, 1, false, 0)
+#else
+			skip
+#endif
 		:: else -> skip /* from 1: the decrement released it */
 		fi;
 next:
 		skip
 	}
-	done++
+	atomic { done++; assert(done < NG || w == 0) }
 }
 
 ltl all_done { <> (done == NG) }

@@ -48,12 +48,23 @@
  * before both its words are written (assert on each pop); at the end the
  * consumer has all of them (closed: MSGS; producer died: every message it
  * published, and none it did not); no invalid end state (no lost wake-up
- * of either side, also with a cancelled sleep).
+ * of either side, also with a cancelled sleep); ltl all_done under weak
+ * fairness: both sides finish (no side spins or sleeps for ever).
+ *
+ * -DDRAIN: the producer waits until the consumer has taken every message
+ * before it closes. Otherwise Close, which wakes every sleeper, follows the
+ * last push, and a lost wake-up of the last message only delays it.
  *
  * Negative controls:
  *   -DBROKEN_PUBLISH_FIRST  the producer stores tail before the message.
  *   -DBROKEN_NO_RECHECK     a side sleeps after announcing the sleep
  *                           without looking at the other index again.
+ *   -DBROKEN_LOOK_FIRST     a side looks at the other index before it
+ *                           announces its sleep (the store-load reordering
+ *                           of arm64 without a full fence).
+ *   -DBROKEN_WAKE_BEFORE_PUBLISH  the producer loads the consumer's sleep
+ *                           flag before it stores tail (the same
+ *                           reordering on the other side of the pair).
  */
 #define NG 2
 #define CAP 2
@@ -76,6 +87,7 @@ byte hdr[CAP], payload[CAP];
 byte published; /* ghost: messages behind tail */
 bool pdead;     /* the producer's process died */
 bool pdone;
+bool cdone;     /* the consumer returned */
 
 /* wakeSide: clear the sleeping bit; if it was set, wake the sleeper */
 inline wake_side(word, a) {
@@ -107,6 +119,7 @@ inline wake_side(word, a) {
 	fi; \
 	do \
 	:: true -> \
+		LOOK_FIRST(READY); \
 		atomic { old = word; word = word | SLEEPING }; \
 		if \
 		:: (old & CLOSED) && closedFirst -> word = word & ~SLEEPING; old = 0; res = 1; goto awaited \
@@ -129,10 +142,15 @@ inline wake_side(word, a) {
 	od; \
 awaited: skip
 
-#ifdef BROKEN_NO_RECHECK
+#if defined(BROKEN_NO_RECHECK) || defined(BROKEN_LOOK_FIRST)
 #define RECHECK(READY) skip
 #else
 #define RECHECK(READY) READY
+#endif
+#ifdef BROKEN_LOOK_FIRST
+#define LOOK_FIRST(READY) READY
+#else
+#define LOOK_FIRST(READY) skip
 #endif
 
 active proctype Producer() {
@@ -166,15 +184,27 @@ active proctype Producer() {
 #else
 		payload[t % CAP] = m;
 		hdr[t % CAP] = m;
+#ifdef BROKEN_WAKE_BEFORE_PUBLISH
+		cl = (notEmpty & SLEEPING) != 0; /* the load moved above the store */
+#endif
 		atomic { tail = (t + 1) % MOD; published++ };
 #endif
 		/* then look for a sleeping consumer */
 		if
+#ifdef BROKEN_WAKE_BEFORE_PUBLISH
+		:: cl -> cl = false; wake_side(notEmpty, NOTEMPTY)
+#else
 		:: notEmpty & SLEEPING -> wake_side(notEmpty, NOTEMPTY)
+#endif
 		:: else -> skip
 		fi;
 		t = 0
 	}
+#ifdef DRAIN
+	/* wait until the consumer has taken every message, then close: a
+	 * lost wake-up of the last message can no longer hide behind Close */
+	head == tail;
+#endif
 	/* Close: set closed in both words, wake whoever sleeps */
 	atomic { old = notEmpty; notEmpty = notEmpty | CLOSED };
 	if :: old & SLEEPING -> wake_side(notEmpty, NOTEMPTY) :: else -> skip fi;
@@ -250,5 +280,8 @@ active proctype Consumer() {
 	if
 	:: pdead -> assert(got == published)
 	:: else -> assert(got == MSGS && published == MSGS)
-	fi
+	fi;
+	cdone = true
 }
+
+ltl all_done { <> (cdone && (pdone || pdead)) }

@@ -25,7 +25,9 @@
  * writer gets it once its holder is dead.
  *
  * Properties: a reader accepts only a value some Store wrote whole (both
- * words equal, assert); ltl readers_finish under weak fairness: every
+ * words equal, assert); ErrWriterDead only when the writer holding the
+ * lock is dead (assert on the ghost dead[]: the Go code learns it from the
+ * lock word's owner and tokenAlive); ltl readers_finish under weak fairness: every
  * reader returns (a value, or in the shared kind ErrWriterDead once the
  * writer died mid-Store with nobody to finish it).
  *
@@ -37,6 +39,12 @@
  *                        with seq+1, making it even over a torn value.
  *   -DBROKEN_NO_STALL    (-DSHARED) a reader never gives up on a dead
  *                        writer: it spins forever (readers_finish fails).
+ *   -DBROKEN_STALL_LIVE  (-DSHARED) a reader reports ErrWriterDead for
+ *                        any writer mid-Store, live or dead.
+ *   -DBROKEN_WRITE_FIRST the writer stores the words before it makes the
+ *                        sequence odd (two steps swapped).
+ *   -DBROKEN_ODD_OK      the reader copies at an odd sequence too (the
+ *                        parity check dropped: it only compares).
  */
 #define MOD 16
 #define NW 2
@@ -79,6 +87,10 @@ active [NW] proctype Writer() {
 			fi
 		};
 #else
+#ifdef BROKEN_WRITE_FIRST
+		wa = v;
+		wb = v;
+#endif
 		/* beginWrite: Load; if even, CAS to odd */
 		do
 		:: s = seq;
@@ -94,8 +106,10 @@ active [NW] proctype Writer() {
 			fi
 		od;
 #endif
+#ifndef BROKEN_WRITE_FIRST
 		wa = v;
 		wb = v;
+#endif
 		seq = (s + 2) % MOD; /* even again: stable */
 #ifdef SHARED
 		owner = 0;
@@ -121,7 +135,11 @@ active [NR] proctype Reader() {
 	do
 	:: s = seq;
 		if
+#ifdef BROKEN_ODD_OK
+		:: true ->
+#else
 		:: s % 2 == 0 ->
+#endif
 			a = wa; /* copyOut, word by word */
 			b = wb;
 #ifdef BROKEN_NO_RECHECK
@@ -140,7 +158,11 @@ active [NR] proctype Reader() {
 			   ErrWriterDead (the lock's holder, or the dead one it names) */
 			if
 #ifndef BROKEN_NO_STALL
-			:: atomic { owner != 0 && dead[owner - 1] && seq == s } -> break
+#ifdef BROKEN_STALL_LIVE
+			:: atomic { owner != 0 && seq == s -> assert(dead[owner - 1]) } -> break
+#else
+			:: atomic { owner != 0 && dead[owner - 1] && seq == s -> assert(dead[owner - 1]) } -> break
+#endif
 #endif
 			:: else -> skip
 			fi

@@ -89,6 +89,10 @@
  *                        so it is a livelock, not an end state).
  *   -DBROKEN_TAKEOVER    a taker from a dead holder does not mark the
  *                        lock inconsistent (the death goes unreported).
+ *   -DBROKEN_NO_NOTREC   (with -DNOREPAIR) an Unlock of an inconsistent
+ *                        lock frees it instead of making it not
+ *                        recoverable: a later acquirer holds an unrepaired
+ *                        lock (assert: no hold after such an Unlock).
  *
  * -DHANDOFF: the hand-off word instead (issue 11.1), a model of its own
  * below the first: three processes U (slot 0, UROUNDS rounds, default 2:
@@ -155,6 +159,7 @@ bool palive[2] = true;      /* the process behind the slot's identity lives */
 bool dead[3];               /* process A, B, C died */
 byte holders, reports, deathsHolding, notrecs;
 bool unrepaired;            /* a taker unlocked without MarkConsistent */
+bool leftInconsistent;      /* ghost: an Unlock found the lock inconsistent */
 byte fin;                   /* goroutines that finished */
 byte want = 3;              /* goroutines that will finish: A's two, B, C, less the dead */
 bool cAttached, bDone, cDone;
@@ -249,7 +254,11 @@ inline unlock(self, tok) {
 	atomic {
 		assert((word & OWNER) == tok); /* else unlockMisuse panics */
 		if
-		:: word & INCONS -> word = NOTREC; wake_n(W, NG, false, 0)
+#ifdef BROKEN_NO_NOTREC
+		:: word & INCONS -> leftInconsistent = true; word = 0; wake_n(W, NG, false, 0)
+#else
+		:: word & INCONS -> leftInconsistent = true; word = NOTREC; wake_n(W, NG, false, 0)
+#endif
 		:: word & WAITERS -> word = 0; wake_n(W, 1, false, 0)
 		:: else -> word = 0
 		fi
@@ -262,7 +271,7 @@ inline round(self, me, slot, gen) {
 	if
 	:: res == 2 -> atomic { assert(unrepaired); notrecs++ }
 	:: else ->
-		atomic { holders++; assert(holders == 1); };
+		atomic { holders++; assert(holders == 1); assert(!leftInconsistent) };
 		if
 		:: res == 1 ->
 			/* repair, then MarkConsistent (CAS the inconsistent bit off) */

@@ -56,7 +56,15 @@
  * (sharedrw.pml models SharedRWMutex's), a dying retirer (an actor that
  * dies mid-skip: the takeover of its job is the same CAS).
  *
- * Properties: never two holders; FIFO (a holder's ticket is later than
+ * -DA_LEAVES: A gives up and does not lock again (its abandoned ticket is
+ * then passed on by abandon's look at serving or skipped by whoever serves
+ * it, never adopted); -DB_TWICE: B locks twice, so a second acquisition
+ * queues behind A's abandoned ticket. -DNOREPAIR: a taker unlocks without
+ * MarkConsistent; from then on every acquisition fails with
+ * ErrNotRecoverable, also one queued before that Unlock (acceptHold).
+ *
+ * Properties: never two holders; no hold after an Unlock that left the
+ * lock inconsistent (assert); FIFO (a holder's ticket is later than
  * every live waiting ticket's); ErrOwnerDead exactly once per death of a
  * holder and never otherwise (the fix of 48360fc); no invalid end state;
  * ltl all_done under weak fairness: every live process finishes.
@@ -69,6 +77,19 @@
  *                           waiting (never abandoned): its turn is lost.
  *   -DBROKEN_NO_CLAIM_CHECK take skips claimed(): a stale read of next
  *                           claims a ticket already served.
+ *   -DBROKEN_NO_NOTREC      (with -DNOREPAIR, where a taker unlocks without
+ *                           MarkConsistent) the release of an inconsistent
+ *                           lock does not make it not recoverable: a later
+ *                           acquirer holds unrepaired data (assert).
+ *   -DBROKEN_ACCEPT_NOTREC  (with -DNOREPAIR) acceptHold does not look at
+ *                           the not-recoverable flag: a waiter queued
+ *                           before the unrepaired Unlock holds after it.
+ *   -DBROKEN_NO_SERVING_RECHECK  abandon does not look at serving after it
+ *                           marks its record abandoned: a ticket served in
+ *                           between is served to nobody. Hidden while A
+ *                           locks again (its next Lock adopts the ticket):
+ *                           rejected with -DA_LEAVES -DB_TWICE, where A
+ *                           gives up and leaves while B locks twice.
  */
 #define NG 3
 #ifndef SPURIOUS
@@ -93,6 +114,7 @@ byte next = START, serving = START;
 byte rt[R], rtok[R], rst[R];
 bool rsl[R];
 bool inconsistent, notrec;
+bool leftInconsistent;   /* ghost: an Unlock found the lock inconsistent */
 bool dead, bDone, cDone;
 byte holders, reports, deathsHolding, fin;
 byte want = 2;           /* processes that will finish: A, B; C if B dies */
@@ -238,6 +260,13 @@ retake:		n = 0
 
 /* LockContext (or Lock: mayCancel false); res 0 nil, 1 ErrOwnerDead, 2 ctx error, 3 not recoverable */
 inline lock(mayCancel) {
+	if
+	:: notrec -> res = 3 /* acquire: not recoverable, before any ticket */
+	:: else -> lock_body(mayCancel)
+	fi
+}
+
+inline lock_body(mayCancel) {
 	held = false;
 	/* adopt */
 	if
@@ -279,7 +308,11 @@ inline lock(mayCancel) {
 					rst[t % R] = ABANDONED; rsl[t % R] = false; waiting[me] = false };
 				ab = t; hasAbandoned = true;
 				if
+#ifndef BROKEN_NO_SERVING_RECHECK
 				:: serving == t ->
+#else
+				:: false ->
+#endif
 					if
 					:: atomic { REC_IS(t % R, t, me, ABANDONED, false) -> rst[t % R] = HOLDING } ->
 						hasAbandoned = false;
@@ -312,12 +345,21 @@ inline lock(mayCancel) {
 		fi
 	fi;
 	if
+#ifndef BROKEN_ACCEPT_NOTREC
+	:: res == 0 && notrec ->
+		/* acceptHold: made not recoverable meanwhile: pass the ticket on */
+		waiting[me] = false; finish(t, HOLDING, false); res = 3
+#endif
+	:: else -> skip
+	fi;
+	if
 	:: res == 0 ->
 		/* acceptHold */
 		atomic {
 			waiting[me] = false;
 			holders++;
 			assert(holders == 1);
+			assert(!leftInconsistent); /* no hold once an Unlock left it unrepaired */
 			assert(!waiting[1] || 1 == me || pos(tk[1] - t));
 			assert(!waiting[2] || 2 == me || pos(tk[2] - t));
 			assert(!waiting[3] || 3 == me || pos(tk[3] - t));
@@ -330,12 +372,23 @@ inline lock(mayCancel) {
 
 /* Lock's repair, then Unlock */
 inline unlock() {
-	if :: res == 1 -> inconsistent = false :: else -> skip fi; /* MarkConsistent */
-	holders--;
-	/* release */
-	atomic { assert(rt[t % R] == t && rtok[t % R] == me && rst[t % R] == HOLDING && serving == t); f = inconsistent; if :: f -> notrec = true :: else -> skip fi };
-	finish(t, HOLDING, false);
-	f = false
+	if
+	:: res == 3 -> skip /* ErrNotRecoverable: not held */
+	:: else ->
+#ifndef NOREPAIR
+		if :: res == 1 -> inconsistent = false :: else -> skip fi; /* MarkConsistent */
+#endif
+		holders--;
+		/* release */
+		atomic { assert(rt[t % R] == t && rtok[t % R] == me && rst[t % R] == HOLDING && serving == t); f = inconsistent;
+#ifdef BROKEN_NO_NOTREC
+			if :: f -> leftInconsistent = true :: else -> skip fi };
+#else
+			if :: f -> notrec = true; leftInconsistent = true :: else -> skip fi };
+#endif
+		finish(t, HOLDING, false);
+		f = false
+	fi
 }
 
 #define CLEAR_SCRATCH i = 0; lt = 0; lo = 0; ls = 0; lsl = false
@@ -351,16 +404,22 @@ active proctype A() {
 	:: else -> skip
 	fi;
 	res = 0;
+#ifndef A_LEAVES
 	mayCancel = false;
 	lock(mayCancel);
 	unlock();
+#endif
 	fin++
 }
 
 active proctype B() {
 	LOCALS;
 	me = 2;
-	{ lock(mayCancel); unlock(); atomic { fin++; bDone = true } } unless { dead }
+	{ lock(mayCancel); unlock();
+#ifdef B_TWICE
+	res = 0; lock(mayCancel); unlock();
+#endif
+	atomic { fin++; bDone = true } } unless { dead }
 }
 
 #ifndef NO_C
