@@ -22,6 +22,11 @@ type valuePayload struct {
 	Writes  [2]uint32
 }
 
+// tooBigValue is a size past the entry's 32-bit size field where int is
+// 64 bits (2^31+1 bytes), and the largest array where it is 32 (2^31-1),
+// so that the test builds on both.
+const tooBigValue = 1<<31 - 1 + 2*(^uint(0)>>63)
+
 func (v *valuePayload) check() error {
 	if v.B != v.A+1000 || v.C != v.A+v.B {
 		return fmt.Errorf("torn value: %+v (want B = A+1000, C = A+B)", *v)
@@ -138,7 +143,13 @@ func TestRegionValueRefuses(t *testing.T) {
 		{"alignment 4, same size", ErrObjectKind, func(r *Region) error { _, err := RegionValue[[2]uint32](r, "u64"); return err }},
 		{"a mutex's name", ErrObjectKind, func(r *Region) error { _, err := RegionValue[uint64](r, "m"); return err }},
 		{"zero size", ErrObjectBounds, func(r *Region) error { _, err := RegionValue[struct{}](r, "empty"); return err }},
-		{"too big", ErrObjectBounds, func(r *Region) error { _, err := RegionValue[[1<<31 + 1]byte](r, "big"); return err }},
+		{"too big", ErrObjectBounds, func(r *Region) error {
+			if tooBigValue < 1<<31 {
+				return ErrObjectBounds // int is 32 bits: no Go type is that big
+			}
+			_, err := RegionValue[[tooBigValue]byte](r, "big")
+			return err
+		}},
 		{"bad name", ErrObjectName, func(r *Region) error { _, err := RegionValue[uint64](r, "a\nb"); return err }},
 		{"Bytes on a value", ErrObjectKind, func(r *Region) error { _, err := r.Bytes("u64", 8); return err }},
 		{"Mutex on a value", ErrObjectKind, func(r *Region) error { _, err := r.Mutex("u64"); return err }},
