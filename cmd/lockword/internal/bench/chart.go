@@ -312,9 +312,16 @@ func barsPanel(g *Group, sums []*Summary) (*plot.Plot, int) {
 		}
 	}
 	colors := subjectColors(g)
+	// A round that measured nothing (a short sample on a loaded machine)
+	// is 0, which a log axis cannot show: the range is that of the rest,
+	// and such a bar or whisker ends at the bottom of the axis.
 	lo, hi := math.Inf(1), 0.0
 	for _, s := range sums {
-		lo, hi = min(lo, s.Lo, s.OpsPerSec), max(hi, s.Hi, s.OpsPerSec)
+		for _, v := range []float64{s.Lo, s.OpsPerSec, s.Hi} {
+			if v > 0 {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+		}
 	}
 	const groupWidth = 0.8
 	width := groupWidth / float64(perSlot)
@@ -350,8 +357,8 @@ func barsPanel(g *Group, sums []*Summary) (*plot.Plot, int) {
 	p.X.Min, p.X.Max = -0.5, float64(slots)-0.5
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	if lo <= 0 || hi <= 0 {
-		lo, hi = 1, 1 // nothing measured to scale by: any positive range
+	if hi == 0 {
+		lo, hi = 1e6, 1e6 // nothing measured to scale by: any positive range
 	}
 	// The top fraction of the axis kept clear, as a share of the data
 	// area's height (panelHeightPx less the title and the x axis).
@@ -403,14 +410,20 @@ func (b *bars) Plot(c draw.Canvas, p *plot.Plot) {
 	label.XAlign, label.YAlign = draw.XCenter, draw.YBottom
 	for i, x := range b.xs {
 		x0, x1 := trX(x-b.width/2*0.92), trX(x+b.width/2*0.92)
-		y0, y1 := c.Min.Y, trY(b.ys[i])
+		y := func(v float64) vg.Length { // 0 (nothing measured) at the bottom
+			if v <= 0 {
+				return c.Min.Y
+			}
+			return trY(v)
+		}
+		y0, y1 := c.Min.Y, y(b.ys[i])
 		poly := []vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}}
 		c.FillPolygon(b.color, c.ClipPolygonY(poly))
 		xm := trX(x)
 		top := y1
 		if b.his[i] > b.los[i] {
-			c.StrokeLines(whisker, c.ClipLinesY([]vg.Point{{X: xm, Y: trY(b.los[i])}, {X: xm, Y: trY(b.his[i])}})...)
-			top = max(top, trY(b.his[i]))
+			c.StrokeLines(whisker, c.ClipLinesY([]vg.Point{{X: xm, Y: y(b.los[i])}, {X: xm, Y: y(b.his[i])}})...)
+			top = max(top, y(b.his[i]))
 		}
 		if b.labels[i] != "" {
 			c.FillText(label, vg.Point{X: xm, Y: top + px(2)}, b.labels[i])
@@ -423,7 +436,14 @@ func (b *bars) DataRange() (xmin, xmax, ymin, ymax float64) {
 	xmin, xmax, ymin, ymax = math.Inf(1), math.Inf(-1), math.Inf(1), 0
 	for i, x := range b.xs {
 		xmin, xmax = min(xmin, x-b.width/2), max(xmax, x+b.width/2)
-		ymin, ymax = min(ymin, b.los[i], b.ys[i]), max(ymax, b.his[i], b.ys[i])
+		for _, v := range []float64{b.los[i], b.ys[i], b.his[i]} {
+			if v > 0 { // a log axis: 0 is drawn at its bottom
+				ymin, ymax = min(ymin, v), max(ymax, v)
+			}
+		}
+	}
+	if ymax == 0 {
+		ymin, ymax = 1, 1
 	}
 	return xmin, xmax, ymin, ymax
 }

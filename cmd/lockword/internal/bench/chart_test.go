@@ -178,6 +178,29 @@ func TestChartPNG(t *testing.T) {
 	}
 }
 
+// TestChartZeroThroughput: a round, a median or a whole panel that
+// measured nothing (0: a short sample on a loaded machine) is drawn at the
+// bottom of the log axis, not a panic of the log scale.
+func TestChartZeroThroughput(t *testing.T) {
+	for _, zero := range []func(s *Summary){
+		func(s *Summary) { s.Lo = 0 },
+		func(s *Summary) { s.Lo, s.OpsPerSec = 0, 0 },
+		func(s *Summary) { s.Lo, s.OpsPerSec, s.Hi = 0, 0, 0 },
+	} {
+		for _, all := range []bool{false, true} {
+			c := fixedChart()
+			for i := range c.Sums {
+				if all || i == 0 {
+					zero(&c.Sums[i])
+				}
+			}
+			if err := WriteChart(io.Discard, c, SVG, DefaultChartWidthPx, c.DefaultChartHeightPx()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 func TestChartErrors(t *testing.T) {
 	c := fixedChart()
 	for _, tc := range []struct {
