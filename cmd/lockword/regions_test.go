@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -163,9 +164,71 @@ func TestRmFileLockHeld(t *testing.T) {
 		t.Errorf("rm of a region whose file lock is held: status %d, file kept %v, stderr %q: want %d, the file kept, the holder named, no -force hint",
 			status, serr == nil, stderr, exitFail)
 	}
-	stdout, stderr, status := runCLI(t, "ls", filepath.Dir(path))
-	if status != exitOK || !strings.Contains(stdout, "file lock held: ") || !strings.Contains(stdout, fmt.Sprintf("PID %d", os.Getpid())) {
-		t.Errorf("ls of a region whose file lock is held: status %d, stdout %q, stderr %q: want the region listed as file lock held, naming the holder", status, stdout, stderr)
+}
+
+// TestLsUnreadable: ls lists a region it could not read (its file lock
+// stayed held: here by this process, through a descriptor of its own),
+// even without -all, saying why and naming the holder; -json gives the
+// error instead of zero counts and a zero creation time; both exit 1, so
+// that a script does not take the listing for complete.
+func TestLsUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "region")
+	r, err := lockword.CreateRegion(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	holder := fmt.Sprintf("PID %d", os.Getpid())
+	stdout, stderr, status := runCLI(t, "ls", dir)
+	if status != exitFail || !strings.Contains(stdout, "file lock held: ") || !strings.Contains(stdout, holder) {
+		t.Errorf("ls of a region whose file lock is held: status %d, stdout %q, stderr %q: want %d and the region listed as file lock held, naming the holder",
+			status, stdout, stderr, exitFail)
+	}
+	stdout, stderr, status = runCLI(t, "ls", "-json", dir)
+	var entry map[string]any
+	if err := json.Unmarshal([]byte(stdout), &entry); err != nil {
+		t.Fatalf("ls -json: %v: %q", err, stdout)
+	}
+	if e, _ := entry["error"].(string); status != exitFail || entry["path"] != path || !strings.Contains(e, holder) {
+		t.Errorf("ls -json of an unreadable region: status %d, %q, stderr %q: want %d, its path and the error naming the holder", status, stdout, stderr, exitFail)
+	}
+	for _, unknown := range []string{"objects", "live", "dead", "created"} {
+		if v, ok := entry[unknown]; ok {
+			t.Errorf("ls -json of an unreadable region: %s %v, which it could not know: %q", unknown, v, stdout)
+		}
+	}
+}
+
+// TestRmForceSaysWhatItOverrode: rm -force of a region that live
+// processes are attached to (this one, running, and a child holding a
+// lock, stopped) removes it with exit 0 and names on stderr each process
+// it overrode, with its state and the locks it holds.
+func TestRmForceSaysWhatItOverrode(t *testing.T) {
+	r, path := testRegion(t)
+	r.Mutex("orders")
+	child := startHolder(t, path)
+	child.Process.Signal(syscall.SIGSTOP)
+	waitProcState(t, child.Process.Pid, "stopped")
+	_, stderr, status := runCLI(t, "rm", "-force", path)
+	if _, err := os.Lstat(path); status != exitOK || err == nil {
+		t.Fatalf("rm -force: status %d, file kept %v, stderr %q: want it removed", status, err == nil, stderr)
+	}
+	for _, want := range []string{
+		fmt.Sprintf(`PID %d (stopped, holding "orders")`, child.Process.Pid),
+		fmt.Sprintf("PID %d (running)", os.Getpid()),
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("rm -force: stderr %q lacks %q", stderr, want)
+		}
 	}
 }
 
