@@ -63,6 +63,16 @@ func startHolder(t *testing.T, path string, env ...string) *exec.Cmd {
 	return cmd
 }
 
+// startStoppedHolder is startHolder, then SIGSTOP: it returns once the
+// holder is stopped.
+func startStoppedHolder(t *testing.T, path string) *exec.Cmd {
+	t.Helper()
+	cmd := startHolder(t, path)
+	cmd.Process.Signal(syscall.SIGSTOP)
+	waitProcState(t, cmd.Process.Pid, "stopped")
+	return cmd
+}
+
 // inspectRow returns the objects table's row of the object called name.
 func inspectRow(t *testing.T, path, name string) string {
 	t.Helper()
@@ -133,9 +143,7 @@ func TestInspectHolderStateAndHeldSince(t *testing.T) {
 func TestInspectJSONHolderState(t *testing.T) {
 	r, path := testRegion(t)
 	r.Mutex("orders")
-	cmd := startHolder(t, path)
-	cmd.Process.Signal(syscall.SIGSTOP)
-	waitProcState(t, cmd.Process.Pid, "stopped")
+	cmd := startStoppedHolder(t, path)
 	stdout, stderr, status := runCLI(t, "inspect", "-json", path)
 	var info struct {
 		Objects []struct {

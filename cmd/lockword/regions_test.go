@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -145,20 +144,7 @@ func TestRmForceOnlyRegions(t *testing.T) {
 // keeps the file, and does not suggest -force; ls lists the region, even
 // without -all, as "file lock held", naming the holder.
 func TestRmFileLockHeld(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "region")
-	r, err := lockword.CreateRegion(path, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Close()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	path := fileLockHeldRegion(t, t.TempDir())
 	_, stderr, status := runCLI(t, "rm", path)
 	if _, serr := os.Lstat(path); status != exitFail || serr != nil || !strings.Contains(stderr, fmt.Sprintf("PID %d (not stopped)", os.Getpid())) || strings.Contains(stderr, "-force") {
 		t.Errorf("rm of a region whose file lock is held: status %d, file kept %v, stderr %q: want %d, the file kept, the holder named, no -force hint",
@@ -166,13 +152,10 @@ func TestRmFileLockHeld(t *testing.T) {
 	}
 }
 
-// TestLsUnreadable: ls lists a region it could not read (its file lock
-// stayed held: here by this process, through a descriptor of its own),
-// even without -all, saying why and naming the holder; -json gives the
-// error instead of zero counts and a zero creation time; both exit 1, so
-// that a script does not take the listing for complete.
-func TestLsUnreadable(t *testing.T) {
-	dir := t.TempDir()
+// fileLockHeldRegion creates a region in dir whose file lock this process
+// holds, through a descriptor of its own, until the test ends.
+func fileLockHeldRegion(t *testing.T, dir string) string {
+	t.Helper()
 	path := filepath.Join(dir, "region")
 	r, err := lockword.CreateRegion(path, 0, nil)
 	if err != nil {
@@ -183,10 +166,21 @@ func TestLsUnreadable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// TestLsUnreadable: ls lists a region it could not read (its file lock
+// stayed held: here by this process, through a descriptor of its own),
+// even without -all, saying why and naming the holder; -json gives the
+// error instead of zero counts and a zero creation time; both exit 1, so
+// that a script does not take the listing for complete.
+func TestLsUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	path := fileLockHeldRegion(t, dir)
 	holder := fmt.Sprintf("PID %d", os.Getpid())
 	stdout, stderr, status := runCLI(t, "ls", dir)
 	if status != exitFail || !strings.Contains(stdout, "file lock held: ") || !strings.Contains(stdout, holder) {
@@ -215,9 +209,7 @@ func TestLsUnreadable(t *testing.T) {
 func TestRmForceSaysWhatItOverrode(t *testing.T) {
 	r, path := testRegion(t)
 	r.Mutex("orders")
-	child := startHolder(t, path)
-	child.Process.Signal(syscall.SIGSTOP)
-	waitProcState(t, child.Process.Pid, "stopped")
+	child := startStoppedHolder(t, path)
 	_, stderr, status := runCLI(t, "rm", "-force", path)
 	if _, err := os.Lstat(path); status != exitOK || err == nil {
 		t.Fatalf("rm -force: status %d, file kept %v, stderr %q: want it removed", status, err == nil, stderr)
