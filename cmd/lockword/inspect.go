@@ -106,12 +106,14 @@ Flags:
           or null), used_bytes, closed, bytes_sent, bytes_received,
           messages_sent, messages_received), a lock also state (one of
           the STATE values above), word, holder_pid, holder_alive,
-          held_for_ns (always present: 0 with held_for_known true is a
+          holder_state (the holder's process state, as ALIVE shows it:
+          running, stopped, tracing stop, zombie or dead; absent where
+          unknown), held_for_ns (always present: 0 with held_for_known true is a
           hold stamped just now), held_for_known, waiters, inconsistent
           and stats (a seqlock adds seqlock: sequence, stores, writing,
           torn), and for state corrupt, reason. processes lists every
-          slot, dead ones included, with alive: -all changes only the
-          text
+          slot, dead ones included, with alive and state (as
+          holder_state): -all changes only the text
 
 With -etcd host:port,... the argument is instead the key prefix of an
 etcdlock.Mutex on that etcd cluster (see "lockword inspect -etcd" below).
@@ -176,7 +178,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	}
 	if *asJSON {
 		// One line, as torture -json: see the help.
-		if err := json.NewEncoder(stdout).Encode(info); err != nil {
+		if err := json.NewEncoder(stdout).Encode(newInspectJSON(info)); err != nil {
 			fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
 			return exitFail
 		}
@@ -184,6 +186,55 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		writeInspectText(stdout, info, *all)
 	}
 	return corruptStatus(info, stderr)
+}
+
+// inspectJSON is inspect -json's object: the lockword.RegionInfo, with
+// the state of each attached process ("state") and of each lock's holder
+// ("holder_state") that the text view shows in its ALIVE columns:
+// processState's "running", "stopped", "tracing stop", "zombie" or
+// "dead", left out where unknown.
+type inspectJSON struct {
+	*lockword.RegionInfo
+	Objects   []objectJSON  `json:"objects"`
+	Processes []processJSON `json:"processes"`
+}
+
+type processJSON struct {
+	lockword.ProcessInfo
+	State string `json:"state,omitempty"`
+}
+
+type objectJSON struct {
+	lockword.ObjectInfo
+	HolderState string
+}
+
+// MarshalJSON is ObjectInfo's JSON object with holder_state added: the
+// embedded type's own MarshalJSON (which leaves out a non-lock's lock
+// fields) would otherwise be promoted and drop the field.
+func (o objectJSON) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(o.ObjectInfo)
+	if err != nil || o.HolderState == "" || len(b) < 2 || b[len(b)-1] != '}' {
+		return b, err
+	}
+	st, _ := json.Marshal(o.HolderState)
+	b = append(b[:len(b)-1], `,"holder_state":`...)
+	return append(append(b, st...), '}'), nil
+}
+
+func newInspectJSON(info *lockword.RegionInfo) inspectJSON {
+	j := inspectJSON{RegionInfo: info} // nil slices stay null, as RegionInfo's
+	for _, o := range info.Objects {
+		oj := objectJSON{ObjectInfo: o}
+		if o.HolderPID != 0 {
+			oj.HolderState = processState(o.HolderPID, o.HolderAlive)
+		}
+		j.Objects = append(j.Objects, oj)
+	}
+	for _, p := range info.Processes {
+		j.Processes = append(j.Processes, processJSON{ProcessInfo: p, State: processState(p.PID, p.Alive)})
+	}
+	return j
 }
 
 // corruptStatus is inspect's exit status for a region it read: exitFail,

@@ -63,6 +63,16 @@ func startHolder(t *testing.T, path string, env ...string) *exec.Cmd {
 	return cmd
 }
 
+// startStoppedHolder is startHolder, then SIGSTOP: it returns once the
+// holder is stopped.
+func startStoppedHolder(t *testing.T, path string) *exec.Cmd {
+	t.Helper()
+	cmd := startHolder(t, path)
+	cmd.Process.Signal(syscall.SIGSTOP)
+	waitProcState(t, cmd.Process.Pid, "stopped")
+	return cmd
+}
+
 // inspectRow returns the objects table's row of the object called name.
 func inspectRow(t *testing.T, path, name string) string {
 	t.Helper()
@@ -123,6 +133,44 @@ func TestInspectHolderStateAndHeldSince(t *testing.T) {
 	waitProcState(t, cmd.Process.Pid, "zombie")
 	if row := inspectRow(t, path, "orders"); !regexp.MustCompile(fmt.Sprintf(`\b%d\s+no \(zombie\)`, cmd.Process.Pid)).MatchString(row) {
 		t.Errorf("a zombie holder: %q", row)
+	}
+}
+
+// TestInspectJSONHolderState: inspect -json gives each attached process's
+// state and each lock holder's, as the text view does: a stopped holder
+// is "stopped" (alive, and it never lets go until continued), this
+// process "running".
+func TestInspectJSONHolderState(t *testing.T) {
+	r, path := testRegion(t)
+	r.Mutex("orders")
+	cmd := startStoppedHolder(t, path)
+	stdout, stderr, status := runCLI(t, "inspect", "-json", path)
+	var info struct {
+		Objects []struct {
+			Name        string `json:"name"`
+			HolderPID   int    `json:"holder_pid"`
+			HolderState string `json:"holder_state"`
+		} `json:"objects"`
+		Processes []struct {
+			PID   int    `json:"pid"`
+			State string `json:"state"`
+		} `json:"processes"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &info); status != exitOK || err != nil || len(info.Objects) != 1 {
+		t.Fatalf("inspect -json: status %d, %v, stderr %q:\n%s", status, err, stderr, stdout)
+	}
+	if o := info.Objects[0]; o.HolderPID != cmd.Process.Pid || o.HolderState != "stopped" {
+		t.Errorf("inspect -json: object %+v: want holder %d, holder_state \"stopped\"", o, cmd.Process.Pid)
+	}
+	want := map[int]string{cmd.Process.Pid: "stopped", os.Getpid(): "running"}
+	for _, p := range info.Processes {
+		if p.State != want[p.PID] {
+			t.Errorf("inspect -json: process %d has state %q, want %q", p.PID, p.State, want[p.PID])
+		}
+		delete(want, p.PID)
+	}
+	if len(want) > 0 {
+		t.Errorf("inspect -json: processes %v missing:\n%s", want, stdout)
 	}
 }
 
