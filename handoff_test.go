@@ -8,12 +8,11 @@ import (
 	"github.com/lockword/lockword/internal/wait"
 )
 
-// handoffKinds are the locks with a starvation hand-off, with what the
-// white-box tests below need of their words: the hand-off bit, and a
-// starving waiter's steps as its lock loop takes them: counting itself
-// (the word it stores), claiming a hand-off, leaving with its context
-// ended.
-var handoffKinds = []struct {
+// A handoffKind is a lock with a starvation hand-off, with what the
+// white-box tests below need of its word: the hand-off bit, and a starving
+// waiter's steps as its lock loop takes them: counting itself (the word
+// it stores), claiming a hand-off, leaving with its context ended.
+type handoffKind struct {
 	name    string
 	new     func() ctxLocker
 	word    func(ctxLocker) *atomic.Uint32
@@ -21,7 +20,10 @@ var handoffKinds = []struct {
 	starve  func(s uint32) uint32
 	claim   func(s uint32) uint32
 	leave   func(ctxLocker)
-}{
+}
+
+// handoffKinds are Mutex and SpinMutex.
+var handoffKinds = []handoffKind{
 	{
 		"Mutex", func() ctxLocker { return new(Mutex) },
 		func(l ctxLocker) *atomic.Uint32 { return &l.(*Mutex).state },
@@ -38,6 +40,21 @@ var handoffKinds = []struct {
 		func(s uint32) uint32 { return s&^spinHandoff - spinStarver },
 		func(l ctxLocker) { l.(*SpinMutex).leaveStarving() },
 	},
+}
+
+// handedOff returns a lock of kind k, handed off by an Unlock while n
+// starving waiters were counted in its word but none was asleep yet (each
+// has just counted itself, as its lock loop does before it sleeps), so
+// that the Unlock woke nobody.
+func handedOff(k handoffKind, n int) (ctxLocker, *atomic.Uint32) {
+	l := k.new()
+	w := k.word(l)
+	l.Lock()
+	for range n {
+		w.Store(k.starve(w.Load()))
+	}
+	l.Unlock()
+	return l, w
 }
 
 // queueLocker starts a goroutine that locks l, closes the returned channel
@@ -64,11 +81,7 @@ func TestHandoffWaitsForCountedStarver(t *testing.T) {
 	for _, k := range handoffKinds {
 		t.Run(k.name, func(t *testing.T) {
 			defer watchdog("hand-off to a counted starving waiter", time.Minute)()
-			l := k.new()
-			w := k.word(l)
-			l.Lock()
-			w.Store(k.starve(w.Load())) // a starving waiter on its way to sleep
-			l.Unlock()                  // wakes nobody: it is not asleep yet
+			l, w := handedOff(k, 1)
 			if s := w.Load(); s&k.handoff == 0 {
 				t.Fatalf("word %#x after Unlock: the hand-off to a counted starving waiter was taken back, the lock is free to any newcomer while that waiter starves", s)
 			}
@@ -99,11 +112,7 @@ func TestCancelledStarverReleasesHandoff(t *testing.T) {
 	for _, k := range handoffKinds {
 		t.Run(k.name, func(t *testing.T) {
 			defer watchdog("cancelled starving waiters", time.Minute)()
-			l := k.new()
-			w := k.word(l)
-			l.Lock()
-			w.Store(k.starve(k.starve(w.Load()))) // two starving waiters on their way to sleep
-			l.Unlock()
+			l, w := handedOff(k, 2)
 			got := queueLocker(l, w)
 			k.leave(l) // one leaves: the other will claim
 			if s := w.Load(); s&k.handoff == 0 {
