@@ -16,7 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 const (
@@ -67,7 +67,7 @@ Rm removes each region file PATH (a name without a slash is looked up
 under /dev/shm) unless a live process is attached to it: it validates the
 file as an open does and counts the live processes in its process table
 under the region's exclusive file lock, the lock that attaching takes
-(lockword.RemoveRegion). A process that died attached (killed) does not
+(shm.Remove). A process that died attached (killed) does not
 count. It never follows a symbolic link.
 
 A file that is not a lockword region is never removed, with or without
@@ -120,7 +120,7 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Run 'lockword ls -help' for usage.")
 		return exitUsage
 	}
-	dir := lockword.DefaultRegionDir
+	dir := shm.DefaultRegionDir
 	if fs.NArg() == 1 {
 		dir = fs.Arg(0)
 	}
@@ -135,8 +135,8 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		info, err := lockword.InspectRegion(path)
-		if errors.Is(err, lockword.ErrFileLockTimeout) {
+		info, err := shm.Inspect(path)
+		if errors.Is(err, shm.ErrFileLockTimeout) {
 			// A region, most likely, behind a holder that does not let go:
 			// listed always, as what it is.
 			fi, _ := e.Info()
@@ -213,12 +213,12 @@ func runRm(args []string, stdout, stderr io.Writer) int {
 	}
 	status := exitOK
 	for _, path := range fs.Args() {
-		err := lockword.RemoveRegion(path, &lockword.RemoveOptions{Force: *force})
+		err := shm.Remove(path, &shm.RemoveOptions{Force: *force})
 		switch {
 		case err == nil:
 			continue
-		case errors.Is(err, os.ErrNotExist), errors.Is(err, lockword.ErrNotRegularFile), errors.Is(err, os.ErrPermission), errors.Is(err, lockword.ErrUnsupported),
-			errors.Is(err, lockword.ErrBadMagic), errors.Is(err, lockword.ErrNotInitialized):
+		case errors.Is(err, os.ErrNotExist), errors.Is(err, shm.ErrNotRegularFile), errors.Is(err, os.ErrPermission), errors.Is(err, shm.ErrUnsupported),
+			errors.Is(err, shm.ErrBadMagic), errors.Is(err, shm.ErrNotInitialized):
 			status = exitUsage
 		case status == exitOK:
 			status = exitFail
@@ -234,10 +234,10 @@ func runRm(args []string, stdout, stderr io.Writer) int {
 
 // damagedRegion reports whether err is an open check that fails only after
 // the magic number and the ABI version passed: the file is a region of
-// ours, damaged, and -force removes it (lockword.RemoveOptions.Force).
+// ours, damaged, and -force removes it (shm.RemoveOptions.Force).
 func damagedRegion(err error) bool {
-	for _, e := range []error{lockword.ErrBadSize, lockword.ErrBadChecksum, lockword.ErrObjectName, lockword.ErrObjectKind,
-		lockword.ErrObjectBounds, lockword.ErrObjectAlignment, lockword.ErrForeignPIDNamespace} {
+	for _, e := range []error{shm.ErrBadSize, shm.ErrBadChecksum, shm.ErrObjectName, shm.ErrObjectKind,
+		shm.ErrObjectBounds, shm.ErrObjectAlignment, shm.ErrForeignPIDNamespace} {
 		if errors.Is(err, e) {
 			return true
 		}
