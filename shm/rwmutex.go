@@ -339,13 +339,8 @@ func (rw *RWMutex) LockContext(ctx context.Context) error {
 }
 
 // srwArrive is the add with which the served writer arrives: it sets the
-// writer bit, flips the phase and counts the arrival.
-func srwArrive(s uint32) uint32 {
-	if s&srwPhase == 0 {
-		return srwArrival + (srwWriter | srwPhase)
-	}
-	return srwArrival + srwWriter - srwPhase
-}
+// writer bit, flips the phase (+1 from 0, -1 from 1) and counts the arrival.
+func srwArrive(s uint32) uint32 { return srwArrival + srwWriter + srwPhase - 2*(s&srwPhase) }
 
 // arrive shuts readers out and waits for those inside to leave. The
 // caller's ticket is served and not yet held. If ctx ends first it
@@ -420,10 +415,9 @@ func (rw *RWMutex) arrive(ctx context.Context, slow *bool, start *time.Time) err
 	}
 }
 
-// setWriterBit is arrive's first step: it sets the writer bit for the
-// served writer (or adopts an abandoned arrival) and returns the state word
-// after. done means arrive returns err at once: a corrupt word, or the
-// lock already ours because a writer died holding it.
+// setWriterBit, arrive's first step, sets the writer bit (or adopts an
+// abandoned arrival) and returns the state word after. done: arrive returns
+// err at once (a corrupt word, or the lock ours from a dead writer).
 func (rw *RWMutex) setWriterBit() (s uint32, done bool, err error) {
 	for i := 0; ; i++ {
 		s = rw.in.Load()
