@@ -3,7 +3,7 @@
 /*
  * errors.c: lw_strerror: one message per LW_ code.
  *
- * Go twin: corrupt.go, regionopen.go (the sentinel errors).
+ * Go twin: corrupt.go, shm/regionopen.go (the sentinel errors).
  */
 #include "internal.h"
 

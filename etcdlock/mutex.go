@@ -48,7 +48,7 @@ type Options struct {
 
 // A Mutex is a mutual exclusion lock between processes on any machines
 // that reach one etcd cluster, with the method set and the owner-death
-// contract of lockword.SharedMutex: when a holder dies while holding it
+// contract of shm.Mutex: when a holder dies while holding it
 // (its lease expires), the next acquirer gets the lock with
 // lockword.ErrOwnerDead, repairs, calls MarkConsistent; unlocking without
 // it makes the lock lockword.ErrNotRecoverable for every process, stored
@@ -188,7 +188,7 @@ type Options struct {
 //
 // # Owner death and sync.Locker
 //
-// As for lockword.SharedMutex: LockContext returns ErrOwnerDead with the
+// As for shm.Mutex: LockContext returns ErrOwnerDead with the
 // lock held; Lock runs the repair function (SetRepair) or, without one or
 // if it fails, unlocks without marking (making the lock not recoverable)
 // and panics. Lock also panics on ErrNotRecoverable, ErrCorrupt and
@@ -420,7 +420,7 @@ func (m *Mutex) repairOrPanic(dead error) {
 
 // SetRepair sets the function that Lock runs, holding the lock, when it
 // takes the lock from a dead holder; nil removes it. See
-// lockword.SharedMutex.SetRepair.
+// shm.Mutex.SetRepair.
 func (m *Mutex) SetRepair(fn func() error) {
 	if fn == nil {
 		m.repair.Store(nil)

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
+	"github.com/lockword/lockword/shm"
 )
 
 // TestHoldChild holds a lock in a region until killed: run by
@@ -28,7 +28,7 @@ func TestHoldChild(t *testing.T) {
 	if path == "" {
 		t.Skip("run by TestInspectStoppedHolder")
 	}
-	r, err := lockword.OpenRegion(path, nil)
+	r, err := shm.Open(path, nil)
 	if err != nil {
 		fmt.Println(err)
 		os.Exit(1)
@@ -224,7 +224,7 @@ func TestInspectStoppedHolder(t *testing.T) {
 		if status != exitOK {
 			t.Fatalf("inspect: %d %s", status, stderr)
 		}
-		var info lockword.RegionInfo
+		var info shm.RegionInfo
 		if err := json.Unmarshal([]byte(stdout), &info); err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +252,7 @@ func TestInspectErrors(t *testing.T) {
 	foreign := filepath.Join(dir, "notes.txt")
 	os.WriteFile(foreign, []byte("not a region at all, but long enough to have a magic"), 0o600)
 	corrupt := filepath.Join(dir, "corrupt")
-	r, err := lockword.CreateRegion(corrupt, 0, nil)
+	r, err := shm.Create(corrupt, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestInspectErrors(t *testing.T) {
 // looking free ("-").
 func TestInspectTextUnknownHolder(t *testing.T) {
 	var b strings.Builder
-	writeInspectText(&b, &lockword.RegionInfo{Path: "r", Objects: []lockword.ObjectInfo{
+	writeInspectText(&b, &shm.RegionInfo{Path: "r", Objects: []shm.ObjectInfo{
 		{Name: "orders", Kind: "mutex", State: "owner-dead", HolderPID: 0},
 	}}, false)
 	if !regexp.MustCompile(`orders\s+mutex\s+0\s+owner-dead\s+unknown\s+no\s`).MatchString(b.String()) {
@@ -328,7 +328,7 @@ func TestInspectReadOnlyUser(t *testing.T) {
 		t.Skipf("nobody cannot run %s (%v %s)", bin, err, out)
 	}
 	path := filepath.Join(dir, "region")
-	r, err := lockword.CreateRegion(path, 0, &lockword.RegionOptions{Mode: 0o644})
+	r, err := shm.Create(path, 0, &shm.Options{Mode: 0o644})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func TestInspectReadOnlyUser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("inspect as nobody: %v\n%s", err, out)
 	}
-	var info lockword.RegionInfo
+	var info shm.RegionInfo
 	if err := json.Unmarshal(out, &info); err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +393,7 @@ func TestInspectJSONNotALock(t *testing.T) {
 func TestInspectCorruptFiles(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
-	r, err := lockword.CreateRegion(good, 0, nil)
+	r, err := shm.Create(good, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 const (
@@ -74,7 +74,7 @@ Rm removes each region file PATH (a name without a slash is looked up
 under /dev/shm) unless a live process is attached to it: it validates the
 file as an open does and counts the live processes in its process table
 under the region's exclusive file lock, the lock that attaching takes
-(lockword.RemoveRegion). A process that died attached (killed) does not
+(shm.Remove). A process that died attached (killed) does not
 count. It never follows a symbolic link.
 
 A file that is not a lockword region is never removed, with or without
@@ -139,8 +139,8 @@ func (e lsEntry) MarshalJSON() ([]byte, error) {
 // what the file holds (not a region, or a damaged one: ls -all lists it)
 // rather than that the file could not be read (ls always lists it).
 func notRegion(err error) bool {
-	for _, e := range []error{lockword.ErrNotInitialized, lockword.ErrBadMagic, lockword.ErrBadVersion,
-		lockword.ErrTruncated, lockword.ErrNotRegularFile, lockword.ErrUnsupported} {
+	for _, e := range []error{shm.ErrNotInitialized, shm.ErrBadMagic, shm.ErrBadVersion,
+		shm.ErrTruncated, shm.ErrNotRegularFile, shm.ErrUnsupported} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -160,7 +160,7 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Run 'lockword ls -help' for usage.")
 		return exitUsage
 	}
-	dir := lockword.DefaultRegionDir
+	dir := shm.DefaultRegionDir
 	if fs.NArg() == 1 {
 		dir = fs.Arg(0)
 	}
@@ -176,14 +176,14 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		info, err := lockword.InspectRegion(path)
+		info, err := shm.Inspect(path)
 		if err != nil {
 			le := lsEntry{Path: path, Error: errText(err)}
 			if fi, _ := e.Info(); fi != nil {
 				le.Size = fi.Size()
 			}
 			switch {
-			case errors.Is(err, lockword.ErrFileLockTimeout):
+			case errors.Is(err, shm.ErrFileLockTimeout):
 				// A region, most likely, behind a holder that does not
 				// let go.
 				le.State = "file lock held"
@@ -253,15 +253,15 @@ func runRm(args []string, stdout, stderr io.Writer) int {
 	}
 	status := exitOK
 	for _, path := range fs.Args() {
-		err := lockword.RemoveRegion(path, nil)
+		err := shm.Remove(path, nil)
 		if err != nil && *force {
 			err = forceRemove(path, err, stderr)
 		}
 		switch {
 		case err == nil:
 			continue
-		case errors.Is(err, os.ErrNotExist), errors.Is(err, lockword.ErrNotRegularFile), errors.Is(err, os.ErrPermission), errors.Is(err, lockword.ErrUnsupported),
-			errors.Is(err, lockword.ErrBadMagic), errors.Is(err, lockword.ErrNotInitialized):
+		case errors.Is(err, os.ErrNotExist), errors.Is(err, shm.ErrNotRegularFile), errors.Is(err, os.ErrPermission), errors.Is(err, shm.ErrUnsupported),
+			errors.Is(err, shm.ErrBadMagic), errors.Is(err, shm.ErrNotInitialized):
 			status = exitUsage
 		case status == exitOK:
 			status = exitFail
@@ -282,12 +282,12 @@ func runRm(args []string, stdout, stderr io.Writer) int {
 // it returns the forced removal's error.
 func forceRemove(path string, refusal error, stderr io.Writer) error {
 	why := errText(refusal)
-	if errors.Is(refusal, lockword.ErrRegionInUse) {
-		if info, err := lockword.InspectRegion(path); err == nil {
+	if errors.Is(refusal, shm.ErrRegionInUse) {
+		if info, err := shm.Inspect(path); err == nil {
 			why = "live processes were attached: " + liveProcesses(info)
 		}
 	}
-	err := lockword.RemoveRegion(path, &lockword.RemoveOptions{Force: true})
+	err := shm.Remove(path, &shm.RemoveOptions{Force: true})
 	if err == nil {
 		fmt.Fprintf(stderr, "lockword rm: removed %s by -force, although %s\n", path, why)
 	}
@@ -297,7 +297,7 @@ func forceRemove(path string, refusal error, stderr io.Writer) error {
 // liveProcesses names the live processes attached to a region, each with
 // its state and the locks it holds: "PID 41 (running), PID 42 (stopped,
 // holding "orders")".
-func liveProcesses(info *lockword.RegionInfo) string {
+func liveProcesses(info *shm.RegionInfo) string {
 	var ps []string
 	for _, p := range info.Processes {
 		if !p.Alive {
@@ -319,10 +319,10 @@ func liveProcesses(info *lockword.RegionInfo) string {
 
 // damagedRegion reports whether err is an open check that fails only after
 // the magic number and the ABI version passed: the file is a region of
-// ours, damaged, and -force removes it (lockword.RemoveOptions.Force).
+// ours, damaged, and -force removes it (shm.RemoveOptions.Force).
 func damagedRegion(err error) bool {
-	for _, e := range []error{lockword.ErrBadSize, lockword.ErrBadChecksum, lockword.ErrObjectName, lockword.ErrObjectKind,
-		lockword.ErrObjectBounds, lockword.ErrObjectAlignment, lockword.ErrForeignPIDNamespace} {
+	for _, e := range []error{shm.ErrBadSize, shm.ErrBadChecksum, shm.ErrObjectName, shm.ErrObjectKind,
+		shm.ErrObjectBounds, shm.ErrObjectAlignment, shm.ErrForeignPIDNamespace} {
 		if errors.Is(err, e) {
 			return true
 		}

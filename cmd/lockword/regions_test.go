@@ -11,9 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockword/lockword/shm"
 	"golang.org/x/sys/unix"
-
-	"github.com/lockword/lockword"
 )
 
 // TestLsRm: ls tells a region in use from a stale one (and, with -all, a
@@ -22,7 +21,7 @@ import (
 func TestLsRm(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "orders")
-	r, err := lockword.CreateRegion(path, 0, nil)
+	r, err := shm.Create(path, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +95,7 @@ func TestRmForceOnlyRegions(t *testing.T) {
 	random := make([]byte, 8192)
 	rand.New(rand.NewSource(1)).Read(random)
 	model := filepath.Join(dir, "model")
-	r, err := lockword.CreateRegion(model, 0, nil)
+	r, err := shm.Create(model, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +156,7 @@ func TestRmFileLockHeld(t *testing.T) {
 func fileLockHeldRegion(t *testing.T, dir string) string {
 	t.Helper()
 	path := filepath.Join(dir, "region")
-	r, err := lockword.CreateRegion(path, 0, nil)
+	r, err := shm.Create(path, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
