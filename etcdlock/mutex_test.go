@@ -118,7 +118,7 @@ func waitOneWaiter(t *testing.T, cli *clientv3.Client, p string, poll time.Durat
 
 // die makes m's holder die as a killed process would: its lease is no
 // longer kept alive, so it expires after the TTL, and m is forgotten.
-func die(m *Mutex) { m.stopKeepAlive() }
+func die(m *Mutex) { m.sess.stop() }
 
 // lockTimeout bounds every wait of these tests: a lease expiry takes at
 // most TTL + the server's 0.5 s expiry scan; 20 s is far beyond that on a
@@ -363,7 +363,7 @@ func TestMutexFencing(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Stop keeping the lease alive without telling a: a pause.
-	a.stopKeepAlive()
+	a.sess.stop()
 	b := newMutex(t, cli, p)
 	if err := lockCtx(t, b); !errors.Is(err, lockword.ErrOwnerDead) {
 		t.Fatalf("got %v, want ErrOwnerDead", err)
