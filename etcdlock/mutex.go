@@ -290,15 +290,7 @@ func NewMutex(ctx context.Context, cli *clientv3.Client, prefix string, opts *Op
 	sess, own := o.Session, o.Session == nil
 	switch {
 	case own:
-		secs, err := ttlSeconds(o.TTL)
-		if err != nil {
-			return nil, err
-		}
-		g, err := cli.Grant(ctx, secs)
-		if err != nil {
-			return nil, fmt.Errorf("etcdlock: granting a lease: %w", err)
-		}
-		if sess, err = startSession(cli, g.ID, g.TTL); err != nil {
+		if sess, err = grantSession(ctx, cli, o.TTL); err != nil {
 			return nil, err
 		}
 	case o.TTL != 0:

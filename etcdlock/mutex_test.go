@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(crashEnv); spec != "" {
 		os.Exit(crashChild(spec))
 	}
+	if os.Getenv(serveEnv) != "" {
+		os.Exit(serveChild())
+	}
 	c, err := etcdtest.New()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "etcdlock tests: starting an embedded etcd:", err)

@@ -77,7 +77,12 @@ func NewSession(ctx context.Context, cli *clientv3.Client, opts *SessionOptions)
 		}
 		return startSession(cli, o.Lease, r.GrantedTTL)
 	}
-	secs, err := ttlSeconds(o.TTL)
+	return grantSession(ctx, cli, o.TTL)
+}
+
+// grantSession grants a lease of ttl (0: DefaultTTL) and keeps it alive.
+func grantSession(ctx context.Context, cli *clientv3.Client, ttl time.Duration) (*Session, error) {
+	secs, err := ttlSeconds(ttl)
 	if err != nil {
 		return nil, err
 	}

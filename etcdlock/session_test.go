@@ -85,7 +85,7 @@ func TestSessionLost(t *testing.T) {
 				held = append(held, m)
 				w := newMutex(t, newClient(t, endpoints), name)
 				go func() { waited <- lockCtx(t, w) }()
-				waitForWaiter(t, cli, name)
+				waitOneWaiter(t, cli, name, 10*time.Millisecond, "the waiter never queued")
 			}
 			tc.lose(t, cli, s)
 			for i, m := range held {
@@ -104,25 +104,6 @@ func TestSessionLost(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// waitForWaiter waits until the lock name has a waiter besides its holder.
-func waitForWaiter(t testing.TB, cli *clientv3.Client, name string) {
-	t.Helper()
-	deadline := time.Now().Add(lockTimeout)
-	for {
-		info, err := Inspect(context.Background(), cli, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(info.Waiters) == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no waiter on %s within %v", name, lockTimeout)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
