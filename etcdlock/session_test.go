@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/etcdlock/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -48,28 +49,63 @@ func waitLost(t testing.TB, m *Mutex, what string) {
 }
 
 // TestSessionLost: three Mutexes on one Session hold three locks, a
-// waiter (its own lease) waits for each; then the session's lease is
-// lost, revoked by another client or by Close. Each Mutex must be told
-// (Lost), each guarded write must fail with ErrNotHolder and write
-// nothing, and each waiter must get its lock with ErrOwnerDead.
+// waiter (its own lease, its own client) waits for each; then the
+// session's lease is lost: revoked by another client, by Close, or
+// expired while a partition (a blackholed proxy between the session's
+// client and the server) stopped its keep-alives past the TTL. Each Mutex
+// must be told (Lost), each guarded write must fail with ErrNotHolder and
+// write nothing, and each waiter must get its lock with ErrOwnerDead.
 func TestSessionLost(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		lose func(t *testing.T, admin *clientv3.Client, s *Session)
+		lose func(t *testing.T, admin *clientv3.Client, s *Session, px *etcdtest.Proxy)
 	}{
-		{"revoked", func(t *testing.T, admin *clientv3.Client, s *Session) {
+		{"revoked", func(t *testing.T, admin *clientv3.Client, s *Session, _ *etcdtest.Proxy) {
 			if _, err := admin.Revoke(context.Background(), s.Lease()); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{"closed", func(t *testing.T, _ *clientv3.Client, s *Session) {
+		{"closed", func(t *testing.T, _ *clientv3.Client, s *Session, _ *etcdtest.Proxy) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
 		}},
+		{"expired", func(t *testing.T, admin *clientv3.Client, s *Session, px *etcdtest.Proxy) {
+			px.Blackhole(true)
+			// The client gives the lease up one TTL after its last
+			// renewal; the server expires it at about the same time, and
+			// deletes its keys at its next expiry scan (0.5 s): wait for
+			// both, then heal, so that the guarded writes reach it.
+			select {
+			case <-s.Done():
+			case <-time.After(lockTimeout):
+				t.Fatalf("Done not closed %v into the partition", lockTimeout)
+			}
+			deadline := time.Now().Add(lockTimeout)
+			for {
+				r, err := admin.TimeToLive(context.Background(), s.Lease())
+				if err == nil && r.TTL == -1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("lease not expired at the server %v into the partition: %v %v", lockTimeout, r, err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			px.Heal()
+			// Heal broke the client's connections: reconnect (a read is
+			// retried; the guarded write, a transaction, would not be).
+			ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
+			defer cancel()
+			if _, err := s.cli.Get(ctx, "/"); err != nil {
+				t.Fatalf("after the partition healed: %v", err)
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cli, p := parallelClient(t)
+			admin, p := parallelClient(t)
+			px := etcdtest.NewProxy(t, endpoints[0])
+			cli := newClient(t, []string{px.Addr()})
 			s := newSession(t, cli, &SessionOptions{TTL: sessionTTL})
 			waited := make(chan error, 3)
 			var held []*Mutex
@@ -85,16 +121,19 @@ func TestSessionLost(t *testing.T) {
 				held = append(held, m)
 				w := newMutex(t, newClient(t, endpoints), name)
 				go func() { waited <- lockCtx(t, w) }()
-				waitOneWaiter(t, cli, name, 10*time.Millisecond, "the waiter never queued")
+				waitOneWaiter(t, admin, name, 10*time.Millisecond, "the waiter never queued")
 			}
-			tc.lose(t, cli, s)
+			tc.lose(t, admin, s, px)
 			for i, m := range held {
 				waitLost(t, m, tc.name)
 				key := fmt.Sprintf("%s/data/%d", p, i)
-				if err := m.Put(context.Background(), key, "late"); !errors.Is(err, ErrNotHolder) {
+				ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
+				err := m.Put(ctx, key, "late")
+				cancel()
+				if !errors.Is(err, ErrNotHolder) {
 					t.Errorf("guarded write of Mutex %d after its session was lost: %v, want ErrNotHolder", i, err)
 				}
-				if r, err := cli.Get(context.Background(), key); err != nil || r.Count != 0 {
+				if r, err := admin.Get(context.Background(), key); err != nil || r.Count != 0 {
 					t.Errorf("the refused write of Mutex %d: %v, %d keys", i, err, r.Count)
 				}
 			}
