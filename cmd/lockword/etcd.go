@@ -43,8 +43,10 @@ Flags:
   -peer-port Q   peer port of member 0; member i uses Q+i (default 0:
                  free ports); the two ranges must not overlap
   -data DIR      keep the members' data in DIR (created if missing) and
-                 leave it on exit; a later run with the same DIR and
-                 ports serves the same data
+                 leave it on exit; a later run with the same DIR serves
+                 the same data (with -members N, give the same N and
+                 -peer-port: the members meet at the peer ports they
+                 recorded there)
 
 Exit status:
   0  stopped by a signal, as asked
@@ -93,6 +95,10 @@ func runEtcd(args []string, stdout, stderr io.Writer) int {
 		return usageErr("-peer-port %d leaves no room for %d member(s) below 65536", f.peerPort, f.members)
 	case f.port != 0 && f.peerPort != 0 && f.port < f.peerPort+f.members && f.peerPort < f.port+f.members:
 		return usageErr("client ports %d-%d overlap peer ports %d-%d", f.port, f.port+f.members-1, f.peerPort, f.peerPort+f.members-1)
+	case f.members > 1 && f.peerPort == 0 && f.data != "" && etcdembed.HasData(f.data):
+		// Free peer ports would differ from those the members recorded
+		// in DIR, where they look for each other: they would never meet.
+		return usageErr("-data %s holds a cluster's data, whose members find each other at the peer ports they ran with: give those (-peer-port)", f.data)
 	}
 	in := interrupt.Catch()
 	defer in.Stop()

@@ -83,9 +83,10 @@ func StartConfig(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("etcdembed: client ports %d-%d overlap peer ports %d-%d", cfg.ClientPort, cfg.ClientPort+n-1, cfg.PeerPort, cfg.PeerPort+n-1)
 	}
 	tries := 1
-	if cfg.ClientPort == 0 || cfg.PeerPort == 0 {
+	if (cfg.ClientPort == 0 || cfg.PeerPort == 0) && cfg.Dir == "" {
 		// A port found free may be taken before the server binds it:
-		// try again with fresh ports a few times.
+		// try again with fresh ports a few times (not on kept data,
+		// which a failed start may have changed).
 		tries = 5
 	}
 	var err error
@@ -300,6 +301,13 @@ func (c *Cluster) Close() error {
 	}
 	c.stopping.Wait() // a Stop still closing its member
 	return c.removeDir()
+}
+
+// HasData reports whether dir holds the data of a cluster started with
+// Config.Dir = dir.
+func HasData(dir string) bool {
+	_, err := os.Stat(fmt.Sprintf("%s/m0/member", dir))
+	return err == nil
 }
 
 // Dir returns the directory that holds the members' data.
