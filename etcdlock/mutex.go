@@ -360,7 +360,7 @@ func (m *Mutex) Close() error {
 	select {
 	case <-idle:
 	case <-ctx.Done():
-		m.log.Warn("etcdlock: Close: a clean-up is still running; revoking the lease ends it", "lock", m.prefix)
+		m.log.Warn("etcdlock: Close: a clean-up is still running; the lease's end ends it", "lock", m.prefix)
 	}
 	if m.ownSession {
 		return m.sess.revoke(ctx)
@@ -368,11 +368,11 @@ func (m *Mutex) Close() error {
 	return m.dropHold(ctx)
 }
 
-// dropHold ends m on a shared Session: once no call of m is running (the
-// gate is free: nothing of m is in etcd but a fence key, which must stay
-// with the lease so that a late write it fenced still fails), or m holds
-// (the gate is the hold's: its queue key is deleted, as its lease's
-// expiry would).
+// dropHold ends m on a shared Session, within ctx. Once no call of m is
+// running (its gate is free), nothing of m is left in etcd but, after a
+// failed attempt, its fence key, which stays with the lease so that a
+// late write it fenced still fails. If m holds (the gate is the hold's),
+// it deletes the hold's queue key, as the lease's expiry would.
 func (m *Mutex) dropHold(ctx context.Context) error {
 	for {
 		if m.gate.TryLock() {
@@ -396,8 +396,9 @@ func (m *Mutex) waitIdle() { m.bg.Wait() }
 
 // Lost returns a channel that is closed when m's lease is lost: it expired
 // (the process was paused or cut off from etcd longer than the TTL), was
-// revoked (Session.Close, for one shared), or Close was called. A holder should stop its work when it
-// fires: its guarded writes fail from then on.
+// revoked (by Session.Close, for a shared one), or Close was called. A
+// holder should stop its work when it fires: its guarded writes fail from
+// then on.
 func (m *Mutex) Lost() <-chan struct{} { return m.lost }
 
 // TTL returns the lease TTL the server granted.
