@@ -26,7 +26,8 @@ var (
 	regionFiles = []string{"region.go", "regionabi.go", "regionopen.go", "regionflock.go", "regionowner.go", "region_linux.go", "region_other.go", "proc_linux.go", "inspect.go", "regionvalue.go"}
 	// The shared kinds, their common parts and their waiting helper.
 	sharedFiles = []string{"sharedwait.go", "sharedqueue.go", "sharedqueue_inspect.go", "sharedownerdead.go", "shareddiag.go",
-		"sharedmutex.go", "sharedmutexwaiter.go", "sharedhandoff.go", "sharedticket.go", "sharedrw.go", "sharedrwreaders.go", "sharedcond.go", "sharedring.go", "sharedringends.go", "sharedseqlock.go"}
+		"sharedmutex.go", "sharedmutexwaiter.go", "sharedhandoff.go", "sharedticket.go", "sharedrw.go", "sharedrwreaders.go", "sharedcond.go", "sharedring.go", "sharedringends.go", "sharedseqlock.go",
+		"sharedsemaphore.go", "sharedsemaphorewaiter.go", "sharedsemaphore_inspect.go"}
 	// What every layer uses: package doc, casts, errors, the CPU pause.
 	commonFiles = []string{"doc.go", "unsafe.go", "corrupt.go", "nocopy.go", "pause.go", "pause_other.go"}
 )
