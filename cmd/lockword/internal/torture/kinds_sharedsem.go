@@ -36,11 +36,11 @@ import (
 )
 
 const (
-	shSemWorkerEnv   = "LOCKWORD_TORTURE_SEM_WORKER"
-	shSemName        = "torture-sem"
-	shSemStateName   = "torture-sem-state"
-	shSemMaxWorkers  = 256
-	shSemKilledCap   = 4096
+	shSemWorkerEnv  = "LOCKWORD_TORTURE_SEM_WORKER"
+	shSemName       = "torture-sem"
+	shSemStateName  = "torture-sem-state"
+	shSemMaxWorkers = 256
+	shSemKilledCap  = 4096
 )
 
 // shSemState is the run's shared state (a RegionValue): flags, the checks'
