@@ -316,11 +316,17 @@ func (s *SharedSemaphore) weight(n int64) error {
 
 // lock takes the guard. One taken from a dead holder is repaired (the
 // counts recomputed from the entries) and marked consistent: the guard
-// protects only the words of this object, which the repair restores.
+// protects only the words of this object, which the repair restores. The
+// dead holder may have freed permits and died before bumping seq (the
+// SPIN model found the waiters then asleep until their next 10 ms slice):
+// the repair bumps and wakes for it.
 func (s *SharedSemaphore) lock(ctx context.Context) error {
 	err := s.guard.LockContext(ctx)
 	if errors.Is(err, ErrOwnerDead) {
 		s.recount()
+		if s.bumpSeq() {
+			wakeShared(word32(s.obj, semObjSeq), wakeAll)
+		}
 		if err = s.guard.MarkConsistent(); err != nil {
 			s.guard.Unlock()
 		}

@@ -104,19 +104,6 @@ static void sem_recount(lw_sem *s) {
 	sem_st(sem_w(s, LW_SEM_WAITERS), waiters);
 }
 
-/* guard_lock takes the guard, repairing the counts after an owner death. */
-static int sem_guard_lock(lw_sem *s, int64_t deadline) {
-	int64_t left = deadline < 0 ? -1 : deadline - mono_ns();
-	int err = lw_mutex_timedlock(&s->guard, left < 0 && deadline >= 0 ? 0 : left);
-	if (err == LW_EOWNERDEAD) {
-		sem_recount(s);
-		err = lw_mutex_consistent(&s->guard);
-		if (err != 0)
-			lw_mutex_unlock(&s->guard);
-	}
-	return err;
-}
-
 /* bump_seq bumps seq under the guard and clears its sleepers bit,
  * returning whether it was set (Go: bumpSeq). */
 static bool sem_bump_seq(lw_sem *s) {
@@ -124,6 +111,24 @@ static bool sem_bump_seq(lw_sem *s) {
 	sem_st(sem_w(s, LW_SEM_SEQ), (old + LW_SEM_SEQ_ONE) & ~(uint32_t)LW_SEM_SLEEPERS);
 	return old & LW_SEM_SLEEPERS;
 }
+
+/* guard_lock takes the guard, repairing the counts after an owner death. */
+static int sem_guard_lock(lw_sem *s, int64_t deadline) {
+	int64_t left = deadline < 0 ? -1 : deadline - mono_ns();
+	int err = lw_mutex_timedlock(&s->guard, left < 0 && deadline >= 0 ? 0 : left);
+	if (err == LW_EOWNERDEAD) {
+		sem_recount(s);
+		/* The dead holder may have freed permits and died before its
+		 * bump: bump and wake for it. */
+		if (sem_bump_seq(s))
+			futex_wake(sem_w(s, LW_SEM_SEQ), INT32_MAX, true);
+		err = lw_mutex_consistent(&s->guard);
+		if (err != 0)
+			lw_mutex_unlock(&s->guard);
+	}
+	return err;
+}
+
 
 static int sem_guard_unlock(lw_sem *s, bool bump, int ret) {
 	bool wake = bump && sem_bump_seq(s);
