@@ -56,6 +56,9 @@
  *   -DBROKEN_NO_WAKE     Release bumps seq without waking the sleepers.
  *   -DBROKEN_BARGE       the first try ignores the queue.
  *   -DBROKEN_LIVE        a reap takes back a live process's permits.
+ *   -DBROKEN_TAKEOVER_NO_BUMP a guard taken from a dead holder is not
+ *                        followed by a bump and wake: a Release cut after
+ *                        freeing its permits leaves the waiters asleep.
  */
 #define NP 3
 #define NG NP
@@ -105,8 +108,10 @@ inline glock(p) {
 #endif
 		/* The dead holder may have freed permits and died before its
 		 * bump: bump and wake for it. */
+#ifndef BROKEN_TAKEOVER_NO_BUMP
 		atomic { wk = sleepers; seq = seq + 1; sleepers = false; owes[p] = wk };
 		if :: wk -> atomic { wake_n(SEQ, NG, false, 0); owes[p] = false } :: else fi
+#endif
 	fi
 }
 

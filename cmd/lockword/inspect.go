@@ -240,13 +240,16 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo, all bool) {
 		fmt.Fprintln(w, "Read-only: no write access to the file, so nothing was stamped: HELD FOR is unknown for holds that began on the fast path")
 	}
 	fmt.Fprintf(w, "Objects: %d\n", len(info.Objects))
-	var rings, seqlocks []lockword.ObjectInfo
+	var rings, seqlocks, sems []lockword.ObjectInfo
 	if len(info.Objects) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  NAME\tKIND\tOFFSET\tSTATE\tHOLDER\tALIVE\tHELD FOR\tWAITERS\tSTATS")
 		for _, o := range info.Objects {
 			if o.SeqLock != nil {
 				seqlocks = append(seqlocks, o)
+			}
+			if o.Semaphore != nil {
+				sems = append(sems, o)
 			}
 			if ri := o.Ring; ri != nil {
 				rings = append(rings, o)
@@ -304,6 +307,7 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo, all bool) {
 	}
 	writeRings(w, rings)
 	writeSeqLocks(w, seqlocks)
+	writeSemaphores(w, sems)
 	writeProcesses(w, info.Processes, all)
 }
 
