@@ -66,7 +66,7 @@ func semSection(c []byte, k, capacity int64, me uint32) {
 func TestCSemaphoreMixed(t *testing.T) {
 	b := cBuild(t, "plain")
 	path, r := goRegion(t)
-	const permits, iters = 3, 300
+	const permits, iters = 3, 100
 	s, err := r.Semaphore("sem", permits)
 	if err != nil {
 		t.Fatal(err)
