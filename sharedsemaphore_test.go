@@ -284,3 +284,35 @@ func TestSharedSemaphoreCorrupt(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedSemaphoreOwnSlotReused: permits that a previous incarnation of
+// this process's slot left in its entry (it died; the slot was reclaimed
+// by this process, with a new generation) are taken back by this
+// process's next Acquire, reported with PID 0 (its identity went with the
+// slot), once, and never mistaken for this process's own holds.
+func TestSharedSemaphoreOwnSlotReused(t *testing.T) {
+	_, sems := semHandles(t, 1, 4)
+	s := sems[0]
+	old := makeToken(s.r.slot, tokenGen(s.r.token)-1)
+	if tokenGen(old) == 0 {
+		old = makeToken(s.r.slot, ownerGenMax)
+	}
+	word32(s.me, semSlotToken).Store(old)
+	word32(s.me, semSlotHeld).Store(3)
+	word32(s.obj, semObjInUse).Store(3)
+	if s.Held() != 0 {
+		t.Fatalf("Held() counts %d permits of a previous incarnation", s.Held())
+	}
+	err := s.Acquire(context.Background(), 2)
+	var de *SemaphoreOwnerDeadError
+	if !errors.As(err, &de) || de.PID != 0 || de.Permits != 3 {
+		t.Fatalf("Acquire over a dead previous incarnation's 3 permits: %v", err)
+	}
+	if s.Held() != 2 || word32(s.obj, semObjInUse).Load() != 2 {
+		t.Fatalf("held %d, in use %d after the recovery", s.Held(), word32(s.obj, semObjInUse).Load())
+	}
+	if err := s.Acquire(context.Background(), 2); err != nil {
+		t.Fatalf("second Acquire: %v (recovered once)", err)
+	}
+	s.Release(4)
+}
