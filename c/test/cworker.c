@@ -643,7 +643,7 @@ static const struct {
 	{"torture", cmd_torture}, {"open", cmd_open}, {"stress", cmd_stress}, {"send", cmd_send}, {"recv", cmd_recv},
 	{"hold", cmd_hold}, {"wait", cmd_wait}, {"create", cmd_create}, {"bench-child", cmd_bench_child}, {"api", cmd_api},
 	{"nullargs", cmd_nullargs}, {"flocked", cmd_flocked}, {"sem-hold", cmd_sem_hold}, {"sem-acquire", cmd_sem_acquire},
-	{"sem-stress", cmd_sem_stress},
+	{"sem-stress", cmd_sem_stress}, {"sem-torture", cmd_sem_torture},
 };
 
 int main(int argc, char **argv) {

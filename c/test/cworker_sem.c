@@ -98,3 +98,117 @@ static int cmd_sem_stress(int argc, char **argv) {
 	printf("done\n");
 	return lw_region_close(r) ? 1 : 0;
 }
+
+/* sem-torture REGION PERMITS KILL ITERS IDS OFFSETS: the C worker process of
+ * torture -lock shared-semaphore-c. The state is the bytes object
+ * "torture-sem-state" of STATE_SIZE bytes, laid out as the Go supervisor's
+ * shSemState; OFFSETS (go stop in_use violations owners workers
+ * worker_size killed_n killed killed_cap state_size) come from it
+ * (unsafe.Offsetof), so the two never disagree. Each worker id of IDS (a
+ * thread each) does what shSemWorker does: acquire k, claim k owner slots
+ * (freeing killed processes' slots when short), hold, release, commit. */
+struct sem_torture {
+	lw_sem *s;
+	unsigned char *st;
+	size_t go, stop, in_use, viol, owners, workers, wsize, killed_n, killed, killed_cap;
+	int64_t permits, iters;
+	int kill;
+	uint64_t tag;
+	int id;
+};
+
+static void sem_free_killed(struct sem_torture *t) {
+	uint64_t n = atomic_load(chk64(t->st, t->killed_n));
+	for (int64_t p = 0; p < t->permits; p++) {
+		uint64_t o = atomic_load(chk64(t->st, t->owners + 8 * p));
+		for (uint64_t i = 0; o != 0 && i < n && i < t->killed_cap; i++) {
+			if (atomic_load(chk64(t->st, t->killed + 8 * i)) == o) {
+				atomic_compare_exchange_strong(chk64(t->st, t->owners + 8 * p), &o, 0);
+				break;
+			}
+		}
+	}
+}
+
+static void *sem_torture_worker(void *arg) {
+	struct sem_torture *t = arg;
+	size_t w = t->workers + t->wsize * t->id; /* acquisitions, permits, recovered, tag */
+	for (int64_t i = 0; (t->iters == 0 || i < t->iters) && atomic_load(chk32(t->st, t->stop)) == 0; i++) {
+		int64_t k = 1 + (i + t->id) % 3;
+		lw_sem_recovery dead = {0};
+		int err = lw_sem_timedacquire(t->s, k, 10000000000LL, &dead);
+		if (err == LW_EOWNERDEAD)
+			atomic_fetch_add(chk64(t->st, w + 16), (uint64_t)dead.permits);
+		else if (err)
+			die("acquire", err);
+		uint64_t bad = 0;
+		if (!t->kill && (int64_t)atomic_fetch_add(chk64(t->st, t->in_use), (uint64_t)k) + k > 4)
+			bad++;
+		int64_t mine[64], got = 0;
+		for (int try = 0; try < 2 && got < k; try++) {
+			for (int64_t p = 0; p < t->permits && got < k; p++) {
+				uint64_t zero = 0;
+				if (atomic_compare_exchange_strong(chk64(t->st, t->owners + 8 * p), &zero, t->tag))
+					mine[got++] = p;
+			}
+			if (got < k)
+				sem_free_killed(t);
+		}
+		bad += (uint64_t)(k - got);
+		busy_work((uint64_t)i, (int)(i % 64));
+		for (int64_t j = 0; j < got; j++) {
+			uint64_t want = t->tag;
+			if (!atomic_compare_exchange_strong(chk64(t->st, t->owners + 8 * mine[j]), &want, 0))
+				bad++;
+		}
+		if (!t->kill)
+			atomic_fetch_sub(chk64(t->st, t->in_use), (uint64_t)k);
+		if ((err = lw_sem_release(t->s, k)))
+			die("release", err);
+		atomic_fetch_add(chk64(t->st, t->viol), bad);
+		atomic_fetch_add(chk64(t->st, w), 1);
+		atomic_fetch_add(chk64(t->st, w + 8), (uint64_t)k);
+	}
+	return NULL;
+}
+
+static int cmd_sem_torture(int argc, char **argv) {
+	if (argc != 18)
+		return 2;
+	lw_region *r;
+	int err = strncmp(argv[2], "memfd:", 6) == 0 ? lw_region_open_fd(3, argv[2], &r) : lw_region_open(argv[2], &r);
+	if (err)
+		die("open", err);
+	struct sem_torture base = {0};
+	base.permits = strtoll(argv[3], NULL, 10);
+	base.kill = atoi(argv[4]);
+	base.iters = strtoll(argv[5], NULL, 10);
+	size_t *offs[] = {&base.go, &base.stop, &base.in_use, &base.viol, &base.owners, &base.workers, &base.wsize,
+			  &base.killed_n, &base.killed, &base.killed_cap};
+	for (int i = 0; i < 10; i++)
+		*offs[i] = strtoull(argv[7 + i], NULL, 10);
+	if ((err = lw_region_sem(r, "torture-sem", base.permits, &base.s)))
+		die("sem", err);
+	void *stv;
+	if ((err = lw_region_bytes(r, "torture-sem-state", strtoull(argv[17], NULL, 10), &stv)))
+		die("state", err);
+	base.st = stv;
+	base.tag = (uint64_t)getpid() << 32 | ((uint64_t)rand() | 1);
+	int ids[256], n = 0;
+	for (char *p = strtok(argv[6], ","); p && n < 256; p = strtok(NULL, ","))
+		ids[n++] = atoi(p);
+	if (n > 0)
+		atomic_store(chk64(base.st, base.workers + base.wsize * ids[0] + 24), base.tag);
+	while (atomic_load(chk32(base.st, base.go)) == 0)
+		usleep(100);
+	struct sem_torture ts[256];
+	pthread_t th[256];
+	for (int i = 0; i < n; i++) {
+		ts[i] = base;
+		ts[i].id = ids[i];
+		pthread_create(&th[i], NULL, sem_torture_worker, &ts[i]);
+	}
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	return 0;
+}

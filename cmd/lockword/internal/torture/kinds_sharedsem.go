@@ -27,12 +27,16 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/cbuild"
 )
 
 const (
@@ -43,8 +47,10 @@ const (
 	shSemKilledCap  = 4096
 )
 
-// shSemState is the run's shared state (a RegionValue): flags, the checks'
-// words, and per worker id its committed totals.
+// shSemState is the run's shared state (a Bytes object, so that the C
+// workers of shared-semaphore-c find it too; they get its field offsets on
+// their command line): flags, the checks' words, and per worker id its
+// committed totals.
 type shSemState struct {
 	Go, Stop   atomic.Uint32
 	InUse      atomic.Int64 // the separate counter (runs without -kill)
@@ -61,6 +67,17 @@ type shSemState struct {
 	Killed  [shSemKilledCap]atomic.Uint64 // tags of the processes killed, in order (a ring)
 }
 
+// openShSemState returns the run's state in r.
+func openShSemState(r *lockword.Region) (*shSemState, error) {
+	b, err := r.Bytes(shSemStateName, int(unsafe.Sizeof(shSemState{})))
+	if err != nil {
+		return nil, err
+	}
+	// Legal: the object is 64-aligned in a mapping that outlives the
+	// run, and shSemState holds atomics only, no pointers.
+	return (*shSemState)(unsafe.Pointer(&b[0])), nil
+}
+
 // shSemSpec is a worker process's orders.
 type shSemSpec struct {
 	Region  string `json:"region"`
@@ -75,6 +92,9 @@ func init() {
 		kind{name: "shared-semaphore", procs: true, usage: shSemUsage,
 			desc: fmt.Sprintf("lockword.SharedSemaphore of %d permits across -procs processes, weights 1-%d (robust: see -kill)", semTorturePermits, semTortureMaxWeight),
 			run:  func(cfg *config) (report, error) { return tortureShSem(cfg, "shared-semaphore", false) }},
+		kind{name: "shared-semaphore-c", procs: true, usage: shSemUsage, prepare: prepareC,
+			desc: "shared-semaphore with every other worker process written in C (c/test/cworker_sem.c)",
+			run:  func(cfg *config) (report, error) { return tortureShSem(cfg, "shared-semaphore-c", false) }},
 		kind{name: "shared-semaphore-broken", procs: true, usage: shSemUsage,
 			desc: fmt.Sprintf("shared-semaphore made with %d permits for %d: must FAIL", semTorturePermits+1, semTorturePermits),
 			run:  func(cfg *config) (report, error) { return tortureShSem(cfg, "shared-semaphore-broken", true) }},
@@ -88,6 +108,8 @@ func init() {
   the permits recovered from dead processes must equal what they held.
     lockword torture -lock shared-semaphore -procs 4
     lockword torture -lock shared-semaphore -procs 4 -kill -kills 1000
+  shared-semaphore-c runs every other worker process in C (the C library's
+  lw_sem_*, c/test/cworker_sem.c), built as for shared-c.
 `, semTorturePermits, semTortureMaxWeight, semTorturePermits))
 }
 
@@ -130,7 +152,7 @@ func tortureShSem(cfg *config, name string, broken bool) (report, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := lockword.RegionValue[shSemState](r, shSemStateName)
+	st, err := openShSemState(r)
 	if err != nil {
 		return nil, err
 	}
@@ -139,13 +161,17 @@ func tortureShSem(cfg *config, name string, broken bool) (report, error) {
 		iters = 0
 	}
 	rep := &shSemReport{lock: name, procs: cfg.procs, workers: cfg.workers, kill: cfg.kill}
-	spawn := func(ids []int) (*workerProc, error) {
-		spec, _ := json.Marshal(shSemSpec{Region: r.Path(), IDs: ids, Iters: iters, Kill: cfg.kill, Permits: permits})
-		cmd := exec.Command(exe)
-		cmd.Env = append(os.Environ(), shSemWorkerEnv+"="+string(spec))
-		return startWorker(cmd, ids, workerFiles(r), false)
-	}
 	ids := spreadIDs(cfg.workers, cfg.procs)
+	spawn := func(pids []int) (*workerProc, error) {
+		spec := shSemSpec{Region: r.Path(), IDs: pids, Iters: iters, Kill: cfg.kill, Permits: permits}
+		cmd, err := shSemCommand(exe, spec, name == "shared-semaphore-c" && len(pids) > 0 && slices.IndexFunc(ids, func(p []int) bool {
+			return slices.Contains(p, pids[0])
+		})%2 == 1)
+		if err != nil {
+			return nil, err
+		}
+		return startWorker(cmd, pids, workerFiles(r), false)
+	}
 	procs := make([]*workerProc, len(ids))
 	defer func() { killWorkers(procs) }()
 	for p := range procs {
@@ -278,6 +304,34 @@ func shSemAllStopped(pid int, wait time.Duration) bool {
 	return false
 }
 
+// shSemCommand returns the command of one worker process: this binary
+// re-executed, or (inC) the C worker, given the state's layout.
+func shSemCommand(exe string, spec shSemSpec, inC bool) (*exec.Cmd, error) {
+	if !inC {
+		js, _ := json.Marshal(spec)
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), shSemWorkerEnv+"="+string(js))
+		return cmd, nil
+	}
+	b, err := cbuild.Cached()
+	if err != nil {
+		return nil, err
+	}
+	var st shSemState
+	ids := make([]string, len(spec.IDs))
+	for i, id := range spec.IDs {
+		ids[i] = strconv.Itoa(id)
+	}
+	args := []string{"sem-torture", spec.Region, strconv.FormatInt(spec.Permits, 10), strconv.Itoa(btoi(spec.Kill)),
+		strconv.FormatInt(spec.Iters, 10), strings.Join(ids, ",")}
+	for _, off := range []uintptr{unsafe.Offsetof(st.Go), unsafe.Offsetof(st.Stop), unsafe.Offsetof(st.InUse),
+		unsafe.Offsetof(st.Violations), unsafe.Offsetof(st.Owners), unsafe.Offsetof(st.Workers),
+		unsafe.Sizeof(st.Workers[0]), unsafe.Offsetof(st.KilledN), unsafe.Offsetof(st.Killed), shSemKilledCap, unsafe.Sizeof(st)} {
+		args = append(args, strconv.FormatUint(uint64(off), 10))
+	}
+	return exec.Command(b.Worker, args...), nil
+}
+
 // shSemHeldBy returns the permits that process pid holds in the run's
 // semaphore, as r's inspection reads them.
 func shSemHeldBy(r *lockword.Region, pid int) (int64, error) {
@@ -315,7 +369,7 @@ func shSemWorkerMain(specJSON string) int {
 	if err != nil {
 		return signal(err)
 	}
-	st, err := lockword.RegionValue[shSemState](r, shSemStateName)
+	st, err := openShSemState(r)
 	if err != nil {
 		return signal(err)
 	}

@@ -48,6 +48,15 @@ func TestTortureSharedSemaphore(t *testing.T) {
 		t.Fatalf("shared-semaphore -kill: %s", out)
 	}
 	t.Logf("10 kills: %d permits held by the killed, %d recovered, %d reported", r.HeldByKilled, r.Recovered, r.Told)
+	// Go and C worker processes on one semaphore, C holders killed too.
+	r, out = runShSem(t, bin, "-lock", "shared-semaphore-c", "-iters", "100")
+	if r.Result != "PASS" || r.Acquisitions != 600 || r.OverGrants != 0 || r.InUseAfter != 0 {
+		t.Fatalf("shared-semaphore-c: %s", out)
+	}
+	r, out = runShSem(t, bin, "-lock", "shared-semaphore-c", "-kill", "-kills", "10")
+	if r.Result != "PASS" || r.Kills != 10 || r.Recovered != r.HeldByKilled || r.Told > r.Recovered || r.OverGrants != 0 {
+		t.Fatalf("shared-semaphore-c -kill: %s", out)
+	}
 	for run := 1; ; run++ {
 		r, out = runShSem(t, bin, "-lock", "shared-semaphore-broken", "-iters", "2000")
 		if r.Result == "FAIL" && r.OverGrants > 0 {
