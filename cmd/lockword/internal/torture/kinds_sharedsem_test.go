@@ -4,6 +4,7 @@ package torture
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"testing"
 
@@ -36,7 +37,8 @@ func runShSem(t *testing.T, bin string, args ...string) (shSemJSON, string) {
 // TestTortureSharedSemaphore: three processes (more than CI's two cores)
 // pass with exact totals; with 10 kills every permit the killed held is
 // recovered, exactly, and no recovery is reported twice; the broken twin
-// (one permit too many) fails, so the checks can fail.
+// (one permit too many) fails, so the checks can fail; Go and C worker
+// processes together pass (with 100 kills too, under LOCKWORD_LONG=1).
 func TestTortureSharedSemaphore(t *testing.T) {
 	bin := clitest.BuildLockword(t)
 	r, out := runShSem(t, bin, "-lock", "shared-semaphore", "-iters", "100")
@@ -49,23 +51,26 @@ func TestTortureSharedSemaphore(t *testing.T) {
 	}
 	t.Logf("10 kills: %d permits held by the killed, %d recovered, %d reported", r.HeldByKilled, r.Recovered, r.Told)
 	// Go and C worker processes on one semaphore, C holders killed too.
-	r, out = runShSem(t, bin, "-lock", "shared-semaphore-c", "-iters", "100")
-	if r.Result != "PASS" || r.Acquisitions != 600 || r.OverGrants != 0 || r.InUseAfter != 0 {
-		t.Fatalf("shared-semaphore-c: %s", out)
-	}
-	r, out = runShSem(t, bin, "-lock", "shared-semaphore-c", "-kill", "-kills", "10")
-	if r.Result != "PASS" || r.Kills != 10 || r.Recovered != r.HeldByKilled || r.Told > r.Recovered || r.OverGrants != 0 {
-		t.Fatalf("shared-semaphore-c -kill: %s", out)
-	}
 	for run := 1; ; run++ {
 		r, out = runShSem(t, bin, "-lock", "shared-semaphore-broken", "-iters", "2000")
 		if r.Result == "FAIL" && r.OverGrants > 0 {
 			break
 		}
-		// An over-grant needs three of four permits' worth of holders
-		// inside at once; a loaded host may serialise a short run.
+		// An over-grant needs holders of more than four permits inside
+		// at once; a loaded host may serialise a short run.
 		if run == 3 {
 			t.Fatalf("shared-semaphore-broken passed %d runs: %s", run, out)
 		}
+	}
+	r, out = runShSem(t, bin, "-lock", "shared-semaphore-c", "-iters", "100")
+	if r.Result != "PASS" || r.Acquisitions != 600 || r.OverGrants != 0 || r.InUseAfter != 0 {
+		t.Fatalf("shared-semaphore-c: %s", out)
+	}
+	if os.Getenv("LOCKWORD_LONG") != "1" {
+		return // the mixed -kill run is nightly (LOCKWORD_LONG=1): CI's budget
+	}
+	r, out = runShSem(t, bin, "-lock", "shared-semaphore-c", "-kill", "-kills", "100")
+	if r.Result != "PASS" || r.Kills != 100 || r.Recovered != r.HeldByKilled || r.Told > r.Recovered || r.OverGrants != 0 {
+		t.Fatalf("shared-semaphore-c -kill: %s", out)
 	}
 }
