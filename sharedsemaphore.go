@@ -280,6 +280,11 @@ func (s *SharedSemaphore) tryTake(ctx context.Context, n uint32) (bool, error) {
 // FIFO test is shown to fail without the queue's discipline.
 var testBrokenSemNoFIFO bool
 
+// testBrokenSemNoWake, set by tests only, leaves the sleepers of a bump
+// asleep (until their 10 ms slice ends), so that the wake-latency test is
+// shown to fail on a lost wake-up.
+var testBrokenSemNoWake bool
+
 // Release gives back n permits that this process holds, and wakes the
 // waiters if any sleep. It panics if n is negative or more than this
 // process holds, and with a *CorruptError if the words are corrupt.
@@ -339,7 +344,7 @@ func (s *SharedSemaphore) lock(ctx context.Context) error {
 func (s *SharedSemaphore) unlock(bump, took bool, err error) (bool, error) {
 	wake := bump && s.bumpSeq()
 	s.guard.Unlock()
-	if wake {
+	if wake && !testBrokenSemNoWake {
 		wakeShared(word32(s.obj, semObjSeq), wakeAll)
 	}
 	return took, err
