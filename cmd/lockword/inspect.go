@@ -71,6 +71,13 @@ For each object it prints its name, kind and offset and, for locks:
   STATS    acquisitions, slow-path share and longest wait, when statistics
            are enabled (SharedMutex.EnableStats)
 
+A shared semaphore (kind semaphore) is "free", "held", "contended, N
+queued" (processes waiting their turn) or "owner-dead" (a dead process
+still holds permits: the next acquirer that finds it short takes them
+back), and a "Semaphores:" table after it: permits in use of its
+capacity, each process's permits held and what it waits for (dead ones
+marked), and the permits taken back from dead processes so far.
+
 A ring (kind ring: RingProducer/RingConsumer) shows open or closed and
 its fill level in the table, and a "Rings:" table after it: capacity, fill
 (record bytes published and not yet received), closed, the producer's and
