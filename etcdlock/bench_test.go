@@ -11,54 +11,14 @@ import (
 	"github.com/lockword/lockword/internal/etcdbench"
 	"github.com/lockword/lockword/internal/etcdembed"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// Benchmarks against etcd's own concurrency.Mutex, on the same embedded
-// server (TestMain's: one member, loopback, no fsync, so that the figures
-// are the locks' round trips, not the disk's), peers interleaved in one
-// run. Uncontended: one client locks and unlocks; the p50 and p99 of one
-// Lock+Unlock are reported beside the mean. Contended: N clients, each
-// with its own lease, lock and unlock one lock; acquisitions per second.
-
-// benchLocker is one lock under benchmark: Lock and Unlock with a context.
-type benchLocker interface {
-	lock(ctx context.Context) error
-	unlock(ctx context.Context) error
-}
-
-type ourLock struct{ m *Mutex }
-
-func (l ourLock) lock(ctx context.Context) error   { return l.m.LockContext(ctx) }
-func (l ourLock) unlock(ctx context.Context) error { return l.m.UnlockContext(ctx) }
-
-type etcdLock struct{ m *concurrency.Mutex }
-
-func (l etcdLock) lock(ctx context.Context) error   { return l.m.Lock(ctx) }
-func (l etcdLock) unlock(ctx context.Context) error { return l.m.Unlock(ctx) }
-
-// peers makes a lock of each kind on prefix p, with its own lease.
-var peers = []struct {
-	name string
-	make func(b *testing.B, cli *clientv3.Client, p string) benchLocker
-}{
-	{"etcdlock", func(b *testing.B, cli *clientv3.Client, p string) benchLocker {
-		m, err := NewMutex(context.Background(), cli, p, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { m.Close() })
-		return ourLock{m}
-	}},
-	{"concurrency", func(b *testing.B, cli *clientv3.Client, p string) benchLocker {
-		s, err := concurrency.NewSession(cli, concurrency.WithTTL(int(DefaultTTL/time.Second)))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.Close() })
-		return etcdLock{concurrency.NewMutex(s, p)}
-	}},
-}
+// Benchmarks against etcd's own concurrency.Mutex (benchKinds), peers
+// interleaved in one run, on a member without fsync (loopback), so that
+// the figures are the locks' round trips and the server's CPU, not a
+// disk's. Uncontended: one client locks and unlocks, on TestMain's
+// member; the p50 and p99 of one Lock+Unlock are reported. Contended
+// shapes: see benchRounds.
 
 // BenchmarkUncontended alternates the peers, one Lock+Unlock each per
 // iteration, so that a shared, loaded host slows both alike; it reports
@@ -67,29 +27,34 @@ var peers = []struct {
 func BenchmarkUncontended(b *testing.B) {
 	cli := newClient(b, endpoints)
 	ctx := context.Background()
-	ls := make([]benchLocker, len(peers))
-	lat := make([][]time.Duration, len(peers))
-	for i, peer := range peers {
-		ls[i] = peer.make(b, cli, prefix(b)+"/"+peer.name)
+	ls := make([]etcdbench.Locker, len(benchKinds))
+	lat := make([][]time.Duration, len(benchKinds))
+	for i, k := range benchKinds {
+		l, err := k.New(ctx, cli, prefix(b)+"/"+k.Name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { l.Close() })
+		ls[i] = l
 	}
 	for b.Loop() {
 		for i, l := range ls {
 			t0 := time.Now()
-			if err := l.lock(ctx); err != nil {
+			if err := l.Lock(ctx); err != nil {
 				b.Fatal(err)
 			}
-			if err := l.unlock(ctx); err != nil {
+			if err := l.Unlock(ctx); err != nil {
 				b.Fatal(err)
 			}
 			lat[i] = append(lat[i], time.Since(t0))
 		}
 	}
-	p50 := make([]float64, len(peers))
-	for i, peer := range peers {
+	p50 := make([]float64, len(benchKinds))
+	for i, peer := range benchKinds {
 		slices.Sort(lat[i])
 		p50[i] = float64(lat[i][len(lat[i])/2].Microseconds())
-		b.ReportMetric(p50[i], peer.name+"-p50-µs")
-		b.ReportMetric(float64(lat[i][len(lat[i])*99/100].Microseconds()), peer.name+"-p99-µs")
+		b.ReportMetric(p50[i], peer.Name+"-p50-µs")
+		b.ReportMetric(float64(lat[i][len(lat[i])*99/100].Microseconds()), peer.Name+"-p99-µs")
 	}
 	b.ReportMetric(p50[0]/p50[1], "p50-ratio")
 }
