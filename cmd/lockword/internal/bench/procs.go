@@ -33,6 +33,8 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/etcdbench"
+	"github.com/lockword/lockword/internal/etcdembed"
 )
 
 // childEnv carries a child's spec (a JSON childSpec), or probeSpec.
@@ -209,6 +211,8 @@ func runProcs(ctx context.Context, exe, kind string, p Params) (s Sample, err er
 // one (its environment says so); otherwise it returns at once. Call it
 // first thing in main, or in a test binary's TestMain.
 func ChildMain() {
+	etcdembed.ChildMain()
+	etcdbench.ChildMain(etcdKinds...)
 	specText := os.Getenv(childEnv)
 	switch specText {
 	case "":
