@@ -207,9 +207,15 @@ func (a *attempt) enqueue(ctx context.Context) (first, owner []*mvccKV, err erro
 	a.myRev = mine[0].CreateRevision
 	owner = resp.Responses[3].GetResponseRange().Kvs
 	pred := resp.Responses[0].GetResponseRange().Kvs
-	if len(pred) == 0 || string(pred[0].Key) == m.queueKey {
+	switch {
+	case len(pred) == 0:
 		m.contended = false
 		return mine, owner, nil // first: nobody queued before us
+	case string(pred[0].Key) == m.queueKey:
+		// Our key was there before the put (no attempt leaves it, but
+		// if one did its place says nothing of the keys before it):
+		// read where we stand.
+		return a.reread(ctx)
 	}
 	a.pred = pred
 	return pred, owner, nil
