@@ -174,9 +174,10 @@ func (a *attempt) fastPath(ctx context.Context) (ok bool, err error) {
 	return true, nil
 }
 
-// enqueue creates our queue key and reads where we stand: the first key
-// of the queue and the hold record. It also tells m whether the lock was
-// contended (see Mutex.contended).
+// enqueue creates our queue key and reads where we stand and the hold
+// record: first is our key if it is first, else the key queued just
+// before ours (waitTurn's first wait). It also tells m whether the lock
+// was contended (see Mutex.contended).
 func (a *attempt) enqueue(ctx context.Context) (first, owner []*mvccKV, err error) {
 	m := a.m
 	a.sent = true
