@@ -22,6 +22,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// The etcd kind follows the others in Kinds (and in the help), and "all"
+// leaves it out: its samples last seconds each.
+func init() {
+	Kinds = append(Kinds, Kind{"etcd", "etcd", "etcdlock.Mutex vs etcd's concurrency.Mutex on an embedded member: 1, 8, 16, 50 clients and 4 processes; not in all", false})
+	kindSubject["etcd"] = "etcdlock.Mutex"
+	namedOnly = append(namedOnly, "etcd")
+}
+
 // etcdGrid is the client counts of the etcd group, whatever -goroutines
 // says: each client is an etcd client, a lease and a connection, not a
 // goroutine, and these are the counts BENCHMARKS.md compares.

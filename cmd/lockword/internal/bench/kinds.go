@@ -33,12 +33,7 @@ var Kinds = []Kind{
 	{"ring-batch", "ring", fmt.Sprintf("lockword.Ring PushSlice/PopSlice vs a channel of [%d]uint64, %d items a batch", ringBatch, ringBatch), false},
 	{"semaphore", "semaphore", fmt.Sprintf("lockword.Semaphore vs x/sync's semaphore.Weighted, %d permits, Acquire(1)/Release(1)", semPermits), false},
 	{"shared", "shared", "lockword.SharedMutex vs flock(2) on a kept fd and gofrs/flock, 2 and 4 processes", true},
-	{"etcd", "etcd", "etcdlock.Mutex vs etcd's concurrency.Mutex on an embedded member: 1, 8, 16, 50 clients and 4 processes; not in all", false},
 }
-
-// namedOnly are the kinds that "all" leaves out: they take minutes (the
-// etcd kinds' samples last seconds each).
-var namedOnly = []string{"etcd"}
 
 // semPermits is the semaphore group's capacity: a pool of 4 (connections,
 // GPU jobs), so that 1 and 2 goroutines never wait and 16 and 64 queue.
@@ -48,8 +43,10 @@ const semPermits = 4
 var kindSubject = map[string]string{
 	"mutex": "Mutex", "spin": "SpinMutex", "ticket": "TicketMutex", "rw": "RWMutex",
 	"ring": "Ring", "ring-batch": "Ring batch", "semaphore": "Semaphore", "shared": "SharedMutex",
-	"etcd": "etcdlock.Mutex",
 }
+
+// namedOnly are the kinds that "all" leaves out (etcd: see etcd.go).
+var namedOnly []string
 
 // ParseKinds parses a comma-separated list of kind names, or "all" (every
 // in-process kind, and the cross-process ones too if procs).
