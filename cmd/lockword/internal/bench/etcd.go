@@ -30,6 +30,13 @@ func init() {
 	namedOnly = append(namedOnly, "etcd")
 }
 
+// etcdChildMain serves the etcd groups' children (the member, a bench
+// process) and exits if this process is one; see ChildMain.
+func etcdChildMain() {
+	etcdembed.ChildMain()
+	etcdbench.ChildMain(etcdKinds...)
+}
+
 // etcdGrid is the client counts of the etcd group, whatever -goroutines
 // says: each client is an etcd client, a lease and a connection, not a
 // goroutine, and these are the counts BENCHMARKS.md compares.

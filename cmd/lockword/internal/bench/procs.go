@@ -26,8 +26,6 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/lockword/lockword"
-	"github.com/lockword/lockword/internal/etcdbench"
-	"github.com/lockword/lockword/internal/etcdembed"
 	"github.com/lockword/lockword/internal/startgate"
 )
 
@@ -169,8 +167,7 @@ func runProcs(ctx context.Context, exe, kind string, p Params) (s Sample, err er
 // one (its environment says so); otherwise it returns at once. Call it
 // first thing in main, or in a test binary's TestMain.
 func ChildMain() {
-	etcdembed.ChildMain()
-	etcdbench.ChildMain(etcdKinds...)
+	etcdChildMain()
 	specText := os.Getenv(childEnv)
 	switch specText {
 	case "":
