@@ -45,6 +45,9 @@ var kindSubject = map[string]string{
 	"ring": "Ring", "ring-batch": "Ring batch", "semaphore": "Semaphore", "shared": "SharedMutex",
 }
 
+// namedOnly are the kinds that "all" leaves out (etcd: see etcd.go).
+var namedOnly []string
+
 // ParseKinds parses a comma-separated list of kind names, or "all" (every
 // in-process kind, and the cross-process ones too if procs).
 func ParseKinds(s string, procs bool) ([]string, error) {
@@ -54,7 +57,7 @@ func ParseKinds(s string, procs bool) ([]string, error) {
 		switch {
 		case f == "all":
 			for _, k := range Kinds {
-				if !k.Procs || procs {
+				if (!k.Procs || procs) && !slices.Contains(namedOnly, k.Name) {
 					names = append(names, k.Name)
 				}
 			}
@@ -150,6 +153,9 @@ func Groups(kinds []string, grid []int, exe string) []Group {
 	if want("shared") {
 		gs = append(gs, Group{Name: "shared", Title: "Cross-process locks", Unit: "acq", Axis: "processes", Grid: procsGrid,
 			Subjects: procsSubjects(exe), Processes: true})
+	}
+	if want("etcd") {
+		gs = append(gs, etcdGroups(exe)...)
 	}
 	return gs
 }
