@@ -34,23 +34,33 @@ const (
 )
 
 // Spin tuning for the blocking ring calls, chosen by the ring benchmarks on
-// the 2-core benchmark machine (one PAUSE about 19 ns; see BENCHMARKS.md).
-// A side that finds the ring full (empty) looks at the other side's index
-// again after ringSpinFirst pauses, then after doubling pauses up to a cap
-// (about 10 µs in all), so that items accumulate and are taken in bursts
-// instead of one cache-line transfer per item; then it yields the processor
-// a few times, for a peer on the same P; only then does it sleep.
+// the 2-core benchmark machine (one PAUSE about 20 ns; see BENCHMARKS.md).
+// A side that finds the ring full (empty) alternates two ways of waiting,
+// looking at the other side's index after each, and only then sleeps:
+//
+//   - yield the processor (runtime.Gosched): the other side may be
+//     runnable on our own P, which is where a side that was just woken
+//     lands, so spinning would only delay it;
+//   - watch with the CPU's pause hint, ringSpinFirst pauses, then doubling
+//     up to ringSpinPause (about 1.3 µs): the other side runs on another
+//     core, and items (room) accumulate to be taken in a burst.
+//
+// Yielding comes first. Spinning first (the earlier order) made a pair of
+// sides on one P, as happens on a loaded machine or after a wake-up, spin
+// out their whole budget against a peer that could not run: batches of 64
+// went 10-20 times slower than a channel of arrays at load 6-12, with 88%
+// of CPU time in PAUSE.
 const (
-	ringSpinFirst = 16 // PAUSE/YIELD hints before the second look
-	ringSpinPause = 64 // cap on PAUSE/YIELD hints between looks
+	ringSpinFirst = 16 // PAUSE hints before the first spinning look
+	ringSpinPause = 64 // cap on PAUSE hints between looks
 )
 
 // The spin and yield budgets are variables only so that a test can turn
 // them off and show that the sleep-rate check catches a ring that sleeps
 // as soon as it finds the ring full or empty.
 var (
-	ringSpinIterations = 10 // looks at the other index before yielding
-	ringYieldRounds    = 4  // runtime.Gosched calls before sleeping
+	ringSpinIterations = 7 // spinning looks before sleeping
+	ringYieldRounds    = 7 // runtime.Gosched calls before sleeping
 )
 
 // ErrRingClosed is returned by the blocking calls of a Ring once it has
@@ -209,9 +219,9 @@ func (x *spscIndex) waitItems(ctx context.Context, sl ringSleeper) error {
 	})
 }
 
-// ringAwait waits until ready reports true: it spins with backoff, then
-// yields, then sleeps on word. ready looks at the other side's index. A
-// closed ring ends the wait with ErrRingClosed: at once if closedFirst (the
+// ringAwait waits until ready reports true: it yields and spins in turn
+// (see ringSpinFirst), then sleeps on word. ready looks at the other side's
+// index. A closed ring ends the wait with ErrRingClosed: at once if closedFirst (the
 // producer), else only when ready fails (the consumer, which drains first).
 // The closed bit is always read before ready is called, so a consumer that
 // sees the ring closed also sees every item published before Close. Any
@@ -224,7 +234,8 @@ func ringAwait(ctx context.Context, word *atomic.Uint32, sleeps *atomic.Uint64, 
 		return ErrNilContext
 	}
 	backoff := uint32(ringSpinFirst)
-	for i := 0; i < ringSpinIterations+ringYieldRounds; i++ {
+	spins, yields := ringSpinIterations, ringYieldRounds
+	for look := 0; spins+yields > 0; look++ {
 		closed := word.Load()&ringClosed != 0
 		if closed && closedFirst {
 			return ErrRingClosed
@@ -235,22 +246,23 @@ func ringAwait(ctx context.Context, word *atomic.Uint32, sleeps *atomic.Uint64, 
 		if closed {
 			return ErrRingClosed
 		}
-		if i == 1 && runtime.GOMAXPROCS(0) == 1 {
+		if look == 1 && runtime.GOMAXPROCS(0) == 1 {
 			// One processor: the other side cannot run while we
-			// spin, so go straight to yielding. (Asked only now,
-			// since it takes the scheduler's lock, and most waits of
-			// a busy ring end at the first or second look.)
-			i = ringSpinIterations
+			// spin, so only yield. (Asked only now, since it takes
+			// the scheduler's lock, and most waits of a busy ring end
+			// at the first or second look.)
+			spins = 0
 		}
-		if i < ringSpinIterations {
+		if yields > 0 && (look%2 == 0 || spins == 0) {
+			// The other side may be waiting for our processor.
+			runtime.Gosched()
+			yields--
+		} else {
 			// The other side is probably running: watch its index
 			// without sleeping, letting items (or room) accumulate.
 			procyield(backoff)
 			backoff = min(2*backoff, ringSpinPause)
-		} else {
-			// It may be waiting for our processor (GOMAXPROCS=1, or
-			// more runnable goroutines than cores).
-			runtime.Gosched()
+			spins--
 		}
 	}
 	for {
