@@ -61,7 +61,51 @@ const (
 var (
 	ringSpinIterations = 7 // spinning looks before sleeping
 	ringYieldRounds    = 7 // runtime.Gosched calls before sleeping
+	// ringYieldFirst false restores the earlier order (all spins, then
+	// the yields), for the test that shows what yielding first saves.
+	ringYieldFirst = true
 )
+
+// spinner is the wait before sleeping of the rings and Queue: a budget of
+// yields and pause-hint spins taken in turn, yield first (see ringSpinFirst).
+type spinner struct {
+	backoff       uint32 // pause hints of the next spin
+	spins, yields int    // what is left of the budget
+	look          int    // waits so far
+}
+
+func newSpinner() spinner {
+	return spinner{backoff: ringSpinFirst, spins: ringSpinIterations, yields: ringYieldRounds}
+}
+
+// wait waits once, after a look at the other side that found it not ready,
+// and reports false, without waiting, once the budget is spent: then the
+// caller sleeps.
+func (s *spinner) wait() bool {
+	if s.spins+s.yields == 0 {
+		return false
+	}
+	s.look++
+	if s.look == 2 && runtime.GOMAXPROCS(0) == 1 {
+		// One processor: the other side cannot run while we spin, so
+		// only yield. (Asked only now, since it takes the scheduler's
+		// lock, and most waits of a busy ring end at the first or
+		// second look.)
+		s.spins = 0
+	}
+	if s.yields > 0 && (s.spins == 0 || ringYieldFirst && s.look%2 == 1) {
+		// The other side may be waiting for our processor.
+		runtime.Gosched()
+		s.yields--
+	} else {
+		// The other side is probably running: watch it without
+		// sleeping, letting items (or room) accumulate.
+		procyield(s.backoff)
+		s.backoff = min(2*s.backoff, ringSpinPause)
+		s.spins--
+	}
+	return true
+}
 
 // ErrRingClosed is returned by the blocking calls of a Ring once it has
 // been closed: by Push and PushSlice at once, by Pop and PopSlice when
@@ -233,9 +277,8 @@ func ringAwait(ctx context.Context, word *atomic.Uint32, sleeps *atomic.Uint64, 
 	if ctx == nil {
 		return ErrNilContext
 	}
-	backoff := uint32(ringSpinFirst)
-	spins, yields := ringSpinIterations, ringYieldRounds
-	for look := 0; spins+yields > 0; look++ {
+	sp := newSpinner()
+	for {
 		closed := word.Load()&ringClosed != 0
 		if closed && closedFirst {
 			return ErrRingClosed
@@ -246,23 +289,8 @@ func ringAwait(ctx context.Context, word *atomic.Uint32, sleeps *atomic.Uint64, 
 		if closed {
 			return ErrRingClosed
 		}
-		if look == 1 && runtime.GOMAXPROCS(0) == 1 {
-			// One processor: the other side cannot run while we
-			// spin, so only yield. (Asked only now, since it takes
-			// the scheduler's lock, and most waits of a busy ring end
-			// at the first or second look.)
-			spins = 0
-		}
-		if yields > 0 && (look%2 == 0 || spins == 0) {
-			// The other side may be waiting for our processor.
-			runtime.Gosched()
-			yields--
-		} else {
-			// The other side is probably running: watch its index
-			// without sleeping, letting items (or room) accumulate.
-			procyield(backoff)
-			backoff = min(2*backoff, ringSpinPause)
-			spins--
+		if !sp.wait() {
+			break
 		}
 	}
 	for {
