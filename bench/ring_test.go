@@ -154,19 +154,27 @@ var spscKinds = []spscKind{
 		}
 		return func(n int) { // writes odd values
 				for i := uint64(1); i <= uint64(n); i += 2 {
-					for line.w.Load() != i-1 {
-					}
+					awaitLine(&line.w, i-1)
 					line.w.Store(i)
 				}
 			}, func(n int) int { // writes even values
 				for i := uint64(2); i <= uint64(n); i += 2 {
-					for line.w.Load() != i-1 {
-					}
+					awaitLine(&line.w, i-1)
 					line.w.Store(i)
 				}
 				return 0
 			}
 	}},
+}
+
+// awaitLine spins until *w == v, yielding now and then so that a peer on
+// the same P (a loaded machine) can run.
+func awaitLine(w *atomic.Uint64, v uint64) {
+	for spins := 0; w.Load() != v; spins++ {
+		if spins%1024 == 1023 {
+			runtime.Gosched()
+		}
+	}
 }
 
 // batchKind moves items with PushSlice and PopSlice in batches of size:
