@@ -83,21 +83,11 @@ func (b *brokenQueue) Pop(ctx context.Context) (uint64, error) {
 }
 
 func (b *brokenQueue) PushSlice(ctx context.Context, src []uint64) (int, error) {
-	for i, v := range src {
-		if err := b.Push(ctx, v); err != nil {
-			return i, err
-		}
-	}
-	return len(src), nil
+	return pushEach(ctx, src, b.Push)
 }
 
 func (b *brokenQueue) PopSlice(ctx context.Context, dst []uint64) (int, error) {
-	v, err := b.Pop(ctx)
-	if err != nil {
-		return 0, err
-	}
-	dst[0] = v
-	return 1, nil
+	return popOne(ctx, dst, b.Pop)
 }
 
 func (b *brokenQueue) Close() { b.closed.Store(true) }
