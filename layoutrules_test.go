@@ -21,7 +21,7 @@ var (
 	// internal/wait.
 	inProcessFiles = []string{"mutex.go", "spin.go", "ticket.go", "rwmutex.go", "cond.go", "semaphore.go", "semaphorequeue.go", "diag.go", "stuck.go"}
 	// Lock-free structures, in process and (through a region) shared.
-	lockFreeFiles = []string{"ring.go", "ringindex.go", "seqlock.go", "update.go"}
+	lockFreeFiles = []string{"ring.go", "ringindex.go", "queue.go", "seqlock.go", "update.go"}
 	// The region: file, mapping, header, tables, processes, inspection.
 	regionFiles = []string{"region.go", "regionabi.go", "regionopen.go", "regionflock.go", "regionowner.go", "region_linux.go", "region_other.go", "proc_linux.go", "inspect.go", "regionvalue.go"}
 	// The shared kinds, their common parts and their waiting helper.
