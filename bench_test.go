@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/internal/locktest"
 )
 
 // Benchmarks of every lock against its standard-library peer, in one file so
@@ -38,17 +40,8 @@ type paddedLocker struct {
 	_ [128]byte
 }
 
-// spinWork burns roughly n small steps of CPU, to model work inside and
-// outside the critical section.
-//
-//go:noinline
-func spinWork(n int) int {
-	x := 1
-	for i := 0; i < n; i++ {
-		x = x*31 + i
-	}
-	return x
-}
+// spinWork burns roughly n small steps of CPU (locktest.SpinWork).
+func spinWork(n int) int { return locktest.SpinWork(n) }
 
 var sink int
 

@@ -363,16 +363,13 @@ func (c *Cond) queueLen() int {
 	return n
 }
 
-// Every lock that ContextLocker's doc names satisfies it: the compiler
-// checks the list (SharedCond.WaitContext takes any of them).
+// Every in-process lock that ContextLocker's doc names satisfies it: the
+// compiler checks the list (shm's tests check the shared ones).
 var (
 	_ ContextLocker = (*Mutex)(nil)
 	_ ContextLocker = (*SpinMutex)(nil)
 	_ ContextLocker = (*TicketMutex)(nil)
 	_ ContextLocker = (*RWMutex)(nil)
-	_ ContextLocker = (*SharedMutex)(nil)
-	_ ContextLocker = (*SharedTicketMutex)(nil)
-	_ ContextLocker = (*SharedRWMutex)(nil)
 )
 
 // condLockers are the locks the sync-shaped Cond tests run over: ours, and

@@ -52,21 +52,3 @@ func (e *CorruptError) Error() string {
 
 // Is reports whether target is ErrCorrupt.
 func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
-
-// validToken reports whether tok can be an owner token that a region
-// issued: a slot and a generation in 1..ownerGenMax (see makeToken).
-func validToken(tok uint32) bool {
-	g := tokenGen(tok)
-	return g != 0 && g <= ownerGenMax
-}
-
-// Retry bounds. A loop that retries a CAS only because another party moved
-// the word meanwhile makes progress in every valid history, but a word
-// rewritten by something outside the protocol could keep it failing for
-// ever: such loops look at their context (or give up) every
-// retryCheckEvery tries, and loops without a context stop after
-// retryLimit, treating the word as changed under them.
-const (
-	retryCheckEvery = 64
-	retryLimit      = 1 << 16
-)

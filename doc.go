@@ -5,7 +5,7 @@
 // path a waiter spins briefly and then sleeps on the word (futex wait); the
 // releaser wakes a sleeper. Because the state is just a word, the same
 // protocols can live in the Go heap or in a file mapped by several
-// processes (Region, SharedMutex).
+// processes: package shm (shm.Region, shm.Mutex, ...) holds those.
 //
 // # Primitives
 //
@@ -14,14 +14,6 @@
 //	TicketMutex  FIFO ticket lock; waiters park keyed by ticket; fair
 //	RWMutex      phase-fair reader-writer lock; waiters park
 //	Cond         condition variable (a queue of waiters), for any sync.Locker
-//	Region       a file mapped by several processes, holding named objects (Linux)
-//	RegionValue  a value of a plain-data type T in a Region, T's size and
-//	             alignment recorded; guarded by the region's locks (Linux)
-//	SharedMutex  robust mutex in a Region: owner death is reported (Linux)
-//	SharedTicketMutex, SharedRWMutex, SharedCond
-//	             the fair lock, the reader-writer lock (robust for writers
-//	             and readers) and the condition variable in a Region
-//	             (Linux)
 //
 // and, where a lock is the wrong tool (see docs/when-to-lock.md):
 //
@@ -29,9 +21,6 @@
 //	           blocking calls sleep only when the ring stays full or empty
 //	SeqLock    sequence-counter snapshot of plain data: one writer, readers
 //	           that never block it and never see a torn value
-//	RingProducer, RingConsumer  byte-message SPSC ring in a Region, between
-//	           two processes; peer death reported (Linux)
-//	RegionSeqLock  a SeqLock in a Region; a writer dead mid-Store reported (Linux)
 //	Update     CAS loops for the sync/atomic types (also UpdateIf, UpdateMax,
 //	           UpdateMin)
 //
@@ -40,7 +29,7 @@
 // stuck threshold (a waiter past it logs one log/slog warning) and opt-in
 // contention statistics (EnableStats, Stats). The in-process locks also
 // have a zero value that is unlocked and can carry a name (SetName); a
-// SharedMutex comes from (*Region).Mutex, named there. Each type's
+// shm.Mutex comes from (*shm.Region).Mutex, named there. Each type's
 // documentation gives the states of its lock word as a table.
 //
 // Fairness: Mutex and SpinMutex are not fair, but their waits are
@@ -54,12 +43,8 @@
 // runs, Mutex's worst wait was 0.02-1.5× sync.Mutex's (medians) at 2 to
 // 64 goroutines and beside a greedy re-locker (0.17-0.24× at 64 in
 // 200 ms runs), except one set of 3 s runs at load 3-6 (3.5× at 64);
-// SpinMutex's 0.1-1.6× (BENCHMARKS.md, "Mutex and SpinMutex"). SharedMutex bounds
-// its waits the same way between processes: a process's kernel sleeper
-// that has waited 1 ms files a request in the object's hand-off word, and
-// the next Unlock hands it the lock instead of releasing it; a hand-off to
-// a process that died before it returned the lock is taken back by the
-// next waiter without ErrOwnerDead (see SharedMutex). Use
+// SpinMutex's 0.1-1.6× (BENCHMARKS.md, "Mutex and SpinMutex"). shm.Mutex
+// bounds its waits the same way between processes. Use
 // TicketMutex where every acquisition must be served in arrival order.
 //
 // # Waiting: private and shared
@@ -70,20 +55,16 @@
 //     in a parking lot keyed by the word's address, so it holds no OS
 //     thread, and any number of goroutines may wait. This works on every
 //     platform.
-//   - Words in memory shared between processes (SharedMutex, the shared
-//     ring's wake words) must be woken
-//     by whichever process releases them, so they wait on the kernel futex
-//     without FUTEX_PRIVATE_FLAG. That is Linux-only. A sleeping kernel
-//     waiter holds an OS thread, so SharedMutex lets only one goroutine per
-//     process sleep there and parks the others privately.
+//   - Words in memory shared between processes (package shm) must be
+//     woken by whichever process releases them, so they wait on the kernel
+//     futex without FUTEX_PRIVATE_FLAG. That is Linux-only.
 //
 // # Platforms
 //
 // Everything in-process works on every platform Go supports; the CPU pause
 // hint used while spinning exists on amd64 (PAUSE) and arm64 (YIELD) and is
 // a no-op elsewhere. Kernel futex waiting, and with it memory shared between
-// processes, is Linux-only: elsewhere the Region functions return
-// ErrUnsupported.
+// processes (package shm), is Linux-only.
 //
 // # Memory model
 //

@@ -22,7 +22,7 @@ const detectionLatency = "A dead holder is noticed at a waiter's next liveness c
 func TestDetectionLatencyStatedOnce(t *testing.T) {
 	// Comment markers and line breaks are not part of the text.
 	markers := regexp.MustCompile(`(?m)^\s*(//|\*|/\*)?\s*`)
-	for _, f := range []string{"README.md", "c/lockword.h", "docs/when-to-lock.md", "sharedmutex.go", "sharedticket.go",
+	for _, f := range []string{"README.md", "c/lockword.h", "docs/when-to-lock.md", "shm/mutex.go", "shm/ticket.go",
 		"cmd/lockword/internal/torture/help.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {

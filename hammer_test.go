@@ -2,12 +2,13 @@ package lockword
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/internal/locktest"
 )
 
 // The hammer: workers do a plain, non-atomic read-modify-write under the
@@ -133,25 +134,10 @@ func readCounter(g *guarded, unprotected bool) int { return g.counter }
 
 // longTests is set by LOCKWORD_LONG=1, for the nightly run: scaled then
 // returns the sizes written in the tests, whatever the flags.
-var longTests = os.Getenv("LOCKWORD_LONG") == "1"
+var longTests = locktest.Long
 
-// scaled shortens n for the everyday run: to a tenth under -short, and to
-// a twentieth under the race detector, which slows the hammers about
-// tenfold. Each check and its broken-lock twin are the same at every
-// size; what a bigger size adds is more chances at a rare interleaving,
-// which the nightly LOCKWORD_LONG=1 run (full sizes) is for.
-func scaled(n int) int {
-	if longTests {
-		return n
-	}
-	if testing.Short() {
-		n /= 10
-	}
-	if raceEnabled {
-		n /= 20
-	}
-	return max(n, 100)
-}
+// scaled shortens n for the everyday run (locktest.Scaled).
+func scaled(n int) int { return locktest.Scaled(n) }
 
 func withGOMAXPROCS(t *testing.T, procs int) {
 	old := runtime.GOMAXPROCS(procs)
@@ -215,14 +201,5 @@ func TestHammerCatchesBrokenLock(t *testing.T) {
 	}
 }
 
-// watchdog panics with every goroutine's stack if the returned stop
-// function is not called within d: a hung lock fails loudly and says where
-// everyone is waiting.
-func watchdog(what string, d time.Duration) (stop func()) {
-	t := time.AfterFunc(d, func() {
-		buf := make([]byte, 1<<22)
-		buf = buf[:runtime.Stack(buf, true)]
-		panic(fmt.Sprintf("%s: no completion after %v (lost wake-up or deadlock?)\n%s", what, d, buf))
-	})
-	return func() { t.Stop() }
-}
+// watchdog fails loudly if stop is not called within d (locktest.Watchdog).
+func watchdog(what string, d time.Duration) (stop func()) { return locktest.Watchdog(what, d) }

@@ -1,40 +1,16 @@
 package lockword
 
 import (
-	"os/exec"
-	"strings"
 	"testing"
+
+	"github.com/lockword/lockword/internal/locktest"
 )
 
-// TestFastPathsInline asserts that the fast paths stay inlinable: a call
-// frame on every Lock would cost more than the CAS it wraps. It asks the
-// compiler (go build -gcflags=-m) rather than trusting a cost estimate.
-func TestFastPathsInline(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the package")
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command:", err)
-	}
-	out, err := exec.Command(gobin, "build", "-gcflags=-m", ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
-	}
-	inlinable := map[string]bool{}
-	for _, line := range strings.Split(string(out), "\n") {
-		if _, fn, ok := strings.Cut(line, ": can inline "); ok {
-			inlinable[fn] = true
-		}
-	}
-	for _, fn := range fastPaths {
-		if !inlinable[fn] {
-			t.Errorf("%s is not inlinable any more", fn)
-		}
-	}
-}
+// TestFastPathsInline asserts that the fast paths stay inlinable
+// (locktest.CheckInlinable).
+func TestFastPathsInline(t *testing.T) { locktest.CheckInlinable(t, fastPaths) }
 
-// fastPaths lists every fast path; later primitives append theirs.
+// fastPaths lists every fast path of this package.
 var fastPaths = []string{
 	"(*Mutex).Lock", "(*Mutex).Unlock", "(*Mutex).TryLock", "(*Mutex).LockContext",
 	"(*SpinMutex).Lock", "(*SpinMutex).Unlock", "(*SpinMutex).TryLock", "(*SpinMutex).LockContext",

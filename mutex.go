@@ -66,7 +66,8 @@ var ErrNilContext = errors.New("lockword: nil context.Context (use context.Backg
 //	1      locked, no waiters
 //	2      locked, waiters may be sleeping: Unlock must wake one
 //	+4     handed off: Unlock gave the lock to a starving waiter (state
-//	       stays 2); that waiter claims it by clearing 4
+//	       stays 2); a starving waiter claims it by clearing 4, or the
+//	       last one counted, leaving cancelled, releases it (4 and 2 → 0)
 //	+8·n   n waiters starve (waited 1 ms): Unlock hands the lock over to
 //	       the oldest of them instead of releasing it
 //	+2^31  statistics enabled (EnableStats): fast paths fail, slow paths count
@@ -94,10 +95,12 @@ var ErrNilContext = errors.New("lockword: nil context.Context (use context.Backg
 // retaking the lock on the fast path or by spinning. Without the yield
 // the sleepers' queue advanced a few places per 10 ms and at 64
 // goroutines on 2 cores the worst wait was 2.5-6× sync.Mutex's
-// (BENCHMARKS.md, "Mutex and SpinMutex"). If the wake-up finds no starving waiter
-// asleep (one was cancelled), Unlock takes the hand-off back and
-// releases, so the lock is never stranded. Use TicketMutex where every
-// acquisition must be served in FIFO order.
+// (BENCHMARKS.md, "Mutex and SpinMutex"). A hand-off is never taken
+// back: if the wake-up finds no starving waiter asleep, one counted is
+// still on its way and claims it, and a starving waiter whose context
+// ends releases a hand-off that it leaves with nobody counted, so the
+// lock is never stranded. Use TicketMutex where every acquisition must be
+// served in FIFO order.
 //
 // Waiters sleep by parking their goroutine (see internal/wait), never by
 // blocking an OS thread, so any number of goroutines may wait.
@@ -248,24 +251,39 @@ func yieldIfWoke(woken int) {
 }
 
 // handoff wakes the oldest starving waiter after unlockSlow set
-// mutexHandoff; that waiter claims the lock. If none was asleep (the one
-// counted is still on its way to sleep, or its context ended), the lock
-// must not stay handed to nobody: unless a starving waiter claimed it
-// meanwhile, take the hand-off back and release as from state 2.
+// mutexHandoff; that waiter claims the lock. If none was asleep, the lock
+// stays handed off all the same: every starving waiter counted in the
+// word either is on its way to sleep (its sleep compares the word, which
+// now has mutexHandoff, so it looks again and claims), or is awake and
+// claims at its next look, or is leaving with its context ended, and the
+// last to leave releases a hand-off that nobody claimed (leaveStarving).
+// Unlock never takes a hand-off back: by the time it looked again, the
+// waiter could have claimed it, unlocked and handed off to a second
+// starving waiter, and a take-back would then release that second
+// hand-off to whoever came first, overtaking a starving waiter.
 func (m *Mutex) handoff() {
 	if wait.WakeKey(&m.state, mutexStarveKey, 1) != 0 {
 		yieldIfWoke(1) // the lock is the starving waiter's: let it run
-		return
 	}
+}
+
+// leaveStarving uncounts a starving waiter whose context ended before any
+// hand-off woke it. If that leaves a hand-off pending with no starving
+// waiter counted, nobody will claim it: the same CAS releases the lock
+// (clearing the hand-off and the state) and a plain sleeper is woken, as
+// from state 2. While others are counted, one of them claims it.
+func (m *Mutex) leaveStarving() {
 	for {
 		old := m.state.Load()
-		if old&mutexHandoff == 0 {
-			return // claimed by a starving waiter that had not slept yet
+		next := old - mutexStarver
+		release := next&mutexHandoff != 0 && next&mutexStarverMask == 0
+		if release {
+			next &^= mutexHandoff | mutexStateMask
 		}
-		// A starving waiter on its way to sleep sees the word change and
-		// looks again; it then finds the lock free and takes it.
-		if m.state.CompareAndSwap(old, old&^(mutexHandoff|mutexStateMask)) {
-			yieldIfWoke(wait.Wake(&m.state, 1))
+		if m.state.CompareAndSwap(old, next) {
+			if release {
+				yieldIfWoke(wait.Wake(&m.state, 1))
+			}
 			return
 		}
 	}
@@ -375,10 +393,10 @@ func (m *Mutex) lockSlowContext(ctx context.Context) error {
 			// Not woken (wait returns an error only then), so no
 			// wake-up is lost. The word may stay 2 with nobody asleep:
 			// that costs the next Unlock one empty Wake, nothing more.
-			// A hand-off made meanwhile found us gone: Unlock takes it
-			// back (handoff).
+			// A hand-off made meanwhile found us gone: it is released
+			// here if nobody else starves (leaveStarving).
 			if starving {
-				m.state.Add(^uint32(mutexStarver - 1)) // one starving waiter fewer
+				m.leaveStarving()
 			}
 			t.abandoned()
 			return err

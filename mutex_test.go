@@ -1,11 +1,9 @@
 package lockword
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -17,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockword/lockword/internal/locktest"
 	"github.com/lockword/lockword/internal/wait"
 )
 
@@ -363,43 +362,14 @@ func TestName(t *testing.T) {
 	m.Unlock()
 }
 
-// syncBuffer is a log sink safe for the timer goroutine that logs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+// syncBuffer, captureSlog and awaitLogs are locktest's (the stuck reports'
+// log capture, shared with package shm's tests).
+type syncBuffer = locktest.SyncBuffer
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+func captureSlog(t *testing.T) *syncBuffer { return locktest.CaptureSlog(t) }
 
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func captureSlog(t *testing.T) *syncBuffer {
-	var buf syncBuffer
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
-	t.Cleanup(func() { slog.SetDefault(old) })
-	return &buf
-}
-
-// awaitLogs waits until logs holds n occurrences of substr, or 10 s have
-// passed, and returns what it holds. A stuck report needs its waiter to
-// start, park and pass its threshold, and the watcher to look: on a
-// loaded host each can take long, so tests wait for the report rather
-// than sleep a fixed time; 10 s (hundreds of the thresholds the tests
-// use) bounds a report that never comes.
 func awaitLogs(logs *syncBuffer, substr string, n int) string {
-	for deadline := time.Now().Add(10 * time.Second); strings.Count(logs.String(), substr) < n && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	return logs.String()
+	return locktest.AwaitLogs(logs, substr, n)
 }
 
 func TestStuckReport(t *testing.T) {

@@ -1,9 +1,8 @@
-//go:build amd64 || arm64
-
 package lockword
 
+import "github.com/lockword/lockword/internal/backoff"
+
 // procyield executes the CPU's spin-wait hint cycles times (PAUSE on amd64,
-// YIELD on arm64). The hint tells the core that this is a spin loop: it
-// saves power, gives a hyper-threaded sibling the pipeline, and avoids the
-// memory-order mis-speculation penalty when the awaited store lands.
-func procyield(cycles uint32)
+// YIELD on arm64, nothing elsewhere): see backoff.Pause. The wrapper inlines,
+// so the in-process spin loops call the assembly directly.
+func procyield(cycles uint32) { backoff.Pause(cycles) }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sync/atomic"
 
+	"github.com/lockword/lockword/internal/ringindex"
 	"github.com/lockword/lockword/internal/wait"
 )
 
@@ -466,11 +467,11 @@ func (q *Queue[T]) await(ctx context.Context, w *queueWaiters, ready func() (boo
 	if ctx == nil {
 		return ErrNilContext
 	}
-	for sp := newSpinner(); ; {
+	for sp := ringindex.NewSpinner(); ; {
 		if ok, err := ready(); ok {
 			return err
 		}
-		if !sp.wait() {
+		if !sp.Wait() {
 			break
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/internal/locktest"
 )
 
 // mpmcQueue is what the stream checker drives: Queue[uint64] and the broken
@@ -369,33 +371,16 @@ func TestBlockedQueueAndRingUseNoCPU(t *testing.T) {
 // ever and costs the sample's whole cap).
 func TestQueueAndRingWakeLatency(t *testing.T) {
 	const bound = 50 * time.Microsecond
-	for _, k := range []struct {
-		name string
-		new  func() wakeCase
-	}{
-		{"Queue", func() wakeCase {
+	locktest.CheckWakeLatency(t, []locktest.WakeKind{
+		{Name: "Queue", Bound: bound, New: func(t *testing.T) locktest.WakeCase {
 			q := mustQueue[int](t, 2)
-			return wakeCase{func() {}, func() { q.TryPush(1) },
-				func(ctx context.Context) error { _, err := q.Pop(ctx); return err }, func() {}}
+			return locktest.WakeCase{Lock: func() {}, Unlock: func() { q.TryPush(1) },
+				Wait: func(ctx context.Context) error { _, err := q.Pop(ctx); return err }, WaitUnlock: func() {}}
 		}},
-		{"Ring", func() wakeCase {
+		{Name: "Ring", Bound: bound, New: func(t *testing.T) locktest.WakeCase {
 			r := mustRing[int](t, 2)
-			return wakeCase{func() {}, func() { r.TryPush(1) },
-				func(ctx context.Context) error { _, err := r.Pop(ctx); return err }, func() {}}
+			return locktest.WakeCase{Lock: func() {}, Unlock: func() { r.TryPush(1) },
+				Wait: func(ctx context.Context) error { _, err := r.Pop(ctx); return err }, WaitUnlock: func() {}}
 		}},
-	} {
-		t.Run(k.name, func(t *testing.T) {
-			var lat []time.Duration
-			for attempt := 1; attempt <= wakeAttempts; attempt++ {
-				if lat = measureWakeLatency(t, k.new(), bound); lat[len(lat)/2] <= bound {
-					break
-				}
-				t.Logf("attempt %d: median %v above %v", attempt, lat[len(lat)/2], bound)
-			}
-			if med := lat[len(lat)/2]; med > bound {
-				t.Fatalf("median push-to-consumer-running latency %v > %v: %s", med, bound, wakeSummary(lat))
-			}
-			t.Logf("median %v (bound %v): %s", lat[len(lat)/2], bound, wakeSummary(lat))
-		})
-	}
+	})
 }

@@ -1,5 +1,6 @@
-//go:build race
-
 package lockword
 
-const raceEnabled = true
+import "github.com/lockword/lockword/internal/locktest"
+
+// raceEnabled is whether the race detector is on (locktest.RaceEnabled).
+const raceEnabled = locktest.RaceEnabled

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/internal/ringindex"
 )
 
 // batchStream moves n items through a Ring of 1024 slots in PushSlice and
@@ -58,9 +60,9 @@ func TestRingYieldsToPeerOnSameP(t *testing.T) {
 	var first, spinFirst []time.Duration
 	for range 3 {
 		first = append(first, batchStream(t, n))
-		ringYieldFirst = false
+		ringindex.YieldFirst = false
 		spinFirst = append(spinFirst, batchStream(t, n))
-		ringYieldFirst = true
+		ringindex.YieldFirst = true
 	}
 	slices.Sort(first)
 	slices.Sort(spinFirst)

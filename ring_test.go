@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/lockword/lockword/internal/ringindex"
 	"github.com/lockword/lockword/internal/wait"
 )
 
@@ -618,9 +619,9 @@ func sleepsPerItem(t *testing.T, capacity, n int) (float64, streamResult) {
 // withoutSpin makes the blocking calls sleep as soon as they find the ring
 // full or empty: the broken ring of the sleep checks.
 func withoutSpin(t *testing.T) {
-	savedSpin, savedYield := ringSpinIterations, ringYieldRounds
-	ringSpinIterations, ringYieldRounds = 0, 0
-	t.Cleanup(func() { ringSpinIterations, ringYieldRounds = savedSpin, savedYield })
+	savedSpin, savedYield := ringindex.SpinIterations, ringindex.YieldRounds
+	ringindex.SpinIterations, ringindex.YieldRounds = 0, 0
+	t.Cleanup(func() { ringindex.SpinIterations, ringindex.YieldRounds = savedSpin, savedYield })
 }
 
 // TestRingNoSleepWhileOtherSideRuns: a side must not sleep while the other
@@ -667,9 +668,9 @@ func TestRingSpinAvoidsSleeps(t *testing.T) {
 		p, _ := sleepsPerItem(t, 1024, n)
 		spin = append(spin, p)
 		func() {
-			savedSpin, savedYield := ringSpinIterations, ringYieldRounds
-			ringSpinIterations, ringYieldRounds = 0, 0
-			defer func() { ringSpinIterations, ringYieldRounds = savedSpin, savedYield }()
+			savedSpin, savedYield := ringindex.SpinIterations, ringindex.YieldRounds
+			ringindex.SpinIterations, ringindex.YieldRounds = 0, 0
+			defer func() { ringindex.SpinIterations, ringindex.YieldRounds = savedSpin, savedYield }()
 			p, _ := sleepsPerItem(t, 1024, n)
 			noSpin = append(noSpin, p)
 		}()

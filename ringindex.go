@@ -2,115 +2,62 @@ package lockword
 
 import (
 	"context"
-	"errors"
-	"runtime"
 	"sync/atomic"
 
+	"github.com/lockword/lockword/internal/ringindex"
 	"github.com/lockword/lockword/internal/wait"
 )
 
 // This file holds the index and wake-up protocol of a single-producer,
 // single-consumer ring, apart from what the slots hold. Ring[T] puts Go
 // values in the slots of an spscIndex. The byte ring shared between
-// processes (sharedring.go) keeps the same words in a region instead, and
-// reuses the protocol's functions (ringAwait, wakeSide, closeRingWords): they
-// take the words as arguments, and the one platform-specific step, sleeping
-// and waking, is passed in as a ringSleeper. It does not overlay spscIndex on
+// processes (package shm) keeps the same words in a region instead, and
+// reuses the protocol's functions (internal/ringindex: Await, WakeSide,
+// CloseWords): they take the words as arguments, and the one
+// platform-specific step, sleeping and waking, is passed in as a
+// ringSleeper. It does not overlay spscIndex on
 // the mapping, because capacity and mask must come from the Go handle, never
 // from memory that another process can write.
-
-// falseSharingRange is the distance in bytes that keeps two fields from
-// sharing a cache line: two 64-byte lines, because x86 cores prefetch lines
-// in adjacent pairs and arm64 cores such as Apple's have 128-byte lines.
-const falseSharingRange = 128
-
-// Bits of a ring's two wake words (spscIndex.notEmpty, spscIndex.notFull).
-const (
-	// ringSleeping: the side that sleeps on this word is asleep, or about
-	// to be; the other side must clear the bit and wake it.
-	ringSleeping = 1
-	// ringClosed: Close was called. Set in both words, never cleared.
-	ringClosed = 2
-)
-
-// Spin tuning for the blocking ring calls, chosen by the ring benchmarks on
-// the 2-core benchmark machine (one PAUSE about 20 ns; see BENCHMARKS.md).
-// A side that finds the ring full (empty) alternates two ways of waiting,
-// looking at the other side's index after each, and only then sleeps:
-//
-//   - yield the processor (runtime.Gosched): the other side may be
-//     runnable on our own P, which is where a side that was just woken
-//     lands, so spinning would only delay it;
-//   - watch with the CPU's pause hint, ringSpinFirst pauses, then doubling
-//     up to ringSpinPause (about 1.3 µs): the other side runs on another
-//     core, and items (room) accumulate to be taken in a burst.
-//
-// Yielding comes first. Spinning first (the earlier order) made a pair of
-// sides on one P, as happens on a loaded machine or after a wake-up, spin
-// out their whole budget against a peer that could not run: batches of 64
-// went 10-20 times slower than a channel of arrays at load 6-12, with 88%
-// of CPU time in PAUSE.
-const (
-	ringSpinFirst = 16 // PAUSE hints before the first spinning look
-	ringSpinPause = 64 // cap on PAUSE hints between looks
-)
-
-// The spin and yield budgets are variables only so that a test can turn
-// them off and show that the sleep-rate check catches a ring that sleeps
-// as soon as it finds the ring full or empty.
-var (
-	ringSpinIterations = 7 // spinning looks before sleeping
-	ringYieldRounds    = 7 // runtime.Gosched calls before sleeping
-	// ringYieldFirst false restores the earlier order (all spins, then
-	// the yields), for the test that shows what yielding first saves.
-	ringYieldFirst = true
-)
-
-// spinner is the wait before sleeping of the rings and Queue: a budget of
-// yields and pause-hint spins taken in turn, yield first (see ringSpinFirst).
-type spinner struct {
-	backoff       uint32 // pause hints of the next spin
-	spins, yields int    // what is left of the budget
-	look          int    // waits so far
-}
-
-func newSpinner() spinner {
-	return spinner{backoff: ringSpinFirst, spins: ringSpinIterations, yields: ringYieldRounds}
-}
-
-// wait waits once, after a look at the other side that found it not ready,
-// and reports false, without waiting, once the budget is spent: then the
-// caller sleeps.
-func (s *spinner) wait() bool {
-	if s.spins+s.yields == 0 {
-		return false
-	}
-	s.look++
-	if s.look == 2 && runtime.GOMAXPROCS(0) == 1 {
-		// One processor: the other side cannot run while we spin, so
-		// only yield. (Asked only now, since it takes the scheduler's
-		// lock, and most waits of a busy ring end at the first or
-		// second look.)
-		s.spins = 0
-	}
-	if s.yields > 0 && (s.spins == 0 || ringYieldFirst && s.look%2 == 1) {
-		// The other side may be waiting for our processor.
-		runtime.Gosched()
-		s.yields--
-	} else {
-		// The other side is probably running: watch it without
-		// sleeping, letting items (or room) accumulate.
-		procyield(s.backoff)
-		s.backoff = min(2*s.backoff, ringSpinPause)
-		s.spins--
-	}
-	return true
-}
 
 // ErrRingClosed is returned by the blocking calls of a Ring once it has
 // been closed: by Push and PushSlice at once, by Pop and PopSlice when
 // every item pushed before Close has been popped.
-var ErrRingClosed = errors.New("lockword: ring closed")
+var ErrRingClosed = ringindex.ErrClosed
+
+// The protocol's words, bits and functions are package ringindex's, which
+// the byte ring of package shm shares; these names keep this package's
+// spelling of them.
+const (
+	falseSharingRange = ringindex.FalseSharingRange
+	ringSleeping      = ringindex.Sleeping
+	ringClosed        = ringindex.Closed
+)
+
+// ringSleeper is how one side of a ring sleeps on its wake word and how the
+// other side wakes it (ringindex.Sleeper). In-process rings park goroutines
+// (parkSleeper); a ring shared between processes sleeps on the kernel
+// futex in bounded slices (package shm).
+type ringSleeper = ringindex.Sleeper
+
+// wakeSide clears ringSleeping in word and, if it was set, wakes the
+// sleeper (ringindex.WakeSide).
+func wakeSide(word *atomic.Uint32, wakes *atomic.Uint64, sl ringSleeper) {
+	ringindex.WakeSide(word, wakes, sl)
+}
+
+// publishIndex stores a side's index, ordered before the side's next load
+// of the other's wake word (ringindex.Publish).
+func publishIndex(w *atomic.Uint64, v uint64) { ringindex.Publish(w, v) }
+
+// ringAwait is ringindex.Await for a Ring, which reports a nil ctx as
+// ErrNilContext.
+func ringAwait(ctx context.Context, word *atomic.Uint32, sleeps *atomic.Uint64, sl ringSleeper,
+	closedFirst bool, ready func() bool) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	return ringindex.Await(ctx, word, sleeps, sl, closedFirst, ready)
+}
 
 // producerWords are the words the producer writes on every push.
 type producerWords struct {
@@ -180,28 +127,14 @@ type spscIndex struct {
 	mask     uint64 // capacity-1
 }
 
-// ringSleeper is how one side of a ring sleeps on its wake word and how the
-// other side wakes it. In-process rings park goroutines (parkSleeper); a ring
-// shared between processes sleeps on the kernel futex (wait.Shared) in
-// bounded slices (sharedRingSleeper).
-type ringSleeper interface {
-	// sleep waits while *word == val; it may return early (the caller
-	// loops). It returns a non-nil error only when the wait must end
-	// without a wake-up: ctx ended, or (shared rings) the other side's
-	// process died.
-	sleep(ctx context.Context, word *atomic.Uint32, val uint32) error
-	// wake wakes the sleeper of word, if any.
-	wake(word *atomic.Uint32)
-}
-
 // parkSleeper parks goroutines (internal/wait): for rings in the Go heap.
 type parkSleeper struct{}
 
-func (parkSleeper) sleep(ctx context.Context, word *atomic.Uint32, val uint32) error {
+func (parkSleeper) Sleep(ctx context.Context, word *atomic.Uint32, val uint32) error {
 	return wait.Wait(ctx, word, val)
 }
 
-func (parkSleeper) wake(word *atomic.Uint32) { wait.Wake(word, 1) }
+func (parkSleeper) Wake(word *atomic.Uint32) { wait.Wake(word, 1) }
 
 // init sets the capacity, which must be a power of two.
 func (x *spscIndex) init(capacity uint64) {
@@ -209,33 +142,9 @@ func (x *spscIndex) init(capacity uint64) {
 	x.mask = capacity - 1
 }
 
-// wake clears ringSleeping in word and, if it was set, wakes the sleeper.
-// Callers have already seen the bit set with a plain load, so a busy ring
-// pays one load per publish and nothing more.
-//
-//go:noinline
-func wakeSide(word *atomic.Uint32, wakes *atomic.Uint64, sl ringSleeper) {
-	// Clear first: a sleeper that wakes and looks again must not see a
-	// stale bit, and of two wakers (a side and Close) only one wakes.
-	if word.And(^uint32(ringSleeping))&ringSleeping != 0 {
-		wakes.Add(1)
-		sl.wake(word)
-	}
-}
-
 // closeRing sets ringClosed in both wake words and wakes whoever sleeps.
 func (x *spscIndex) closeRing(sl ringSleeper) {
-	closeRingWords(&x.notEmpty, &x.notFull, &x.producerWords.wakes, sl)
-}
-
-// closeRingWords sets ringClosed in a ring's two wake words and wakes
-// whoever sleeps on them, counting the wake-ups in wakes.
-func closeRingWords(notEmpty, notFull *atomic.Uint32, wakes *atomic.Uint64, sl ringSleeper) {
-	for _, w := range [...]*atomic.Uint32{notEmpty, notFull} {
-		if w.Or(ringClosed)&ringSleeping != 0 {
-			wakeSide(w, wakes, sl)
-		}
-	}
+	ringindex.CloseWords(&x.notEmpty, &x.notFull, &x.producerWords.wakes, sl)
 }
 
 // closed reports whether Close was called, from the producer's line.
@@ -262,71 +171,3 @@ func (x *spscIndex) waitItems(ctx context.Context, sl ringSleeper) error {
 		return x.tailCache != h
 	})
 }
-
-// ringAwait waits until ready reports true: it yields and spins in turn
-// (see ringSpinFirst), then sleeps on word. ready looks at the other side's
-// index. A closed ring ends the wait with ErrRingClosed: at once if closedFirst (the
-// producer), else only when ready fails (the consumer, which drains first).
-// The closed bit is always read before ready is called, so a consumer that
-// sees the ring closed also sees every item published before Close. Any
-// other error comes from sl.sleep (a context, or a shared ring's dead peer),
-// and is returned with the sleep announcement withdrawn. It serves both the
-// in-process Ring and the shared byte ring (sharedring.go).
-func ringAwait(ctx context.Context, word *atomic.Uint32, sleeps *atomic.Uint64, sl ringSleeper,
-	closedFirst bool, ready func() bool) error {
-	if ctx == nil {
-		return ErrNilContext
-	}
-	sp := newSpinner()
-	for {
-		closed := word.Load()&ringClosed != 0
-		if closed && closedFirst {
-			return ErrRingClosed
-		}
-		if ready() {
-			return nil
-		}
-		if closed {
-			return ErrRingClosed
-		}
-		if !sp.wait() {
-			break
-		}
-	}
-	for {
-		// Announce the sleep, then look again (the Dekker pair with
-		// the other side's store-index-then-load-word).
-		old := word.Or(ringSleeping)
-		if old&ringClosed != 0 && closedFirst {
-			word.And(^uint32(ringSleeping))
-			return ErrRingClosed
-		}
-		if ready() {
-			word.And(^uint32(ringSleeping))
-			return nil
-		}
-		if old&ringClosed != 0 {
-			word.And(^uint32(ringSleeping))
-			return ErrRingClosed
-		}
-		sleeps.Add(1)
-		if err := sl.sleep(ctx, word, ringSleeping); err != nil {
-			// Not woken (or woken and giving up anyway: there is only
-			// one sleeper per word), so no wake-up is lost; withdraw
-			// the announcement (a waker racing with us wakes nobody).
-			word.And(^uint32(ringSleeping))
-			return err
-		}
-	}
-}
-
-// publishIndex stores a side's index before that side loads the other's
-// wake word: the store-then-load half of the Dekker pair that keeps
-// wake-ups from being lost, which needs the store ordered before the load.
-// Go's atomic Store is sequentially consistent and gives that, but under
-// the race detector Store is only a release store and Load an acquire load
-// (ThreadSanitizer's Go interface), which lets the load pass the store
-// (TestSharedRingNoLostWakeups caught a consumer asleep for its whole
-// slice). A swap is a read-modify-write, ordered in both builds; on amd64
-// it is the same XCHG instruction that Store compiles to.
-func publishIndex(w *atomic.Uint64, v uint64) { w.Swap(v) }

@@ -117,12 +117,12 @@ func TestSeqLockRoundTrip(t *testing.T) {
 	roundTrip(t, struct{ X, Y, Z float64 }{1.5, -2, 3e300}, struct{ X, Y, Z float64 }{})
 	roundTrip(t, struct{}{}, struct{}{})
 	s, _ := NewSeqLock(7)
-	if s.seq.Load() != 0 {
-		t.Fatalf("sequence %d after NewSeqLock, want 0", s.seq.Load())
+	if s.c.Seq.Load() != 0 {
+		t.Fatalf("sequence %d after NewSeqLock, want 0", s.c.Seq.Load())
 	}
 	s.Store(8)
-	if s.seq.Load() != 2 {
-		t.Fatalf("sequence %d after one Store, want 2 (even: stable)", s.seq.Load())
+	if s.c.Seq.Load() != 2 {
+		t.Fatalf("sequence %d after one Store, want 2 (even: stable)", s.c.Seq.Load())
 	}
 }
 
@@ -243,7 +243,7 @@ func TestSeqLockConcurrentWriters(t *testing.T) {
 	if res.violations != 0 {
 		t.Fatalf("%d torn reads with 3 writers", res.violations)
 	}
-	if q := s.seq.Load(); q&1 != 0 {
+	if q := s.c.Seq.Load(); q&1 != 0 {
 		t.Fatalf("sequence %d left odd", q)
 	}
 }
@@ -251,7 +251,7 @@ func TestSeqLockConcurrentWriters(t *testing.T) {
 // loadNoRetry is a deliberately broken reader: it copies the payload once,
 // skipping the sequence check and retry.
 func loadNoRetry(s *SeqLock[tornPayload]) (v tornPayload) {
-	s.copyOut(bytesOf(&v))
+	s.c.CopyOut(&v)
 	return v
 }
 
@@ -260,9 +260,9 @@ func loadNoRetry(s *SeqLock[tornPayload]) (v tornPayload) {
 // even, so it accepts a copy made during a single Store.
 func loadIgnoringOdd(s *SeqLock[tornPayload]) (v tornPayload) {
 	for {
-		seq := s.seq.Load()
-		s.copyOut(bytesOf(&v))
-		if s.seq.Load() == seq {
+		seq := s.c.Seq.Load()
+		s.c.CopyOut(&v)
+		if s.c.Seq.Load() == seq {
 			return v
 		}
 	}

@@ -57,7 +57,8 @@ const (
 //	bits   meaning
 //	0      held
 //	1      handed off: Unlock gave the lock to a starving waiter (bit 0
-//	       stays set); that waiter claims it by clearing bit 1
+//	       stays set); a starving waiter claims it by clearing bit 1, or
+//	       the last one counted, leaving cancelled, releases it
 //	2-7    number of starving waiters (waited 1 ms): Unlock hands the
 //	       lock over to the oldest of them instead of releasing it
 //	8-30   number of other parked waiters (Unlock wakes one if nonzero)
@@ -73,9 +74,10 @@ const (
 // (and still finds the lock held) stops competing and sleeps in a queue
 // of starving waiters; while any is counted, Unlock keeps the lock held,
 // sets bit 1 and wakes the oldest of them, which owns the lock as soon as
-// it runs, and spinners do not compete. If the wake-up finds no starving
-// waiter asleep (its context ended), Unlock takes the hand-off back and
-// releases. An Unlock that wakes a parked waiter yields its processor
+// it runs, and spinners do not compete. A hand-off is never taken back:
+// if the wake-up finds no starving waiter asleep, one counted is on its
+// way and claims it, and a starving waiter whose context ends releases a
+// hand-off that it leaves with nobody counted. An Unlock that wakes a parked waiter yields its processor
 // (runtime.Gosched), as Mutex's does, so that the woken goroutine runs at
 // once rather than when the running goroutines' time slice ends. At most
 // 2^23-1 goroutines may sleep on one SpinMutex (their stacks alone would
@@ -170,22 +172,35 @@ func (s *SpinMutex) unlockSlow() {
 }
 
 // handoff wakes the oldest starving waiter after unlockSlow set
-// spinHandoff. If none was asleep (one counted is on its way to sleep, or
-// its context ended), it takes the hand-off back, unless a starving
-// waiter claimed it meanwhile, and releases: the lock is never left
-// handed to nobody.
+// spinHandoff. If none was asleep, the lock stays handed off: a starving
+// waiter counted in the word is on its way to sleep (and its sleep, which
+// compares the word, fails), awake (and claims at its next look), or
+// leaving with its context ended, and the last to leave releases a
+// hand-off that nobody claimed (leaveStarving). It is never taken back
+// here: by then the waiter could have claimed it, unlocked and handed off
+// to a second starving waiter, whose hand-off a take-back would release
+// to whoever came first.
 func (s *SpinMutex) handoff() {
 	if wait.WakeKey(&s.state, spinStarveKey, 1) != 0 {
 		yieldIfWoke(1) // the lock is the starving waiter's: let it run
-		return
 	}
+}
+
+// leaveStarving uncounts a starving waiter whose context ended before any
+// hand-off woke it. If that leaves a hand-off pending with no starving
+// waiter counted, nobody will claim it: the same CAS releases the lock
+// and a parked sleeper is woken if one is counted. While others are
+// counted, one of them claims it.
+func (s *SpinMutex) leaveStarving() {
 	for {
 		old := s.state.Load()
-		if old&spinHandoff == 0 {
-			return // claimed by a starving waiter that had not slept yet
+		next := old - spinStarver
+		release := next&spinHandoff != 0 && next&spinStarverMask == 0
+		if release {
+			next &^= spinHandoff | spinHeld
 		}
-		if s.state.CompareAndSwap(old, old&^(spinHandoff|spinHeld)) {
-			if old&spinCount != 0 {
+		if s.state.CompareAndSwap(old, next) {
+			if release && next&spinCount != 0 {
 				yieldIfWoke(wait.Wake(&s.state, 1))
 			}
 			return
@@ -295,8 +310,13 @@ func (s *SpinMutex) lockSlowContext(ctx context.Context) error {
 		}
 		if err != nil {
 			// Not woken, so no wake-up is lost. A hand-off made
-			// meanwhile found us gone: Unlock takes it back (handoff).
-			s.state.Add(-unit) // stop counting ourselves
+			// meanwhile found us gone: it is released here if nobody
+			// else starves (leaveStarving).
+			if unit == spinStarver {
+				s.leaveStarving()
+			} else {
+				s.state.Add(-unit) // stop counting ourselves
+			}
 			t.abandoned()
 			return err
 		}

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/internal/cbuild"
+	"github.com/lockword/lockword/shm"
 )
 
 // The C library on the same word: lockword-c runs every child as the C
@@ -18,7 +18,7 @@ import (
 // lockword-mixed every other child, the rest being Go children of kind
 // lockword: Go and C processes contending for one SharedMutex.
 func init() {
-	open := func(r *lockword.Region, _ string) (locker, error) {
+	open := func(r *shm.Region, _ string) (locker, error) {
 		m, err := r.Mutex("bench")
 		return sharedLocker{m}, err
 	}

@@ -28,9 +28,8 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"github.com/lockword/lockword/shm"
 	"golang.org/x/sys/unix"
-
-	"github.com/lockword/lockword"
 )
 
 // A kind is one cross-process lock under test.
@@ -38,7 +37,7 @@ type kind struct {
 	name string
 	// open returns a lock usable by this process, given the region (where
 	// lockword's lock lives) and a lock file path (for the flock peers).
-	open func(r *lockword.Region, lockFile string) (locker, error)
+	open func(r *shm.Region, lockFile string) (locker, error)
 }
 
 type locker interface {
@@ -47,21 +46,21 @@ type locker interface {
 }
 
 var kinds = []kind{
-	{"lockword", func(r *lockword.Region, _ string) (locker, error) {
+	{"lockword", func(r *shm.Region, _ string) (locker, error) {
 		m, err := r.Mutex("bench")
 		return sharedLocker{m}, err
 	}},
-	{"flock-fd", func(_ *lockword.Region, path string) (locker, error) {
+	{"flock-fd", func(_ *shm.Region, path string) (locker, error) {
 		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
 		return flockFD(fd), err
 	}},
-	{"gofrs-flock", func(_ *lockword.Region, path string) (locker, error) {
+	{"gofrs-flock", func(_ *shm.Region, path string) (locker, error) {
 		return flock.New(path), nil
 	}},
 }
 
 // sharedLocker adapts SharedMutex; an owner death cannot happen here.
-type sharedLocker struct{ m *lockword.SharedMutex }
+type sharedLocker struct{ m *shm.Mutex }
 
 func (s sharedLocker) Lock() error   { s.m.Lock(); return nil }
 func (s sharedLocker) Unlock() error { s.m.Unlock(); return nil }
@@ -83,9 +82,9 @@ const (
 
 var ne = binary.NativeEndian
 
-func setup(tb testing.TB) (dir string, r *lockword.Region, data []byte) {
+func setup(tb testing.TB) (dir string, r *shm.Region, data []byte) {
 	dir = tb.TempDir()
-	r, err := lockword.CreateRegion(filepath.Join(dir, "region"), 0, nil)
+	r, err := shm.Create(filepath.Join(dir, "region"), 0, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -219,7 +218,7 @@ func child(spec string) int {
 	idx, _ := strconv.Atoi(f[2])
 	n, _ := strconv.Atoi(f[3])
 	fail := func(err error) int { fmt.Println("bench child:", err); return 1 }
-	r, err := lockword.OpenRegion(filepath.Join(dir, "region"), nil)
+	r, err := shm.Open(filepath.Join(dir, "region"), nil)
 	if err != nil {
 		return fail(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/locktest"
 	"github.com/puzpuzpuz/xsync/v4"
 )
 
@@ -44,16 +45,8 @@ var rwPeers = []rwPeer{
 	}},
 }
 
-// rwWork burns roughly n small steps of CPU inside a read section.
-//
-//go:noinline
-func rwWork(n int) int {
-	x := 1
-	for i := 0; i < n; i++ {
-		x = x*31 + i
-	}
-	return x
-}
+// rwWork burns roughly n small steps of CPU (locktest.SpinWork).
+func rwWork(n int) int { return locktest.SpinWork(n) }
 
 var rwSink int
 

@@ -34,7 +34,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 const (
@@ -177,7 +177,7 @@ func streamProducer(spec string) error {
 	via, dir := f[0], f[1]
 	size, _ := strconv.Atoi(f[2])
 	n, _ := strconv.Atoi(f[3])
-	r, err := lockword.OpenRegion(filepath.Join(dir, "region"), nil)
+	r, err := shm.Open(filepath.Join(dir, "region"), nil)
 	if err != nil {
 		return err
 	}

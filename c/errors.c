@@ -3,7 +3,7 @@
 /*
  * errors.c: lw_strerror: one message per LW_ code.
  *
- * Go twin: corrupt.go, regionopen.go (the sentinel errors).
+ * Go twin: corrupt.go, shm/regionopen.go (the sentinel errors).
  */
 #include "internal.h"
 
@@ -59,6 +59,16 @@ const char *lw_strerror(int code) {
 		return "lockword: region file truncated";
 	case LW_ECORRUPT:
 		return "lockword: corrupt shared object";
+	/* The POSIX codes get lockword's meaning: strerror(ETIMEDOUT) says
+	 * "Connection timed out", which misleads a lock's caller. */
+	case LW_EPERM:
+		return "lockword: operation not permitted (unlock by a non-holder, or a system call refused)";
+	case LW_EBUSY:
+		return "lockword: busy (the lock is held)";
+	case LW_EINVAL:
+		return "lockword: invalid argument (a NULL pointer, an empty path, or a ring handle of the other role)";
+	case LW_ETIMEDOUT:
+		return "lockword: timed out (the deadline passed first)";
 	case LW_EOWNERDEAD:
 		return "lockword: previous holder of the shared lock died while holding it";
 	case LW_ENOTRECOVERABLE:

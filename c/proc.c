@@ -5,7 +5,7 @@
  * and whether a recorded identity is still the same live process. A
  * reused PID never makes a dead holder look alive.
  *
- * Go twin: proc_linux.go.
+ * Go twin: shm/proc_linux.go.
  */
 #include "internal.h"
 

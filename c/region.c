@@ -4,7 +4,7 @@
  * region.c: Objects: find or allocate a named object of a kind under the file lock,
  * and Bytes.
  *
- * Go twin: region.go.
+ * Go twin: shm/region.go.
  */
 #include "internal.h"
 

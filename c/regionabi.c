@@ -5,7 +5,7 @@
  * words), names, and the header and table parser with its check order
  * (magic, version, size, checksum), each check its own error code.
  *
- * Go twin: regionabi.go.
+ * Go twin: shm/regionabi.go.
  */
 #include "internal.h"
 

@@ -6,7 +6,7 @@
  * that a stopped holder cannot block every other process; and an open's
  * deadlines.
  *
- * Go twin: regionflock.go.
+ * Go twin: shm/regionflock.go.
  */
 #include "internal.h"
 

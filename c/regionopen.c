@@ -4,7 +4,7 @@
  * regionopen.c: Opening: create exclusively and publish the header last; open, wait for
  * the creator, map, validate, attach; the descriptor variant; close.
  *
- * Go twin: regionopen.go, region.go (Close).
+ * Go twin: shm/regionopen.go, shm/region.go (Close).
  */
 #include "internal.h"
 

@@ -5,7 +5,7 @@
  * table: attach, liveness of a token, generations that a lock word still
  * names are never reissued, the PID namespace record.
  *
- * Go twin: regionowner.go.
+ * Go twin: shm/regionowner.go.
  */
 #include "internal.h"
 

@@ -5,7 +5,7 @@
  * the waiters and inconsistent bits), the per-process gate, the hand-off
  * word, take-over from a dead holder and MarkConsistent.
  *
- * Go twin: sharedmutex.go, sharedownerdead.go, shareddiag.go.
+ * Go twin: shm/mutex.go, shm/ownerdead.go, shm/diag.go.
  */
 #include "internal.h"
 

@@ -5,7 +5,7 @@
  * a header and a padded message, the index protocol, the futex words each
  * side sleeps on, close and a dead peer.
  *
- * Go twin: sharedring.go, sharedringends.go, ringindex.go.
+ * Go twin: shm/ring.go, shm/ringends.go, internal/ringindex.
  */
 #include "internal.h"
 

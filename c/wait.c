@@ -5,7 +5,7 @@
  * is cut into, the shared futex (never FUTEX_PRIVATE_FLAG: the waker is
  * usually another process) and the CPU pause. Nothing here knows a region.
  *
- * Go twin: internal/wait, sharedwait.go, pause.go.
+ * Go twin: internal/wait, shm/wait.go, internal/backoff.
  */
 #include "internal.h"
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/etcdlock/etcdtest"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -36,9 +37,9 @@ const lateSettle = slowDelay + 200*time.Millisecond
 // slowClient returns a client with two endpoints on the test server: the
 // server itself and a proxy to it that delays every byte by slowDelay.
 func slowClient(t testing.TB) *clientv3.Client {
-	px := newProxy(t, endpoints[0])
-	px.setDelay(slowDelay)
-	cli := newClient(t, []string{endpoints[0], px.addr()})
+	px := etcdtest.NewProxy(t, endpoints[0])
+	px.SetDelay(slowDelay)
+	cli := newClient(t, []string{endpoints[0], px.Addr()})
 	// The balancer uses the slow endpoint once its connection is up
 	// (handshakes through the delay): wait until a request takes it.
 	for deadline := time.Now().Add(lockTimeout); ; {
@@ -324,8 +325,8 @@ func overrun(t *testing.T, name string, d time.Duration, call func(ctx context.C
 // closeTimeout and unlockWait plus overrunBound.
 func TestMutexDeadlines(t *testing.T) {
 	t.Parallel()
-	px := newProxy(t, endpoints[0])
-	cli := newClient(t, []string{px.addr()})
+	px := etcdtest.NewProxy(t, endpoints[0])
+	cli := newClient(t, []string{px.Addr()})
 	p := prefix(t)
 	holder := newMutex(t, newClient(t, endpoints), p)
 	if err := lockCtx(t, holder); err != nil {
@@ -339,7 +340,7 @@ func TestMutexDeadlines(t *testing.T) {
 		tries = append(tries, newMutex(t, cli, p))
 	}
 	const d = 150 * time.Millisecond
-	px.blackhole.Store(true)
+	px.Blackhole(true)
 	overrun(t, "LockContext", d, m.LockContext)
 	overrun(t, "TryLockContext", d, func(ctx context.Context) error {
 		ok, err := tries[0].TryLockContext(ctx)
@@ -350,13 +351,13 @@ func TestMutexDeadlines(t *testing.T) {
 		return err
 	})
 	overrun(t, "NewMutex", d, func(ctx context.Context) error { _, err := NewMutex(ctx, cli, p, nil); return err })
-	px.heal()
+	px.Heal()
 	m.waitIdle()
 	holder.Unlock()
 	if err := lockCtx(t, m); err != nil {
 		t.Fatal(err)
 	}
-	px.blackhole.Store(true)
+	px.Blackhole(true)
 	overrun(t, "Put", d, func(ctx context.Context) error { return m.Put(ctx, p+"-data", "x") })
 	overrun(t, "UnlockContext", d, m.UnlockContext)
 	for _, c := range []struct {
@@ -387,27 +388,27 @@ func TestMutexFailedCallLeavesNothing(t *testing.T) {
 		name string
 		// fail breaks the link (px) during a call of m; check runs
 		// after the link is healed.
-		fail func(t *testing.T, px *proxy, m, holder *Mutex)
+		fail func(t *testing.T, px *etcdtest.Proxy, m, holder *Mutex)
 	}{
-		{"LockContext/lost reply", func(t *testing.T, px *proxy, m, _ *Mutex) {
-			px.dropReplies.Store(true)
+		{"LockContext/lost reply", func(t *testing.T, px *etcdtest.Proxy, m, _ *Mutex) {
+			px.DropReplies(true)
 			if err := lockWithin(m, 300*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("LockContext, replies lost: %v", err)
 			}
 		}},
-		{"TryLockContext/lost reply", func(t *testing.T, px *proxy, m, _ *Mutex) {
-			px.dropReplies.Store(true)
+		{"TryLockContext/lost reply", func(t *testing.T, px *etcdtest.Proxy, m, _ *Mutex) {
+			px.DropReplies(true)
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			if ok, err := m.TryLockContext(ctx); ok || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("TryLockContext, replies lost: %v, %v", ok, err)
 			}
 		}},
-		{"LockContext/lost connection while waiting", func(t *testing.T, px *proxy, m, holder *Mutex) {
+		{"LockContext/lost connection while waiting", func(t *testing.T, px *etcdtest.Proxy, m, holder *Mutex) {
 			if err := lockCtx(t, holder); err != nil {
 				t.Fatal(err)
 			}
-			time.AfterFunc(150*time.Millisecond, px.cut)
+			time.AfterFunc(150*time.Millisecond, px.Cut)
 			// The deadline, or the client's error for the cut (either
 			// is a failed call; what it leaves is the point).
 			if err := lockWithin(m, 500*time.Millisecond); err == nil || errors.Is(err, lockword.ErrOwnerDead) {
@@ -415,17 +416,17 @@ func TestMutexFailedCallLeavesNothing(t *testing.T) {
 			}
 			holder.Unlock()
 		}},
-		{"UnlockContext/lost reply", func(t *testing.T, px *proxy, m, _ *Mutex) {
+		{"UnlockContext/lost reply", func(t *testing.T, px *etcdtest.Proxy, m, _ *Mutex) {
 			if err := lockCtx(t, m); err != nil {
 				t.Fatal(err)
 			}
-			px.dropReplies.Store(true)
+			px.DropReplies(true)
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			if err := m.UnlockContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("UnlockContext, replies lost: %v", err)
 			}
-			px.heal()
+			px.Heal()
 			// Still held as far as m knows: the retry finds it released
 			// (after the client's first request on the healed link
 			// reports the connection it lost).
@@ -438,21 +439,21 @@ func TestMutexFailedCallLeavesNothing(t *testing.T) {
 				t.Fatalf("UnlockContext again: %v, want ErrNotHolder (the first committed)", err)
 			}
 		}},
-		{"Unlock/lost reply", func(t *testing.T, px *proxy, m, _ *Mutex) {
+		{"Unlock/lost reply", func(t *testing.T, px *etcdtest.Proxy, m, _ *Mutex) {
 			if err := lockCtx(t, m); err != nil {
 				t.Fatal(err)
 			}
-			px.dropReplies.Store(true)
+			px.DropReplies(true)
 			m.Unlock()
 			if m.Token() != 0 {
 				t.Fatal("Unlock returned with m still holding")
 			}
 		}},
-		{"Unlock/unreachable", func(t *testing.T, px *proxy, m, _ *Mutex) {
+		{"Unlock/unreachable", func(t *testing.T, px *etcdtest.Proxy, m, _ *Mutex) {
 			if err := lockCtx(t, m); err != nil {
 				t.Fatal(err)
 			}
-			px.blackhole.Store(true)
+			px.Blackhole(true)
 			m.Unlock() // hands the unlock to the background
 			time.Sleep(300 * time.Millisecond)
 		}},
@@ -460,12 +461,12 @@ func TestMutexFailedCallLeavesNothing(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			direct := newClient(t, endpoints)
-			px := newProxy(t, endpoints[0])
+			px := etcdtest.NewProxy(t, endpoints[0])
 			p := prefix(t)
-			m := newMutex(t, newClient(t, []string{px.addr()}), p)
+			m := newMutex(t, newClient(t, []string{px.Addr()}), p)
 			holder := newMutex(t, direct, p)
 			c.fail(t, px, m, holder)
-			px.heal()
+			px.Heal()
 			if err := leftBehind(direct, m); err != nil {
 				t.Fatal(err)
 			}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
-	"github.com/lockword/lockword/internal/etcdembed"
+	"github.com/lockword/lockword/etcdlock/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -26,11 +26,7 @@ import (
 // disturb it.
 func TestMutexQuorumLost(t *testing.T) {
 	t.Parallel()
-	c, err := etcdembed.Start(3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := etcdtest.Start(t, etcdtest.Members(3))
 	eps := c.Endpoints()
 	p := prefix(t)
 	admin := newClient(t, eps)

@@ -106,13 +106,13 @@ func tryContext(deadline time.Time) (context.Context, context.CancelFunc) {
 // giveUp ends m's lease because etcd could not be told what it must know
 // (a clean-up, an unlock) within one TTL: it stops the keep-alive and
 // revokes the lease (if etcd is still unreachable, the lease expires
-// within a TTL), so that m's keys go with it; m is lost (ErrLeaseLost).
+// within a TTL), so that m's keys go with it; m is lost (ErrLeaseLost),
+// and so is every Mutex on its Session.
 func (m *Mutex) giveUp(what string, err error) {
-	m.log.Warn("etcdlock: "+what+" within the lease TTL; giving the lease up, which removes the Mutex's keys", "lock", m.prefix, "err", err)
-	m.stopKeepAlive()
+	m.log.Warn("etcdlock: "+what+" within the lease TTL; giving the lease up, which removes the Mutex's keys (and ends its Session's other Mutexes)", "lock", m.prefix, "err", err)
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
-	m.cli.Revoke(ctx, clientv3.LeaseID(m.me.Lease))
+	m.sess.revoke(ctx)
 	select {
 	case <-m.lost:
 	case <-ctx.Done():

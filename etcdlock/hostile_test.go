@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 // hostileWait bounds how long an acquirer may take to report a record no
@@ -83,7 +84,7 @@ func TestMutexCorruptRecord(t *testing.T) {
 	if err := lockCtx(t, b); err != nil {
 		t.Fatalf("lock after Reinitialize: %v", err)
 	}
-	if err := a.Reinitialize(); !errors.Is(err, lockword.ErrRegionBusy) {
+	if err := a.Reinitialize(); !errors.Is(err, shm.ErrRegionBusy) {
 		t.Fatalf("Reinitialize of a held lock: %v, want ErrRegionBusy", err)
 	}
 	b.Unlock()

@@ -44,11 +44,15 @@ type Options struct {
 	// Logger receives the stuck reports, failed unlocks and clean-ups;
 	// nil means slog.Default().
 	Logger *slog.Logger
+	// Session, if not nil, holds the Mutex's lease instead of a lease of
+	// its own: see Session for what the Mutexes on one share. TTL must
+	// then be 0 (the Session's applies).
+	Session *Session
 }
 
 // A Mutex is a mutual exclusion lock between processes on any machines
 // that reach one etcd cluster, with the method set and the owner-death
-// contract of lockword.SharedMutex: when a holder dies while holding it
+// contract of shm.Mutex: when a holder dies while holding it
 // (its lease expires), the next acquirer gets the lock with
 // lockword.ErrOwnerDead, repairs, calls MarkConsistent; unlocking without
 // it makes the lock lockword.ErrNotRecoverable for every process, stored
@@ -60,7 +64,8 @@ type Options struct {
 // (Kleppmann, "How to do distributed locking", 2016).
 //
 // Get one with NewMutex. Each Mutex has its own etcd lease, kept alive in
-// the background (etcd's KeepAlive); Lost is closed when the lease is lost.
+// the background (etcd's KeepAlive), or shares one with others on a
+// Session; Lost is closed when the lease is lost.
 // The lock is named by a key prefix P ("/p" and "/p/" name the same lock;
 // a name with a path element "queue" or "fence" is refused, since its
 // records would lie among another lock's); every Mutex on the same P, in
@@ -188,7 +193,7 @@ type Options struct {
 //
 // # Owner death and sync.Locker
 //
-// As for lockword.SharedMutex: LockContext returns ErrOwnerDead with the
+// As for shm.Mutex: LockContext returns ErrOwnerDead with the
 // lock held; Lock runs the repair function (SetRepair) or, without one or
 // if it fails, unlocks without marking (making the lock not recoverable)
 // and panics. Lock also panics on ErrNotRecoverable, ErrCorrupt and
@@ -219,8 +224,11 @@ type Mutex struct {
 	ttl      time.Duration // granted
 	log      *slog.Logger
 
-	stopKeepAlive context.CancelFunc
-	lost          chan struct{} // closed when the lease is lost
+	sess       *Session      // the lease
+	ownSession bool          // sess is m's alone: Close revokes it
+	closing    chan struct{} // closed by Close on a shared Session
+	closeOnce  sync.Once
+	lost       chan struct{} // closed when the lease is lost or Close ran
 
 	// gate serializes this Mutex's goroutines: one queue key per Mutex.
 	// An attempt's background clean-up (or Unlock's) holds it until done.
@@ -260,15 +268,13 @@ var (
 // NewMutex returns a Mutex on the lock named by prefix (for example
 // "/locks/orders": keys under prefix+"/" belong to the lock; trailing
 // slashes are dropped), with a new lease of opts.TTL kept alive until
-// Close. It returns an error wrapping ErrBadArgument for a nil client, a
-// TTL below 0 or above MaxTTL, or a bad name (see Mutex), and the
-// client's error if the lease cannot be granted.
+// Close, or on opts.Session. It returns an error wrapping ErrBadArgument
+// for a nil client, a TTL below 0 or above MaxTTL (or any TTL with a
+// Session), or a bad name (see Mutex), ErrLeaseLost if the Session's
+// lease is lost, and the client's error if the lease cannot be granted.
 func NewMutex(ctx context.Context, cli *clientv3.Client, prefix string, opts *Options) (*Mutex, error) {
-	if ctx == nil {
-		return nil, lockword.ErrNilContext
-	}
-	if cli == nil {
-		return nil, fmt.Errorf("%w: nil etcd client", ErrBadArgument)
+	if err := checkClient(ctx, cli); err != nil {
+		return nil, err
 	}
 	prefix, err := lockName(prefix)
 	if err != nil {
@@ -278,73 +284,111 @@ func NewMutex(ctx context.Context, cli *clientv3.Client, prefix string, opts *Op
 	if opts != nil {
 		o = *opts
 	}
-	if o.TTL == 0 {
-		o.TTL = DefaultTTL
-	}
-	if o.TTL < 0 || o.TTL > MaxTTL {
-		return nil, fmt.Errorf("%w: TTL %v outside 0..%v", ErrBadArgument, o.TTL, MaxTTL)
-	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	secs := int64((o.TTL + time.Second - 1) / time.Second)
-	g, err := cli.Grant(ctx, secs)
-	if err != nil {
-		return nil, fmt.Errorf("etcdlock: granting a lease: %w", err)
-	}
-	kctx, stop := context.WithCancel(context.Background())
-	ka, err := cli.KeepAlive(kctx, g.ID)
-	if err != nil {
-		stop()
-		return nil, fmt.Errorf("etcdlock: keeping the lease alive: %w", err)
+	sess, own := o.Session, o.Session == nil
+	switch {
+	case own:
+		if sess, err = grantSession(ctx, cli, o.TTL); err != nil {
+			return nil, err
+		}
+	case o.TTL != 0:
+		return nil, fmt.Errorf("%w: a TTL (%v) given with a Session, which has its own", ErrBadArgument, o.TTL)
+	case isClosed(sess.done):
+		return nil, ErrLeaseLost
 	}
 	host, _ := os.Hostname()
 	var nonce [4]byte
 	rand.Read(nonce[:])
 	m := &Mutex{
-		cli:           cli,
-		prefix:        prefix,
-		queueKey:      queueKeyName(prefix, int64(g.ID), nonce),
-		ownerKey:      prefix + ownerKey,
-		me:            Holder{Host: host, PID: os.Getpid(), Lease: int64(g.ID)},
-		ttl:           time.Duration(g.TTL) * time.Second,
-		log:           o.Logger,
-		stopKeepAlive: stop,
-		lost:          make(chan struct{}),
+		cli:        cli,
+		prefix:     prefix,
+		queueKey:   queueKeyName(prefix, int64(sess.id), nonce),
+		ownerKey:   prefix + ownerKey,
+		me:         Holder{Host: host, PID: os.Getpid(), Lease: int64(sess.id)},
+		ttl:        sess.ttl,
+		log:        o.Logger,
+		sess:       sess,
+		ownSession: own,
+		closing:    make(chan struct{}),
+		lost:       make(chan struct{}),
 	}
 	m.fenceKey = prefix + fenceDir + m.queueKey[len(prefix+queueDir):]
 	b, _ := json.Marshal(m.me)
 	m.meJSON = string(b)
 	m.gate.SetStuckThreshold(-1) // the Mutex reports, naming the holder
 	go func() {
-		// The channel closes when the lease is gone (expired, revoked)
-		// or Close stopped it.
-		for range ka {
+		select {
+		case <-sess.done:
+		case <-m.closing:
 		}
 		close(m.lost)
 	}()
 	return m, nil
 }
 
-// Close waits for m's background clean-up, if any, stops keeping the
-// lease alive and revokes it, all within closeTimeout (1 s). A lock held
-// through m is then released as if its process had died: the next
-// acquirer gets ErrOwnerDead. It returns the client's error if the
-// revocation failed (the lease then expires after its TTL, and the keys
-// with it).
+func checkClient(ctx context.Context, cli *clientv3.Client) error {
+	if ctx == nil {
+		return lockword.ErrNilContext
+	}
+	if cli == nil {
+		return fmt.Errorf("%w: nil etcd client", ErrBadArgument)
+	}
+	return nil
+}
+
+// Close waits for m's background clean-up, if any, and ends m, within
+// closeTimeout (1 s). With a lease of its own, it stops keeping the lease
+// alive and revokes it; on a Session, it deletes m's queue key (the
+// Session lives on). A lock held through m is then released as if its
+// process had died: the next acquirer gets ErrOwnerDead. Lost is closed.
+// It returns the client's error if the revocation or deletion failed (the
+// keys then go when the lease does), and on a Session an error if a call
+// on m was still running at the deadline (what it wrote goes when it
+// ends, or with the Session).
 func (m *Mutex) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
+	if !m.ownSession {
+		// Lost first: a waiting LockContext gives up (and cleans up).
+		m.closeOnce.Do(func() { close(m.closing) })
+		<-m.lost
+	}
 	idle := make(chan struct{})
 	go func() { m.bg.Wait(); close(idle) }()
 	select {
 	case <-idle:
 	case <-ctx.Done():
-		m.log.Warn("etcdlock: Close: a clean-up is still running; revoking the lease ends it", "lock", m.prefix)
+		m.log.Warn("etcdlock: Close: a clean-up is still running; the lease's end ends it", "lock", m.prefix)
 	}
-	m.stopKeepAlive()
-	_, err := m.cli.Revoke(ctx, clientv3.LeaseID(m.me.Lease))
-	return err
+	if m.ownSession {
+		return m.sess.revoke(ctx)
+	}
+	return m.dropHold(ctx)
+}
+
+// dropHold ends m on a shared Session, within ctx. Once no call of m is
+// running (its gate is free), nothing of m is left in etcd but, after a
+// failed attempt, its fence key, which stays with the lease so that a
+// late write it fenced still fails. If m holds (the gate is the hold's),
+// it deletes the hold's queue key, as the lease's expiry would.
+func (m *Mutex) dropHold(ctx context.Context) error {
+	for {
+		if m.gate.TryLock() {
+			m.gate.Unlock()
+			return nil
+		}
+		if tok := m.token.Load(); tok != 0 {
+			_, err := m.cli.Txn(ctx).If(m.guardOf(tok)).Then(clientv3.OpDelete(m.queueKey)).Commit()
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("etcdlock: Close: a call on %q is still running: %w", m.prefix, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // waitIdle waits until m's background clean-ups are done (tests).
@@ -352,8 +396,9 @@ func (m *Mutex) waitIdle() { m.bg.Wait() }
 
 // Lost returns a channel that is closed when m's lease is lost: it expired
 // (the process was paused or cut off from etcd longer than the TTL), was
-// revoked, or Close was called. A holder should stop its work when it
-// fires: its guarded writes fail from then on.
+// revoked (by Session.Close, for a shared one), or Close was called. A
+// holder should stop its work when it fires: its guarded writes fail from
+// then on.
 func (m *Mutex) Lost() <-chan struct{} { return m.lost }
 
 // TTL returns the lease TTL the server granted.
@@ -365,9 +410,11 @@ func (m *Mutex) Name() string { return m.prefix }
 // Identity returns what other processes see of m's holder.
 func (m *Mutex) Identity() Holder { return m.me }
 
-func (m *Mutex) leaseLost() bool {
+func (m *Mutex) leaseLost() bool { return isClosed(m.lost) }
+
+func isClosed(c <-chan struct{}) bool {
 	select {
-	case <-m.lost:
+	case <-c:
 		return true
 	default:
 		return false
@@ -420,7 +467,7 @@ func (m *Mutex) repairOrPanic(dead error) {
 
 // SetRepair sets the function that Lock runs, holding the lock, when it
 // takes the lock from a dead holder; nil removes it. See
-// lockword.SharedMutex.SetRepair.
+// shm.Mutex.SetRepair.
 func (m *Mutex) SetRepair(fn func() error) {
 	if fn == nil {
 		m.repair.Store(nil)

@@ -17,14 +17,14 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
-	"github.com/lockword/lockword/internal/etcdembed"
+	"github.com/lockword/lockword/etcdlock/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
 
 // The tests share one embedded single-node server on a loopback port, with
 // its data in a temporary directory; each test uses its own prefix. Its
-// minimum lease TTL is 1 s (etcdembed), which the owner-death tests wait
+// minimum lease TTL is 1 s (etcdtest), which the owner-death tests wait
 // for: they take about 1–2.5 s each and run in parallel.
 
 var endpoints []string
@@ -40,7 +40,10 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(crashEnv); spec != "" {
 		os.Exit(crashChild(spec))
 	}
-	c, err := etcdembed.Start(1)
+	if os.Getenv(serveEnv) != "" {
+		os.Exit(serveChild())
+	}
+	c, err := etcdtest.New()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "etcdlock tests: starting an embedded etcd:", err)
 		os.Exit(1)
@@ -118,7 +121,7 @@ func waitOneWaiter(t *testing.T, cli *clientv3.Client, p string, poll time.Durat
 
 // die makes m's holder die as a killed process would: its lease is no
 // longer kept alive, so it expires after the TTL, and m is forgotten.
-func die(m *Mutex) { m.stopKeepAlive() }
+func die(m *Mutex) { m.sess.stop() }
 
 // lockTimeout bounds every wait of these tests: a lease expiry takes at
 // most TTL + the server's 0.5 s expiry scan; 20 s is far beyond that on a
@@ -363,7 +366,7 @@ func TestMutexFencing(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Stop keeping the lease alive without telling a: a pause.
-	a.stopKeepAlive()
+	a.sess.stop()
 	b := newMutex(t, cli, p)
 	if err := lockCtx(t, b); !errors.Is(err, lockword.ErrOwnerDead) {
 		t.Fatalf("got %v, want ErrOwnerDead", err)
@@ -667,14 +670,15 @@ func crashChild(spec string) int {
 }
 
 // TestDependencies: the package needs etcd's client only; the embedded
-// server (internal/etcdembed) is for tests and the lockword command.
+// server (internal/etcdembed, and etcdtest on it) is for tests and the
+// lockword command.
 func TestDependencies(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	for _, p := range strings.Fields(string(out)) {
-		if strings.HasPrefix(p, "go.etcd.io/etcd/server/") || strings.HasPrefix(p, "go.etcd.io/raft/") || p == "github.com/lockword/lockword/internal/etcdembed" {
+		if strings.HasPrefix(p, "go.etcd.io/etcd/server/") || strings.HasPrefix(p, "go.etcd.io/raft/") || p == "github.com/lockword/lockword/internal/etcdembed" || p == "github.com/lockword/lockword/etcdlock/etcdtest" {
 			t.Errorf("etcdlock depends on %s", p)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -157,7 +157,7 @@ func (m *Mutex) MarkConsistentContext(ctx context.Context) error {
 // It acts only on a not-recoverable (or corrupt) lock, which no process
 // holds and every acquirer leaves at once, so resetting it strands nobody:
 // it returns nil and does nothing if the lock is free, and an error
-// wrapping lockword.ErrRegionBusy if it is held, by a live holder or a
+// wrapping shm.ErrRegionBusy if it is held, by a live holder or a
 // dead one (a dead holder's lock is recovered through LockContext and
 // ErrOwnerDead), or changed while it looked. It uses a 5 s timeout;
 // ReinitializeContext takes a context.
@@ -185,7 +185,7 @@ func (m *Mutex) ReinitializeContext(ctx context.Context) error {
 	if kvs := r.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
 		rec, err := parseRecord(kvs[0].Value)
 		if err == nil && rec.State != stateNotRecoverable {
-			return fmt.Errorf("%w: etcd lock %q is held (%v); Reinitialize acts only on a not-recoverable lock", lockword.ErrRegionBusy, m.prefix, rec.Holder)
+			return fmt.Errorf("%w: etcd lock %q is held (%v); Reinitialize acts only on a not-recoverable lock", shm.ErrRegionBusy, m.prefix, rec.Holder)
 		}
 		remove(kvs[0])
 	}
@@ -202,7 +202,7 @@ func (m *Mutex) ReinitializeContext(ctx context.Context) error {
 		return err
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("%w: etcd lock %q changed while Reinitialize looked; try again", lockword.ErrRegionBusy, m.prefix)
+		return fmt.Errorf("%w: etcd lock %q changed while Reinitialize looked; try again", shm.ErrRegionBusy, m.prefix)
 	}
 	return nil
 }

@@ -23,9 +23,9 @@
  * one or all kernel sleepers. Goroutines 1 and 2 are in one process and
  * elect one kernel sleeper on seq (the sleeper word), the other parking on
  * the process-local word local; goroutine 0 is another process.
- * models: sharedcond.go (*SharedCond).enter
- * models: sharedcond.go (*SharedCond).sleep
- * models: sharedcond.go (*SharedCond).notify
+ * models: shm/cond.go (*Cond).enter
+ * models: shm/cond.go (*Cond).sleep
+ * models: shm/cond.go (*Cond).notify
  *
  * The lock L is an ideal mutex (one atomic step), and so is the Cond's mu
  * (each of its critical sections is one atomic step): the models of the

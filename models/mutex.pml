@@ -10,6 +10,7 @@
  * models: mutex.go (*Mutex).Unlock
  * models: mutex.go (*Mutex).unlockSlow
  * models: mutex.go (*Mutex).handoff
+ * models: mutex.go (*Mutex).leaveStarving
  *
  * Word (one byte here, the same bits as mutex.go): bits 0-1 the state (0
  * unlocked, 1 locked, 2 locked and waiters may sleep), HANDOFF (4) a
@@ -50,15 +51,28 @@
  *   ltl all_done: under weak fairness every goroutine finishes (no retry
  *     loop cycles forever).
  *   ltl handoff_ends: under weak fairness a hand-off, once made, is
- *     always claimed or taken back: the lock never stays handed to nobody.
+ *     always claimed or released: the lock never stays handed to nobody.
+ *
+ * A hand-off is never taken back by the Unlock that made it: when its
+ * wake-up finds no starving waiter asleep, one counted is on its way and
+ * claims at its next look, and a starving waiter that leaves cancelled
+ * releases a hand-off that it leaves with nobody counted (leaveStarving,
+ * one CAS). A take-back after the wake-up (as before) broke the bound:
+ * between the wake-up and the take-back the counted waiter could claim,
+ * unlock and hand off to a second starving waiter asleep, and the take-back
+ * released that hand-off to a re-locker. -DTAKEBACK restores the old
+ * take-back and SPIN rejects it on the bound at CI's bounds (-DROUNDS=1
+ * -DROUNDS0=2). It stayed hidden while the model's plain wake-up
+ * (wait.pml's wake_n) also woke the starving waiters, which Go's
+ * wait.Wake passes by: wake_plain below is the exact one.
  *
  * Negative controls:
  *   -DBROKEN_STORE1     a waiter that slept takes a free lock as 1, not 2
  *                       (Drepper's bug): a second sleeper is never woken.
  *   -DBROKEN_CANCEL     a cancelled waiter leaves even after a wake-up
  *                       chose it, swallowing it.
- *   -DBROKEN_NO_TAKEBACK  handoff does not take the lock back when its
- *                       wake-up finds no starving waiter asleep: stranded.
+ *   -DBROKEN_NO_TAKEBACK  the last starving waiter to leave cancelled
+ *                       leaves a pending hand-off in place: stranded.
  *   -DBROKEN_OVERTAKE   Unlock releases even while waiters starve (no
  *                       hand-off): the bound's assertion fails.
  * Mutations (models/mutations.txt; each must be rejected):
@@ -102,6 +116,22 @@ hidden byte nw;     /* scratch: waiters woken by a keyed wake */
 #define ASLEEP_STARVER(k) (k < NG && parked[k] && waddr[k] == W && wkey[k] == STARVE_KEY)
 #define NO_STARVER_ASLEEP (!ASLEEP_STARVER(0) && !ASLEEP_STARVER(1) && !ASLEEP_STARVER(2))
 #define handed ((w & HANDOFF) != 0)
+
+/* wake_plain: wait.Wake(&state, 1), which wakes one waiter parked
+ * without a key and passes the starving (keyed) ones by. wait.pml's wake_n
+ * with keyed false wakes keyed waiters too, a superset that would hide a
+ * release made while a starving waiter sleeps (the bound). */
+#define ASLEEP_PLAIN(k) (k < NG && parked[k] && waddr[k] == W && wkey[k] == 0)
+inline wake_plain() {
+	atomic {
+		if
+		:: ASLEEP_PLAIN(0) -> parked[0] = false
+		:: ASLEEP_PLAIN(1) -> parked[1] = false
+		:: ASLEEP_PLAIN(2) -> parked[2] = false
+		:: else -> skip
+		fi
+	}
+}
 
 /* wake_starver: wait.WakeKey(&state, mutexStarveKey, 1), reporting in nw
  * whether it woke anyone (any asleep starving waiter: a superset of FIFO). */
@@ -193,7 +223,24 @@ look:
 			/* LockContext returns ctx.Err(); a starving waiter uncounts itself */
 			cancelled = true;
 #ifndef BROKEN_CANCEL_COUNTED
-			if :: starving -> w = w - STARVER; starving = false :: else -> skip fi;
+			if
+			:: starving ->
+				/* leaveStarving: uncount; the last one counted
+				 * releases a pending hand-off, in the same CAS */
+				starving = false;
+				atomic {
+					w = w - STARVER;
+					s = 0;
+#ifndef BROKEN_NO_TAKEBACK
+					if
+					:: (w & HANDOFF) != 0 && (w & STARVERS) == 0 -> w = w & ~(HANDOFF | STATE); s = 128
+					:: else -> skip
+					fi
+#endif
+				};
+				if :: s == 128 -> wake_plain() :: else -> skip fi
+			:: else -> skip
+			fi;
 #endif
 			goto next
 		:: else -> goto look
@@ -226,27 +273,32 @@ locked:
 #endif
 				fi
 			};
-			wake_starver();
+			/* i: whether it woke anyone (nw is hidden, kept out of the
+			 * state vector, so it is copied in the same step) */
+			atomic { wake_starver(); i = nw };
 #ifdef BROKEN_WAKE_FIRST
 			w = w | HANDOFF;
 #endif
+#ifndef TAKEBACK
+			/* nobody asleep: a counted starving waiter claims it, or the
+			 * last to leave releases it */
+			goto next;
+#else
+			/* the old take-back, Load then CAS: breaks the bound */
 			if
-			:: nw != 0 -> goto next
+			:: i != 0 -> goto next
 			:: else -> skip
 			fi;
-#ifdef BROKEN_NO_TAKEBACK
-			goto next;
-#endif
-			/* nobody asleep to claim it: take it back unless claimed */
 			atomic {
 				if
 				:: (w & HANDOFF) == 0 -> goto next
 				:: else -> w = w & ~(HANDOFF | STATE)
 				fi
 			};
+#endif
 release:
 #ifndef BROKEN_NO_WAKE
-			wake_n(W, 1, false, 0)
+			wake_plain()
 #else
 			skip
 #endif

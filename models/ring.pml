@@ -11,17 +11,17 @@
  * models: ring.go (*Ring).popSlow
  * models: ring.go (*Ring).refreshHead
  * models: ring.go (*Ring).refreshTail
- * models: ringindex.go ringAwait
- * models: ringindex.go wakeSide
- * models: ringindex.go closeRingWords
+ * models: internal/ringindex/ringindex.go Await
+ * models: internal/ringindex/ringindex.go WakeSide
+ * models: internal/ringindex/ringindex.go CloseWords
  * models: ringindex.go (*spscIndex).waitRoom
  * models: ringindex.go (*spscIndex).waitItems
- * models: ringindex.go publishIndex
- * models: sharedringends.go (*RingProducer).trySend
- * models: sharedringends.go (*RingConsumer).Receive
- * models: sharedringends.go (*RingConsumer).tryReceive
- * models: sharedring.go sharedRingSleeper.sleep
- * models: sharedring.go (*ringEnd).peerDead
+ * models: internal/ringindex/ringindex.go Publish
+ * models: shm/ringends.go (*RingProducer).trySend
+ * models: shm/ringends.go (*RingConsumer).Receive
+ * models: shm/ringends.go (*RingConsumer).tryReceive
+ * models: shm/ring.go sharedRingSleeper.Sleep
+ * models: shm/ring.go (*ringEnd).peerDead
  *
  * Scenario: the producer pushes MSGS = 5 messages, the values 1..5, into a
  * ring of CAP = 2 slots, then closes it; the consumer pops until the ring

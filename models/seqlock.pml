@@ -7,12 +7,12 @@
  * sequence, and a reader reports ErrWriterDead rather than spin forever.
  *
  * Mirrors seqlock.go and sharedseqlock.go on main:
- * models: seqlock.go (*SeqLock).Store
- * models: seqlock.go (*SeqLock).beginWrite
- * models: seqlock.go (*SeqLock).load
- * models: seqlock.go (*SeqLock).copyOut
- * models: sharedseqlock.go beginSharedWrite
- * models: sharedseqlock.go seqStalled
+ * models: internal/seqcore/seqcore.go (*Core).Store
+ * models: internal/seqcore/seqcore.go (*Core).beginWrite
+ * models: internal/seqcore/seqcore.go (*Core).Load
+ * models: internal/seqcore/seqcore.go (*Core).copyOut
+ * models: shm/seqlock.go beginSharedWrite
+ * models: shm/seqlock.go seqStalled
  *
  * Bounds: NW = 2 writers, 2 Stores each (values 1..4), NR = 2 readers, one
  * Load each (-DSHARED: one reader; two with the dead writer grow past the

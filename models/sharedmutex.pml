@@ -8,33 +8,33 @@
  * with a new generation.
  *
  * Mirrors sharedmutex.go and regionowner.go on main:
- * models: sharedmutex.go (*SharedMutex).Lock
- * models: sharedmutex.go (*SharedMutex).LockContext
- * models: sharedmutex.go (*SharedMutex).lockSlow
- * models: sharedmutexwaiter.go (*SharedMutex).lockSlowWait
- * models: sharedmutexwaiter.go (*SharedMutex).spin
- * models: sharedmutexwaiter.go (*sharedMutexWaiter).queue
- * models: sharedmutexwaiter.go (*sharedMutexWaiter).round
- * models: sharedmutexwaiter.go (*sharedMutexWaiter).takeFree
- * models: sharedmutexwaiter.go (*sharedMutexWaiter).checkHolder
- * models: sharedmutexwaiter.go (*sharedMutexWaiter).takeOver
- * models: sharedmutexwaiter.go (*sharedMutexWaiter).sleep
- * models: sharedmutex.go (*SharedMutex).take
- * models: sharedmutex.go (*SharedMutex).Unlock
- * models: sharedmutex.go (*SharedMutex).unlockSlow
- * models: sharedmutex.go (*SharedMutex).MarkConsistent
- * models: sharedmutex.go (*SharedMutex).afterLocker
- * models: sharedownerdead.go repairAfterLocker
- * models: regionowner.go (*Region).tokenAlive
- * models: regionowner.go (*Region).attach
- * models: regionowner.go (*Region).nextGen
- * models: sharedhandoff.go (*SharedMutex).grant
- * models: sharedhandoff.go (*SharedMutex).takeFromDead
- * models: sharedhandoff.go (*sharedMutexWaiter).askHandoff
- * models: sharedhandoff.go (*sharedMutexWaiter).takeGrant
- * models: sharedhandoff.go (*sharedMutexWaiter).settle
- * models: sharedhandoff.go (*sharedMutexWaiter).withdraw
- * models: sharedhandoff.go handoffRequest
+ * models: shm/mutex.go (*Mutex).Lock
+ * models: shm/mutex.go (*Mutex).LockContext
+ * models: shm/mutex.go (*Mutex).lockSlow
+ * models: shm/mutexwaiter.go (*Mutex).lockSlowWait
+ * models: shm/mutexwaiter.go (*Mutex).spin
+ * models: shm/mutexwaiter.go (*sharedMutexWaiter).queue
+ * models: shm/mutexwaiter.go (*sharedMutexWaiter).round
+ * models: shm/mutexwaiter.go (*sharedMutexWaiter).takeFree
+ * models: shm/mutexwaiter.go (*sharedMutexWaiter).checkHolder
+ * models: shm/mutexwaiter.go (*sharedMutexWaiter).takeOver
+ * models: shm/mutexwaiter.go (*sharedMutexWaiter).sleep
+ * models: shm/mutex.go (*Mutex).take
+ * models: shm/mutex.go (*Mutex).Unlock
+ * models: shm/mutex.go (*Mutex).unlockSlow
+ * models: shm/mutex.go (*Mutex).MarkConsistent
+ * models: shm/mutex.go (*Mutex).afterLocker
+ * models: shm/ownerdead.go repairAfterLocker
+ * models: shm/regionowner.go (*Region).tokenAlive
+ * models: shm/regionowner.go (*Region).attach
+ * models: shm/regionowner.go (*Region).nextGen
+ * models: shm/handoff.go (*Mutex).grant
+ * models: shm/handoff.go (*Mutex).takeFromDead
+ * models: shm/handoff.go (*sharedMutexWaiter).askHandoff
+ * models: shm/handoff.go (*sharedMutexWaiter).takeGrant
+ * models: shm/handoff.go (*sharedMutexWaiter).settle
+ * models: shm/handoff.go (*sharedMutexWaiter).withdraw
+ * models: shm/handoff.go handoffRequest
  *
  * Word (a byte here): bits 0-3 owner token = slot << 2 | generation
  * (generations 1..3; Go: 18 bits), 15 = not recoverable (Go: bits 0-27

@@ -14,25 +14,25 @@
  * for the state space).
  *
  * Mirrors sharedrw.go and sharedrwreaders.go:
- * models: sharedrwreaders.go (*SharedRWMutex).RLock
- * models: sharedrwreaders.go (*SharedRWMutex).rlockSlow
- * models: sharedrwreaders.go (*SharedRWMutex).rwait
- * models: sharedrwreaders.go (*SharedRWMutex).RUnlock
- * models: sharedrwreaders.go (*SharedRWMutex).leave
- * models: sharedrwreaders.go (*SharedRWMutex).emptied
- * models: sharedrwreaders.go (*SharedRWMutex).drained
- * models: sharedrwreaders.go (*SharedRWMutex).readerLive
- * models: sharedrw.go (*SharedRWMutex).LockContext
- * models: sharedrw.go (*SharedRWMutex).arrive
- * models: sharedrw.go (*SharedRWMutex).abandonArrival
- * models: sharedrw.go (*SharedRWMutex).releaseIfDrained
- * models: sharedrw.go (*SharedRWMutex).releaseBits
- * models: sharedrw.go (*SharedRWMutex).retire
- * models: sharedrw.go (*SharedRWMutex).Unlock
- * models: sharedrw.go (*SharedRWMutex).MarkConsistent
- * models: sharedrw.go srwArrive
+ * models: shm/rwreaders.go (*RWMutex).RLock
+ * models: shm/rwreaders.go (*RWMutex).rlockSlow
+ * models: shm/rwreaders.go (*RWMutex).rwait
+ * models: shm/rwreaders.go (*RWMutex).RUnlock
+ * models: shm/rwreaders.go (*RWMutex).leave
+ * models: shm/rwreaders.go (*RWMutex).emptied
+ * models: shm/rwreaders.go (*RWMutex).drained
+ * models: shm/rwreaders.go (*RWMutex).readerLive
+ * models: shm/rwmutex.go (*RWMutex).LockContext
+ * models: shm/rwmutex.go (*RWMutex).arrive
+ * models: shm/rwmutex.go (*RWMutex).abandonArrival
+ * models: shm/rwmutex.go (*RWMutex).releaseIfDrained
+ * models: shm/rwmutex.go (*RWMutex).releaseBits
+ * models: shm/rwmutex.go (*RWMutex).retire
+ * models: shm/rwmutex.go (*RWMutex).Unlock
+ * models: shm/rwmutex.go (*RWMutex).MarkConsistent
+ * models: shm/rwmutex.go srwArrive
  * models: rwmutex.go rwArrive
- * models: sharedqueue.go (*ticketQueue).retireTicket
+ * models: shm/queue.go (*ticketQueue).retireTicket
  *
  * Words as in Go: in = bit 0 phase, 1 writer, 2 parked, 3 abandoned (Go:
  * bit 4; the stats bit 3 is not modelled), arrival number in bits 4-7

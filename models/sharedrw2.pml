@@ -9,10 +9,10 @@
  * a writer's arrival waits for that arrival only; no later writer holds
  * while it waits (ghost waiting/waitfor). ltl all_done: everyone finishes.
  *
- * models: sharedrwreaders.go (*SharedRWMutex).RLock
- * models: sharedrwreaders.go (*SharedRWMutex).rlockSlow
- * models: sharedrwreaders.go (*SharedRWMutex).drained
- * models: sharedrw.go (*SharedRWMutex).arrive
+ * models: shm/rwreaders.go (*RWMutex).RLock
+ * models: shm/rwreaders.go (*RWMutex).rlockSlow
+ * models: shm/rwreaders.go (*RWMutex).drained
+ * models: shm/rwmutex.go (*RWMutex).arrive
  *
  * Negative controls: BROKEN_RELOAD classifies the slow reader by a fresh
  * load instead of its post-add load (the two-writer wait of the review);

@@ -8,21 +8,21 @@
  * waiter; a holder that released and then died.
  *
  * Mirrors sharedqueue.go on main (its record state table):
- * models: sharedqueue.go (*ticketQueue).take
- * models: sharedqueue.go (*ticketQueue).claimed
- * models: sharedqueue.go (*ticketQueue).adopt
- * models: sharedqueue.go (*ticketQueue).hold
- * models: sharedqueue.go (*ticketQueue).finish
- * models: sharedqueue.go (*ticketQueue).serveTicket
- * models: sharedqueue.go (*ticketQueue).retireTicket
- * models: sharedqueue.go (*ticketQueue).retireIfStalled
- * models: sharedqueue.go (*ticketQueue).waitServing
- * models: sharedqueue.go (*ticketQueue).markSleeping
- * models: sharedqueue.go (*ticketQueue).acquire
- * models: sharedqueue.go (*ticketQueue).abandon
- * models: sharedqueue.go (*ticketQueue).acceptHold
- * models: sharedqueue.go (*ticketQueue).release
- * models: sharedqueue.go (*ticketQueue).markConsistent
+ * models: shm/queue.go (*ticketQueue).take
+ * models: shm/queue.go (*ticketQueue).claimed
+ * models: shm/queue.go (*ticketQueue).adopt
+ * models: shm/queue.go (*ticketQueue).hold
+ * models: shm/queue.go (*ticketQueue).finish
+ * models: shm/queue.go (*ticketQueue).serveTicket
+ * models: shm/queue.go (*ticketQueue).retireTicket
+ * models: shm/queue.go (*ticketQueue).retireIfStalled
+ * models: shm/queue.go (*ticketQueue).waitServing
+ * models: shm/queue.go (*ticketQueue).markSleeping
+ * models: shm/queue.go (*ticketQueue).acquire
+ * models: shm/queue.go (*ticketQueue).abandon
+ * models: shm/queue.go (*ticketQueue).acceptHold
+ * models: shm/queue.go (*ticketQueue).release
+ * models: shm/queue.go (*ticketQueue).markConsistent
  *
  * Words: next and serving count mod 16 from 12 (so runs wrap; Go: 2^32);
  * R = 2 records (Go: 64) at ticket mod 2, each (ticket, owner token,

@@ -11,6 +11,7 @@
  * models: spin.go (*SpinMutex).Unlock
  * models: spin.go (*SpinMutex).unlockSlow
  * models: spin.go (*SpinMutex).handoff
+ * models: spin.go (*SpinMutex).leaveStarving
  *
  * Word (a byte here): bit 0 held, bit 1 handed off, then the starving
  * count, then the sleepers' count (spin.go: bits 2-7, at most 63 starving
@@ -32,22 +33,23 @@
  * cancelled once while asleep; one spurious wake-up.
  *
  * Properties: mutual exclusion (assert); no Unlock of an unlocked
- * SpinMutex (assert, its panic); the word is 0 when everyone
+ * SpinMutex (assert, its panic); the bound (assert): no goroutine takes a
+ * free lock while a starving waiter is asleep; the word is 0 when everyone
  * is done (assert); no invalid end state (no lost wake-up, also with a
  * cancelled waiter); ltl all_done under weak fairness; ltl handoff_ends: a
- * hand-off is always claimed or taken back.
+ * hand-off is always claimed or released.
  *
- * Not asserted by default, because SPIN finds it broken: the bound "no
- * goroutine takes a free lock while a starving waiter is asleep"
- * (-DSTRICT_BOUND). handoff's take-back is a Load then a CAS: between its
- * WakeKey that found nobody and its Load, the counted starving waiter can
- * claim, run, unlock and hand off to a second starving waiter, which falls
- * asleep; the stale take-back then sees the new hand-off bit and releases
- * it, the second Unlock's WakeKey wakes its waiter to a free lock, and any
- * goroutine can take it first (a re-locker's tryAcquire in
- * lockSlowContext does not look at the starving count). Exclusion and
- * progress hold; the starvation bound is overtaken once. (mutex.pml models
- * Mutex's take-back, the same Load then CAS, as one atomic step.)
+ * A hand-off is never taken back by the Unlock that made it: when its
+ * wake-up finds no starving waiter asleep, one counted is on its way and
+ * claims at its next look, and a starving waiter that leaves cancelled
+ * releases a hand-off that it leaves with nobody counted (leaveStarving,
+ * one CAS). -DTAKEBACK restores the old take-back (after the wake-up that
+ * found nobody, a Load then a CAS that releases a pending hand-off), and
+ * SPIN rejects it on the bound: between that wake-up and the Load, the
+ * counted starving waiter can claim, run, unlock and hand off to a second
+ * starving waiter, which falls asleep; the stale take-back then sees the
+ * new hand-off bit and releases it, and a re-locker's tryAcquire takes the
+ * free lock while that waiter sleeps.
  *
  * Mutations (models/mutations.txt):
  *   -DBROKEN_NO_SATURATION  (not in the list: SPIN accepts it) a waiter
@@ -56,8 +58,8 @@
  *                           sleepers' count and the starving waiter is
  *                           demoted, which only the bound would see.
  *   -DBROKEN_NO_WAKE        unlockSlow releases without waking a sleeper.
- *   -DBROKEN_NO_TAKEBACK    handoff leaves the lock handed to nobody when
- *                           no starving waiter is asleep.
+ *   -DBROKEN_NO_TAKEBACK    the last starving waiter to leave cancelled
+ *                           leaves a pending hand-off in place: stranded.
  *   -DBROKEN_KEEP_UNIT      a cancelled waiter stays counted.
  *   -DBROKEN_SPIN_STARVERS  (not in the list, as NO_SATURATION) the spin
  *                           phase competes while waiters starve.
@@ -84,13 +86,24 @@ byte w;
 byte incs, done;
 hidden byte nw;
 
-/* the bound, asserted at each take of a free lock only with -DSTRICT_BOUND
- * (see the header: a stale take-back breaks it) */
-#ifdef STRICT_BOUND
+/* wake_plain: wait.Wake(&state, 1), which wakes one waiter parked
+ * without a key and passes the starving (keyed) ones by. wait.pml's wake_n
+ * with keyed false wakes keyed waiters too, a superset that would hide a
+ * release made while a starving waiter sleeps (the bound). */
+#define ASLEEP_PLAIN(k) (k < NG && parked[k] && waddr[k] == W && wkey[k] == 0)
+inline wake_plain() {
+	atomic {
+		if
+		:: ASLEEP_PLAIN(0) -> parked[0] = false
+		:: ASLEEP_PLAIN(1) -> parked[1] = false
+		:: ASLEEP_PLAIN(2) -> parked[2] = false
+		:: else -> skip
+		fi
+	}
+}
+
+/* the bound, asserted at each take of a free lock */
 #define BOUND assert(NO_STARVER_ASLEEP)
-#else
-#define BOUND skip
-#endif
 #define ASLEEP_STARVER(k) (k < NG && parked[k] && waddr[k] == W && wkey[k] == STARVE_KEY)
 #define NO_STARVER_ASLEEP (!ASLEEP_STARVER(0) && !ASLEEP_STARVER(1) && !ASLEEP_STARVER(2))
 #define handed ((w & HANDOFF) != 0)
@@ -164,7 +177,20 @@ active [NG] proctype G() {
 				:: err ->
 					cancelled = true;
 #ifndef BROKEN_KEEP_UNIT
-					w = w - unit;
+					/* leaveStarving for a starving waiter: the last
+					 * one counted releases a pending hand-off, in the
+					 * same CAS */
+					atomic {
+						w = w - unit;
+						s = 0;
+#ifndef BROKEN_NO_TAKEBACK
+						if
+						:: unit == STARVER && (w & HANDOFF) != 0 && (w & STARVERS) == 0 -> w = w & ~(HANDOFF | HELD); s = w & COUNT
+						:: else -> skip
+						fi
+#endif
+					};
+					if :: (s & COUNT) != 0 -> wake_plain() :: else -> skip fi;
 #endif
 					goto next
 				:: else -> skip
@@ -190,22 +216,24 @@ locked:
 					/* released: wake a sleeper if any is counted */
 					s = s & ~128;
 #ifndef BROKEN_NO_WAKE
-					if :: (s & COUNT) != 0 -> wake_n(W, 1, false, 0) :: else -> skip fi;
+					if :: (s & COUNT) != 0 -> wake_plain() :: else -> skip fi;
 #endif
 					goto next
 				:: else -> skip
 				fi
 			fi
 		od;
-		/* handoff: wake the oldest starving waiter, else take it back */
+		/* handoff: wake the oldest starving waiter; if none is asleep, a
+		 * counted one claims, or the last to leave releases */
 		wake_starver();
+#ifndef TAKEBACK
+		goto next;
+#endif
+		/* the old take-back (-DTAKEBACK): breaks the bound */
 		if
 		:: nw != 0 -> goto next
 		:: else -> skip
 		fi;
-#ifdef BROKEN_NO_TAKEBACK
-		goto next;
-#endif
 		do
 		:: s = w;
 			if
@@ -215,7 +243,7 @@ locked:
 				if
 				:: s & 128 ->
 					s = s & ~128;
-					if :: (s & COUNT) != 0 -> wake_n(W, 1, false, 0) :: else -> skip fi;
+					if :: (s & COUNT) != 0 -> wake_plain() :: else -> skip fi;
 					goto next
 				:: else -> skip
 				fi

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/internal/cbuild"
+	"github.com/lockword/lockword/shm"
 )
 
 // TestCAPICodes: every return code a single C process can provoke
@@ -120,7 +121,7 @@ func TestCOpenUnsafePermissions(t *testing.T) {
 	if err := os.Chmod(path, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lockword.OpenRegion(path, nil); !errors.Is(err, lockword.ErrUnsafePermissions) {
+	if _, err := shm.Open(path, nil); !errors.Is(err, shm.ErrUnsafePermissions) {
 		t.Fatalf("Go open of a 0666 region: %v, want ErrUnsafePermissions", err)
 	}
 	out, err := startC(t, b.Worker, "open", path).wait(time.Minute)

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/internal/cbuild"
+	"github.com/lockword/lockword/shm"
 )
 
 // ABI offsets the corruptions below aim at (docs/abi.md; the header's
@@ -48,11 +48,11 @@ var sentinelCodes = []struct {
 	err  error
 	code int
 }{
-	{lockword.ErrNotRegularFile, 1001}, {lockword.ErrNotInitialized, 1002}, {lockword.ErrBadMagic, 1003},
-	{lockword.ErrBadVersion, 1004}, {lockword.ErrBadSize, 1005}, {lockword.ErrBadChecksum, 1006},
-	{lockword.ErrObjectName, 1007}, {lockword.ErrObjectKind, 1008}, {lockword.ErrObjectBounds, 1009},
-	{lockword.ErrObjectAlignment, 1010}, {lockword.ErrForeignPIDNamespace, 1011},
-	{lockword.ErrUnsafePermissions, 1021}, {lockword.ErrTruncated, 1022},
+	{shm.ErrNotRegularFile, 1001}, {shm.ErrNotInitialized, 1002}, {shm.ErrBadMagic, 1003},
+	{shm.ErrBadVersion, 1004}, {shm.ErrBadSize, 1005}, {shm.ErrBadChecksum, 1006},
+	{shm.ErrObjectName, 1007}, {shm.ErrObjectKind, 1008}, {shm.ErrObjectBounds, 1009},
+	{shm.ErrObjectAlignment, 1010}, {shm.ErrForeignPIDNamespace, 1011},
+	{shm.ErrUnsafePermissions, 1021}, {shm.ErrTruncated, 1022},
 }
 
 func goCode(err error) int {
@@ -72,7 +72,7 @@ func goCode(err error) int {
 // the Go fuzzer has found in this machine's fuzz cache.
 func corpus(t testing.TB) map[string][]byte {
 	path := filepath.Join(t.TempDir(), "valid")
-	r, err := lockword.CreateRegion(path, arena+4096, nil)
+	r, err := shm.Create(path, arena+4096, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func wantCodes(t testing.TB, b *cbuild.Built, dir string, cases map[string][]byt
 	for i, p := range paths {
 		cp := p + ".go"
 		os.WriteFile(cp, cases[names[i]], 0o600)
-		r, err := lockword.OpenRegion(cp, &lockword.RegionOptions{InitTimeout: -1})
+		r, err := shm.Open(cp, &shm.Options{InitTimeout: -1})
 		if err == nil {
 			r.Close()
 		}

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/internal/cbuild"
+	"github.com/lockword/lockword/shm"
+	"golang.org/x/sys/unix"
 )
 
 // helperEnv makes the test binary, re-executed, a Go helper process
@@ -86,10 +86,10 @@ func regionPath(t *testing.T) string {
 
 // goRegion creates a fresh region from Go, closed at the end of the test,
 // and returns its path.
-func goRegion(t *testing.T) (string, *lockword.Region) {
+func goRegion(t *testing.T) (string, *shm.Region) {
 	t.Helper()
 	path := regionPath(t)
-	r, err := lockword.CreateRegion(path, 0, nil)
+	r, err := shm.Create(path, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func helperMain(args []string) int {
 	if len(args) < 3 {
 		return fail(fmt.Errorf("bad helper args %q", args))
 	}
-	r, err := lockword.OpenRegion(args[1], nil)
+	r, err := shm.Open(args[1], nil)
 	if err != nil {
 		return fail(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/internal/cbuild"
+	"github.com/lockword/lockword/shm"
 )
 
 // TestCOpensGoRegionAndBack: a region Go created is opened by C and the
@@ -25,7 +26,7 @@ func TestCOpensGoRegionAndBack(t *testing.T) {
 	if _, err := startC(t, b.Worker, "create", path).wait(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	r, err := lockword.OpenRegion(path, nil)
+	r, err := shm.Open(path, nil)
 	if err != nil {
 		t.Fatalf("Go cannot open the region C created: %v", err)
 	}
@@ -68,7 +69,7 @@ func TestCOpensGoRegionAndBack(t *testing.T) {
 	}
 	// Go creates; C holds a lock in it; Go sees C as the holder.
 	path2 := regionPath(t)
-	r2, err := lockword.CreateRegion(path2, 0, nil)
+	r2, err := shm.Create(path2, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestCOpensGoRegionAndBack(t *testing.T) {
 	if m2.TryLock() {
 		t.Fatal("Go took a lock that C holds")
 	}
-	info, err := lockword.InspectRegion(path2)
+	info, err := shm.Inspect(path2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +275,7 @@ func TestCWaiterIsHandedTheLock(t *testing.T) {
 	w := startC(t, b.Worker, "wait", path, "m")
 	w.line(5 * time.Second)
 	want := "hand-off requested by PID " + strconv.Itoa(w.cmd.Process.Pid)
-	var o lockword.ObjectInfo
+	var o shm.ObjectInfo
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Microsecond) {
 		info, err := r.Inspect()
 		if err != nil {

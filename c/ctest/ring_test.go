@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 // ringMessage writes message i into buf and returns it: the twin of
@@ -89,7 +90,7 @@ func TestRingGoToC(t *testing.T) {
 
 // receiveChecked receives from c until an error, checking each message
 // against ringMessage, and returns the count and the error that ended it.
-func receiveChecked(t *testing.T, c *lockword.RingConsumer, timeout time.Duration) (n, bytesGot uint64, err error) {
+func receiveChecked(t *testing.T, c *shm.RingConsumer, timeout time.Duration) (n, bytesGot uint64, err error) {
 	t.Helper()
 	buf := make([]byte, c.MaxMessage())
 	want := make([]byte, c.MaxMessage())
@@ -181,7 +182,7 @@ func TestRingProducerKilled(t *testing.T) {
 			p.cmd.Process.Kill()
 		}()
 		got, _, err := receiveChecked(t, c, time.Minute)
-		if !errors.Is(err, lockword.ErrPeerDead) || got == 0 {
+		if !errors.Is(err, shm.ErrPeerDead) || got == 0 {
 			t.Fatalf("Go consumer: %d messages, then %v; want some, then ErrPeerDead", got, err)
 		}
 		if !strings.Contains(err.Error(), strconv.Itoa(p.cmd.Process.Pid)) {

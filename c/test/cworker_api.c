@@ -161,6 +161,14 @@ static int cmd_api(int argc, char **argv) {
 	expect("second closes again", lw_region_close(r2), 0);
 	expect("close", lw_region_close(r), 0);
 	unlink(argv[2]);
+	/* The POSIX codes mean what lockword.h says, not their libc text:
+	 * ETIMEDOUT is a deadline, not "Connection timed out". */
+	const int posix[] = {LW_EPERM, LW_EBUSY, LW_EINVAL, LW_ETIMEDOUT, LW_EOWNERDEAD, LW_ENOTRECOVERABLE};
+	for (size_t i = 0; i < sizeof posix / sizeof posix[0]; i++)
+		if (strncmp(lw_strerror(posix[i]), "lockword: ", 10) != 0) {
+			printf("FAIL lw_strerror(%d) = \"%s\", want lockword's meaning\n", posix[i], lw_strerror(posix[i]));
+			api_failures++;
+		}
 	if (api_failures == 0)
 		printf("ok\n");
 	return api_failures != 0;

@@ -17,7 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 const inspectSummary = "show the objects and lock states of a shared region file"
@@ -97,7 +97,7 @@ that no earlier inspection stamped.
 
 Flags:
   -all    list dead process slots too
-  -json   print the region as one JSON object (lockword.RegionInfo) on
+  -json   print the region as one JSON object (shm.RegionInfo) on
           one line, as every lockword -json output is (JSON Lines: run
           inspect in a loop and each line is a snapshot; pipe to jq . to
           read it indented). An object that is not a lock (kind bytes,
@@ -106,12 +106,14 @@ Flags:
           or null), used_bytes, closed, bytes_sent, bytes_received,
           messages_sent, messages_received), a lock also state (one of
           the STATE values above), word, holder_pid, holder_alive,
-          held_for_ns (always present: 0 with held_for_known true is a
+          holder_state (the holder's process state, as ALIVE shows it:
+          running, stopped, tracing stop, zombie or dead; absent where
+          unknown), held_for_ns (always present: 0 with held_for_known true is a
           hold stamped just now), held_for_known, waiters, inconsistent
           and stats (a seqlock adds seqlock: sequence, stores, writing,
           torn), and for state corrupt, reason. processes lists every
-          slot, dead ones included, with alive: -all changes only the
-          text
+          slot, dead ones included, with alive and state (as
+          holder_state): -all changes only the text
 
 With -etcd host:port,... the argument is instead the key prefix of an
 etcdlock.Mutex on that etcd cluster (see "lockword inspect -etcd" below).
@@ -169,14 +171,14 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	if *etcdEndpoints != "" {
 		return inspectEtcd(*etcdEndpoints, paths[0], *asJSON, stdout, stderr)
 	}
-	info, err := lockword.InspectRegion(paths[0])
+	info, err := shm.Inspect(paths[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "lockword inspect: %s\n", errText(err))
 		return exitUsage
 	}
 	if *asJSON {
 		// One line, as torture -json: see the help.
-		if err := json.NewEncoder(stdout).Encode(info); err != nil {
+		if err := json.NewEncoder(stdout).Encode(newInspectJSON(info)); err != nil {
 			fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
 			return exitFail
 		}
@@ -186,11 +188,60 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	return corruptStatus(info, stderr)
 }
 
+// inspectJSON is inspect -json's object: the shm.RegionInfo, with
+// the state of each attached process ("state") and of each lock's holder
+// ("holder_state") that the text view shows in its ALIVE columns:
+// processState's "running", "stopped", "tracing stop", "zombie" or
+// "dead", left out where unknown.
+type inspectJSON struct {
+	*shm.RegionInfo
+	Objects   []objectJSON  `json:"objects"`
+	Processes []processJSON `json:"processes"`
+}
+
+type processJSON struct {
+	shm.ProcessInfo
+	State string `json:"state,omitempty"`
+}
+
+type objectJSON struct {
+	shm.ObjectInfo
+	HolderState string
+}
+
+// MarshalJSON is ObjectInfo's JSON object with holder_state added: the
+// embedded type's own MarshalJSON (which leaves out a non-lock's lock
+// fields) would otherwise be promoted and drop the field.
+func (o objectJSON) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(o.ObjectInfo)
+	if err != nil || o.HolderState == "" || len(b) < 2 || b[len(b)-1] != '}' {
+		return b, err
+	}
+	st, _ := json.Marshal(o.HolderState)
+	b = append(b[:len(b)-1], `,"holder_state":`...)
+	return append(append(b, st...), '}'), nil
+}
+
+func newInspectJSON(info *shm.RegionInfo) inspectJSON {
+	j := inspectJSON{RegionInfo: info} // nil slices stay null, as RegionInfo's
+	for _, o := range info.Objects {
+		oj := objectJSON{ObjectInfo: o}
+		if o.HolderPID != 0 {
+			oj.HolderState = processState(o.HolderPID, o.HolderAlive)
+		}
+		j.Objects = append(j.Objects, oj)
+	}
+	for _, p := range info.Processes {
+		j.Processes = append(j.Processes, processJSON{ProcessInfo: p, State: processState(p.PID, p.Alive)})
+	}
+	return j
+}
+
 // corruptStatus is inspect's exit status for a region it read: exitFail,
 // with the corrupt objects named on stderr, if any object's words hold a
 // state that no valid history produces (a script that runs inspect as a
 // check must not read that as healthy), else exitOK.
-func corruptStatus(info *lockword.RegionInfo, stderr io.Writer) int {
+func corruptStatus(info *shm.RegionInfo, stderr io.Writer) int {
 	var bad []string
 	for _, o := range info.Objects {
 		switch {
@@ -233,14 +284,14 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func writeInspectText(w io.Writer, info *lockword.RegionInfo, all bool) {
+func writeInspectText(w io.Writer, info *shm.RegionInfo, all bool) {
 	fmt.Fprintf(w, "Region: %s (%d bytes, ABI version %d, created %s)\n",
 		info.Path, info.Size, info.Version, info.Created.Format(time.RFC3339))
 	if info.ReadOnly {
 		fmt.Fprintln(w, "Read-only: no write access to the file, so nothing was stamped: HELD FOR is unknown for holds that began on the fast path")
 	}
 	fmt.Fprintf(w, "Objects: %d\n", len(info.Objects))
-	var rings, seqlocks []lockword.ObjectInfo
+	var rings, seqlocks []shm.ObjectInfo
 	if len(info.Objects) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  NAME\tKIND\tOFFSET\tSTATE\tHOLDER\tALIVE\tHELD FOR\tWAITERS\tSTATS")
@@ -308,7 +359,7 @@ func writeInspectText(w io.Writer, info *lockword.RegionInfo, all bool) {
 }
 
 // writeRings prints the Rings table: one row per shared byte ring.
-func writeRings(w io.Writer, rings []lockword.ObjectInfo) {
+func writeRings(w io.Writer, rings []shm.ObjectInfo) {
 	var rows []string
 	for _, o := range rings {
 		ri := o.Ring
@@ -334,7 +385,7 @@ func writeSection(w io.Writer, title, header string, rows []string) {
 }
 
 // ringState is a ring's STATE in the objects table.
-func ringState(ri *lockword.RingInfo) string {
+func ringState(ri *shm.RingInfo) string {
 	switch {
 	case ri.Corrupt:
 		return "corrupt"
@@ -345,7 +396,7 @@ func ringState(ri *lockword.RingInfo) string {
 }
 
 // ringFill is how full a ring is: bytes used and the share of capacity.
-func ringFill(ri *lockword.RingInfo) string {
+func ringFill(ri *shm.RingInfo) string {
 	if ri.Corrupt {
 		return "corrupt indices"
 	}
@@ -353,7 +404,7 @@ func ringFill(ri *lockword.RingInfo) string {
 }
 
 // roleText is a ring role's holder: its PID and whether it lives, or "-".
-func roleText(p *lockword.ProcessInfo) string {
+func roleText(p *shm.ProcessInfo) string {
 	switch {
 	case p == nil:
 		return "-"
@@ -366,7 +417,7 @@ func roleText(p *lockword.ProcessInfo) string {
 }
 
 // writeSeqLocks prints the Seqlocks table: sequence and writer state.
-func writeSeqLocks(w io.Writer, seqlocks []lockword.ObjectInfo) {
+func writeSeqLocks(w io.Writer, seqlocks []shm.ObjectInfo) {
 	var rows []string
 	for _, o := range seqlocks {
 		sl := o.SeqLock
@@ -384,8 +435,8 @@ func writeSeqLocks(w io.Writer, seqlocks []lockword.ObjectInfo) {
 
 // writeProcesses prints the attached processes: the live ones, and the
 // dead ones too with all; otherwise it says how many dead it hid.
-func writeProcesses(w io.Writer, procs []lockword.ProcessInfo, all bool) {
-	var shown []lockword.ProcessInfo
+func writeProcesses(w io.Writer, procs []shm.ProcessInfo, all bool) {
+	var shown []shm.ProcessInfo
 	alive := 0
 	for _, p := range procs {
 		if p.Alive {
@@ -417,7 +468,7 @@ func writeProcesses(w io.Writer, procs []lockword.ProcessInfo, all bool) {
 // inspect that sees it, and a slow-path one by its acquirer; which of the
 // two the file does not say, so the time is a lower bound from the first
 // stamp: "≥1.5s (first seen)".
-func heldText(o *lockword.ObjectInfo) string {
+func heldText(o *shm.ObjectInfo) string {
 	switch {
 	case !o.HeldForKnown:
 		return "unknown"

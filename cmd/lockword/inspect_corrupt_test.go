@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 // TestInspectShowsCorrupt: a ticket mutex whose serving word was written
@@ -18,7 +18,7 @@ import (
 // 1, naming the corrupt object on stderr, so that a check script does not
 // take the region for healthy.
 func TestInspectShowsCorrupt(t *testing.T) {
-	path := regionWithCorruptWord(t, func(r *lockword.Region) error { _, err := r.TicketMutex("t"); return err },
+	path := regionWithCorruptWord(t, func(r *shm.Region) error { _, err := r.TicketMutex("t"); return err },
 		4, binary.NativeEndian.AppendUint32(nil, 10)) // serving
 	stdout, stderr, status := runCLI(t, "inspect", path)
 	if status != exitFail || !strings.Contains(stdout, "corrupt (serving 10 is ahead of next 0)") ||
@@ -36,7 +36,7 @@ func TestInspectShowsCorrupt(t *testing.T) {
 // exited 0, since a ring has no lock STATE, and its row read "corrupt
 // indices full".
 func TestInspectCorruptRingFails(t *testing.T) {
-	path := regionWithCorruptWord(t, func(r *lockword.Region) error {
+	path := regionWithCorruptWord(t, func(r *shm.Region) error {
 		p, err := r.RingProducer("q", 256)
 		if err == nil {
 			p.Close()
@@ -53,10 +53,10 @@ func TestInspectCorruptRingFails(t *testing.T) {
 // regionWithCorruptWord creates a region file whose one object make
 // creates, closes it, and writes word at offset off of that object, as a
 // process outside lockword would; it returns the file's path.
-func regionWithCorruptWord(t *testing.T, make func(*lockword.Region) error, off int64, word []byte) string {
+func regionWithCorruptWord(t *testing.T, make func(*shm.Region) error, off int64, word []byte) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "region")
-	r, err := lockword.CreateRegion(path, 0, nil)
+	r, err := shm.Create(path, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func regionWithCorruptWord(t *testing.T, make func(*lockword.Region) error, off 
 		t.Fatal(err)
 	}
 	r.Close()
-	info, err := lockword.InspectRegion(path)
+	info, err := shm.Inspect(path)
 	if err != nil {
 		t.Fatal(err)
 	}

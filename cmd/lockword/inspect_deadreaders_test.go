@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 // TestInspectShowsDeadReaders: an RW mutex's read holds of dead processes
 // appear in the STATE column beside the live ones, and in -json as the
 // encoded ObjectInfo's dead_readers.
 func TestInspectShowsDeadReaders(t *testing.T) {
-	info := &lockword.RegionInfo{Path: "r", Objects: []lockword.ObjectInfo{
+	info := &shm.RegionInfo{Path: "r", Objects: []shm.ObjectInfo{
 		{Name: "rw", Kind: "rwmutex", State: "read-held", Readers: 1, DeadReaders: 2},
 	}}
 	var b bytes.Buffer

@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 // TestInspectFairKinds: inspect shows the shared ticket mutex (holder,
 // queue length), rwmutex (readers) and cond (waiters) in text and JSON.
 func TestInspectFairKinds(t *testing.T) {
 	r, path := testRegion(t)
-	other, err := lockword.OpenRegion(path, nil)
+	other, err := shm.Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestInspectFairKinds(t *testing.T) {
 	tm.Lock()
 	done := make(chan struct{})
 	go func() { otm.Lock(); otm.Unlock(); close(done) }()
-	waitFor(t, func(o lockword.ObjectInfo) bool { return o.Name == "tickets" && o.Queued == 1 }, path)
+	waitFor(t, func(o shm.ObjectInfo) bool { return o.Name == "tickets" && o.Queued == 1 }, path)
 	rw, _ := r.RWMutex("settings")
 	orw, _ := other.RWMutex("settings")
 	rw.RLock()
@@ -36,17 +36,17 @@ func TestInspectFairKinds(t *testing.T) {
 	mu, _ := r.Mutex("ready-lock")
 	condDone := make(chan struct{})
 	go func() { mu.Lock(); cond.Wait(mu); mu.Unlock(); close(condDone) }()
-	waitFor(t, func(o lockword.ObjectInfo) bool { return o.Name == "ready" && o.Queued == 1 }, path)
+	waitFor(t, func(o shm.ObjectInfo) bool { return o.Name == "ready" && o.Queued == 1 }, path)
 
 	stdout, stderr, status := runCLI(t, "inspect", "-json", path)
 	if status != exitOK {
 		t.Fatalf("inspect -json: %d %s", status, stderr)
 	}
-	var info lockword.RegionInfo
+	var info shm.RegionInfo
 	if err := json.Unmarshal([]byte(stdout), &info); err != nil {
 		t.Fatal(err)
 	}
-	objs := map[string]lockword.ObjectInfo{}
+	objs := map[string]shm.ObjectInfo{}
 	for _, o := range info.Objects {
 		objs[o.Name] = o
 	}
@@ -86,11 +86,11 @@ func TestInspectFairKinds(t *testing.T) {
 }
 
 // waitFor polls InspectRegion until some object satisfies ok.
-func waitFor(t *testing.T, ok func(lockword.ObjectInfo) bool, path string) {
+func waitFor(t *testing.T, ok func(shm.ObjectInfo) bool, path string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		info, err := lockword.InspectRegion(path)
+		info, err := shm.Inspect(path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
+	"github.com/lockword/lockword/shm"
 )
 
 // TestHoldChild holds a lock in a region until killed: run by
@@ -28,7 +28,7 @@ func TestHoldChild(t *testing.T) {
 	if path == "" {
 		t.Skip("run by TestInspectStoppedHolder")
 	}
-	r, err := lockword.OpenRegion(path, nil)
+	r, err := shm.Open(path, nil)
 	if err != nil {
 		fmt.Println(err)
 		os.Exit(1)
@@ -60,6 +60,16 @@ func startHolder(t *testing.T, path string, env ...string) *exec.Cmd {
 	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "locked\n" {
 		t.Fatalf("child: %q %v", buf, err)
 	}
+	return cmd
+}
+
+// startStoppedHolder is startHolder, then SIGSTOP: it returns once the
+// holder is stopped.
+func startStoppedHolder(t *testing.T, path string) *exec.Cmd {
+	t.Helper()
+	cmd := startHolder(t, path)
+	cmd.Process.Signal(syscall.SIGSTOP)
+	waitProcState(t, cmd.Process.Pid, "stopped")
 	return cmd
 }
 
@@ -126,6 +136,44 @@ func TestInspectHolderStateAndHeldSince(t *testing.T) {
 	}
 }
 
+// TestInspectJSONHolderState: inspect -json gives each attached process's
+// state and each lock holder's, as the text view does: a stopped holder
+// is "stopped" (alive, and it never lets go until continued), this
+// process "running".
+func TestInspectJSONHolderState(t *testing.T) {
+	r, path := testRegion(t)
+	r.Mutex("orders")
+	cmd := startStoppedHolder(t, path)
+	stdout, stderr, status := runCLI(t, "inspect", "-json", path)
+	var info struct {
+		Objects []struct {
+			Name        string `json:"name"`
+			HolderPID   int    `json:"holder_pid"`
+			HolderState string `json:"holder_state"`
+		} `json:"objects"`
+		Processes []struct {
+			PID   int    `json:"pid"`
+			State string `json:"state"`
+		} `json:"processes"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &info); status != exitOK || err != nil || len(info.Objects) != 1 {
+		t.Fatalf("inspect -json: status %d, %v, stderr %q:\n%s", status, err, stderr, stdout)
+	}
+	if o := info.Objects[0]; o.HolderPID != cmd.Process.Pid || o.HolderState != "stopped" {
+		t.Errorf("inspect -json: object %+v: want holder %d, holder_state \"stopped\"", o, cmd.Process.Pid)
+	}
+	want := map[int]string{cmd.Process.Pid: "stopped", os.Getpid(): "running"}
+	for _, p := range info.Processes {
+		if p.State != want[p.PID] {
+			t.Errorf("inspect -json: process %d has state %q, want %q", p.PID, p.State, want[p.PID])
+		}
+		delete(want, p.PID)
+	}
+	if len(want) > 0 {
+		t.Errorf("inspect -json: processes %v missing:\n%s", want, stdout)
+	}
+}
+
 // waitProcState waits until process pid is in state (as procState names
 // it): the signal, or the exit, takes effect asynchronously.
 func waitProcState(t *testing.T, pid int, state string) {
@@ -176,7 +224,7 @@ func TestInspectStoppedHolder(t *testing.T) {
 		if status != exitOK {
 			t.Fatalf("inspect: %d %s", status, stderr)
 		}
-		var info lockword.RegionInfo
+		var info shm.RegionInfo
 		if err := json.Unmarshal([]byte(stdout), &info); err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +252,7 @@ func TestInspectErrors(t *testing.T) {
 	foreign := filepath.Join(dir, "notes.txt")
 	os.WriteFile(foreign, []byte("not a region at all, but long enough to have a magic"), 0o600)
 	corrupt := filepath.Join(dir, "corrupt")
-	r, err := lockword.CreateRegion(corrupt, 0, nil)
+	r, err := shm.Create(corrupt, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +292,7 @@ func TestInspectErrors(t *testing.T) {
 // looking free ("-").
 func TestInspectTextUnknownHolder(t *testing.T) {
 	var b strings.Builder
-	writeInspectText(&b, &lockword.RegionInfo{Path: "r", Objects: []lockword.ObjectInfo{
+	writeInspectText(&b, &shm.RegionInfo{Path: "r", Objects: []shm.ObjectInfo{
 		{Name: "orders", Kind: "mutex", State: "owner-dead", HolderPID: 0},
 	}}, false)
 	if !regexp.MustCompile(`orders\s+mutex\s+0\s+owner-dead\s+unknown\s+no\s`).MatchString(b.String()) {
@@ -280,7 +328,7 @@ func TestInspectReadOnlyUser(t *testing.T) {
 		t.Skipf("nobody cannot run %s (%v %s)", bin, err, out)
 	}
 	path := filepath.Join(dir, "region")
-	r, err := lockword.CreateRegion(path, 0, &lockword.RegionOptions{Mode: 0o644})
+	r, err := shm.Create(path, 0, &shm.Options{Mode: 0o644})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +342,7 @@ func TestInspectReadOnlyUser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("inspect as nobody: %v\n%s", err, out)
 	}
-	var info lockword.RegionInfo
+	var info shm.RegionInfo
 	if err := json.Unmarshal(out, &info); err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +393,7 @@ func TestInspectJSONNotALock(t *testing.T) {
 func TestInspectCorruptFiles(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
-	r, err := lockword.CreateRegion(good, 0, nil)
+	r, err := shm.Create(good, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 // TestShownName: names that could forge a row or reach the terminal as
@@ -42,7 +42,7 @@ func TestInspectFlagsAnywhere(t *testing.T) {
 		{"-json", path}, {path, "-json"}, {path, "-json", "-all"}, {"-all", path, "-json"}, {path, "-json=true"},
 	} {
 		stdout, stderr, status := runCLI(t, append([]string{"inspect"}, args...)...)
-		var info lockword.RegionInfo
+		var info shm.RegionInfo
 		if status != exitOK || stderr != "" || json.Unmarshal([]byte(stdout), &info) != nil || info.Path != path {
 			t.Errorf("inspect %q: status %d, stderr %q, stdout %q; want the region as JSON", args, status, stderr, stdout)
 		}
@@ -94,7 +94,7 @@ func TestInspectRingsAndSeqLocks(t *testing.T) {
 	if _, err := c.Receive(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	s, err := lockword.RegionSeqLock[[2]int64](r, "quote")
+	s, err := shm.NewSeqLock[[2]int64](r, "quote")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,14 +125,14 @@ func TestInspectRingsAndSeqLocks(t *testing.T) {
 // TestInspectTextHidesDeadProcesses: dead process slots are counted, not
 // listed, unless -all; rings with a dead side and torn seqlocks say so.
 func TestInspectTextHidesDeadProcesses(t *testing.T) {
-	info := &lockword.RegionInfo{Path: "r",
-		Objects: []lockword.ObjectInfo{
-			{Name: "events", Kind: "ring", Ring: &lockword.RingInfo{Capacity: 1024, Used: 512,
-				Producer: &lockword.ProcessInfo{PID: 41, Alive: false}, Consumer: &lockword.ProcessInfo{PID: 42, Alive: true}}},
+	info := &shm.RegionInfo{Path: "r",
+		Objects: []shm.ObjectInfo{
+			{Name: "events", Kind: "ring", Ring: &shm.RingInfo{Capacity: 1024, Used: 512,
+				Producer: &shm.ProcessInfo{PID: 41, Alive: false}, Consumer: &shm.ProcessInfo{PID: 42, Alive: true}}},
 			{Name: "quote", Kind: "seqlock", State: "owner-dead", HolderPID: 43,
-				SeqLock: &lockword.SeqLockInfo{Sequence: 9, Stores: 4, Writing: true, Torn: true}},
+				SeqLock: &shm.SeqLockInfo{Sequence: 9, Stores: 4, Writing: true, Torn: true}},
 		},
-		Processes: []lockword.ProcessInfo{{Slot: 0, PID: 42, Alive: true}, {Slot: 1, PID: 41}, {Slot: 2, PID: 43}},
+		Processes: []shm.ProcessInfo{{Slot: 0, PID: 42, Alive: true}, {Slot: 1, PID: 41}, {Slot: 2, PID: 43}},
 	}
 	var b strings.Builder
 	writeInspectText(&b, info, false)
@@ -155,10 +155,10 @@ func TestInspectTextHidesDeadProcesses(t *testing.T) {
 
 // testRegion creates an empty region in a temporary directory, closed at
 // the end of the test.
-func testRegion(t *testing.T) (*lockword.Region, string) {
+func testRegion(t *testing.T) (*shm.Region, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "region")
-	r, err := lockword.CreateRegion(path, 0, nil)
+	r, err := shm.Create(path, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

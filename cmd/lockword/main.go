@@ -13,6 +13,7 @@
 //	bench     measure every lock against its peer on this machine
 //	ls        list the region files in a directory and who is attached
 //	rm        remove region files that no live process is attached to
+//	etcd      serve an embedded etcd in the foreground for trying etcdlock
 //	version   print the build's module version, commit and Go version
 //	help      show help for lockword or for one command
 //
@@ -63,6 +64,7 @@ var commands = []command{
 	{name: "bench", summary: benchSummary, run: runBench, help: benchHelp},
 	{name: "ls", summary: lsSummary, run: runLs, help: lsHelp},
 	{name: "rm", summary: rmSummary, run: runRm, help: rmHelp},
+	{name: "etcd", summary: etcdSummary, run: runEtcd, help: etcdHelp},
 	{name: "version", summary: versionSummary, run: runVersion, help: versionHelp},
 }
 
@@ -209,6 +211,7 @@ Examples:
   lockword bench -chart bench.svg   # every lock against its peer, about 30 s
   lockword ls                       # regions under /dev/shm, in use or stale
   lockword rm orders                # remove /dev/shm/orders once nobody uses it
+  lockword etcd                     # an etcd on a free port, until Ctrl-C
   lockword help torture
 `)
 }

@@ -38,6 +38,19 @@ func procState(pid int) string {
 	return ""
 }
 
+// processState is a process's state for inspect -json and rm -force:
+// procState's, or "running" for a live process in none of those states
+// (running or sleeping), or "" for a dead one whose state is unknown.
+func processState(pid int, alive bool) string {
+	if st := procState(pid); st != "" {
+		return st
+	}
+	if alive {
+		return "running"
+	}
+	return ""
+}
+
 // aliveText is the ALIVE column for a process that inspect found alive
 // or not: "yes" or "no", with its state from procState when that is one
 // to notice ("yes (stopped)": it holds on and never lets go until

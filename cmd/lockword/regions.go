@@ -13,10 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 const (
@@ -38,20 +39,26 @@ line each:
   DEAD      process slots whose process died without detaching (killed)
   CREATED   when the region was created
   STATE     "in use" (a live process is attached) or "stale" (none is:
-            "lockword rm PATH" removes it), or "file lock held" (a
-            process, named with whether it is stopped, held the region's
-            file lock for 2 s, so it could not be read)
+            "lockword rm PATH" removes it); or, for a file it could not
+            read, why: "file lock held" (a process, named with whether it
+            is stopped, held the region's file lock for 2 s) or
+            "unreadable" (permission denied, an I/O error), with the error
 
 Files that are not regions are left out; -all lists them too, with the
 reason (a corrupt, truncated or never initialized region shows here).
+A file that could not be read is always listed: it may be a region.
 
 Flags:
   -all    also list files that are not valid regions, with the reason
   -json   one JSON object per line (JSON Lines): path, size_bytes, objects,
-          live, dead, created, state; with -all, error for a non-region
+          live, dead, created, state; for a file that could not be read
+          (and, with -all, a non-region) path, size_bytes, state (if any)
+          and error instead of the counts and created, which are unknown
 
 Exit status:
-  0  the directory was read
+  0  the directory was read, and every region in it
+  1  some file could not be read (listed with the reason): the listing
+     may lack a region
   2  usage error, or the directory cannot be read
 
 Examples:
@@ -67,7 +74,7 @@ Rm removes each region file PATH (a name without a slash is looked up
 under /dev/shm) unless a live process is attached to it: it validates the
 file as an open does and counts the live processes in its process table
 under the region's exclusive file lock, the lock that attaching takes
-(lockword.RemoveRegion). A process that died attached (killed) does not
+(shm.Remove). A process that died attached (killed) does not
 count. It never follows a symbolic link.
 
 A file that is not a lockword region is never removed, with or without
@@ -79,7 +86,9 @@ Flags:
           mappings; nobody else can open the region any more), and remove
           a damaged region (truncated, resized, corrupt checksum or table)
           whose file still starts with a region header (magic number and
-          ABI version 1)
+          ABI version 1); each removal it forced is named on stderr with
+          what it overrode: the live processes (PID, running or stopped,
+          the locks each held), the file lock's holder, or the damage
 
 Exit status:
   0  every PATH was removed
@@ -96,7 +105,7 @@ Examples:
 `)
 }
 
-// lsEntry is one line of ls; its JSON form is ls -json's.
+// lsEntry is one line of ls; its JSON form (MarshalJSON) is ls -json's.
 type lsEntry struct {
 	Path    string    `json:"path"`
 	Size    int64     `json:"size_bytes"`
@@ -104,8 +113,39 @@ type lsEntry struct {
 	Live    int       `json:"live"`
 	Dead    int       `json:"dead"`
 	Created time.Time `json:"created"`
-	State   string    `json:"state"` // "in use", "stale", "file lock held" (with Error), or "" with Error
-	Error   string    `json:"error,omitempty"`
+	// State is "in use" or "stale"; with Error, "file lock held" or
+	// "unreadable" (the file could not be read), or "" (not a region).
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+}
+
+// MarshalJSON leaves out, for an entry with an error, the counts and the
+// creation time, which ls could not read: zeros there would read as a
+// region nobody uses, created in year 1.
+func (e lsEntry) MarshalJSON() ([]byte, error) {
+	if e.Error == "" {
+		type plain lsEntry // without this method
+		return json.Marshal(plain(e))
+	}
+	return json.Marshal(struct {
+		Path  string `json:"path"`
+		Size  int64  `json:"size_bytes"`
+		State string `json:"state,omitempty"`
+		Error string `json:"error"`
+	}{e.Path, e.Size, e.State, e.Error})
+}
+
+// notRegion reports whether err, from reading a file as a region, says
+// what the file holds (not a region, or a damaged one: ls -all lists it)
+// rather than that the file could not be read (ls always lists it).
+func notRegion(err error) bool {
+	for _, e := range []error{shm.ErrNotInitialized, shm.ErrBadMagic, shm.ErrBadVersion,
+		shm.ErrTruncated, shm.ErrNotRegularFile, shm.ErrUnsupported} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return damagedRegion(err)
 }
 
 func runLs(args []string, stdout, stderr io.Writer) int {
@@ -120,7 +160,7 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Run 'lockword ls -help' for usage.")
 		return exitUsage
 	}
-	dir := lockword.DefaultRegionDir
+	dir := shm.DefaultRegionDir
 	if fs.NArg() == 1 {
 		dir = fs.Arg(0)
 	}
@@ -130,32 +170,32 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	var list []lsEntry
+	status := exitOK
 	for _, e := range ents {
 		if !e.Type().IsRegular() {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		info, err := lockword.InspectRegion(path)
-		if errors.Is(err, lockword.ErrFileLockTimeout) {
-			// A region, most likely, behind a holder that does not let go:
-			// listed always, as what it is.
-			fi, _ := e.Info()
-			var size int64
-			if fi != nil {
-				size = fi.Size()
-			}
-			list = append(list, lsEntry{Path: path, Size: size, State: "file lock held", Error: errText(err)})
-			continue
-		}
+		info, err := shm.Inspect(path)
 		if err != nil {
-			if *all {
-				fi, _ := e.Info()
-				var size int64
-				if fi != nil {
-					size = fi.Size()
-				}
-				list = append(list, lsEntry{Path: path, Size: size, Error: errText(err)})
+			le := lsEntry{Path: path, Error: errText(err)}
+			if fi, _ := e.Info(); fi != nil {
+				le.Size = fi.Size()
 			}
+			switch {
+			case errors.Is(err, shm.ErrFileLockTimeout):
+				// A region, most likely, behind a holder that does not
+				// let go.
+				le.State = "file lock held"
+			case !notRegion(err):
+				le.State = "unreadable"
+			case !*all:
+				continue
+			}
+			if le.State != "" {
+				status = exitFail // the listing may lack a region
+			}
+			list = append(list, le)
 			continue
 		}
 		le := lsEntry{Path: path, Size: info.Size, Objects: len(info.Objects), Created: info.Created, State: "stale"}
@@ -177,7 +217,7 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 		for _, le := range list {
 			enc.Encode(le)
 		}
-		return exitOK
+		return status
 	}
 	if len(list) == 0 {
 		fmt.Fprintf(stdout, "no regions in %s\n", dir)
@@ -197,7 +237,7 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", shownName(le.Path), le.Size, le.Objects, le.Live, le.Dead, le.Created.Format(time.RFC3339), le.State)
 	}
 	tw.Flush()
-	return exitOK
+	return status
 }
 
 func runRm(args []string, stdout, stderr io.Writer) int {
@@ -213,12 +253,15 @@ func runRm(args []string, stdout, stderr io.Writer) int {
 	}
 	status := exitOK
 	for _, path := range fs.Args() {
-		err := lockword.RemoveRegion(path, &lockword.RemoveOptions{Force: *force})
+		err := shm.Remove(path, nil)
+		if err != nil && *force {
+			err = forceRemove(path, err, stderr)
+		}
 		switch {
 		case err == nil:
 			continue
-		case errors.Is(err, os.ErrNotExist), errors.Is(err, lockword.ErrNotRegularFile), errors.Is(err, os.ErrPermission), errors.Is(err, lockword.ErrUnsupported),
-			errors.Is(err, lockword.ErrBadMagic), errors.Is(err, lockword.ErrNotInitialized):
+		case errors.Is(err, os.ErrNotExist), errors.Is(err, shm.ErrNotRegularFile), errors.Is(err, os.ErrPermission), errors.Is(err, shm.ErrUnsupported),
+			errors.Is(err, shm.ErrBadMagic), errors.Is(err, shm.ErrNotInitialized):
 			status = exitUsage
 		case status == exitOK:
 			status = exitFail
@@ -232,12 +275,54 @@ func runRm(args []string, stdout, stderr io.Writer) int {
 	return status
 }
 
+// forceRemove is rm -force of path after a plain removal failed with
+// refusal: it removes the region with RemoveOptions.Force and, if that
+// succeeds, says on stderr what it overrode (an operator who forced the
+// removal of a region in use must learn which processes still use it);
+// it returns the forced removal's error.
+func forceRemove(path string, refusal error, stderr io.Writer) error {
+	why := errText(refusal)
+	if errors.Is(refusal, shm.ErrRegionInUse) {
+		if info, err := shm.Inspect(path); err == nil {
+			why = "live processes were attached: " + liveProcesses(info)
+		}
+	}
+	err := shm.Remove(path, &shm.RemoveOptions{Force: true})
+	if err == nil {
+		fmt.Fprintf(stderr, "lockword rm: removed %s by -force, although %s\n", path, why)
+	}
+	return err
+}
+
+// liveProcesses names the live processes attached to a region, each with
+// its state and the locks it holds: "PID 41 (running), PID 42 (stopped,
+// holding "orders")".
+func liveProcesses(info *shm.RegionInfo) string {
+	var ps []string
+	for _, p := range info.Processes {
+		if !p.Alive {
+			continue
+		}
+		what := []string{processState(p.PID, true)}
+		for _, o := range info.Objects {
+			if o.HolderPID == p.PID {
+				what = append(what, fmt.Sprintf("holding %q", o.Name))
+			}
+		}
+		ps = append(ps, fmt.Sprintf("PID %d (%s)", p.PID, strings.Join(what, ", ")))
+	}
+	if len(ps) == 0 {
+		return "none any more"
+	}
+	return strings.Join(ps, ", ")
+}
+
 // damagedRegion reports whether err is an open check that fails only after
 // the magic number and the ABI version passed: the file is a region of
-// ours, damaged, and -force removes it (lockword.RemoveOptions.Force).
+// ours, damaged, and -force removes it (shm.RemoveOptions.Force).
 func damagedRegion(err error) bool {
-	for _, e := range []error{lockword.ErrBadSize, lockword.ErrBadChecksum, lockword.ErrObjectName, lockword.ErrObjectKind,
-		lockword.ErrObjectBounds, lockword.ErrObjectAlignment, lockword.ErrForeignPIDNamespace} {
+	for _, e := range []error{shm.ErrBadSize, shm.ErrBadChecksum, shm.ErrObjectName, shm.ErrObjectKind,
+		shm.ErrObjectBounds, shm.ErrObjectAlignment, shm.ErrForeignPIDNamespace} {
 		if errors.Is(err, e) {
 			return true
 		}

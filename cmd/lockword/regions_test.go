@@ -11,9 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockword/lockword/shm"
 	"golang.org/x/sys/unix"
-
-	"github.com/lockword/lockword"
 )
 
 // TestLsRm: ls tells a region in use from a stale one (and, with -all, a
@@ -22,7 +21,7 @@ import (
 func TestLsRm(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "orders")
-	r, err := lockword.CreateRegion(path, 0, nil)
+	r, err := shm.Create(path, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +95,7 @@ func TestRmForceOnlyRegions(t *testing.T) {
 	random := make([]byte, 8192)
 	rand.New(rand.NewSource(1)).Read(random)
 	model := filepath.Join(dir, "model")
-	r, err := lockword.CreateRegion(model, 0, nil)
+	r, err := shm.Create(model, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,8 +143,20 @@ func TestRmForceOnlyRegions(t *testing.T) {
 // keeps the file, and does not suggest -force; ls lists the region, even
 // without -all, as "file lock held", naming the holder.
 func TestRmFileLockHeld(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "region")
-	r, err := lockword.CreateRegion(path, 0, nil)
+	path := fileLockHeldRegion(t, t.TempDir())
+	_, stderr, status := runCLI(t, "rm", path)
+	if _, serr := os.Lstat(path); status != exitFail || serr != nil || !strings.Contains(stderr, fmt.Sprintf("PID %d (not stopped)", os.Getpid())) || strings.Contains(stderr, "-force") {
+		t.Errorf("rm of a region whose file lock is held: status %d, file kept %v, stderr %q: want %d, the file kept, the holder named, no -force hint",
+			status, serr == nil, stderr, exitFail)
+	}
+}
+
+// fileLockHeldRegion creates a region in dir whose file lock this process
+// holds, through a descriptor of its own, until the test ends.
+func fileLockHeldRegion(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "region")
+	r, err := shm.Create(path, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,18 +165,61 @@ func TestRmFileLockHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, status := runCLI(t, "rm", path)
-	if _, serr := os.Lstat(path); status != exitFail || serr != nil || !strings.Contains(stderr, fmt.Sprintf("PID %d (not stopped)", os.Getpid())) || strings.Contains(stderr, "-force") {
-		t.Errorf("rm of a region whose file lock is held: status %d, file kept %v, stderr %q: want %d, the file kept, the holder named, no -force hint",
-			status, serr == nil, stderr, exitFail)
+	return path
+}
+
+// TestLsUnreadable: ls lists a region it could not read (its file lock
+// stayed held: here by this process, through a descriptor of its own),
+// even without -all, saying why and naming the holder; -json gives the
+// error instead of zero counts and a zero creation time; both exit 1, so
+// that a script does not take the listing for complete.
+func TestLsUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	path := fileLockHeldRegion(t, dir)
+	holder := fmt.Sprintf("PID %d", os.Getpid())
+	stdout, stderr, status := runCLI(t, "ls", dir)
+	if status != exitFail || !strings.Contains(stdout, "file lock held: ") || !strings.Contains(stdout, holder) {
+		t.Errorf("ls of a region whose file lock is held: status %d, stdout %q, stderr %q: want %d and the region listed as file lock held, naming the holder",
+			status, stdout, stderr, exitFail)
 	}
-	stdout, stderr, status := runCLI(t, "ls", filepath.Dir(path))
-	if status != exitOK || !strings.Contains(stdout, "file lock held: ") || !strings.Contains(stdout, fmt.Sprintf("PID %d", os.Getpid())) {
-		t.Errorf("ls of a region whose file lock is held: status %d, stdout %q, stderr %q: want the region listed as file lock held, naming the holder", status, stdout, stderr)
+	stdout, stderr, status = runCLI(t, "ls", "-json", dir)
+	var entry map[string]any
+	if err := json.Unmarshal([]byte(stdout), &entry); err != nil {
+		t.Fatalf("ls -json: %v: %q", err, stdout)
+	}
+	if e, _ := entry["error"].(string); status != exitFail || entry["path"] != path || !strings.Contains(e, holder) {
+		t.Errorf("ls -json of an unreadable region: status %d, %q, stderr %q: want %d, its path and the error naming the holder", status, stdout, stderr, exitFail)
+	}
+	for _, unknown := range []string{"objects", "live", "dead", "created"} {
+		if v, ok := entry[unknown]; ok {
+			t.Errorf("ls -json of an unreadable region: %s %v, which it could not know: %q", unknown, v, stdout)
+		}
+	}
+}
+
+// TestRmForceSaysWhatItOverrode: rm -force of a region that live
+// processes are attached to (this one, running, and a child holding a
+// lock, stopped) removes it with exit 0 and names on stderr each process
+// it overrode, with its state and the locks it holds.
+func TestRmForceSaysWhatItOverrode(t *testing.T) {
+	r, path := testRegion(t)
+	r.Mutex("orders")
+	child := startStoppedHolder(t, path)
+	_, stderr, status := runCLI(t, "rm", "-force", path)
+	if _, err := os.Lstat(path); status != exitOK || err == nil {
+		t.Fatalf("rm -force: status %d, file kept %v, stderr %q: want it removed", status, err == nil, stderr)
+	}
+	for _, want := range []string{
+		fmt.Sprintf(`PID %d (stopped, holding "orders")`, child.Process.Pid),
+		fmt.Sprintf("PID %d (running)", os.Getpid()),
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("rm -force: stderr %q lacks %q", stderr, want)
+		}
 	}
 }
 

@@ -74,6 +74,13 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"ls", "a", "b"}, "expected at most one DIR", "Run 'lockword ls -help' for usage.\n"},
 		{[]string{"rm"}, "expected at least one region PATH", "Run 'lockword rm -help' for usage.\n"},
 		{[]string{"rm", "x", "-force=maybe"}, `invalid boolean value "maybe" for -force`, "Run 'lockword rm -help' for usage.\n"},
+		// etcd.
+		{[]string{"etcd", "now"}, `unexpected argument "now"`, "Run 'lockword etcd -help' for usage.\n"},
+		{[]string{"etcd", "-members", "0"}, "-members must be between 1 and 7", "Run 'lockword etcd -help' for usage.\n"},
+		{[]string{"etcd", "-port", "65535", "-members", "3"}, "-port 65535 leaves no room for 3 member(s)", "Run 'lockword etcd -help' for usage.\n"},
+		{[]string{"etcd", "-peer-port", "-1"}, "-peer-port -1 leaves no room", "Run 'lockword etcd -help' for usage.\n"},
+		{[]string{"etcd", "-port", "2379", "-peer-port", "2380", "-members", "3"}, "client ports 2379-2381 overlap peer ports 2380-2382", "Run 'lockword etcd -help' for usage.\n"},
+		{[]string{"etcd", "-members", "3", "-data", clusterData(t)}, "holds a cluster's data, whose members find each other at the peer ports", "Run 'lockword etcd -help' for usage.\n"},
 		// version.
 		{[]string{"version", "now"}, `unexpected argument "now"`, version},
 		{[]string{"version", "-bogus"}, "flag provided but not defined: -bogus", version},

@@ -1,12 +1,15 @@
 // Package etcdembed starts etcd servers inside the calling process, on
 // loopback ports, with their data in a temporary directory: a single node
 // for `lockword torture -lock etcd` without -etcd, and the clusters the
-// etcdlock tests and the torture's cluster run need. It is for tests and
-// the lockword command only: the etcdlock package needs only the client.
+// etcdlock tests and the torture's cluster run need, the server of
+// `lockword etcd`, and a Proxy that slows or cuts one endpoint's traffic.
+// Package etcdtest is its face for tests, in and outside lockword; the
+// etcdlock package itself needs only the client.
 //
 // The servers run with short raft ticks (so that the smallest lease TTL the
 // server grants is 1 s, and a re-election takes a fraction of a second)
-// and without fsync: their data lives only as long as the run, and a
+// and without fsync: their data lives only as long as the run (a kept
+// Config.Dir survives a clean stop, not a power loss), and a
 // "killed" member here is a stopped server, whose writes the page cache
 // keeps, not a machine that lost power.
 package etcdembed
@@ -39,6 +42,7 @@ const (
 // A Cluster is a set of embedded etcd members in one process.
 type Cluster struct {
 	dir      string
+	keep     bool       // dir was given: Close leaves it
 	mu       sync.Mutex // guards members[i].etcd: Stop may run while Leader is asked
 	members  []*member
 	stopping sync.WaitGroup // Stops in progress
@@ -51,35 +55,76 @@ type member struct {
 	etcd      *embed.Etcd // nil once stopped
 }
 
+// Config says what StartConfig starts.
+type Config struct {
+	// Members is the number of members, at least 1.
+	Members int
+	// Dir holds the members' data and is kept by Close; "" means a new
+	// temporary directory, which Close removes.
+	Dir string
+	// ClientPort and PeerPort are member 0's loopback ports; member i
+	// uses ClientPort+i and PeerPort+i. 0 means free ports.
+	ClientPort, PeerPort int
+}
+
 // Start starts an n-member cluster (n ≥ 1) on free 127.0.0.1 ports, with
 // its data in a new temporary directory, and waits until every member is
 // ready. Close stops it and removes the directory.
-func Start(n int) (*Cluster, error) {
+func Start(n int) (*Cluster, error) { return StartConfig(Config{Members: n}) }
+
+// StartConfig starts the cluster cfg describes and waits until every
+// member is ready. It refuses overlapping client and peer port ranges.
+func StartConfig(cfg Config) (*Cluster, error) {
+	n := cfg.Members
 	if n < 1 {
 		return nil, fmt.Errorf("etcdembed: a cluster needs at least one member, got %d", n)
 	}
+	if cfg.ClientPort != 0 && cfg.PeerPort != 0 && cfg.ClientPort < cfg.PeerPort+n && cfg.PeerPort < cfg.ClientPort+n {
+		return nil, fmt.Errorf("etcdembed: client ports %d-%d overlap peer ports %d-%d", cfg.ClientPort, cfg.ClientPort+n-1, cfg.PeerPort, cfg.PeerPort+n-1)
+	}
+	tries := 1
+	if (cfg.ClientPort == 0 || cfg.PeerPort == 0) && cfg.Dir == "" {
+		// A port found free may be taken before the server binds it:
+		// try again with fresh ports a few times (not on kept data,
+		// which a failed start may have changed).
+		tries = 5
+	}
 	var err error
-	// A port found free may be taken before the server binds it: try again
-	// with fresh ports a few times.
-	for range 5 {
+	for range tries {
 		var c *Cluster
-		if c, err = start(n); err == nil {
+		if c, err = start(cfg); err == nil {
 			return c, nil
 		}
 	}
 	return nil, err
 }
 
-func start(n int) (*Cluster, error) {
-	dir, err := os.MkdirTemp("", "lockword-etcd-")
-	if err != nil {
-		return nil, err
+func start(want Config) (*Cluster, error) {
+	n := want.Members
+	dir, keep := want.Dir, want.Dir != ""
+	if keep {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if dir, err = os.MkdirTemp("", "lockword-etcd-"); err != nil {
+			return nil, err
+		}
 	}
-	c := &Cluster{dir: dir}
+	c := &Cluster{dir: dir, keep: keep}
 	ports, err := freePorts(2 * n)
 	if err != nil {
-		os.RemoveAll(dir)
+		c.removeDir()
 		return nil, err
+	}
+	for i := range n {
+		if want.ClientPort != 0 {
+			ports[2*i] = want.ClientPort + i
+		}
+		if want.PeerPort != 0 {
+			ports[2*i+1] = want.PeerPort + i
+		}
 	}
 	var initial []string
 	for i := range n {
@@ -255,5 +300,22 @@ func (c *Cluster) Close() error {
 		e.Close()
 	}
 	c.stopping.Wait() // a Stop still closing its member
+	return c.removeDir()
+}
+
+// HasData reports whether dir holds the data of a cluster started with
+// Config.Dir = dir.
+func HasData(dir string) bool {
+	_, err := os.Stat(fmt.Sprintf("%s/m0/member", dir))
+	return err == nil
+}
+
+// Dir returns the directory that holds the members' data.
+func (c *Cluster) Dir() string { return c.dir }
+
+func (c *Cluster) removeDir() error {
+	if c.keep {
+		return nil
+	}
 	return os.RemoveAll(c.dir)
 }

@@ -1,12 +1,15 @@
 package bench
 
 // Charts of a run, drawn with gonum.org/v1/plot: for each group a panel of
-// grouped bars (throughput per goroutine count, each lockword kind beside
-// its peer, whiskers from the slowest to the fastest round, the ratio to
-// the peer above each kind's bar) and, where waits were timed, a panel of
-// the wait-time CDFs at one goroutine count; a caption with the machine
-// and the run's settings on top. The library never imports this: the
-// plotting dependency stays in cmd/.
+// grouped bars (throughput per goroutine count on a log axis, each
+// lockword kind beside its peer, whiskers from the slowest to the fastest
+// round, the ratio to the peer above each kind's bar) and, where waits
+// were timed, a panel of the wait-time CDFs at one goroutine count; each
+// panel carries its own legend; a caption with the machine and the run's
+// settings on top. Panels sit two to a row, a panel of many bars across a
+// whole row, so that each bar's label fits above it and no cell is left
+// empty. The library never imports this: the plotting dependency stays in
+// cmd/.
 
 import (
 	"errors"
@@ -14,7 +17,6 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -46,17 +48,33 @@ const (
 // WidthPx/chartDPI inches wide in every format.
 const chartDPI = 96
 
-// Default chart geometry in pixels.
+// Default chart geometry in pixels. The width is what a Markdown page on
+// GitHub shows without scaling the image down much (its column is about
+// 900-1000 px), so that the font sizes below read at 100% zoom.
 const (
-	DefaultChartWidthPx = 1400
-	panelHeightPx       = 430
-	headerHeightPx      = 110
+	DefaultChartWidthPx = 1000
+	panelHeightPx       = 340
+	headerHeightPx      = 130
 )
 
-// DefaultChartHeightPx is the height that gives each group's row
+// Font sizes in points (4/3 px each at chartDPI).
+const (
+	titlePt   = 12
+	axisPt    = 10.5
+	tickPt    = 10
+	legendPt  = 10
+	ratioPt   = 9.5
+	captionPt = 10
+)
+
+// halfPanelBars is the most bars a half-width panel holds: beyond it a
+// ratio label ("0.47×", about 30 px) would be wider than its bar.
+const halfPanelBars = 12
+
+// DefaultChartHeightPx is the height that gives each row of panels
 // panelHeightPx.
 func (c *Chart) DefaultChartHeightPx() int {
-	return headerHeightPx + panelHeightPx*len(c.rows())
+	return headerHeightPx + panelHeightPx*len(layout(c.rows()))
 }
 
 // px converts pixels to the plot's points.
@@ -85,29 +103,62 @@ func WriteChart(w io.Writer, c *Chart, format string, widthPx, heightPx int) err
 	dc := draw.New(canvas)
 	top := c.drawHeader(dc)
 
-	// Each group's row: bars, then the CDFs, then the legend both share
-	// (the same colors), outside the data so that it hides nothing.
-	area := draw.Crop(dc, px(12), -px(12), px(8), top-dc.Max.Y)
-	rowH := (area.Max.Y - area.Min.Y) / vg.Length(len(rows))
-	legendW := min(px(240), (area.Max.X-area.Min.X)/4)
-	plotsW := area.Max.X - area.Min.X - legendW
-	for i, r := range rows {
+	area := draw.Crop(dc, px(8), -px(12), px(4), top-dc.Max.Y)
+	grid := layout(rows)
+	rowH := (area.Max.Y - area.Min.Y) / vg.Length(len(grid))
+	for i, panels := range grid {
 		y1 := area.Max.Y - vg.Length(i)*rowH
-		cell := func(x0, x1 vg.Length) draw.Canvas {
-			return draw.Canvas{Canvas: dc, Rectangle: vg.Rectangle{
-				Min: vg.Point{X: x0, Y: y1 - rowH + px(14)}, Max: vg.Point{X: x1, Y: y1 - px(6)}}}
+		cellW := (area.Max.X - area.Min.X) / vg.Length(len(panels))
+		for j, p := range panels {
+			x0 := area.Min.X + vg.Length(j)*cellW
+			p.Draw(draw.Canvas{Canvas: dc, Rectangle: vg.Rectangle{
+				Min: vg.Point{X: x0, Y: y1 - rowH + px(10)}, Max: vg.Point{X: x0 + cellW - px(16), Y: y1 - px(8)}}})
 		}
-		x0, split := area.Min.X, area.Min.X+plotsW*0.54
-		r.bars.Draw(cell(x0, split-px(20)))
-		if r.cdf != nil {
-			r.cdf.Draw(cell(split, x0+plotsW-px(12)))
-		}
-		lg := cell(x0+plotsW, area.Max.X)
-		lg.Max.Y -= px(28) // level with the panels' data, below their titles
-		r.legend.Draw(lg)
 	}
 	_, err := canvas.WriteTo(w)
 	return err
+}
+
+// layout places the panels of rows, in order, two to a row of the chart:
+// a bars panel of more than halfPanelBars bars takes a row of its own, and
+// so does a panel left alone before it or at the end, so that no cell of
+// the grid stays empty; a bars panel left alone keeps a half panel's bar
+// width, centred, its legend in the margin.
+func layout(rows []row) [][]*plot.Plot {
+	var grid [][]*plot.Plot
+	var pending *plot.Plot // a half-width panel waiting for its neighbour
+	var pendingBars bool
+	flush := func() {
+		if pending == nil {
+			return
+		}
+		if pendingBars {
+			n := pending.X.Max - pending.X.Min
+			pending.X.Min, pending.X.Max = pending.X.Min-n/2, pending.X.Max+n/2
+		}
+		grid = append(grid, []*plot.Plot{pending})
+		pending = nil
+	}
+	place := func(p *plot.Plot, wide, bars bool) {
+		switch {
+		case wide:
+			flush()
+			grid = append(grid, []*plot.Plot{p})
+		case pending != nil:
+			grid = append(grid, []*plot.Plot{pending, p})
+			pending = nil
+		default:
+			pending, pendingBars = p, bars
+		}
+	}
+	for _, r := range rows {
+		place(r.bars, r.nbars > halfPanelBars, true)
+		if r.cdf != nil {
+			place(r.cdf, false, false)
+		}
+	}
+	flush()
+	return grid
 }
 
 // drawHeader draws the title and caption at the top of dc and returns
@@ -115,16 +166,19 @@ func WriteChart(w io.Writer, c *Chart, format string, widthPx, heightPx int) err
 func (c *Chart) drawHeader(dc draw.Canvas) vg.Length {
 	sty := plot.New().Title.TextStyle
 	sty.XAlign, sty.YAlign = draw.XLeft, draw.YTop
-	x, y := dc.Min.X+px(16), dc.Max.Y-px(12)
+	x, y := dc.Min.X+px(12), dc.Max.Y-px(10)
 	sty.Font.Size = vg.Points(15)
 	dc.FillText(sty, vg.Point{X: x, Y: y}, "lockword bench: each lockword lock beside its peer, measured in one interleaved run")
 	y -= px(28)
-	sty.Font.Size = vg.Points(9.5)
-	lines := wrapAt(c.Machine.String(), ", ", 170)
-	lines = append(lines, c.Settings)
+	sty.Font.Size = vg.Points(captionPt)
+	width := dc.Max.X - x - px(12)
+	lines := wrapAt(sty, c.Machine.String(), ", ", width)
+	lines = append(lines, wrapAt(sty, c.Settings, " ", width)...)
 	if c.Note != "" {
-		lines = append(lines, c.Note)
+		lines = append(lines, wrapAt(sty, c.Note, " ", width)...)
 	}
+	lines = append(lines, "Bars: median throughput of the rounds (log scale); whiskers: slowest..fastest round; "+
+		"over a kind's bar: its throughput over its peer's. CDFs: the wait of one Lock in 32, timed.")
 	for _, l := range lines {
 		dc.FillText(sty, vg.Point{X: x, Y: y}, l)
 		y -= px(17)
@@ -132,12 +186,13 @@ func (c *Chart) drawHeader(dc draw.Canvas) vg.Length {
 	return y
 }
 
-// wrapAt splits s into lines of at most width bytes, breaking after sep.
-func wrapAt(s, sep string, width int) []string {
+// wrapAt splits s into lines no wider than width in style sty, breaking
+// after sep.
+func wrapAt(sty draw.TextStyle, s, sep string, width vg.Length) []string {
 	var lines []string
 	line := ""
 	for _, part := range strings.SplitAfter(s, sep) {
-		if len(line)+len(part) > width && line != "" {
+		if line != "" && sty.Width(line+part) > width {
 			lines = append(lines, strings.TrimSpace(line))
 			line = ""
 		}
@@ -146,10 +201,10 @@ func wrapAt(s, sep string, width int) []string {
 	return append(lines, strings.TrimSpace(line))
 }
 
-// A row is one group's panels and their legend.
+// A row is one group's panels.
 type row struct {
 	bars, cdf *plot.Plot // cdf is nil where no waits were timed
-	legend    plot.Legend
+	nbars     int        // the bars panel's bars: layout widens a panel of many
 }
 
 // rows builds one row per group that has measurements.
@@ -166,13 +221,9 @@ func (c *Chart) rows() []row {
 		if len(sums) == 0 {
 			continue
 		}
-		r := row{legend: plot.NewLegend()}
-		r.legend.Top, r.legend.Left = true, true
-		r.legend.TextStyle.Font.Size = vg.Points(9.5)
-		r.legend.ThumbnailWidth = px(22)
-		r.legend.Padding = px(3)
-		r.bars = barsPanel(g, sums, &r.legend)
-		r.cdf = cdfPanel(g, sums, &r.legend)
+		var r row
+		r.bars, r.nbars = barsPanel(g, sums)
+		r.cdf = cdfPanel(g, sums)
 		rs = append(rs, r)
 	}
 	return rs
@@ -203,92 +254,120 @@ func subjectColors(g *Group) map[string]color.Color {
 	return cs
 }
 
-// logWhen is the spread of values (largest over smallest) from which a
-// throughput axis is logarithmic: past it, the short bars would be slivers.
-const logWhen = 30
-
-// barsPanel is the grouped bars of one group.
-func barsPanel(g *Group, sums []*Summary, legend *plot.Legend) *plot.Plot {
+// newPanel is a plot with the chart's title and font sizes and a legend
+// of its own in the corner given (top, left): inside its data area, next
+// to what it names.
+func newPanel(title string, top, left bool) *plot.Plot {
 	p := plot.New()
-	p.Title.Text = g.Title + ": throughput"
-	p.Title.TextStyle.Font.Size = vg.Points(12)
-	p.Y.Label.Text = "million " + g.Unit + "/s"
-	p.X.Label.Text = g.Axis + "   (whiskers: slowest..fastest round; labels: throughput over the peer's)"
-	if g.ChartX != "" {
-		p.X.Label.Text = g.ChartX + "   (whiskers: slowest..fastest round)"
+	p.Title.Text = title
+	p.Title.TextStyle.Font.Size = vg.Points(titlePt)
+	p.Title.Padding = px(6)
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		a.Label.TextStyle.Font.Size = vg.Points(axisPt)
+		a.Tick.Label.Font.Size = vg.Points(tickPt)
 	}
+	p.Legend.Top, p.Legend.Left = top, left
+	p.Legend.TextStyle.Font.Size = vg.Points(legendPt)
+	p.Legend.ThumbnailWidth = px(20)
+	p.Legend.Padding = px(2)
+	p.Legend.XOffs = px(8)
+	if !left {
+		p.Legend.XOffs = -px(8)
+	}
+	p.Legend.YOffs = -px(4)
+	if !top {
+		p.Legend.YOffs = px(6)
+	}
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// barsPanel is the grouped bars of one group and how many bars it holds.
+// The throughput axis is logarithmic in every panel, so that panels read
+// alike and a bar ten times another's is the same step up in each; its
+// top leaves room for the ratio labels and, above them, the legend.
+func barsPanel(g *Group, sums []*Summary) (*plot.Plot, int) {
+	p := newPanel(g.Title+": throughput", true, true)
+	p.Y.Label.Text = "million " + g.Unit + "/s (log scale)"
+	p.X.Label.Text = g.Axis
 	var points []int
 	for _, s := range sums {
 		if len(points) == 0 || points[len(points)-1] != s.Goroutines {
 			points = append(points, s.Goroutines)
 		}
 	}
-	names := make([]string, len(points))
-	for i, n := range points {
-		names[i] = fmt.Sprint(n)
+	// One grid point (the queues): a slot per subject, each named under
+	// its bar; else a slot per point, its subjects' bars side by side.
+	slots, perSlot := len(points), len(g.Subjects)
+	var names []string
+	if len(points) == 1 {
+		slots, perSlot = len(g.Subjects), 1
+		p.X.Label.Text = g.ChartX
+		for _, sub := range g.Subjects {
+			names = append(names, sub.Name)
+		}
+	} else {
+		for _, n := range points {
+			names = append(names, fmt.Sprint(n))
+		}
 	}
 	colors := subjectColors(g)
+	// A round that measured nothing (a short sample on a loaded machine)
+	// is 0, which a log axis cannot show: the range is that of the rest,
+	// and such a bar or whisker ends at the bottom of the axis.
 	lo, hi := math.Inf(1), 0.0
 	for _, s := range sums {
-		lo, hi = min(lo, s.Lo), max(hi, s.Hi)
+		for _, v := range []float64{s.Lo, s.OpsPerSec, s.Hi} {
+			if v > 0 {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+		}
 	}
-	logY := lo > 0 && hi/lo > logWhen
 	const groupWidth = 0.8
-	width := groupWidth / float64(len(g.Subjects))
+	width := groupWidth / float64(perSlot)
+	nbars := 0
 	for j, sub := range g.Subjects {
-		b := &bars{color: colors[sub.Name], width: width, log: logY}
+		b := &bars{color: colors[sub.Name], width: width}
 		for i, n := range points {
 			for _, s := range sums {
-				if s.Kind == sub.Name && s.Goroutines == n {
-					x := float64(i) - groupWidth/2 + (float64(j)+0.5)*width
-					label := ""
-					switch r := firstRatio(s); {
-					case r >= 10:
-						label = fmt.Sprintf("%.0fx", r)
-					case r > 0:
-						label = fmt.Sprintf("%.2fx", r)
-					}
-					b.add(x, s.OpsPerSec/1e6, s.Lo/1e6, s.Hi/1e6, label)
+				if s.Kind != sub.Name || s.Goroutines != n {
+					continue
 				}
+				x := float64(i) - groupWidth/2 + (float64(j)+0.5)*width
+				if perSlot == 1 {
+					x = float64(j)
+				}
+				label := ""
+				switch r := firstRatio(s); {
+				case r >= 10:
+					label = fmt.Sprintf("%.0f×", r)
+				case r > 0:
+					label = fmt.Sprintf("%.2f×", r)
+				}
+				b.add(x, s.OpsPerSec/1e6, s.Lo/1e6, s.Hi/1e6, label)
 			}
 		}
 		if len(b.xs) > 0 {
 			p.Add(b)
-			legend.Add(legendName(&sub), b)
+			p.Legend.Add(legendName(&sub), b)
+			nbars += len(b.xs)
 		}
-	}
-	if g.ChartX != "" {
-		names = make([]string, len(names)) // the label says it all
 	}
 	p.NominalX(names...)
-	p.X.Min, p.X.Max = -0.5, float64(len(points))-0.5
-	p.Add(plotter.NewGrid())
-	// Room above the highest whisker for the labels.
-	if logY {
-		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-		p.Y.Min, p.Y.Max = lo/1e6/2, hi/1e6*5
-		p.Y.Label.Text += " (log scale)"
-	} else {
-		p.Y.Min, p.Y.Max = 0, hi/1e6*1.25
-		p.Y.Tick.Marker = plainTicks{}
+	p.X.Min, p.X.Max = -0.5, float64(slots)-0.5
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	if hi == 0 {
+		lo, hi = 1e6, 1e6 // nothing measured to scale by: any positive range
 	}
-	return p
-}
-
-// plainTicks are plot.DefaultTicks labelled without trailing zeros:
-// 250, not 250.00.
-type plainTicks struct{}
-
-// Ticks implements plot.Ticker.
-func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range ts {
-		if ts[i].Label != "" {
-			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'g', 4, 64)
-		}
-	}
-	return ts
+	// The top fraction of the axis kept clear, as a share of the data
+	// area's height (panelHeightPx less the title and the x axis).
+	dataPx := float64(panelHeightPx - 80)
+	clearPx := float64(len(g.Subjects))*18 + 24
+	f := min(clearPx/dataPx, 0.6)
+	p.Y.Min = lo / 1e6 / 2
+	p.Y.Max = hi / 1e6 * math.Pow(hi*2/lo, f/(1-f))
+	return p, nbars
 }
 
 // firstRatio is s's ratio to its first peer, 0 for none.
@@ -310,12 +389,12 @@ func legendName(s *Subject) string {
 
 // bars is one subject's bars in a grouped bar chart: a plotter of our own,
 // because plotter.BarChart draws from zero, which a log axis cannot show.
+// Each bar rises from the bottom of the axis.
 type bars struct {
 	xs, ys, los, his []float64
 	labels           []string
 	width            float64 // in x data units
 	color            color.Color
-	log              bool
 }
 
 func (b *bars) add(x, y, lo, hi float64, label string) {
@@ -327,38 +406,44 @@ func (b *bars) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, trY := p.Transforms(&c)
 	whisker := draw.LineStyle{Color: color.Black, Width: vg.Points(0.8)}
 	label := p.Legend.TextStyle
-	label.Font.Size = vg.Points(7.5)
-	label.XAlign, label.YAlign = draw.XLeft, draw.YCenter
-	label.Rotation = math.Pi / 2 // upwards: labels of narrow bars never touch
+	label.Font.Size = vg.Points(ratioPt)
+	label.XAlign, label.YAlign = draw.XCenter, draw.YBottom
 	for i, x := range b.xs {
 		x0, x1 := trX(x-b.width/2*0.92), trX(x+b.width/2*0.92)
-		y0, y1 := c.Min.Y, trY(b.ys[i])
+		y := func(v float64) vg.Length { // 0 (nothing measured) at the bottom
+			if v <= 0 {
+				return c.Min.Y
+			}
+			return trY(v)
+		}
+		y0, y1 := c.Min.Y, y(b.ys[i])
 		poly := []vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}}
 		c.FillPolygon(b.color, c.ClipPolygonY(poly))
 		xm := trX(x)
 		top := y1
 		if b.his[i] > b.los[i] {
-			c.StrokeLines(whisker, c.ClipLinesY([]vg.Point{{X: xm, Y: trY(b.los[i])}, {X: xm, Y: trY(b.his[i])}})...)
-			top = max(top, trY(b.his[i]))
+			c.StrokeLines(whisker, c.ClipLinesY([]vg.Point{{X: xm, Y: y(b.los[i])}, {X: xm, Y: y(b.his[i])}})...)
+			top = max(top, y(b.his[i]))
 		}
 		if b.labels[i] != "" {
-			c.FillText(label, vg.Point{X: xm, Y: top + px(3)}, b.labels[i])
+			c.FillText(label, vg.Point{X: xm, Y: top + px(2)}, b.labels[i])
 		}
 	}
 }
 
 // DataRange implements plot.DataRanger.
 func (b *bars) DataRange() (xmin, xmax, ymin, ymax float64) {
-	xmin, xmax, ymin, ymax = math.Inf(1), math.Inf(-1), 0, 0
+	xmin, xmax, ymin, ymax = math.Inf(1), math.Inf(-1), math.Inf(1), 0
 	for i, x := range b.xs {
 		xmin, xmax = min(xmin, x-b.width/2), max(xmax, x+b.width/2)
-		ymax = max(ymax, b.his[i], b.ys[i])
-	}
-	if b.log {
-		ymin = math.Inf(1)
-		for i := range b.ys {
-			ymin = min(ymin, b.los[i], b.ys[i])
+		for _, v := range []float64{b.los[i], b.ys[i], b.his[i]} {
+			if v > 0 { // a log axis: 0 is drawn at its bottom
+				ymin, ymax = min(ymin, v), max(ymax, v)
+			}
 		}
+	}
+	if ymax == 0 {
+		ymin, ymax = 1, 1
 	}
 	return xmin, xmax, ymin, ymax
 }
@@ -386,14 +471,15 @@ func cdfPoint(sums []*Summary) int {
 
 // cdfPanel is the wait-time CDFs of one group at one grid point, nil
 // where no waits were timed.
-func cdfPanel(g *Group, sums []*Summary, legend *plot.Legend) *plot.Plot {
+func cdfPanel(g *Group, sums []*Summary) *plot.Plot {
 	n := cdfPoint(sums)
 	if n == 0 {
 		return nil
 	}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Wait for the lock at %d %s (CDF)", n, g.Axis)
-	p.Title.TextStyle.Font.Size = vg.Points(12)
+	// The legend goes bottom right: the curves rise on the left and run
+	// along the top, so that corner stays clear.
+	short, _, _ := strings.Cut(g.Title, ":")
+	p := newPanel(fmt.Sprintf("%s: wait for the lock at %d %s (CDF)", short, n, g.Axis), false, false)
 	p.X.Label.Text = "wait from calling Lock to holding it (log scale)"
 	p.Y.Label.Text = "acquisitions that waited at most x"
 	p.X.Scale = plot.LogScale{}
@@ -401,11 +487,9 @@ func cdfPanel(g *Group, sums []*Summary, legend *plot.Legend) *plot.Plot {
 	p.Y.Scale = ninesScale{}
 	p.Y.Tick.Marker = ninesTicks{}
 	p.Y.Min, p.Y.Max = 0, 1-math.Pow(10, -maxNines)
-	p.Add(plotter.NewGrid())
 	colors := subjectColors(g)
 	xmin, xmax := math.Inf(1), 0.0
-	legend.Add("") // a blank line between the bars' entries and these
-	legend.Add(fmt.Sprintf("waits at %d %s: p99, max", n, g.Axis))
+	p.Legend.Add("p99, max wait:")
 	for _, sub := range g.Subjects {
 		for _, s := range sums {
 			if s.Kind != sub.Name || s.Goroutines != n || s.Waits == nil || s.Waits.N == 0 {
@@ -430,7 +514,7 @@ func cdfPanel(g *Group, sums []*Summary, legend *plot.Legend) *plot.Plot {
 			}
 			xmin, xmax = min(xmin, xys[0].X), max(xmax, xys[len(xys)-1].X)
 			p.Add(line)
-			legend.Add(fmt.Sprintf("%s: %s, %s", sub.Name, FormatNs(s.Waits.Quantile(0.99)), FormatNs(s.Waits.Max)), line)
+			p.Legend.Add(fmt.Sprintf("%s: %s, %s", sub.Name, FormatNs(s.Waits.Quantile(0.99)), FormatNs(s.Waits.Max)), line)
 		}
 	}
 	p.X.Min, p.X.Max = xmin/1.5, xmax*1.5

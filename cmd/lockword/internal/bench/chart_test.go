@@ -6,13 +6,17 @@ import (
 	"flag"
 	"fmt"
 	"image"
-	_ "image/png"
+	"image/png"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/chart.golden from the chart test")
@@ -115,22 +119,23 @@ func svgStructure(t *testing.T, svg []byte) string {
 func TestChartSVGGolden(t *testing.T) {
 	c := fixedChart()
 	var buf bytes.Buffer
-	if err := WriteChart(&buf, c, SVG, 1400, c.DefaultChartHeightPx()); err != nil {
+	if err := WriteChart(&buf, c, SVG, DefaultChartWidthPx, c.DefaultChartHeightPx()); err != nil {
 		t.Fatal(err)
 	}
 	got := svgStructure(t, buf.Bytes())
 	for _, want := range []string{
-		`svg 1050pt x 727.5pt`, // 1400 x 970 px at 96 per inch
+		`svg 750pt x 607.5pt`, // 1000 x 810 px at 96 per inch
 		`text "Test CPU 3000, 2 cores, GOMAXPROCS 2, linux/amd64 6.1, go1.26.0, load average 0.10 0.20 0.30 at the start, 0.40 0.50 0.60 at the end, 2026-12-01 09:00 UTC"`,
 		`text "a note"`,
-		`text "million acq/s (log scale)"`, // 100 M/s over 1 M/s: a log axis
-		`text "million items/s"`,           // 200 over 20: linear
+		`text "million acq/s (log scale)"`,   // 100 M/s over 1 M/s
+		`text "million items/s (log scale)"`, // 200 over 20: log all the same
 		`text "sync.Mutex (peer)"`, `text "Mutex (vs sync.Mutex)"`, `text "TicketMutex (vs sync.Mutex)"`,
 		`text "Ring batch (vs chan [64])"`,
-		`text "Wait for the lock at 16 goroutines (CDF)"`,
-		`text "0.12x"`, `text "1.50x"`, // ratios over the bars
+		`text "chan [64]"`, // the queue bars named under them
+		`text "Exclusive locks: wait for the lock at 16 goroutines (CDF)"`,
+		`text "0.12×"`, `text "1.50×"`, // ratios over the bars
 		`text "99.9%"`, `text "1us"`, // the CDF's axes
-		`text "250"`,     // a linear axis's labels, without trailing zeros
+		`text "10"`,      // a log axis's labels
 		"fill #1F77B4 6", // Mutex's 3 bars, Ring's 1, a legend swatch for each
 		"fill #FF7F0E 6", // TicketMutex's 3, Ring batch's 1, two swatches
 		"fill #B0B0B0 2", // chan [64]'s bar and swatch
@@ -173,6 +178,29 @@ func TestChartPNG(t *testing.T) {
 	}
 }
 
+// TestChartZeroThroughput: a round, a median or a whole panel that
+// measured nothing (0: a short sample on a loaded machine) is drawn at the
+// bottom of the log axis, not a panic of the log scale.
+func TestChartZeroThroughput(t *testing.T) {
+	for _, zero := range []func(s *Summary){
+		func(s *Summary) { s.Lo = 0 },
+		func(s *Summary) { s.Lo, s.OpsPerSec = 0, 0 },
+		func(s *Summary) { s.Lo, s.OpsPerSec, s.Hi = 0, 0, 0 },
+	} {
+		for _, all := range []bool{false, true} {
+			c := fixedChart()
+			for i := range c.Sums {
+				if all || i == 0 {
+					zero(&c.Sums[i])
+				}
+			}
+			if err := WriteChart(io.Discard, c, SVG, DefaultChartWidthPx, c.DefaultChartHeightPx()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 func TestChartErrors(t *testing.T) {
 	c := fixedChart()
 	for _, tc := range []struct {
@@ -184,4 +212,84 @@ func TestChartErrors(t *testing.T) {
 			t.Errorf("WriteChart(%s, %dx%d): no error", tc.format, tc.w, tc.h)
 		}
 	}
+}
+
+// TestChartLayout asserts the layout a reader relies on, so that a golden
+// file rewritten from a broken chart still fails: every panel carries its
+// own legend, inside it (not in a column of its own, far from its bars);
+// every throughput panel has the same (log) axis, whatever the spread of
+// its figures; and the image leaves no blank area a third of a panel's
+// size (a missing panel).
+func TestChartLayout(t *testing.T) {
+	c := fixedChart()
+	for _, r := range c.rows() {
+		for _, p := range []*plot.Plot{r.bars, r.cdf} {
+			if p == nil {
+				continue
+			}
+			data := p.DataCanvas(draw.New(vgimg.New(px(DefaultChartWidthPx/2), px(panelHeightPx))))
+			lr := p.Legend.Rectangle(data)
+			if lr.Size().Y <= 0 || lr.Size().Y > data.Size().Y || lr.Size().X > data.Size().X {
+				t.Errorf("panel %q: its legend (%v) is not inside its data area (%v)", p.Title.Text, lr.Size(), data.Size())
+			}
+		}
+		if _, ok := r.bars.Y.Scale.(plot.LogScale); !ok {
+			t.Errorf("panel %q: a linear throughput axis beside log ones", r.bars.Title.Text)
+		}
+	}
+
+	var buf bytes.Buffer
+	w, h := DefaultChartWidthPx, c.DefaultChartHeightPx()
+	if err := WriteChart(&buf, c, PNG, w, h); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, y, bw, bh := largestBlank(img, 8)
+	if limit := w / 2 * panelHeightPx / 3; bw*bh > limit {
+		t.Errorf("the %dx%d chart leaves a blank %dx%d area at (%d,%d): over a third of a panel (%d px²)", w, h, bw, bh, x, y, limit)
+	}
+}
+
+// largestBlank is the largest rectangle of img, in whole cells of cell x
+// cell pixels, where every pixel is white: its corner and size in pixels.
+func largestBlank(img image.Image, cell int) (x, y, w, h int) {
+	b := img.Bounds()
+	cols, rows := b.Dx()/cell, b.Dy()/cell
+	blank := func(cx, cy int) bool {
+		for py := cy * cell; py < (cy+1)*cell; py++ {
+			for px := cx * cell; px < (cx+1)*cell; px++ {
+				r, g, bl, _ := img.At(b.Min.X+px, b.Min.Y+py).RGBA()
+				if r < 0xf800 || g < 0xf800 || bl < 0xf800 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	// The largest rectangle under a histogram, row by row: heights[i]
+	// is how many blank cells end at this row in column i.
+	heights := make([]int, cols)
+	best := 0
+	for cy := 0; cy < rows; cy++ {
+		for cx := 0; cx < cols; cx++ {
+			if blank(cx, cy) {
+				heights[cx]++
+			} else {
+				heights[cx] = 0
+			}
+		}
+		for i := 0; i < cols; i++ {
+			hmin := heights[i]
+			for j := i; j < cols && hmin > 0; j++ {
+				hmin = min(hmin, heights[j])
+				if a := (j - i + 1) * hmin; a > best {
+					best, x, y, w, h = a, i, cy-hmin+1, j-i+1, hmin
+				}
+			}
+		}
+	}
+	return x * cell, y * cell, w * cell, h * cell
 }

@@ -31,8 +31,7 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
-
-	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 // childEnv carries a child's spec (a JSON childSpec), or probeSpec.
@@ -69,7 +68,7 @@ type procLocker interface {
 }
 
 // sharedLocker adapts SharedMutex; no owner dies in a benchmark.
-type sharedLocker struct{ m *lockword.SharedMutex }
+type sharedLocker struct{ m *shm.Mutex }
 
 func (s sharedLocker) Lock() error   { s.m.Lock(); return nil }
 func (s sharedLocker) Unlock() error { s.m.Unlock(); return nil }
@@ -78,11 +77,11 @@ func (s sharedLocker) Unlock() error { s.m.Unlock(); return nil }
 var procKinds = []struct {
 	name  string
 	peers []string
-	open  func(r *lockword.Region, lockFile string) (procLocker, error)
+	open  func(r *shm.Region, lockFile string) (procLocker, error)
 }{
-	{"flock-fd", nil, func(_ *lockword.Region, path string) (procLocker, error) { return openFlockFD(path) }},
-	{"gofrs-flock", nil, func(_ *lockword.Region, path string) (procLocker, error) { return flock.New(path), nil }},
-	{"SharedMutex", []string{"flock-fd", "gofrs-flock"}, func(r *lockword.Region, _ string) (procLocker, error) {
+	{"flock-fd", nil, func(_ *shm.Region, path string) (procLocker, error) { return openFlockFD(path) }},
+	{"gofrs-flock", nil, func(_ *shm.Region, path string) (procLocker, error) { return flock.New(path), nil }},
+	{"SharedMutex", []string{"flock-fd", "gofrs-flock"}, func(r *shm.Region, _ string) (procLocker, error) {
 		m, err := r.Mutex("bench")
 		return sharedLocker{m}, err
 	}},
@@ -117,7 +116,7 @@ func runProcs(ctx context.Context, exe, kind string, p Params) (s Sample, err er
 		return s, err
 	}
 	defer os.RemoveAll(dir)
-	r, err := lockword.CreateRegion(filepath.Join(dir, "region"), 0, nil)
+	r, err := shm.Create(filepath.Join(dir, "region"), 0, nil)
 	if err != nil {
 		return s, err
 	}
@@ -248,7 +247,7 @@ func child(specText string, stdin io.Reader, stdout io.Writer) error {
 	if err := json.Unmarshal([]byte(specText), &spec); err != nil {
 		return err
 	}
-	r, err := lockword.OpenRegion(filepath.Join(spec.Dir, "region"), nil)
+	r, err := shm.Open(filepath.Join(spec.Dir, "region"), nil)
 	if err != nil {
 		return err
 	}

@@ -168,17 +168,18 @@ func tortureEtcd(cfg *config, name string, fenced, cluster bool) (report, error)
 // slowLink starts the -chaos slow link to the first member and the
 // workers' client, which reaches it as well as every member.
 func (r *etcdRun) slowLink(eps []string) (closeLink func(), err error) {
-	link, err := startDelayLink(eps[0], etcdChaosDelay)
+	link, err := etcdembed.NewProxy(eps[0])
 	if err != nil {
 		return nil, err
 	}
-	if r.wcli, err = newEtcdClient(append(slices.Clone(eps), link.addr())); err != nil {
-		link.close()
+	link.SetDelay(etcdChaosDelay)
+	if r.wcli, err = newEtcdClient(append(slices.Clone(eps), link.Addr())); err != nil {
+		link.Close()
 		return nil, err
 	}
 	r.extra.Chaos = true
-	r.extra.SlowEndpoint = fmt.Sprintf("%s (+%v, to %s)", link.addr(), etcdChaosDelay, eps[0])
-	return func() { r.wcli.Close(); link.close() }, nil
+	r.extra.SlowEndpoint = fmt.Sprintf("%s (+%v, to %s)", link.Addr(), etcdChaosDelay, eps[0])
+	return func() { r.wcli.Close(); link.Close() }, nil
 }
 
 // put writes key = val for the supervisor, retrying briefly.

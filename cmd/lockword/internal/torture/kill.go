@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 // killReport is what a -kill run's supervisor saw. Its JSON form is part
@@ -129,7 +129,7 @@ func (k *killReport) unaccounted() string {
 // same worker ids, and, when the victim held the lock, wait for its
 // recovery and time it; when it held a read lock, wait for the next
 // completed write and time that.
-func killLoop(cfg *config, r *lockword.Region, st, rd []byte, procs []*workerProc, spawn func(int, []int) (*workerProc, error)) *killReport {
+func killLoop(cfg *config, r *shm.Region, st, rd []byte, procs []*workerProc, spawn func(int, []int) (*workerProc, error)) *killReport {
 	kr := &killReport{killed: map[int]bool{}, missed: map[int]string{}}
 	var readerKills int
 	var maxReaderToWrite time.Duration
@@ -339,7 +339,7 @@ func awaitHolder(st []byte, procs []*workerProc, wait time.Duration) (int, bool)
 // the lock is inconsistent (taken from a dead owner by an acquirer that has
 // not yet marked it consistent) and whether it was handed off (see
 // ObjectInfo.HandedOff), or the error that kept Inspect from telling.
-func holder(r *lockword.Region) (pid int, inconsistent, handedOff bool, err error) {
+func holder(r *shm.Region) (pid int, inconsistent, handedOff bool, err error) {
 	info, err := r.Inspect()
 	if err != nil {
 		return 0, false, false, err

@@ -32,10 +32,10 @@ var mixedLanguages = map[string][]string{
 func init() {
 	register(
 		kind{name: "shared-c", procs: true, prepare: prepareC,
-			desc: "lockword.SharedMutex taken by Go and C worker processes (every other process is C; see below)",
+			desc: "shm.Mutex taken by Go and C worker processes (every other process is C; see below)",
 			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared-c", false) }},
 		kind{name: "shared-c-py", procs: true, prepare: preparePython,
-			desc: "lockword.SharedMutex taken by Go, C and Python (ctypes) worker processes, by turns",
+			desc: "shm.Mutex taken by Go, C and Python (ctypes) worker processes, by turns",
 			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared-c-py", false) }},
 		kind{name: "shared-c-broken", procs: true, prepare: prepareC,
 			desc: "shared-c whose C workers use a trylock that ignores the word: must FAIL",

@@ -39,7 +39,7 @@ const (
 
 func init() {
 	register(kind{name: "shared-ring", procs: true,
-		desc:  "lockword.RingProducer/RingConsumer: byte ring between 2 processes (also -lock ring -procs 2)",
+		desc:  "shm.RingProducer/RingConsumer: byte ring between 2 processes (also -lock ring -procs 2)",
 		usage: sharedRingUsage, run: tortureSharedRing})
 	kindHelp = append(kindHelp, fmt.Sprintf(`Shared ring (-lock ring -procs 2, or -lock shared-ring -procs 2):
   a producer process sends the messages 1..N (N = -items, default %d)

@@ -19,7 +19,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 const (
@@ -54,7 +54,7 @@ func fastReads(cfg *config, kind string) bool { return cfg.kill && hasReaders(ki
 
 // openReaders returns the reader area of r's run, nil for kinds without
 // readers.
-func openReaders(r *lockword.Region, kind string, workers int) ([]byte, error) {
+func openReaders(r *shm.Region, kind string, workers int) ([]byte, error) {
 	if !hasReaders(kind) {
 		return nil, nil
 	}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 const (
@@ -51,13 +52,13 @@ const (
 func init() {
 	register(
 		kind{name: "shared", procs: true, inAll: true,
-			desc: "lockword.SharedMutex in a region shared by -procs processes (robust: see -kill)",
+			desc: "shm.Mutex in a region shared by -procs processes (robust: see -kill)",
 			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared", false) }},
 		kind{name: "shared-ticket", procs: true,
-			desc: "lockword.SharedTicketMutex in a region shared by -procs processes (robust, FIFO: see -kill)",
+			desc: "shm.TicketMutex in a region shared by -procs processes (robust, FIFO: see -kill)",
 			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared-ticket", false) }},
 		kind{name: "shared-rw", procs: true,
-			desc: "lockword.SharedRWMutex, readers and writers, in a region shared by -procs processes (robust: see -kill)",
+			desc: "shm.RWMutex, readers and writers, in a region shared by -procs processes (robust: see -kill)",
 			run:  func(cfg *config) (report, error) { return tortureProcs(cfg, "shared-rw", false) }},
 		kind{name: "shared-none", procs: true,
 			desc: "no lock, across -procs processes sharing the region: must FAIL",
@@ -72,13 +73,13 @@ func init() {
 // workers then die too: workerAttr). Where memfds are not available it
 // falls back to a file under regionDir, removed by cleanup. name labels
 // it (in /proc/PID/fd, or as the file name).
-func tortureRegion(name string, size int64) (r *lockword.Region, cleanup func(), err error) {
+func tortureRegion(name string, size int64) (r *shm.Region, cleanup func(), err error) {
 	label := fmt.Sprintf("%s-%d-%08x", name, os.Getpid(), rand.Uint32())
-	if r, err = lockword.CreateMemfdRegion(label, size, nil); err == nil {
+	if r, err = shm.CreateMemfd(label, size, nil); err == nil {
 		return r, func() { r.Close() }, nil
 	}
 	path := filepath.Join(regionDir(), label)
-	if r, err = lockword.CreateRegion(path, size, nil); err != nil {
+	if r, err = shm.Create(path, size, nil); err != nil {
 		return nil, nil, err
 	}
 	return r, func() { r.Close(); os.Remove(path) }, nil
@@ -86,7 +87,7 @@ func tortureRegion(name string, size int64) (r *lockword.Region, cleanup func(),
 
 // workerFiles are the files a worker process of r's run inherits: the
 // region's, as fd 3, when it has no path (a memfd).
-func workerFiles(r *lockword.Region) []*os.File {
+func workerFiles(r *shm.Region) []*os.File {
 	if strings.HasPrefix(r.Path(), memfdPrefix) {
 		return []*os.File{r.File()}
 	}
@@ -98,17 +99,17 @@ const memfdPrefix = "memfd:"
 
 // openTortureRegion is a worker's open of its run's region: the inherited
 // fd 3 for a memfd region (path "memfd:..."), else the file at path.
-func openTortureRegion(path string) (*lockword.Region, error) {
+func openTortureRegion(path string) (*shm.Region, error) {
 	if strings.HasPrefix(path, memfdPrefix) {
-		return lockword.OpenRegionFile(os.NewFile(3, path), nil)
+		return shm.OpenFile(os.NewFile(3, path), nil)
 	}
-	return lockword.OpenRegion(path, nil)
+	return shm.Open(path, nil)
 }
 
 // regionDir is where torture puts its region: /dev/shm when it exists.
 func regionDir() string {
-	if st, err := os.Stat(lockword.DefaultRegionDir); err == nil && st.IsDir() {
-		return lockword.DefaultRegionDir
+	if st, err := os.Stat(shm.DefaultRegionDir); err == nil && st.IsDir() {
+		return shm.DefaultRegionDir
 	}
 	return os.TempDir()
 }

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
+	"github.com/lockword/lockword/shm"
 )
 
 // The worker processes of these tests are the test binary itself:
@@ -376,7 +376,7 @@ func childOf(pid int) int {
 // pid whose label starts with label ("lockword-torture-"), reached through
 // the supervisor's open descriptor of it (the region is a memfd, with no
 // path). ok is false while there is none yet.
-func inspectRunRegion(t *testing.T, pid int, label string) (info *lockword.RegionInfo, ok bool) {
+func inspectRunRegion(t *testing.T, pid int, label string) (info *shm.RegionInfo, ok bool) {
 	t.Helper()
 	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
 	for _, fd := range fds {
@@ -389,7 +389,7 @@ func inspectRunRegion(t *testing.T, pid int, label string) (info *lockword.Regio
 			continue
 		}
 		defer f.Close()
-		r, err := lockword.OpenRegionFile(f, nil)
+		r, err := shm.OpenFile(f, nil)
 		if err != nil {
 			continue
 		}

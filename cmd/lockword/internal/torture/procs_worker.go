@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/shm"
 )
 
 // The shared state, a Bytes object in the region: plain uint64 words,
@@ -71,7 +72,7 @@ type procLock interface {
 }
 
 // openProcLock returns the torture lock of the -procs kind named kind.
-func openProcLock(r *lockword.Region, kind string) (procLock, error) {
+func openProcLock(r *shm.Region, kind string) (procLock, error) {
 	switch kind {
 	case "shared-ticket":
 		return r.TicketMutex(lockName)

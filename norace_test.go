@@ -1,5 +1,0 @@
-//go:build !race
-
-package lockword
-
-const raceEnabled = false

@@ -1,0 +1,62 @@
+package shm
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/locktest"
+)
+
+// The hammers' sizes and the watchdog are shared with the root package's
+// tests (internal/locktest).
+var longTests = locktest.Long
+
+const raceEnabled = locktest.RaceEnabled
+
+func scaled(n int) int { return locktest.Scaled(n) }
+
+func watchdog(what string, d time.Duration) (stop func()) { return locktest.Watchdog(what, d) }
+
+// Every shared lock that lockword.ContextLocker's doc names satisfies it:
+// the compiler checks the list (Cond.WaitContext takes any of them).
+var (
+	_ lockword.ContextLocker = (*Mutex)(nil)
+	_ lockword.ContextLocker = (*TicketMutex)(nil)
+	_ lockword.ContextLocker = (*RWMutex)(nil)
+)
+
+// ticketServing is the serving word of a lockword.TicketMutex, which its
+// waiters park on: its second word (next, then serving), as
+// TestGateIdleReadsState checks.
+func ticketServing(g *lockword.TicketMutex) *atomic.Uint32 {
+	return &(*[2]atomic.Uint32)(unsafe.Pointer(g))[1]
+}
+
+// TestGateIdleReadsState checks the layouts of the in-process locks that
+// gateIdle and ticketServing read: Mutex's state word first, 0 when idle;
+// TicketMutex's serving word second, counting the tickets served.
+func TestGateIdleReadsState(t *testing.T) {
+	var m lockword.Mutex
+	if !gateIdle(&m) {
+		t.Fatal("gateIdle false for an unlocked Mutex")
+	}
+	m.Lock()
+	if gateIdle(&m) {
+		t.Fatal("gateIdle true for a locked Mutex")
+	}
+	m.Unlock()
+	if !gateIdle(&m) {
+		t.Fatal("gateIdle false after Unlock")
+	}
+	var tm lockword.TicketMutex
+	for i := range 3 {
+		if got := ticketServing(&tm).Load(); got != uint32(i) {
+			t.Fatalf("serving word %d after %d Lock/Unlock pairs", got, i)
+		}
+		tm.Lock()
+		tm.Unlock()
+	}
+}
