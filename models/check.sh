@@ -162,7 +162,21 @@ run sharedrw2.pml  pass   ltl:all_done   -O2
 run mutex.pml      pass   safety         -DROUNDS=2 -O2
 run sharedmutex.pml pass  safety         -DSPURIOUS=0 -DNOREPAIR -O2
 run sharedticket.pml pass safety         -DSPURIOUS=0 -DNOREPAIR -O2
+run etcdlock.pml   pass   safety         -DATTEMPTS=2 -DEXPIRE=0 -O2
+run etcdlock.pml   pass   safety         -DATTEMPTS=2 -DEXPIRE=1 -O2
+run etcdlock.pml   pass   ltl:all_done   -DATTEMPTS=2 -O2
 fi
+# etcdlock: a flaky client A (gives up, loses requests) and a reliable B;
+# one attempt of A, or two (the fence's version carried to the next), and a
+# lease that expires at any step (A's: a paused holder, a lost Mutex; B's:
+# A takes the lock from a dead holder). The two attempts with an expiry
+# (2-4 M states) are nightly.
+run etcdlock.pml   pass   safety
+run etcdlock.pml   pass   safety         -DATTEMPTS=2 -O2
+run etcdlock.pml   pass   safety         -DEXPIRE=0
+run etcdlock.pml   pass   safety         -DEXPIRE=1
+run etcdlock.pml   pass   ltl:all_done   -DEXPIRE=0
+run etcdlock.pml   pass   ltl:all_done   -DEXPIRE=1
 run seqlock.pml    pass   safety
 run seqlock.pml    pass   ltl:readers_finish
 run seqlock.pml    pass   safety         -DSHARED
