@@ -9,6 +9,11 @@
  * models: internal/wait/futex_linux.go FutexWait
  * models: internal/wait/futex_linux.go FutexWake
  *
+ * The C library's futex calls (c/wait.c), beside the Go ones:
+ *            step         Go                                  C
+ * models-c: futex-wait   FutexWait                           c/wait.c futex_wait
+ * models-c: futex-wake   FutexWake                           c/wait.c futex_wake
+ *
  * The diagnostic note a waiter may leave (WaitNoted, WaitKeyNoted: read by
  * the stuck watcher through Noted, never by a waker) does not take part in
  * the protocol and is not modelled.
