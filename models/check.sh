@@ -218,7 +218,7 @@ for i in "${!specs[@]}"; do
   cat "$work/$i.line"
   [ -e "$work/$i.failed" ] && failed=1
 done
-cpu_all=$(sed -n 's/.* cpu=\([0-9.]*\).*/\1/p' "$work"/*.line | awk '{ t += $1 } END { printf "%.0f", t }')
+cpu_all=$({ cat "$work"/*.line 2>/dev/null || true; } | sed -n 's/.* cpu=\([0-9.]*\).*/\1/p' | awk '{ t += $1 } END { printf "%.0f", t }')
 echo "check.sh: ${#specs[@]} runs in $(( $(date +%s) - start_all )) s, $jobs_max at a time, $cpu_all CPU seconds (build and search)"
 
 if [ "$failed" != 0 ]; then
