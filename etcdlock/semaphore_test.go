@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/etcdlock/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -265,5 +266,80 @@ func TestSemaphoreHostileKeys(t *testing.T) {
 		if _, err := cli.Delete(ctx, c.key); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestSemaphoreFailedCallLeavesNothing: an Acquire whose replies are lost
+// (its queuing committed, the caller never heard) returns by its deadline
+// plus overrunBound, holds nothing, and once the Semaphore is idle leaves
+// no key: the next acquirer takes every permit, told of no death.
+func TestSemaphoreFailedCallLeavesNothing(t *testing.T) {
+	t.Parallel()
+	direct := newClient(t, endpoints)
+	px := etcdtest.NewProxy(t, endpoints[0])
+	p := prefix(t)
+	s := newSem(t, newClient(t, []string{px.Addr()}), p, 2, liveTTL)
+	next := newSem(t, direct, p, 2, liveTTL)
+	if err := acquire(t, next, 1); err != nil { // stores N before the link breaks
+		t.Fatal(err)
+	}
+	if err := next.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	px.DropReplies(true)
+	overrun(t, "Acquire", 300*time.Millisecond, func(ctx context.Context) error { return s.Acquire(ctx, 1) })
+	if s.Held() != 0 {
+		t.Fatalf("a failed Acquire holds %d", s.Held())
+	}
+	px.Heal()
+	s.waitIdle()
+	if keys := semKeys(t, direct, p); len(keys) != 0 {
+		t.Fatalf("a failed Acquire left %v", keys)
+	}
+	if err := acquire(t, next, 2); err != nil {
+		t.Fatalf("Acquire of every permit after a failed Acquire: %v", err)
+	}
+}
+
+// TestSemaphoreSession: two Semaphores on one Session; closing the
+// Session while one holds reports its permits to the next acquirer.
+func TestSemaphoreSession(t *testing.T) {
+	cli, p := parallelClient(t)
+	ctx := context.Background()
+	sess, err := NewSession(ctx, cli, &SessionOptions{TTL: liveTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewSemaphore(ctx, cli, p, 2, &Options{Session: sess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewSemaphore(ctx, cli, p, 2, &Options{Session: sess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewSemaphore(ctx, cli, p, 2, &Options{Session: sess, TTL: time.Second}); !errors.Is(err, ErrBadArgument) {
+		t.Fatalf("a TTL with a Session: %v, want ErrBadArgument", err)
+	}
+	if err := acquire(t, a, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := acquire(t, b, 1); err != nil {
+		t.Fatal(err)
+	}
+	if a.Identity().Lease != b.Identity().Lease || a.Token() == b.Token() {
+		t.Fatalf("one lease, two acquisitions: %v %v, tokens %d %d", a.Identity(), b.Identity(), a.Token(), b.Token())
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-a.Lost()
+	next := newSem(t, cli, p, 2, liveTTL)
+	var ode *SemOwnerDeadError
+	if err := acquire(t, next, 2); !errors.As(err, &ode) || ode.Permits != 1 {
+		t.Fatalf("Acquire after the Session of a holder of 1 closed: %v, want ErrOwnerDead for 1 permit", err)
 	}
 }
