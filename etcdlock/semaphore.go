@@ -50,6 +50,10 @@ import (
 // created before it, and every key created after it waits behind it, so
 // no stream of small requests starves a large one. The token is the queue
 // key's create revision; holds are granted in increasing token order.
+// The price of strict FIFO: a waiter's key lives as long as its lease, so
+// a waiter killed in the queue holds up those behind it for up to its TTL
+// (as for Mutex). Reading the queue costs one range read per wake-up,
+// proportional to the number of waiters.
 //
 // A hold record P/holds/K says "K knew it held". Release deletes K's queue
 // key and its hold record in one transaction, so a hold record whose queue
