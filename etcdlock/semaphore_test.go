@@ -103,6 +103,9 @@ func TestSemaphoreFIFO(t *testing.T) {
 	got := make(chan error, 1)
 	go func() { got <- acquire(t, big, 2) }()
 	waitOneWaiterSem(t, cli, p, 2)
+	if si, err := InspectSemaphore(ctx, cli, p); err != nil || si.Permits != 2 || si.InUse != 1 || len(si.Holders) != 1 || len(si.Waiters) != 1 || si.Waiters[0].N != 2 {
+		t.Fatalf("InspectSemaphore, one holder of 1 and a waiter for 2: %+v, %v", si, err)
+	}
 	if ok, err := small.TryAcquire(ctx, 1); ok || err != nil {
 		t.Fatalf("TryAcquire(1) behind a waiting Acquire(2): %v %v, want false: the large request would starve", ok, err)
 	}
@@ -220,6 +223,9 @@ func TestSemaphoreOwnerDead(t *testing.T) {
 	}
 	if _, err := cli.Revoke(ctx, clientv3.LeaseID(dead.Identity().Lease)); err != nil {
 		t.Fatal(err)
+	}
+	if si, err := InspectSemaphore(ctx, cli, p); err != nil || si.InUse != 0 || len(si.Dead) != 1 || si.Dead[0].N != 2 {
+		t.Fatalf("InspectSemaphore after a holder of 2 died: %+v, %v", si, err)
 	}
 	err := acquire(t, next, 3)
 	var ode *SemOwnerDeadError
