@@ -307,23 +307,9 @@ func NewMutex(ctx context.Context, cli *clientv3.Client, prefix string, opts *Op
 	if err != nil {
 		return nil, err
 	}
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	sess, own := o.Session, o.Session == nil
-	switch {
-	case own:
-		if sess, err = grantSession(ctx, cli, o.TTL); err != nil {
-			return nil, err
-		}
-	case o.TTL != 0:
-		return nil, fmt.Errorf("%w: a TTL (%v) given with a Session, which has its own", ErrBadArgument, o.TTL)
-	case isClosed(sess.done):
-		return nil, ErrLeaseLost
+	o, sess, own, err := optionsLease(ctx, cli, opts)
+	if err != nil {
+		return nil, err
 	}
 	host, _ := os.Hostname()
 	var nonce [4]byte

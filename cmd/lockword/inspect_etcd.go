@@ -1,6 +1,7 @@
 package main
 
-// lockword inspect -etcd: the state of an etcdlock.Mutex, read from etcd.
+// lockword inspect -etcd: the state of an etcdlock.Mutex or Semaphore,
+// read from etcd.
 
 import (
 	"context"
@@ -35,6 +36,9 @@ func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), inspectEtcdTimeout)
 	defer cancel()
+	if si, err := etcdlock.InspectSemaphore(ctx, cli, prefix); err == nil && (si.Permits > 0 || len(si.Corrupt) > 0) {
+		return inspectEtcdSemaphore(si, endpoints, asJSON, stdout, stderr)
+	}
 	info, err := etcdlock.Inspect(ctx, cli, prefix)
 	if err != nil {
 		fmt.Fprintf(stderr, "lockword inspect: etcd at %s: %v\n", endpoints, err)
@@ -77,4 +81,31 @@ func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer
 // is not plain (it comes from etcd: anyone with write access sets it).
 func holderText(h etcdlock.Holder) string {
 	return fmt.Sprintf("host %s, PID %d, lease %x", shownName(h.Host), h.PID, h.Lease)
+}
+
+// inspectEtcdSemaphore prints a semaphore: permits in use by each holder,
+// the waiters, and holders that died holding, not yet reported.
+func inspectEtcdSemaphore(si *etcdlock.SemInfo, endpoints string, asJSON bool, stdout, stderr io.Writer) int {
+	if asJSON {
+		if err := json.NewEncoder(stdout).Encode(si); err != nil {
+			fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "etcd semaphore: %s (etcd %s, revision %d)\n", shownName(si.Prefix), endpoints, si.Revision)
+	fmt.Fprintf(stdout, "Permits in use: %d of %d\n", si.InUse, si.Permits)
+	for _, c := range si.Corrupt {
+		fmt.Fprintf(stdout, "  corrupt: %s\n", shownName(c))
+	}
+	for _, l := range []struct {
+		what  string
+		holds []etcdlock.SemHold
+	}{{"Holders", si.Holders}, {"Waiters", si.Waiters}, {"Dead holders (not yet reported)", si.Dead}} {
+		fmt.Fprintf(stdout, "%s: %d\n", l.what, len(l.holds))
+		for _, h := range l.holds {
+			fmt.Fprintf(stdout, "  %d permits, token %d: %s\n", h.N, h.Token, holderText(h.Holder))
+		}
+	}
+	return exitOK
 }
