@@ -1,7 +1,7 @@
 package main
 
 // lockword inspect -etcd: the state of an etcdlock.Mutex, and of the
-// Election built on it, read from etcd.
+// Election and RWMutex built on it, read from etcd.
 
 import (
 	"context"
@@ -43,13 +43,17 @@ func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer
 		return exitUsage
 	}
 	el, err := inspectElection(ctx, cli, prefix)
+	var readers []etcdlock.Reader
+	if err == nil {
+		readers, err = etcdlock.Readers(ctx, cli, prefix)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "lockword inspect: etcd at %s: %v\n", endpoints, err)
 		return exitUsage
 	}
 	if asJSON {
 		// One line, as every lockword -json output.
-		if err := json.NewEncoder(stdout).Encode(etcdJSON(info, el)); err != nil {
+		if err := json.NewEncoder(stdout).Encode(etcdJSON(info, el, readers)); err != nil {
 			fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
 			return exitFail
 		}
@@ -76,6 +80,12 @@ func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer
 	fmt.Fprintf(stdout, "Waiters: %d\n", len(info.Waiters))
 	for _, w := range info.Waiters {
 		fmt.Fprintf(stdout, "  %s\n", holderText(w))
+	}
+	if len(readers) > 0 {
+		fmt.Fprintf(stdout, "RW readers: %d (holding: arrived before the writer's token; the others wait for it)\n", len(readers))
+		for _, r := range readers {
+			fmt.Fprintf(stdout, "  %s, arrived at revision %d\n", holderText(r.Holder), r.Revision)
+		}
 	}
 	if el != nil {
 		fmt.Fprintf(stdout, "Election leader: %s\n", holderText(el.Leader))
@@ -134,9 +144,11 @@ type etcdInfoJSON struct {
 	Revision     int64             `json:"revision"`
 	Corrupt      []string          `json:"corrupt"`
 	Election     *electionView     `json:"election,omitempty"`
+	// Readers are an RWMutex's readers ([] for a Mutex or an Election).
+	Readers []etcdlock.Reader `json:"readers"`
 }
 
-func etcdJSON(info *etcdlock.Info, el *electionView) etcdInfoJSON {
+func etcdJSON(info *etcdlock.Info, el *electionView, readers []etcdlock.Reader) etcdInfoJSON {
 	j := etcdInfoJSON{Prefix: info.Prefix, State: info.State, Holder: info.Holder, Token: info.Token,
 		LeaseTTL: info.LeaseTTL, LeaseGranted: info.LeaseGranted, Revision: info.Revision,
 		Waiters: info.Waiters, Corrupt: info.Corrupt, Election: el}
@@ -148,6 +160,10 @@ func etcdJSON(info *etcdlock.Info, el *electionView) etcdInfoJSON {
 	}
 	if j.Corrupt == nil {
 		j.Corrupt = []string{}
+	}
+	j.Readers = readers
+	if j.Readers == nil {
+		j.Readers = []etcdlock.Reader{}
 	}
 	return j
 }

@@ -50,7 +50,7 @@ func TestInspectEtcdJSONNoNull(t *testing.T) {
 		}
 		return m
 	}
-	check("free lock", "/locks/free", `"waiters":[]`, `"corrupt":[]`)
+	check("free lock", "/locks/free", `"waiters":[]`, `"corrupt":[]`, `"readers":[]`)
 	m, err := etcdlock.NewMutex(ctx, cli, "/locks/held", &etcdlock.Options{TTL: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +74,19 @@ func TestInspectEtcdJSONNoNull(t *testing.T) {
 		if !strings.Contains(out, l) {
 			t.Errorf("inspect of an election lacks %q:\n%s", l, out)
 		}
+	}
+	rw, err := etcdlock.NewRWMutex(ctx, cli, "/locks/rw", &etcdlock.Options{TTL: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	if err := rw.RLockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("RW lock", "/locks/rw", `"readers":[{"host":`, `"waiters":[]`)
+	out, _, _ = runCLI(t, "inspect", "-etcd", ep, "/locks/rw")
+	if !strings.Contains(out, "RW readers: 1 ") {
+		t.Errorf("inspect of a read-held RWMutex lacks its reader:\n%s", out)
 	}
 	el, ok := got["election"].(map[string]any)
 	if !ok || el["token"] != float64(e.Token()) {
