@@ -50,41 +50,6 @@ const (
 	electionDeposeEvery = 3
 )
 
-func init() {
-	register(
-		kind{name: "etcd-election",
-			desc:  "etcdlock.Election: leaders deposed mid-term, fenced writes, observers (in-process)",
-			usage: electionUsage,
-			run:   func(cfg *config) (report, error) { return tortureElection(cfg, "etcd-election", true) }},
-		kind{name: "etcd-election-unfenced",
-			desc:  "etcd-election with plain, unguarded writes: must FAIL (a deposed leader's write lands)",
-			usage: electionUsage,
-			run:   func(cfg *config) (report, error) { return tortureElection(cfg, "etcd-election-unfenced", false) }},
-	)
-	kindHelp = append(kindHelp, electionHelp)
-}
-
-const electionHelp = `etcd-election kinds (etcd-election, etcd-election-unfenced):
-  -workers goroutines campaign, each with its own etcdlock.Election (its
-  own lease, -ttl), -iters terms each (default 6); 3 observers watch the
-  election (Observe). A leader writes its term record, then 6 data records
-  8 ms apart (guarded by its term: Election.Txn), then resigns. Every 3rd
-  term the supervisor revokes the leader's lease mid-term (for etcd, what
-  a pause past the TTL or a partition does: the leader still believes it
-  leads), so the next one is elected with ErrOwnerDead. Checks: one
-  leader per term, tokens strictly increasing, no deposed leader's write
-  landing after its successor's, every observer seeing every leader
-  record once, in order. etcd-election-unfenced writes plain puts and
-  must FAIL. Without -etcd an embedded server runs, as for etcd.
-`
-
-func electionUsage(cfg *config) error {
-	if cfg.etcd.chaos {
-		return errors.New("-chaos is not supported: the run deposes leaders itself")
-	}
-	return nil
-}
-
 // electionRun is one run of an etcd-election kind.
 type electionRun struct {
 	cfg    *config

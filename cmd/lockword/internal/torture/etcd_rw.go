@@ -34,32 +34,6 @@ import (
 // writer between its read and its write: where a broken lock shows.
 const etcdRWWindow = 3 * time.Millisecond
 
-func init() {
-	register(
-		kind{name: "etcd-rw",
-			desc:  "etcdlock.RWMutex: readers check the counter holds still, writers add under fenced writes (in-process)",
-			usage: electionUsage,
-			run:   func(cfg *config) (report, error) { return tortureEtcdRW(cfg, "etcd-rw", false) }},
-		kind{name: "etcd-rw-broken",
-			desc:  "etcd-rw with readers that take no lock: must FAIL (readers see writers inside)",
-			usage: electionUsage,
-			run:   func(cfg *config) (report, error) { return tortureEtcdRW(cfg, "etcd-rw-broken", true) }},
-	)
-	kindHelp = append(kindHelp, etcdRWHelp)
-}
-
-const etcdRWHelp = `etcd-rw kinds (etcd-rw, etcd-rw-broken):
-  -workers goroutines, each with its own etcdlock.RWMutex (its own lease,
-  -ttl), -iters writes each (default 25), and a read before about half of
-  them. A reader reads the counter twice, up to 3 ms apart, under the
-  read lock: it must not change. A writer reads the counter and its total,
-  waits up to 3 ms, and writes counter+value and total+1 guarded by its
-  hold (RWMutex.Txn). An activity word (+1 per reader, +10000 per writer
-  inside) must show readers only or one writer; the counter must equal
-  value × the committed totals. etcd-rw-broken reads without the lock and
-  must FAIL. Without -etcd an embedded server runs, as for etcd.
-`
-
 func tortureEtcdRW(cfg *config, name string, broken bool) (report, error) {
 	eps := cfg.etcd.endpoints
 	extra := etcdExtra{Endpoints: strings.Join(eps, ","), TTLSeconds: cfg.etcd.ttl.Seconds(), Violations: []string{}}
