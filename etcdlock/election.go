@@ -211,6 +211,9 @@ func (e *Election) abdicate() {
 // token stays). It returns ErrNotHolder if e does not lead (or no longer:
 // its lease expired), writing nothing, and the client's error.
 func (e *Election) Proclaim(ctx context.Context, value string) error {
+	if ctx == nil {
+		return lockword.ErrNilContext
+	}
 	tok := e.term.Load()
 	if tok == 0 {
 		return ErrNotHolder
@@ -254,6 +257,9 @@ func (e *Election) Guard() clientv3.Cmp { return e.m.guardOf(e.term.Load()) }
 // returns ErrNotHolder (writing nothing) if it does not: the guarded
 // write of a leader. ops must not touch keys under the election's prefix.
 func (e *Election) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	if ctx == nil {
+		return nil, lockword.ErrNilContext
+	}
 	tok := e.term.Load()
 	if tok == 0 {
 		return nil, ErrNotHolder
@@ -285,6 +291,9 @@ func (e *Election) Leader(ctx context.Context) (Term, error) {
 // process that only watches (see Election.Leader); a bad name or nil
 // client is an error wrapping ErrBadArgument.
 func Leader(ctx context.Context, cli *clientv3.Client, prefix string) (Term, error) {
+	if ctx == nil {
+		return Term{}, lockword.ErrNilContext
+	}
 	if cli == nil {
 		return Term{}, fmt.Errorf("%w: nil etcd client", ErrBadArgument)
 	}

@@ -203,3 +203,24 @@ func TestElectionObserve(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// TestElectionNilContext: a nil context is an error, not a panic.
+func TestElectionNilContext(t *testing.T) {
+	cli, p := parallelClient(t)
+	e, rw := newElection(t, cli, p, liveTTL), newRW(t, cli, p+"-rw", liveTTL)
+	for name, err := range map[string]error{
+		"Campaign": e.Campaign(nil, "v"), "Proclaim": e.Proclaim(nil, "v"), "Resign": e.Resign(nil),
+		"Put": e.Put(nil, "k", "v"), "RLockContext": rw.RLockContext(nil), "LockContext": rw.LockContext(nil),
+		"RUnlockContext": rw.RUnlockContext(nil), "UnlockContext": rw.UnlockContext(nil), "RW Put": rw.Put(nil, "k", "v"),
+	} {
+		if !errors.Is(err, lockword.ErrNilContext) {
+			t.Errorf("%s(nil): %v, want ErrNilContext", name, err)
+		}
+	}
+	if _, err := Leader(nil, cli, p); !errors.Is(err, lockword.ErrNilContext) {
+		t.Errorf("Leader(nil): %v", err)
+	}
+	if _, err := Readers(nil, cli, p); !errors.Is(err, lockword.ErrNilContext) {
+		t.Errorf("Readers(nil): %v", err)
+	}
+}

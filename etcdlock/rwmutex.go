@@ -189,6 +189,9 @@ func (rw *RWMutex) Unlock() {
 
 // UnlockContext releases the write lock, as Mutex.UnlockContext.
 func (rw *RWMutex) UnlockContext(ctx context.Context) error {
+	if ctx == nil {
+		return lockword.ErrNilContext
+	}
 	tok := rw.writer.Swap(0)
 	err := rw.m.UnlockContext(ctx)
 	if err != nil && !errors.Is(err, ErrNotHolder) {
@@ -208,6 +211,9 @@ func (rw *RWMutex) Token() int64 { return rw.writer.Load() }
 // Txn commits ops if rw still holds the write lock, else returns
 // ErrNotHolder and writes nothing, as Mutex.Txn.
 func (rw *RWMutex) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	if ctx == nil {
+		return nil, lockword.ErrNilContext
+	}
 	if rw.writer.Load() == 0 {
 		return nil, ErrNotHolder
 	}
@@ -363,6 +369,9 @@ func (rw *RWMutex) retry(what string, try func(context.Context) error) {
 // returns ErrNotHolder if rw holds none, and the client's error with the
 // read lock still held.
 func (rw *RWMutex) RUnlockContext(ctx context.Context) error {
+	if ctx == nil {
+		return lockword.ErrNilContext
+	}
 	rw.mu.Lock()
 	if len(rw.reads) == 0 {
 		rw.mu.Unlock()

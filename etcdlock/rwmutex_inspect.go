@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/lockword/lockword"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -15,6 +16,9 @@ import (
 // before the holder's token holds (or is leaving), one created after it
 // waits. A bad name or nil client is an error wrapping ErrBadArgument.
 func Readers(ctx context.Context, cli *clientv3.Client, prefix string) ([]Reader, error) {
+	if ctx == nil {
+		return nil, lockword.ErrNilContext
+	}
 	if cli == nil {
 		return nil, fmt.Errorf("%w: nil etcd client", ErrBadArgument)
 	}
