@@ -260,18 +260,10 @@ func (e *Election) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnRe
 	if ctx == nil {
 		return nil, lockword.ErrNilContext
 	}
-	tok := e.term.Load()
-	if tok == 0 {
+	if e.term.Load() == 0 {
 		return nil, ErrNotHolder
 	}
-	resp, err := e.m.cli.Txn(ctx).If(e.m.guardOf(tok)).Then(ops...).Commit()
-	if err != nil {
-		return nil, err
-	}
-	if !resp.Succeeded {
-		return resp, ErrNotHolder
-	}
-	return resp, nil
+	return e.m.Txn(ctx, ops...) // while e leads, the Mutex's hold is the term
 }
 
 // Put writes key = val if e's term still lasts (Txn with one put).

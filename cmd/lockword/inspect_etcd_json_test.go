@@ -11,24 +11,32 @@ import (
 
 	"github.com/lockword/lockword/etcdlock"
 	"github.com/lockword/lockword/internal/etcdembed"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
+
+// startInspectEtcd starts an embedded etcd member for t, stopped when t
+// ends, and returns its endpoints (as -etcd takes them) and a client.
+func startInspectEtcd(t *testing.T) (string, *clientv3.Client) {
+	t.Helper()
+	c, err := etcdembed.Start(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	cli, err := newEtcdClient(c.Endpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return strings.Join(c.Endpoints(), ","), cli
+}
 
 // TestInspectEtcdJSONNoNull: inspect -etcd -json of a free lock, a held
 // one and an election prints no null and no zero time: empty lists are
 // [], absent values are left out.
 func TestInspectEtcdJSONNoNull(t *testing.T) {
 	t.Parallel()
-	c, err := etcdembed.Start(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ep := strings.Join(c.Endpoints(), ",")
-	cli, err := newEtcdClient(c.Endpoints())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	ep, cli := startInspectEtcd(t)
 	ctx := context.Background()
 	check := func(what, p string, want ...string) map[string]any {
 		t.Helper()

@@ -25,15 +25,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/etcdlock"
-	"github.com/lockword/lockword/internal/etcdembed"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -54,7 +51,6 @@ const (
 type electionRun struct {
 	cfg    *config
 	cli    *clientv3.Client
-	eps    []string
 	data   string // the run's key prefix
 	fenced bool
 	target int64        // terms to run in all
@@ -76,36 +72,14 @@ func (r *electionRun) fail(format string, args ...any) {
 }
 
 func tortureElection(cfg *config, name string, fenced bool) (report, error) {
-	r := &electionRun{cfg: cfg, fenced: fenced, eps: cfg.etcd.endpoints}
-	r.x.Endpoints = strings.Join(r.eps, ",")
-	if len(r.eps) == 0 {
-		c, err := etcdembed.Start(1)
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		r.eps = c.Endpoints()
-		r.x.Endpoints = "embedded, 1 member(s) on " + strings.Join(r.eps, ",")
-	}
-	cli, err := newEtcdClient(r.eps)
+	env, err := startEtcdEnv(cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer cli.Close()
-	r.cli = cli
-	r.data = fmt.Sprintf("%s%d-%08x", EtcdDataRoot, os.Getpid(), rand.Uint32())
-	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
-	g, err := cli.Get(ctx, r.data+"/")
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("etcd at %s: %w", strings.Join(r.eps, ","), err)
-	}
-	startRev := g.Header.Revision
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
-		defer cancel()
-		cli.Delete(ctx, r.data+"/", clientv3.WithPrefix())
-	}()
+	defer env.close()
+	r := &electionRun{cfg: cfg, fenced: fenced, cli: env.cli, data: env.keys.data}
+	r.x.Endpoints = env.endpoints
+	startRev := env.startRev
 	terms := cfg.iters
 	if !cfg.etcd.itersSet {
 		terms = electionDefaultTerms
@@ -118,7 +92,7 @@ func tortureElection(cfg *config, name string, fenced bool) (report, error) {
 	obs := make([]*electionObserver, electionObservers)
 	for i := range obs {
 		obs[i] = &electionObserver{}
-		go obs[i].run(etcdlock.Observe(octx, cli, r.election()))
+		go obs[i].run(etcdlock.Observe(octx, r.cli, r.election()))
 	}
 	start := time.Now()
 	var wg sync.WaitGroup

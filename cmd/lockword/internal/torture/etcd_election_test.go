@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 	"github.com/lockword/lockword/etcdlock"
 )
 
@@ -18,15 +19,11 @@ import (
 func TestTortureEtcdElection(t *testing.T) {
 	t.Parallel()
 	stdout, stderr, status := runEtcd(t, "-lock", "etcd-election", "-workers", "3", "-iters", "5")
-	wantLines := []string{"Lock: etcd-election", "Late writes landed: 0", "Observers complete: 3 of 3 (every leader record once, in order)", "Hangs: 0", "Result: PASS"}
 	if status != exitOK {
 		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
 	}
-	for _, l := range wantLines {
-		if !strings.Contains(stdout, l+"\n") {
-			t.Fatalf("report lacks %q:\n%s", l, stdout)
-		}
-	}
+	clitest.WantLines(t, stdout, []string{"Lock: etcd-election", "Late writes landed: 0",
+		"Observers complete: 3 of 3 (every leader record once, in order)", "Hangs: 0", "Result: PASS"})
 	if etcdField(t, stdout, "Depositions:") == 0 || etcdField(t, stdout, "Terms:") < 15 {
 		t.Fatalf("too few terms or depositions:\n%s", stdout)
 	}

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +25,6 @@ import (
 
 	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/etcdlock"
-	"github.com/lockword/lockword/internal/etcdembed"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -35,34 +33,13 @@ import (
 const etcdRWWindow = 3 * time.Millisecond
 
 func tortureEtcdRW(cfg *config, name string, broken bool) (report, error) {
-	eps := cfg.etcd.endpoints
-	extra := etcdExtra{Endpoints: strings.Join(eps, ","), TTLSeconds: cfg.etcd.ttl.Seconds(), Violations: []string{}}
-	if len(eps) == 0 {
-		c, err := etcdembed.Start(1)
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		eps = c.Endpoints()
-		extra.Endpoints = "embedded, 1 member(s) on " + strings.Join(eps, ",")
-	}
-	cli, err := newEtcdClient(eps)
+	env, err := startEtcdEnv(cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer cli.Close()
-	keys := etcdKeys{fmt.Sprintf("%s%d-%08x", EtcdDataRoot, os.Getpid(), rand.Uint32())}
-	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
-	_, err = cli.Get(ctx, keys.start())
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("etcd at %s: %w", strings.Join(eps, ","), err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
-		defer cancel()
-		cli.Delete(ctx, keys.data+"/", clientv3.WithPrefix())
-	}()
+	defer env.close()
+	cli, keys := env.cli, env.keys
+	extra := etcdExtra{Endpoints: env.endpoints, TTLSeconds: cfg.etcd.ttl.Seconds(), Violations: []string{}}
 	iters := cfg.iters
 	if !cfg.etcd.itersSet {
 		iters = etcdDefaultIters
@@ -82,7 +59,7 @@ func tortureEtcdRW(cfg *config, name string, broken bool) (report, error) {
 	wg.Wait()
 	elapsed := time.Since(start)
 
-	ctx, cancel = context.WithTimeout(context.Background(), etcdOpTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
 	defer cancel()
 	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(keys.counter()), clientv3.OpGet(keys.list("committed"), clientv3.WithPrefix())).Commit()
 	if err != nil {
