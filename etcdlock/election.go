@@ -131,10 +131,14 @@ func NewElection(ctx context.Context, cli *clientv3.Client, prefix string, opts 
 //     error: e is not leader, and nothing this call wrote lasts (see the
 //     type's "Cancellation").
 //
-// Campaign on an Election that leads already returns ErrBadArgument.
+// Campaign on an Election that leads already returns ErrBadArgument (one
+// whose term ended by the loss of its lease: ErrLeaseLost).
 func (e *Election) Campaign(ctx context.Context, value string) error {
 	if ctx == nil {
 		return lockword.ErrNilContext
+	}
+	if e.term.Load() != 0 && e.m.leaseLost() {
+		return ErrLeaseLost // deposed without Resign: e can never lead again
 	}
 	if e.term.Load() != 0 {
 		return fmt.Errorf("%w: Campaign of an Election that already leads (term %d)", ErrBadArgument, e.term.Load())

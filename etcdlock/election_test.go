@@ -204,7 +204,8 @@ func TestElectionObserve(t *testing.T) {
 	}
 }
 
-// TestElectionNilContext: a nil context is an error, not a panic.
+// TestElectionNilContext: a nil context is an error, not a panic; a lock
+// name that would put its keys among an RWMutex's readers is refused.
 func TestElectionNilContext(t *testing.T) {
 	cli, p := parallelClient(t)
 	e, rw := newElection(t, cli, p, liveTTL), newRW(t, cli, p+"-rw", liveTTL)
@@ -222,5 +223,10 @@ func TestElectionNilContext(t *testing.T) {
 	}
 	if _, err := Readers(nil, cli, p); !errors.Is(err, lockword.ErrNilContext) {
 		t.Errorf("Readers(nil): %v", err)
+	}
+	for _, name := range []string{p + "/readers", p + "/rfence/x"} {
+		if _, err := NewMutex(context.Background(), cli, name, nil); !errors.Is(err, ErrBadArgument) {
+			t.Errorf("NewMutex(%q): %v, want ErrBadArgument (its keys would count as an RWMutex's readers)", name, err)
+		}
 	}
 }

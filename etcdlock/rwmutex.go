@@ -19,6 +19,11 @@ const (
 	readerFenceDir = "/rfence/"
 )
 
+// A lock named with a path element "readers" or "rfence" would put its
+// records among an RWMutex's read holds (which its writers wait for), so
+// such names are refused too, as "queue" and "fence" are (lockName).
+func init() { reservedNames = append(reservedNames, "readers", "rfence") }
+
 // An RWMutex is a reader-writer lock between processes on any machines
 // that reach one etcd cluster: any number of readers or one writer, with
 // SharedRWMutex's owner-death contract where a cluster allows it. A
