@@ -11,7 +11,8 @@ import (
 )
 
 // Observe returns a channel of the election's leader records: the current
-// one first (if there is a leader), then each one written after it, in
+// one as of the call first (if there is a leader; Observe reads it before
+// it returns), then each one written after it, in
 // the order etcd committed them, until ctx is done (then the channel is
 // closed). A new term gives a Term with a higher Token than any before; a
 // Proclaim gives one with the same Token and a new Value. A term ending
@@ -40,13 +41,17 @@ func Observe(ctx context.Context, cli *clientv3.Client, prefix string) <-chan Te
 		close(ch)
 		return ch
 	}
-	go observe(ctx, cli, prefix, ch)
+	// The first read is made here, so that the stream starts at the
+	// leader as of the call (if etcd answers; else the goroutine retries).
+	first, _ := cli.Get(ctx, prefix+leaderKey)
+	go observe(ctx, cli, prefix, ch, first)
 	return ch
 }
 
-// observe feeds ch until ctx is done. next is the first revision not yet
-// looked at, 0 before the first read; gap marks the next record sent.
-func observe(ctx context.Context, cli *clientv3.Client, prefix string, ch chan<- Term) {
+// observe feeds ch until ctx is done, starting with first (nil: not read
+// yet). next is the first revision not yet looked at, 0 before the first
+// read; gap marks the next record sent.
+func observe(ctx context.Context, cli *clientv3.Client, prefix string, ch chan<- Term, first *clientv3.GetResponse) {
 	defer close(ch)
 	key := prefix + leaderKey
 	var next int64
@@ -67,7 +72,10 @@ func observe(ctx context.Context, cli *clientv3.Client, prefix string, ch chan<-
 	}
 	for ctx.Err() == nil {
 		if next == 0 {
-			r, err := cli.Get(ctx, key)
+			r, err := first, error(nil)
+			if first = nil; r == nil {
+				r, err = cli.Get(ctx, key)
+			}
 			if err != nil {
 				sleepCtx(ctx, pause)
 				pause = min(2*pause, lockRetryMax)
