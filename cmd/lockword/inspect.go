@@ -141,7 +141,14 @@ etcd locks (lockword inspect -etcd host:port,... PREFIX):
   them, and prints its state (free, held, held and inconsistent, owner
   dead, not recoverable), the holder's host, PID and lease, its fencing
   token, how long it has held (the holder's clock), the time its lease has
-  left, and the waiters in their order; -json prints etcdlock.Info.
+  left, and the waiters in their order. For an etcdlock.Election on
+  PREFIX it adds the leader, its value, its term's fencing token and its
+  lease's time left (the waiters are the campaigners; who observes is not
+  known: etcd does not say who watches a key), and for an
+  etcdlock.RWMutex its readers in order of arrival (the holder and
+  waiters are its writers). -json prints
+  etcdlock.Info's fields, with [] for an empty list and a missing holder
+  or time left out, "election" when there is a leader, and "readers".
   An unreachable etcd is an error after 5 s (exit status 2).
 
 Examples:

@@ -1,11 +1,12 @@
 package main
 
-// lockword inspect -etcd: the state of an etcdlock.Mutex or Semaphore,
-// read from etcd.
+// lockword inspect -etcd: the state of an etcdlock.Mutex or Semaphore, and
+// of the Election and RWMutex built on the Mutex, read from etcd.
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -44,9 +45,18 @@ func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "lockword inspect: etcd at %s: %v\n", endpoints, err)
 		return exitUsage
 	}
+	el, err := inspectElection(ctx, cli, prefix)
+	var readers []etcdlock.Reader
+	if err == nil {
+		readers, err = etcdlock.Readers(ctx, cli, prefix)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "lockword inspect: etcd at %s: %v\n", endpoints, err)
+		return exitUsage
+	}
 	if asJSON {
 		// One line, as every lockword -json output.
-		if err := json.NewEncoder(stdout).Encode(info); err != nil {
+		if err := json.NewEncoder(stdout).Encode(etcdJSON(info, el, readers)); err != nil {
 			fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
 			return exitFail
 		}
@@ -74,7 +84,91 @@ func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer
 	for _, w := range info.Waiters {
 		fmt.Fprintf(stdout, "  %s\n", holderText(w))
 	}
+	if len(readers) > 0 {
+		fmt.Fprintf(stdout, "RW readers: %d (holding: arrived before the writer's token; the others wait for it)\n", len(readers))
+		for _, r := range readers {
+			fmt.Fprintf(stdout, "  %s, arrived at revision %d\n", holderText(r.Holder), r.Revision)
+		}
+	}
+	if el != nil {
+		fmt.Fprintf(stdout, "Election leader: %s\n", holderText(el.Leader))
+		fmt.Fprintf(stdout, "  value: %s\n", shownName(el.Value))
+		fmt.Fprintf(stdout, "  term token: %d; leader since %s (its clock)\n", el.Token, el.Since.Format(time.RFC3339Nano))
+		if el.LeaseTTL >= 0 {
+			fmt.Fprintf(stdout, "  lease TTL left: %v (of %v)\n", el.LeaseTTL, el.LeaseGranted)
+		}
+		fmt.Fprintln(stdout, "  observers: not known (etcd does not say who watches a key)")
+	}
 	return exitOK
+}
+
+// electionView is the leader of an etcdlock.Election, as inspect shows
+// it; the waiters are the Mutex's (the campaigners).
+type electionView struct {
+	etcdlock.Term
+	Since        *time.Time    `json:"since,omitempty"`
+	LeaseTTL     time.Duration `json:"lease_ttl_ns"`
+	LeaseGranted time.Duration `json:"lease_granted_ns"`
+}
+
+// inspectElection reads the election leader record at prefix, nil if
+// there is none (no election, or no leader now).
+func inspectElection(ctx context.Context, cli *clientv3.Client, prefix string) (*electionView, error) {
+	t, err := etcdlock.Leader(ctx, cli, prefix)
+	if errors.Is(err, etcdlock.ErrNoLeader) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	v := &electionView{Term: t, LeaseTTL: -1, LeaseGranted: -1}
+	if !t.Since.IsZero() {
+		v.Since = &t.Since
+	}
+	if ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(t.Leader.Lease)); err == nil && ttl.TTL >= 0 {
+		v.LeaseTTL = time.Duration(ttl.TTL) * time.Second
+		v.LeaseGranted = time.Duration(ttl.GrantedTTL) * time.Second
+	}
+	return v, nil
+}
+
+// etcdInfoJSON is inspect -etcd -json: etcdlock.Info without a null or a
+// zero time (an empty list is [], a missing holder or time is left out),
+// and the election's leader if there is one.
+type etcdInfoJSON struct {
+	Prefix       string            `json:"prefix"`
+	State        string            `json:"state"`
+	Holder       *etcdlock.Holder  `json:"holder,omitempty"`
+	Token        int64             `json:"token"`
+	HeldSince    *time.Time        `json:"held_since,omitempty"`
+	LeaseTTL     time.Duration     `json:"lease_ttl_ns"`
+	LeaseGranted time.Duration     `json:"lease_granted_ns"`
+	Waiters      []etcdlock.Holder `json:"waiters"`
+	Revision     int64             `json:"revision"`
+	Corrupt      []string          `json:"corrupt"`
+	Election     *electionView     `json:"election,omitempty"`
+	// Readers are an RWMutex's readers ([] for a Mutex or an Election).
+	Readers []etcdlock.Reader `json:"readers"`
+}
+
+func etcdJSON(info *etcdlock.Info, el *electionView, readers []etcdlock.Reader) etcdInfoJSON {
+	j := etcdInfoJSON{Prefix: info.Prefix, State: info.State, Holder: info.Holder, Token: info.Token,
+		LeaseTTL: info.LeaseTTL, LeaseGranted: info.LeaseGranted, Revision: info.Revision,
+		Waiters: info.Waiters, Corrupt: info.Corrupt, Election: el}
+	if !info.HeldSince.IsZero() {
+		j.HeldSince = &info.HeldSince
+	}
+	if j.Waiters == nil {
+		j.Waiters = []etcdlock.Holder{}
+	}
+	if j.Corrupt == nil {
+		j.Corrupt = []string{}
+	}
+	j.Readers = readers
+	if j.Readers == nil {
+		j.Readers = []etcdlock.Reader{}
+	}
+	return j
 }
 
 // holderText is a holder as inspect prints it, its host name quoted if it
