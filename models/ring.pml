@@ -32,9 +32,9 @@
  * models-c: head         (*RingProducer).refreshHead         c/sharedring.c refresh_head_need
  * models-c: tail         (*RingConsumer).refreshTail         c/sharedring.c refresh_tail
  * models-c: await        ringAwait                           c/sharedring.c ring_await
- * models-c: sleep        sharedRingSleeper.sleep             c/sharedring.c ring_sleep
+ * models-c: sleep        sharedRingSleeper.Sleep             c/sharedring.c ring_sleep
  * models-c: wake         wakeSide                            c/sharedring.c wake_side
- * models-c: close        closeRingWords                      c/sharedring.c close_words
+ * models-c: close        CloseWords                          c/sharedring.c close_words
  * models-c: peer-dead    (*ringEnd).peerDead                 c/sharedring.c peer_dead
  *
  * Scenario: the producer pushes MSGS = 5 messages, the values 1..5, into a

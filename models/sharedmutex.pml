@@ -42,17 +42,17 @@
  * word of its own where Go uses a lockword.Mutex; the C side has no
  * spin phase and no statistics beyond the stamp:
  *            step         Go                                  C
- * models-c: lock         (*SharedMutex).Lock                 c/sharedmutex.c lw_mutex_lock
- * models-c: lock-timed   (*SharedMutex).LockContext          c/sharedmutex.c lw_mutex_timedlock_pid
- * models-c: slow         (*SharedMutex).lockSlow             c/sharedmutex.c lock_slow
- * models-c: wait         (*SharedMutex).lockSlowWait         c/sharedmutex.c lock_slow_wait
- * models-c: take         (*SharedMutex).take                 c/sharedmutex.c take
- * models-c: unlock       (*SharedMutex).Unlock               c/sharedmutex.c lw_mutex_unlock
- * models-c: repair       (*SharedMutex).MarkConsistent       c/sharedmutex.c lw_mutex_consistent
+ * models-c: lock         (*Mutex).Lock                 c/sharedmutex.c lw_mutex_lock
+ * models-c: lock-timed   (*Mutex).LockContext          c/sharedmutex.c lw_mutex_timedlock_pid
+ * models-c: slow         (*Mutex).lockSlow             c/sharedmutex.c lock_slow
+ * models-c: wait         (*Mutex).lockSlowWait         c/sharedmutex.c lock_slow_wait
+ * models-c: take         (*Mutex).take                 c/sharedmutex.c take
+ * models-c: unlock       (*Mutex).Unlock               c/sharedmutex.c lw_mutex_unlock
+ * models-c: repair       (*Mutex).MarkConsistent       c/sharedmutex.c lw_mutex_consistent
  * models-c: gate         (*Mutex).LockContext                c/sharedmutex.c gate_lock
  * models-c: gate-open    (*Mutex).Unlock                     c/sharedmutex.c gate_unlock
- * models-c: grant        (*SharedMutex).grant                c/sharedmutex.c grant
- * models-c: take-dead    (*SharedMutex).takeFromDead         c/sharedmutex.c take_from_dead
+ * models-c: grant        (*Mutex).grant                c/sharedmutex.c grant
+ * models-c: take-dead    (*Mutex).takeFromDead         c/sharedmutex.c take_from_dead
  * models-c: withdraw     (*sharedMutexWaiter).withdraw       c/sharedmutex.c withdraw
  * models-c: request      handoffRequest                      c/sharedmutex.c handoff_request
  * models-c: alive        (*Region).tokenAlive                c/regionowner.c token_alive
