@@ -67,6 +67,13 @@ type sharedLocker struct{ m *shm.Mutex }
 func (s sharedLocker) Lock() error   { s.m.Lock(); return nil }
 func (s sharedLocker) Unlock() error { s.m.Unlock(); return nil }
 
+// semLocker adapts a one-permit shm.Semaphore, so that the shared
+// counter checks that it excludes; no holder dies in a benchmark.
+type semLocker struct{ s *shm.Semaphore }
+
+func (s semLocker) Lock() error   { return s.s.Acquire(context.Background(), 1) }
+func (s semLocker) Unlock() error { s.s.Release(1); return nil }
+
 // procKinds opens each cross-process subject in one process, by name.
 var procKinds = []struct {
 	name  string
@@ -78,6 +85,12 @@ var procKinds = []struct {
 	{"SharedMutex", []string{"flock-fd", "gofrs-flock"}, func(r *shm.Region, _ string) (procLocker, error) {
 		m, err := r.Mutex("bench")
 		return sharedLocker{m}, err
+	}},
+	// A semaphore of one permit: every contended acquisition goes
+	// through its FIFO queue of processes.
+	{"SharedSemaphore", []string{"flock-fd", "gofrs-flock"}, func(r *shm.Region, _ string) (procLocker, error) {
+		s, err := r.Semaphore("bench-sem", 1)
+		return semLocker{s}, err
 	}},
 }
 
