@@ -325,6 +325,9 @@ func (m *Mutex) Unlock() {
 // returns an error if this process does not hold m; on a lock that is not
 // inconsistent it does nothing.
 func (m *Mutex) MarkConsistent() error {
+	if err := m.r.errClosed("Mutex", m.name, "MarkConsistent"); err != nil {
+		return err
+	}
 	for range retryLimit { // a CAS fails only if waiters or the stamp bit came
 		w := m.word.Load()
 		if w&ownerMask != m.token {
@@ -354,6 +357,9 @@ func (m *Mutex) errCorrupt(format string, args ...any) error {
 // holder's lock is recovered through LockContext and ErrOwnerDead, not
 // reinitialized). Statistics, if enabled, are kept.
 func (m *Mutex) Reinitialize() error {
+	if err := m.r.errClosed("Mutex", m.name, "Reinitialize"); err != nil {
+		return err
+	}
 	// The word changes under us only by a flag (stats on, inspect's timed
 	// bit): a bounded number of retries, whatever the word holds.
 	for range 100 {
@@ -403,15 +409,26 @@ func (m *Mutex) SetStuckThreshold(threshold time.Duration) {
 // using m (the counters live in the region, so Stats and lockword inspect
 // show all processes together). From then on every acquisition, in every
 // process, takes the slow path.
-func (m *Mutex) EnableStats() { m.word.Or(sharedStats) }
+func (m *Mutex) EnableStats() {
+	m.r.checkOpen("Mutex", m.name, "EnableStats")
+	m.word.Or(sharedStats)
+}
 
 // Stats returns the statistics collected since EnableStats, summed over
 // all processes. Parks counts sleeps in the kernel. GiveUpWaitTotal is
 // not kept (0) and GiveUpWaitMax is to the microsecond: see Stats.
-func (m *Mutex) Stats() lockword.Stats { return sharedMutexStats(m.obj) }
+func (m *Mutex) Stats() lockword.Stats {
+	m.r.checkOpen("Mutex", m.name, "Stats")
+	return sharedMutexStats(m.obj)
+}
+
+// detach points m's words away from the mapping as Close unmaps it: the
+// fast paths fail on closedWord32 into the slow paths, which check first.
+func (m *Mutex) detach() { m.word, m.handoff, m.obj = closedWord32, closedWord32, nil }
 
 //go:noinline
 func (m *Mutex) lockSlowLocker() {
+	m.r.checkOpen("Mutex", m.name, "Lock")
 	m.afterLocker(m.lockSlow(context.Background()))
 }
 
@@ -426,6 +443,7 @@ func (m *Mutex) afterLocker(err error) {
 
 //go:noinline
 func (m *Mutex) tryLockSlow() bool {
+	m.r.checkOpen("Mutex", m.name, "TryLock")
 	w := m.word.Load()
 	if w&ownerMask != 0 || !m.word.CompareAndSwap(w, w|m.token) {
 		return false
@@ -439,6 +457,7 @@ func (m *Mutex) tryLockSlow() bool {
 
 //go:noinline
 func (m *Mutex) unlockSlow() {
+	m.r.checkOpen("Mutex", m.name, "Unlock")
 	for i := 0; ; i++ {
 		if i == retryLimit {
 			// Only waiters and inspectors change a held word, once
@@ -527,6 +546,9 @@ func (m *Mutex) errNotRecoverable() error {
 func (m *Mutex) lockSlow(ctx context.Context) error {
 	if ctx == nil {
 		return lockword.ErrNilContext
+	}
+	if err := m.r.errClosed("Mutex", m.name, "LockContext"); err != nil {
+		return err
 	}
 	m.r.waiting.Add(1)
 	defer m.r.waiting.Add(-1)

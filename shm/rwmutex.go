@@ -293,6 +293,7 @@ var testBrokenNoLineBit bool
 // unrepaired (it becomes not recoverable) and panics, as Mutex.Lock
 // does.
 func (rw *RWMutex) Lock() {
+	rw.q.checkOpen("Lock")
 	repairAfterLocker(rw.LockContext(context.Background()), &rw.q.repair, rw.MarkConsistent, func() {
 		if rw.q.heldByUs() {
 			rw.Unlock()
@@ -316,6 +317,9 @@ func (rw *RWMutex) LockContext(ctx context.Context) error {
 		return lockword.ErrNilContext
 	}
 	q := &rw.q
+	if err := q.errClosed("LockContext"); err != nil {
+		return err
+	}
 	began := q.statsClock()
 	if err := q.gate.LockContext(ctx); err != nil {
 		q.countGiveUp(began, err)
@@ -547,6 +551,7 @@ func (rw *RWMutex) retire(_ context.Context, _ uint32, dead bool) error {
 // reader has left.
 func (rw *RWMutex) TryLock() bool {
 	q := &rw.q
+	q.checkOpen("TryLock")
 	if !q.gate.TryLock() {
 		return false
 	}
@@ -591,6 +596,7 @@ func (rw *RWMutex) TryLock() bool {
 // not hold the write lock.
 func (rw *RWMutex) Unlock() {
 	q := &rw.q
+	q.checkOpen("Unlock")
 	if !q.heldByUs() {
 		if q.held.Load() {
 			q.release() // overwritten under us (corrupt): release reports it
@@ -633,13 +639,27 @@ func (rw *RWMutex) SetStuckThreshold(threshold time.Duration) {
 // acquisitions together, for every process using rw. From then on RLock
 // takes its slow path too.
 func (rw *RWMutex) EnableStats() {
+	rw.q.checkOpen("EnableStats")
 	rw.q.flags.Or(queueStats)
 	rw.in.Or(srwStats)
 }
 
 // Stats returns the statistics collected since EnableStats, summed over
 // all processes.
-func (rw *RWMutex) Stats() lockword.Stats { return queueObjStats(rw.q.obj) }
+func (rw *RWMutex) Stats() lockword.Stats {
+	rw.q.checkOpen("Stats")
+	return queueObjStats(rw.q.obj)
+}
+
+// detach points the words that the readers' fast paths touch away from
+// the mapping as Close unmaps it: the state on closedWord32 (writer and
+// statistics bits set) and the counts on fresh words send every reader
+// call to a slow path, which checks first. The writers' calls check on
+// entry.
+func (rw *RWMutex) detach() {
+	rw.in, rw.drain = closedWord32, closedWord32
+	rw.mine = [2]*atomic.Uint32{new(atomic.Uint32), new(atomic.Uint32)}
+}
 
 // holdsLock reports whether this handle holds the write lock or read
 // locks (or has a reader counted while it waits).

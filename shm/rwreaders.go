@@ -60,6 +60,7 @@ func (rw *RWMutex) RLockContext(ctx context.Context) error {
 func (rw *RWMutex) TryRLock() bool {
 	s := rw.in.Load()
 	if s&srwWriter != 0 {
+		rw.q.checkOpen("TryRLock") // a closed region's state has the writer bit
 		return false
 	}
 	p := s & srwPhase
@@ -102,6 +103,7 @@ func (rw *RWMutex) countWrapped(p uint32) error {
 
 //go:noinline
 func (rw *RWMutex) runlockSlow(s, c uint32) {
+	rw.q.checkOpen("RUnlock")
 	if int32(c) < 0 {
 		rw.mine[(s^s>>1)&srwPhase].Add(1)
 		panic(fmt.Sprintf("lockword: RUnlock of unlocked SharedRWMutex %q", rw.q.name))
@@ -225,6 +227,7 @@ func (r *sharedRLocker) Unlock() { (*RWMutex)(r).RUnlock() }
 
 //go:noinline
 func (rw *RWMutex) rlockSlowLocker(s, s2, c uint32) {
+	rw.q.checkOpen("RLock")
 	if c == 0 {
 		panic(rw.countWrapped(s & srwPhase))
 	}
@@ -242,6 +245,10 @@ func (rw *RWMutex) rlockSlowLocker(s, s2, c uint32) {
 // writer has arrived by then (waiting for it too would break "a reader
 // waits for at most one writer").
 func (rw *RWMutex) rlockSlow(ctx context.Context, s, cur uint32) error {
+	if err := rw.q.errClosed("RLockContext"); err != nil {
+		rw.mine[s&srwPhase].Add(^uint32(0)) // our count, on a detached word
+		return err
+	}
 	p := s & srwPhase // the phase we are counted in
 	// Each turn follows a writer's arrival or release: bounded in a
 	// valid history; a word rewritten without end ends it (ErrCorrupt).
