@@ -105,7 +105,7 @@ func (r *Region) Cond(name string) (*Cond, error) {
 // Wait does not do that); it locks l again before returning (with l.Lock: a shared robust lock's Lock runs its repair
 // function or panics on an owner death; use WaitContext to be told).
 func (c *Cond) Wait(l sync.Locker) {
-	c.r.checkOpen("Cond", c.name, "Wait")
+	c.r.checkOpen("shm.Cond", c.name, "Wait")
 	v := c.enter()
 	l.Unlock()
 	c.sleep(context.Background(), v)
@@ -128,7 +128,7 @@ func (c *Cond) WaitContext(ctx context.Context, l lockword.ContextLocker) error 
 	if ctx == nil {
 		return lockword.ErrNilContext
 	}
-	if err := c.r.errClosed("Cond", c.name, "WaitContext"); err != nil {
+	if err := c.r.errClosed("shm.Cond", c.name, "WaitContext"); err != nil {
 		return err
 	}
 	v := c.enter()
@@ -182,13 +182,13 @@ func (c *Cond) sleep(ctx context.Context, v uint32) error {
 // goroutine goes first within a process is not defined. A goroutine that
 // starts waiting after the Signal never takes it.
 func (c *Cond) Signal() {
-	c.r.checkOpen("Cond", c.name, "Signal")
+	c.r.checkOpen("shm.Cond", c.name, "Signal")
 	c.notify(1)
 }
 
 // Broadcast wakes every goroutine waiting on c, in every process.
 func (c *Cond) Broadcast() {
-	c.r.checkOpen("Cond", c.name, "Broadcast")
+	c.r.checkOpen("shm.Cond", c.name, "Broadcast")
 	c.notify(wakeAll)
 }
 

@@ -130,7 +130,7 @@ func openRegion(path string, size int64, opts *Options, mode openMode) (*Region,
 	for {
 		if mode == modeCreate || mode == modeEither {
 			if o.Mode&0o022 != 0 && !o.AllowUnsafePermissions {
-				return nil, &regionError{op: "create region " + path, err: fmt.Errorf("%w: mode %#o lets group or others write it (RegionOptions.AllowUnsafePermissions opts in)", ErrUnsafePermissions, o.Mode.Perm())}
+				return nil, &regionError{op: "create region " + path, err: fmt.Errorf("%w: mode %#o lets group or others write it (shm.Options.AllowUnsafePermissions opts in)", ErrUnsafePermissions, o.Mode.Perm())}
 			}
 			r, err := createRegion(path, size, o.Mode, lim)
 			if err == nil {
@@ -585,10 +585,10 @@ func checkPermissions(fd int, st fileInfo) error {
 		return nil
 	}
 	if st.mode&0o022 != 0 {
-		return fmt.Errorf("%w: mode %#o lets group or others write it (RegionOptions.AllowUnsafePermissions opts in)", ErrUnsafePermissions, st.mode&0o777)
+		return fmt.Errorf("%w: mode %#o lets group or others write it (shm.Options.AllowUnsafePermissions opts in)", ErrUnsafePermissions, st.mode&0o777)
 	}
 	if uid := uint32(os.Geteuid()); st.uid != uid {
-		return fmt.Errorf("%w: owned by uid %d, not by this process's uid %d (RegionOptions.AllowUnsafePermissions opts in)", ErrUnsafePermissions, st.uid, uid)
+		return fmt.Errorf("%w: owned by uid %d, not by this process's uid %d (shm.Options.AllowUnsafePermissions opts in)", ErrUnsafePermissions, st.uid, uid)
 	}
 	return nil
 }

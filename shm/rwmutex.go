@@ -249,7 +249,7 @@ func (r *Region) RWMutex(name string) (*RWMutex, error) {
 
 func newSharedRWMutex(r *Region, name string, obj []byte) *RWMutex {
 	rw := &RWMutex{in: word32(obj, rwObjIn), drain: word32(obj, rwObjDrain)}
-	rw.q.init(r, name, "SharedRWMutex", obj, ticketObjNext, ticketObjServing, ticketObjFlags, ticketObjStamp, ticketObjDeadPID, ticketObjRecords)
+	rw.q.init(r, name, "shm.RWMutex", obj, ticketObjNext, ticketObjServing, ticketObjFlags, ticketObjStamp, ticketObjDeadPID, ticketObjRecords)
 	rw.q.retire = rw.retire
 	for p := range uint32(2) {
 		rw.mine[p] = word32(obj, rwCountOff(p, r.slot))
@@ -403,7 +403,7 @@ func (rw *RWMutex) arrive(ctx context.Context, slow *bool, start *time.Time) err
 				reported = true
 			} else if waited := time.Since(*start); waited >= threshold {
 				reported = true
-				logSharedStuck("SharedRWMutex", rw.q.name, rw.q.r.path, 0, true, waited, threshold,
+				logSharedStuck("shm.RWMutex", rw.q.name, rw.q.r.path, 0, true, waited, threshold,
 					"waiting_as", "writer", "readers_inside", rw.liveReaders(old),
 					"note", "readers of processes that died are dropped within ownerCheckInterval: these are alive")
 			}

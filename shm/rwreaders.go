@@ -106,7 +106,7 @@ func (rw *RWMutex) runlockSlow(s, c uint32) {
 	rw.q.checkOpen("RUnlock")
 	if int32(c) < 0 {
 		rw.mine[(s^s>>1)&srwPhase].Add(1)
-		panic(fmt.Sprintf("lockword: RUnlock of unlocked SharedRWMutex %q", rw.q.name))
+		panic(fmt.Sprintf("lockword: RUnlock of unlocked shm.RWMutex %q", rw.q.name))
 	}
 	rw.emptied()
 }
@@ -396,7 +396,7 @@ func (rw *RWMutex) reportReaderStuck(start time.Time, blocker uint32, alive bool
 	} else {
 		pid, alive = rw.q.deadPID.Load(), false
 	}
-	logSharedStuck("SharedRWMutex", rw.q.name, rw.q.r.path, pid, alive, waited, threshold,
+	logSharedStuck("shm.RWMutex", rw.q.name, rw.q.r.path, pid, alive, waited, threshold,
 		"waiting_as", "reader", "note", "a writer that died holding leaves readers out until the next writer repairs (LockContext, MarkConsistent, Unlock)")
 	return true
 }

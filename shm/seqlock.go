@@ -124,13 +124,13 @@ func init() {
 // ever. The SeqLock must not be used after r is closed.
 func NewSeqLock[T any](r *Region, name string) (*SeqLock[T], error) {
 	t := reflect.TypeFor[T]()
-	if err := seqcore.CheckNoPointers(t, "RegionSeqLock", "a seqlock copies its value as raw memory words", lockword.ErrHasPointers); err != nil {
+	if err := seqcore.CheckNoPointers(t, "shm.SeqLock", "a seqlock copies its value as raw memory words", lockword.ErrHasPointers); err != nil {
 		return nil, err
 	}
 	words := (uint64(t.Size()) + 7) / 8
 	size := seqObjPayload + 8*words
 	if size > math.MaxUint32 {
-		return nil, fmt.Errorf("%w: RegionSeqLock[%v] %q: %d bytes, at most %d", ErrObjectBounds, t, name, size, uint32(math.MaxUint32))
+		return nil, fmt.Errorf("%w: shm.SeqLock[%v] %q: %d bytes, at most %d", ErrObjectBounds, t, name, size, uint32(math.MaxUint32))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -146,7 +146,7 @@ func (r *Region) TicketMutex(name string) (*TicketMutex, error) {
 
 func newSharedTicketMutex(r *Region, name string, obj []byte) *TicketMutex {
 	t := &TicketMutex{}
-	t.q.init(r, name, "SharedTicketMutex", obj, ticketObjNext, ticketObjServing, ticketObjFlags, ticketObjStamp, ticketObjDeadPID, ticketObjRecords)
+	t.q.init(r, name, "shm.TicketMutex", obj, ticketObjNext, ticketObjServing, ticketObjFlags, ticketObjStamp, ticketObjDeadPID, ticketObjRecords)
 	return t
 }
 

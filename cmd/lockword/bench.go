@@ -83,7 +83,7 @@ func defineBenchFlags(fs *flag.FlagSet) benchFlagValues {
 			"the `PERCENT` of reader-writer acquisitions that read (0..100;\n"+
 				"the rest write)."),
 		procs: fs.Bool("procs", false,
-			"also measure the cross-process kind: SharedMutex in 2 and 4\n"+
+			"also measure the cross-process kind: shm.Mutex in 2 and 4\n"+
 				"processes (this binary re-executed) against flock(2) on a kept file\n"+
 				"descriptor and gofrs/flock. Linux only."),
 		json: fs.Bool("json", false,

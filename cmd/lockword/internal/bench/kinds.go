@@ -42,7 +42,7 @@ const semPermits = 4
 // kindSubject maps a kind name to its subject's display name.
 var kindSubject = map[string]string{
 	"mutex": "Mutex", "spin": "SpinMutex", "ticket": "TicketMutex", "rw": "RWMutex",
-	"ring": "Ring", "ring-batch": "Ring batch", "semaphore": "Semaphore", "shared": "SharedMutex",
+	"ring": "Ring", "ring-batch": "Ring batch", "semaphore": "Semaphore", "shared": "shm.Mutex",
 }
 
 // ParseKinds parses a comma-separated list of kind names, or "all" (every
