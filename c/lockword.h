@@ -397,6 +397,32 @@ int lw_region_open_fd(int fd, const char *name, lw_region **out);
  * path, out. Go twin: shm.OpenOrCreate. */
 int lw_region_open_or_create(const char *path, int64_t size, lw_region **out);
 
+/* lw_region_options adjust how a region is created or opened (Go twin:
+ * shm.Options). Zero fields mean the defaults; a NULL options pointer
+ * means all of them.
+ *  - mode: the permission bits of a file created (0: 0600; the umask is not
+ *    applied); bits outside 0777 are LW_EINVAL.
+ *  - init_timeout_ns: as lw_region_open_init's.
+ *  - allow_unsafe_permissions: non-zero opts in to creating (with such a
+ *    mode) or opening a file that group or others may write, or that
+ *    another user owns; without it those are LW_EUNSAFEPERMS. Whoever can
+ *    write the file can corrupt every lock in it: set it where a group of
+ *    cooperating users is meant to share the region. */
+typedef struct lw_region_options {
+	uint32_t mode;
+	int64_t init_timeout_ns;
+	int allow_unsafe_permissions;
+} lw_region_options;
+
+/* lw_region_create_options, lw_region_open_options and
+ * lw_region_open_or_create_options are lw_region_create, lw_region_open
+ * and lw_region_open_or_create with options (opts may be NULL). Non-NULL:
+ * path, out. Go twins: shm.Create, shm.Open, shm.OpenOrCreate with
+ * *shm.Options. */
+int lw_region_create_options(const char *path, int64_t size, const lw_region_options *opts, lw_region **out);
+int lw_region_open_options(const char *path, const lw_region_options *opts, lw_region **out);
+int lw_region_open_or_create_options(const char *path, int64_t size, const lw_region_options *opts, lw_region **out);
+
 /* lw_region_close detaches from the process table, unmaps the region and
  * frees r and its mutex handles. LW_EREGIONBUSY (and nothing is closed)
  * while this process holds one of r's mutexes or a thread is waiting for

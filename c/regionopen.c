@@ -57,7 +57,9 @@ static int create_region(const char *path, int64_t size, open_limits lim, lw_reg
 		size = LW_DEFAULT_REGION_SIZE;
 	if (size < LW_MIN_REGION_SIZE || (uint64_t)size > SIZE_MAX / 2)
 		return LW_ETOOSMALL;
-	const mode_t mode = 0600;
+	const mode_t mode = lim.mode ? lim.mode : 0600;
+	if ((mode & 022) && !lim.allow_unsafe)
+		return LW_EUNSAFEPERMS;
 	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (fd < 0)
 		return errno;
@@ -160,7 +162,7 @@ static int open_fd(const char *path, int fd, open_limits lim, lw_region **out) {
 	/* checkPermissions: a file others may write (or another user owns)
 	 * is refused, unless it is sealed against shrinking. */
 	int seals = fcntl(fd, F_GET_SEALS);
-	if (!(seals >= 0 && (seals & F_SEAL_SHRINK)) && ((st.st_mode & 022) != 0 || st.st_uid != geteuid())) {
+	if (!lim.allow_unsafe && !(seals >= 0 && (seals & F_SEAL_SHRINK)) && ((st.st_mode & 022) != 0 || st.st_uid != geteuid())) {
 		err = LW_EUNSAFEPERMS;
 		goto fail;
 	}
@@ -263,8 +265,10 @@ fail:
 }
 
 /* open_region is openRegion; its deadlines are limits_of's. */
-static int open_region(const char *path, int64_t size, int64_t init_timeout_ns, bool create, bool open, lw_region **out) {
+static int open_region(const char *path, int64_t size, const lw_region_options *o, bool create, bool open, lw_region **out) {
 	if (!path || !out)
+		return EINVAL;
+	if (o && (o->mode & ~(uint32_t)0777))
 		return EINVAL;
 	char *p = region_path(path);
 	if (!p)
@@ -273,7 +277,11 @@ static int open_region(const char *path, int64_t size, int64_t init_timeout_ns, 
 		free(p);
 		return EINVAL;
 	}
-	open_limits lim = limits_of(init_timeout_ns);
+	open_limits lim = limits_of(o ? o->init_timeout_ns : 0);
+	if (o) {
+		lim.mode = (mode_t)o->mode;
+		lim.allow_unsafe = o->allow_unsafe_permissions != 0;
+	}
 	int err;
 	for (;;) {
 		if (create) {
@@ -291,13 +299,26 @@ static int open_region(const char *path, int64_t size, int64_t init_timeout_ns, 
 }
 
 int lw_region_create(const char *path, int64_t size, lw_region **out) {
-	return open_region(path, size, 0, true, false, out);
+	return open_region(path, size, NULL, true, false, out);
 }
 
-int lw_region_open(const char *path, lw_region **out) { return open_region(path, 0, 0, false, true, out); }
+int lw_region_open(const char *path, lw_region **out) { return open_region(path, 0, NULL, false, true, out); }
 
 int lw_region_open_init(const char *path, int64_t init_timeout_ns, lw_region **out) {
-	return open_region(path, 0, init_timeout_ns, false, true, out);
+	lw_region_options o = {.init_timeout_ns = init_timeout_ns};
+	return open_region(path, 0, &o, false, true, out);
+}
+
+int lw_region_create_options(const char *path, int64_t size, const lw_region_options *opts, lw_region **out) {
+	return open_region(path, size, opts, true, false, out);
+}
+
+int lw_region_open_options(const char *path, const lw_region_options *opts, lw_region **out) {
+	return open_region(path, 0, opts, false, true, out);
+}
+
+int lw_region_open_or_create_options(const char *path, int64_t size, const lw_region_options *opts, lw_region **out) {
+	return open_region(path, size, opts, true, true, out);
 }
 
 int lw_region_open_fd(int fd, const char *name, lw_region **out) {
@@ -328,7 +349,7 @@ int lw_region_open_fd(int fd, const char *name, lw_region **out) {
 }
 
 int lw_region_open_or_create(const char *path, int64_t size, lw_region **out) {
-	return open_region(path, size, 0, true, true, out);
+	return open_region(path, size, NULL, true, true, out);
 }
 
 /* NULL handles and out pointers: every function that returns a code
