@@ -218,9 +218,11 @@ var (
 	// links are never followed).
 	ErrNotRegularFile = errors.New("lockword: region path is not a regular file")
 	// ErrNotInitialized is returned when the file's header was never
-	// published (its magic is zero) within Options.InitTimeout:
-	// the creator is still running or, more likely, died while creating
-	// it. Remove the file and create it again.
+	// published (its magic is zero) within Options.InitTimeout and the
+	// file is not an abandoned creation that Open or OpenOrCreate can
+	// initialize itself (see docs/shared-memory.md): its creator still
+	// holds the file lock (it is stopped or hung), or the file's tables are
+	// not empty. Inspect never reclaims a file.
 	ErrNotInitialized = errors.New("lockword: region header was never initialized")
 	// ErrBadMagic is returned when the file does not start with the region
 	// magic number: it is not a lockword region (or was made on a machine
