@@ -635,32 +635,6 @@ func (rw *RWMutex) SetStuckThreshold(threshold time.Duration) {
 	rw.q.stuckNs.Store(int64(threshold))
 }
 
-// EnableStats starts collecting contention statistics, read and write
-// acquisitions together, for every process using rw. From then on RLock
-// takes its slow path too.
-func (rw *RWMutex) EnableStats() {
-	rw.q.checkOpen("EnableStats")
-	rw.q.flags.Or(queueStats)
-	rw.in.Or(srwStats)
-}
-
-// Stats returns the statistics collected since EnableStats, summed over
-// all processes.
-func (rw *RWMutex) Stats() lockword.Stats {
-	rw.q.checkOpen("Stats")
-	return queueObjStats(rw.q.obj)
-}
-
-// detach points the words that the readers' fast paths touch away from
-// the mapping as Close unmaps it: the state on closedWord32 (writer and
-// statistics bits set) and the counts on fresh words send every reader
-// call to a slow path, which checks first. The writers' calls check on
-// entry.
-func (rw *RWMutex) detach() {
-	rw.in, rw.drain = closedWord32, closedWord32
-	rw.mine = [2]*atomic.Uint32{new(atomic.Uint32), new(atomic.Uint32)}
-}
-
 // holdsLock reports whether this handle holds the write lock or read
 // locks (or has a reader counted while it waits).
 func (rw *RWMutex) holdsLock() bool {

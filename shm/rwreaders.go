@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockword/lockword"
@@ -399,4 +400,30 @@ func (rw *RWMutex) reportReaderStuck(start time.Time, blocker uint32, alive bool
 	logSharedStuck("shm.RWMutex", rw.q.name, rw.q.r.path, pid, alive, waited, threshold,
 		"waiting_as", "reader", "note", "a writer that died holding leaves readers out until the next writer repairs (LockContext, MarkConsistent, Unlock)")
 	return true
+}
+
+// EnableStats starts collecting contention statistics, read and write
+// acquisitions together, for every process using rw. From then on RLock
+// takes its slow path too.
+func (rw *RWMutex) EnableStats() {
+	rw.q.checkOpen("EnableStats")
+	rw.q.flags.Or(queueStats)
+	rw.in.Or(srwStats)
+}
+
+// Stats returns the statistics collected since EnableStats, summed over
+// all processes.
+func (rw *RWMutex) Stats() lockword.Stats {
+	rw.q.checkOpen("Stats")
+	return queueObjStats(rw.q.obj)
+}
+
+// detach points the words that the readers' fast paths touch away from
+// the mapping as Close unmaps it: the state on closedWord32 (writer and
+// statistics bits set) and the counts on fresh words send every reader
+// call to a slow path, which checks first. The writers' calls check on
+// entry.
+func (rw *RWMutex) detach() {
+	rw.in, rw.drain = closedWord32, closedWord32
+	rw.mine = [2]*atomic.Uint32{new(atomic.Uint32), new(atomic.Uint32)}
 }
