@@ -4,7 +4,7 @@ import "context"
 
 // A ContextLocker is a lock whose acquisition can be cancelled and can
 // report errors: Mutex, SpinMutex, TicketMutex, RWMutex's write side,
-// SharedMutex, SharedTicketMutex, and a SharedRWMutex's write side. SharedCond.WaitContext re-locks one with
+// shm.Mutex, shm.TicketMutex, and a shm.RWMutex's write side. shm.Cond.WaitContext re-locks one with
 // LockContext so that an owner death is reported, not hidden.
 type ContextLocker interface {
 	LockContext(ctx context.Context) error

@@ -15,11 +15,11 @@ import (
 // that contradicts the protocol's invariants, taken so that no concurrent
 // valid change can explain it), never because a wait took long.
 //
-// What is checked: a ticket queue (SharedTicketMutex, SharedRWMutex's
+// What is checked: a ticket queue (shm.TicketMutex, shm.RWMutex's
 // writers) whose serving is ahead of next, with more than 64 tickets
 // outstanding, whose served ticket has no record, a record in no state of
 // the table, a record naming an owner token no region issues or a ticket
-// not issued yet; a SharedMutex word naming an owner token no region
+// not issued yet; a shm.Mutex word naming an owner token no region
 // issues (generation 0 or past the last); an RW state word with the
 // abandoned bit but not the writer bit, or a writer bit that no writer
 // owns; a word that keeps changing under a CAS
@@ -27,7 +27,7 @@ import (
 // the words hold, every call that takes a context returns when it ends,
 // and nothing reads outside the object (FuzzLiveWords).
 //
-// One limit: Unlock of a SharedMutex and RUnlock of a SharedRWMutex have
+// One limit: Unlock of a shm.Mutex and RUnlock of a shm.RWMutex have
 // only the shared word to tell them whether they hold the lock, so one
 // whose word was overwritten under its hold cannot be told from an Unlock
 // without a Lock, and panics as that misuse does. The ticket kinds
@@ -40,7 +40,7 @@ var ErrCorrupt = errors.New("lockword: corrupt shared object")
 // A CorruptError names the object whose words are corrupt and why. It
 // matches ErrCorrupt with errors.Is.
 type CorruptError struct {
-	Kind   string // "SharedTicketMutex", "SharedRWMutex", ...
+	Kind   string // "shm.TicketMutex", "shm.RWMutex", ...
 	Object string // the object's name in its region
 	Region string // the region's path
 	Reason string // the contradiction found, with the word values

@@ -21,7 +21,7 @@ var (
 	// holder, after an owner death, unlocked it without calling
 	// MarkConsistent (POSIX ENOTRECOVERABLE). The caller does not hold the
 	// lock; the data it protects cannot be trusted. The way out: restore
-	// the data by other means, then SharedMutex.Reinitialize (or use a new
+	// the data by other means, then shm.Mutex.Reinitialize (or use a new
 	// object name, or a new region).
 	ErrNotRecoverable = errors.New("lockword: shared lock is not recoverable: after an owner death it was unlocked without MarkConsistent (or Lock had no repair function)")
 )

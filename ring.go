@@ -3,6 +3,7 @@ package lockword
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/bits"
 	"reflect"
 	"unsafe"
@@ -11,6 +12,12 @@ import (
 // MaxRingCapacity is the largest capacity NewRing accepts: 2^62 slots on
 // 64-bit platforms, 2^30 on 32-bit ones (memory runs out long before).
 const MaxRingCapacity = 1 << (bits.UintSize - 2)
+
+// maxRingBytes bounds the memory NewRing allocates: 128 TiB, half of the
+// 48-bit address space of today's 64-bit machines (the largest int on 32-bit
+// ones). A larger make either panics (length out of range) or kills the
+// process with a fatal out-of-memory error that no caller can recover from.
+const maxRingBytes = min(1<<47, math.MaxInt)
 
 // A Ring is a bounded, wait-free, single-producer single-consumer (SPSC)
 // queue of T: a ring buffer of a power-of-two number of slots and two
@@ -79,11 +86,18 @@ type RingStats struct {
 
 // NewRing returns an empty Ring with room for capacity items. capacity must
 // be a power of two from 1 to MaxRingCapacity; otherwise NewRing returns an
-// error. The ring allocates capacity slots of T up front.
+// error. The ring allocates capacity slots of T up front: it also returns an
+// error, instead of letting make panic or the runtime die out of memory, when
+// those slots would take more than maxRingBytes.
 func NewRing[T any](capacity int) (*Ring[T], error) {
 	if capacity < 1 || capacity > MaxRingCapacity || capacity&(capacity-1) != 0 {
 		return nil, fmt.Errorf("lockword: NewRing capacity %d: must be a power of two from 1 to %d (try %d)",
 			capacity, MaxRingCapacity, ringRoundUp(capacity))
+	}
+	var zero T
+	if hi, lo := bits.Mul64(uint64(capacity+2*slotPad[T]()), uint64(unsafe.Sizeof(zero))); hi != 0 || lo > maxRingBytes {
+		return nil, fmt.Errorf("lockword: NewRing capacity %d of %d-byte items: the slots would take more than %d bytes",
+			capacity, unsafe.Sizeof(zero), uint64(maxRingBytes))
 	}
 	r := &Ring[T]{sl: parkSleeper{}}
 	r.init(uint64(capacity))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -53,6 +54,22 @@ func TestNewRingCapacity(t *testing.T) {
 			!strings.Contains(err.Error(), c.hint) {
 			t.Errorf("NewRing(%d) error = %v, want a power-of-two error with %q", c.capacity, err, c.hint)
 		}
+	}
+}
+
+// TestNewRingHugeCapacity: a power-of-two capacity whose slots cannot be
+// allocated is an error, not a makeslice panic or a fatal out-of-memory.
+func TestNewRingHugeCapacity(t *testing.T) {
+	if bits.UintSize != 64 {
+		t.Skip("the capacities below assume 64-bit ints")
+	}
+	for _, c := range []int{MaxRingCapacity, 1 << 48, 1 << 45} {
+		if _, err := NewRing[int](c); err == nil || !strings.Contains(err.Error(), "would take more than") {
+			t.Errorf("NewRing[int](%d) error = %v, want a too-much-memory error", c, err)
+		}
+	}
+	if _, err := NewRing[[1 << 20]byte](1 << 30); err == nil {
+		t.Error("NewRing[[1 << 20]byte](1 << 30) (1 PiB) returned no error")
 	}
 }
 

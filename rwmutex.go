@@ -273,7 +273,7 @@ func (rw *RWMutex) lockHeld() { rw.ref().arrive(nil, &rw.diag, rw, noteTrack{}, 
 // in progress when it arrived, never longer. Reopening earlier would let
 // the next writer flip the phase back to the value that a reader counted
 // in, but not yet running, still waits on, and that reader would wait for
-// a writer that waits for it. SharedRWMutex does the same.
+// a writer that waits for it. shm.RWMutex does the same.
 func (rw *RWMutex) LockContext(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext

@@ -136,6 +136,8 @@ typedef struct {
 	int64_t init;            /* for the creator: >= 0, or -2: do not wait */
 	int64_t lock;            /* for the file lock during the open */
 	int64_t lock_timeout_ns; /* for each later wait for it */
+	mode_t mode;             /* of a file created: 0 means 0600 */
+	bool allow_unsafe;       /* lw_region_options.allow_unsafe_permissions */
 } open_limits;
 
 

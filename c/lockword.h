@@ -5,7 +5,7 @@
  * (docs/abi.md fixes its layout, for Go and C alike). This library opens,
  * validates, creates and attaches to regions exactly as the Go package
  * github.com/lockword/lockword does, and implements two of its objects on
- * the same words: SharedMutex (kind 1), a robust lock, and the shared byte
+ * the same words: shm.Mutex (kind 1), a robust lock, and the shared byte
  * ring (kind 6). A C process and a Go process that open the same file take
  * the same lock and pass messages over the same ring.
  *
@@ -126,9 +126,9 @@ extern "C" {
 #define LW_KIND_RING 6
 #define LW_KIND_SEQLOCK 7
 #define LW_KIND_RWMUTEX 8
-#define LW_KIND_VALUE 9 /* Go's RegionValue; parameter: the value's alignment */
+#define LW_KIND_VALUE 9 /* Go's shm.Value; parameter: the value's alignment */
 
-/* Owner token and SharedMutex lock word. */
+/* Owner token and shm.Mutex lock word. */
 #define LW_OWNER_GEN_BITS 18
 #define LW_OWNER_SLOT_BITS 10
 #define LW_OWNER_MASK 0x0FFFFFFFu
@@ -139,7 +139,7 @@ extern "C" {
 #define LW_WORD_WAITERS 0x40000000u
 #define LW_WORD_TIMED 0x80000000u
 
-/* SharedMutex object (kind 1, 64 bytes, 64-aligned). */
+/* shm.Mutex object (kind 1, 64 bytes, 64-aligned). */
 #define LW_MUTEX_OBJ_SIZE 64
 #define LW_MUTEX_WORD 0
 #define LW_MUTEX_HELD_SINCE 8
@@ -380,7 +380,7 @@ uint32_t lw_region_lock_holder(int *stopped);
  * a name under /dev/shm) of size bytes (0: LW_DEFAULT_REGION_SIZE; at
  * least LW_MIN_REGION_SIZE, else LW_ETOOSMALL), mode 0600, attaches to it
  * and stores the handle in *out. EEXIST if the path exists; LW_EINVAL for
- * an empty path. Non-NULL: path, out. Go twin: CreateRegion. */
+ * an empty path. Non-NULL: path, out. Go twin: shm.Create. */
 int lw_region_create(const char *path, int64_t size, lw_region **out);
 
 /* lw_region_open opens, validates and attaches to an existing region,
@@ -391,32 +391,58 @@ int lw_region_create(const char *path, int64_t size, lw_region **out);
  * LW_EBADMAGIC, LW_EBADVERSION, LW_EBADSIZE, LW_EBADCHECKSUM, then each
  * table entry: LW_EOBJNAME, LW_EOBJKIND, LW_EOBJBOUNDS, LW_EOBJALIGN, and
  * last LW_EFOREIGNPIDNS; LW_ETOOMANYPROCS if every process slot is live.
- * Non-NULL: path, out. Go twin: OpenRegion. */
+ * Non-NULL: path, out. Go twin: shm.Open. */
 int lw_region_open(const char *path, lw_region **out);
 
 /* lw_region_open_init is lw_region_open waiting at most init_timeout_ns
  * nanoseconds for the creator and the region's file lock (0: the default
  * 2 s; negative: do not wait for the creator, and 2 s for the lock, as Go's
- * RegionOptions.InitTimeout): LW_ENOTINIT, or LW_ETIMEDOUT for the lock.
+ * shm.Options.InitTimeout): LW_ENOTINIT, or LW_ETIMEDOUT for the lock.
  * The handle's later waits for the file lock take init_timeout_ns too.
  * Non-NULL: path, out. */
 int lw_region_open_init(const char *path, int64_t init_timeout_ns, lw_region **out);
 
 /* lw_region_open_fd opens the region in the open file fd (a memfd that
- * a Go creator passed down with CreateMemfdRegion and exec.Cmd.ExtraFiles,
+ * a Go creator passed down with shm.CreateMemfd and exec.Cmd.ExtraFiles,
  * or any region file), validating and attaching as lw_region_open does,
  * on a new open of the same file through /proc/self/fd (not a duplicate:
  * the region's flock belongs to the open file description, which fd shares
  * with its creator and every process that inherited it): the caller may
  * close fd afterwards. fd must be open for reading and writing (EACCES
  * otherwise, O_PATH included). name is the region's name in messages.
- * Non-NULL: name, out. Go twin: OpenRegionFile. */
+ * Non-NULL: name, out. Go twin: shm.OpenFile. */
 int lw_region_open_fd(int fd, const char *name, lw_region **out);
 
 /* lw_region_open_or_create opens path, creating it with size bytes if it
  * does not exist; of racing processes exactly one creates it. Non-NULL:
- * path, out. Go twin: OpenOrCreateRegion. */
+ * path, out. Go twin: shm.OpenOrCreate. */
 int lw_region_open_or_create(const char *path, int64_t size, lw_region **out);
+
+/* lw_region_options adjust how a region is created or opened (Go twin:
+ * shm.Options). Zero fields mean the defaults; a NULL options pointer
+ * means all of them.
+ *  - mode: the permission bits of a file created (0: 0600; the umask is not
+ *    applied); bits outside 0777 are LW_EINVAL.
+ *  - init_timeout_ns: as lw_region_open_init's.
+ *  - allow_unsafe_permissions: non-zero opts in to creating (with such a
+ *    mode) or opening a file that group or others may write, or that
+ *    another user owns; without it those are LW_EUNSAFEPERMS. Whoever can
+ *    write the file can corrupt every lock in it: set it where a group of
+ *    cooperating users is meant to share the region. */
+typedef struct lw_region_options {
+	uint32_t mode;
+	int64_t init_timeout_ns;
+	int allow_unsafe_permissions;
+} lw_region_options;
+
+/* lw_region_create_options, lw_region_open_options and
+ * lw_region_open_or_create_options are lw_region_create, lw_region_open
+ * and lw_region_open_or_create with options (opts may be NULL). Non-NULL:
+ * path, out. Go twins: shm.Create, shm.Open, shm.OpenOrCreate with
+ * *shm.Options. */
+int lw_region_create_options(const char *path, int64_t size, const lw_region_options *opts, lw_region **out);
+int lw_region_open_options(const char *path, const lw_region_options *opts, lw_region **out);
+int lw_region_open_or_create_options(const char *path, int64_t size, const lw_region_options *opts, lw_region **out);
 
 /* lw_region_close detaches from the process table, unmaps the region and
  * frees r and its mutex handles. LW_EREGIONBUSY (and nothing is closed)
@@ -449,11 +475,11 @@ uint32_t lw_region_token(const lw_region *r);
  * (*Region).Bytes. */
 int lw_region_bytes(lw_region *r, const char *name, size_t size, void **out);
 
-/* ---- SharedMutex (kind 1) ---- */
+/* ---- shm.Mutex (kind 1) ---- */
 
 typedef struct lw_mutex lw_mutex;
 
-/* lw_region_mutex returns the SharedMutex named name, creating it unlocked
+/* lw_region_mutex returns the shm.Mutex named name, creating it unlocked
  * if absent; every call with one name returns the same handle, freed by
  * lw_region_close. Errors as lw_region_bytes. Non-NULL: r, name, out. Go
  * twin: (*Region).Mutex. */

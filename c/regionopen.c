@@ -51,22 +51,50 @@ static void learn(lw_region *r, const lw_hdr *h) {
 	}
 }
 
+static int init_region(const char *path, int fd, int64_t size, open_limits lim, bool fresh, lw_region **out);
+static int open_fd(const char *path, int fd, open_limits lim, lw_region **out);
+
 /* create_region is createRegion. */
 static int create_region(const char *path, int64_t size, open_limits lim, lw_region **out) {
 	if (size == 0)
 		size = LW_DEFAULT_REGION_SIZE;
 	if (size < LW_MIN_REGION_SIZE || (uint64_t)size > SIZE_MAX / 2)
 		return LW_ETOOSMALL;
-	const mode_t mode = 0600;
+	const mode_t mode = lim.mode ? lim.mode : 0600;
+	if ((mode & 022) && !lim.allow_unsafe)
+		return LW_EUNSAFEPERMS;
 	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (fd < 0)
 		return errno;
+	if (fchmod(fd, mode) != 0) {
+		int err = errno;
+		unlink(path);
+		close(fd);
+		return err;
+	}
+	return init_region(path, fd, size, lim, true, out);
+}
+
+/* init_region is initRegion: sizes fd (which it owns from now on), writes
+ * and publishes the header, attaches. A failure closes fd and, if fresh
+ * (we created the file), removes it; a header published meanwhile by an
+ * opener that reclaimed the file (reclaim_abandoned) is EEXIST, and the
+ * file is left alone. */
+static int init_region(const char *path, int fd, int64_t size, open_limits lim, bool fresh, lw_region **out) {
 	unsigned char *data = NULL;
 	lw_region *r = NULL;
 	int err = 0;
 	lw_ident me;
-	if (fchmod(fd, mode) != 0 || (err = flock_until(fd, LOCK_EX, lim.lock)) != 0 || ftruncate(fd, size) != 0) {
-		err = err ? err : errno;
+	uint64_t magic = 0;
+	if ((err = flock_until(fd, LOCK_EX, lim.lock)) != 0)
+		goto fail;
+	if (pread(fd, &magic, sizeof magic, LW_HDR_MAGIC) > 0 && magic != 0) {
+		fresh = false;
+		err = EEXIST;
+		goto fail;
+	}
+	if (ftruncate(fd, size) != 0) {
+		err = errno;
 		goto fail;
 	}
 	data = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -108,7 +136,8 @@ static int create_region(const char *path, int64_t size, open_limits lim, lw_reg
 	return 0;
 fail:
 	/* Nobody else can have initialized it: remove it. */
-	unlink(path);
+	if (fresh)
+		unlink(path);
 	if (data)
 		munmap(data, (size_t)size);
 	if (r)
@@ -124,8 +153,43 @@ static bool all_zero(const unsigned char *b, size_t n) {
 	return true;
 }
 
+/* reclaim_abandoned is reclaimAbandoned: if path is an abandoned creation
+ * (docs/abi.md: its flock free, its magic zero, its tables zero), it
+ * initializes and attaches to it; -1 if it is not one. */
+static int reclaim_abandoned(const char *path, int64_t size, open_limits lim, lw_region **out) {
+	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+	unsigned char *head = NULL;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (!lim.allow_unsafe && !(seals >= 0 && (seals & F_SEAL_SHRINK)) && ((st.st_mode & 022) != 0 || st.st_uid != geteuid())) ||
+	    flock(fd, LOCK_EX | LOCK_NB) != 0 ||
+	    !(head = calloc(1, LW_ARENA_OFFSET)) || pread(fd, head, LW_ARENA_OFFSET, 0) < 0) {
+		free(head);
+		close(fd);
+		return -1;
+	}
+	bool published = !all_zero(head + LW_HDR_MAGIC, 8);
+	bool used = !all_zero(head + LW_TABLE_OFFSET, LW_ARENA_OFFSET - LW_TABLE_OFFSET);
+	free(head);
+	if (published) {
+		flock_retry(fd, LOCK_UN);
+		return open_fd(path, fd, lim, out);
+	}
+	if (st.st_size >= LW_MIN_REGION_SIZE)
+		size = st.st_size;
+	else if (size == 0)
+		size = LW_DEFAULT_REGION_SIZE;
+	if (used || size < LW_MIN_REGION_SIZE || (uint64_t)size > SIZE_MAX / 2) {
+		close(fd);
+		return used ? -1 : LW_ETOOSMALL;
+	}
+	return init_region(path, fd, size, lim, false, out);
+}
+
 /* open_existing is openExisting (mode open). */
-static int open_fd(const char *path, int fd, open_limits lim, lw_region **out);
 
 static int open_existing(const char *path, open_limits lim, lw_region **out) {
 	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -160,7 +224,7 @@ static int open_fd(const char *path, int fd, open_limits lim, lw_region **out) {
 	/* checkPermissions: a file others may write (or another user owns)
 	 * is refused, unless it is sealed against shrinking. */
 	int seals = fcntl(fd, F_GET_SEALS);
-	if (!(seals >= 0 && (seals & F_SEAL_SHRINK)) && ((st.st_mode & 022) != 0 || st.st_uid != geteuid())) {
+	if (!lim.allow_unsafe && !(seals >= 0 && (seals & F_SEAL_SHRINK)) && ((st.st_mode & 022) != 0 || st.st_uid != geteuid())) {
 		err = LW_EUNSAFEPERMS;
 		goto fail;
 	}
@@ -263,8 +327,10 @@ fail:
 }
 
 /* open_region is openRegion; its deadlines are limits_of's. */
-static int open_region(const char *path, int64_t size, int64_t init_timeout_ns, bool create, bool open, lw_region **out) {
+static int open_region(const char *path, int64_t size, const lw_region_options *o, bool create, bool open, lw_region **out) {
 	if (!path || !out)
+		return EINVAL;
+	if (o && (o->mode & ~(uint32_t)0777))
 		return EINVAL;
 	char *p = region_path(path);
 	if (!p)
@@ -273,7 +339,11 @@ static int open_region(const char *path, int64_t size, int64_t init_timeout_ns, 
 		free(p);
 		return EINVAL;
 	}
-	open_limits lim = limits_of(init_timeout_ns);
+	open_limits lim = limits_of(o ? o->init_timeout_ns : 0);
+	if (o) {
+		lim.mode = (mode_t)o->mode;
+		lim.allow_unsafe = o->allow_unsafe_permissions != 0;
+	}
 	int err;
 	for (;;) {
 		if (create) {
@@ -282,6 +352,11 @@ static int open_region(const char *path, int64_t size, int64_t init_timeout_ns, 
 				break;
 		}
 		err = open_existing(p, lim, out);
+		if (err == LW_ENOTINIT) {
+			int rerr = reclaim_abandoned(p, size, lim, out);
+			if (rerr != -1)
+				err = rerr;
+		}
 		if (create && err == ENOENT && lim.init >= 0 && mono_ns() < lim.init)
 			continue; /* removed since our create failed */
 		break;
@@ -291,13 +366,26 @@ static int open_region(const char *path, int64_t size, int64_t init_timeout_ns, 
 }
 
 int lw_region_create(const char *path, int64_t size, lw_region **out) {
-	return open_region(path, size, 0, true, false, out);
+	return open_region(path, size, NULL, true, false, out);
 }
 
-int lw_region_open(const char *path, lw_region **out) { return open_region(path, 0, 0, false, true, out); }
+int lw_region_open(const char *path, lw_region **out) { return open_region(path, 0, NULL, false, true, out); }
 
 int lw_region_open_init(const char *path, int64_t init_timeout_ns, lw_region **out) {
-	return open_region(path, 0, init_timeout_ns, false, true, out);
+	lw_region_options o = {.init_timeout_ns = init_timeout_ns};
+	return open_region(path, 0, &o, false, true, out);
+}
+
+int lw_region_create_options(const char *path, int64_t size, const lw_region_options *opts, lw_region **out) {
+	return open_region(path, size, opts, true, false, out);
+}
+
+int lw_region_open_options(const char *path, const lw_region_options *opts, lw_region **out) {
+	return open_region(path, 0, opts, false, true, out);
+}
+
+int lw_region_open_or_create_options(const char *path, int64_t size, const lw_region_options *opts, lw_region **out) {
+	return open_region(path, size, opts, true, true, out);
 }
 
 int lw_region_open_fd(int fd, const char *name, lw_region **out) {
@@ -328,7 +416,7 @@ int lw_region_open_fd(int fd, const char *name, lw_region **out) {
 }
 
 int lw_region_open_or_create(const char *path, int64_t size, lw_region **out) {
-	return open_region(path, size, 0, true, true, out);
+	return open_region(path, size, NULL, true, true, out);
 }
 
 /* NULL handles and out pointers: every function that returns a code

@@ -1,7 +1,7 @@
 //go:build ignore
 
 /*
- * sharedmutex.c: SharedMutex: the lock word (0 free, else the holder's owner token, with
+ * sharedmutex.c: shm.Mutex: the lock word (0 free, else the holder's owner token, with
  * the waiters and inconsistent bits), the per-process gate, the hand-off
  * word, take-over from a dead holder and MarkConsistent.
  *
@@ -9,7 +9,7 @@
  */
 #include "internal.h"
 
-/* ---- SharedMutex (sharedmutex.go) ---- */
+/* ---- shm.Mutex (sharedmutex.go) ---- */
 
 enum { spin_iterations = 8, spin_pause_max = 64 };
 

@@ -456,7 +456,7 @@ func (m *Mutex) Lock() {
 }
 
 // repairOrPanic runs the repair function after Lock took m from a dead
-// holder; see SharedMutex.Lock for why it unlocks before panicking.
+// holder; see shm.Mutex.Lock for why it unlocks before panicking.
 func (m *Mutex) repairOrPanic(dead error) {
 	fn := m.repair.Load()
 	if fn == nil {

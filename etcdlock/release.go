@@ -148,7 +148,7 @@ func (m *Mutex) MarkConsistentContext(ctx context.Context) error {
 }
 
 // Reinitialize makes a not-recoverable lock usable again: free and
-// consistent, for every process, as SharedMutex.Reinitialize does. Call it
+// consistent, for every process, as shm.Mutex.Reinitialize does. Call it
 // once the data the lock protects has been restored by other means, since
 // the lock itself can no longer vouch for it. It also removes what
 // ErrCorrupt reports (a hold record, or queue keys, that no valid history

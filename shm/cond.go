@@ -105,6 +105,7 @@ func (r *Region) Cond(name string) (*Cond, error) {
 // Wait does not do that); it locks l again before returning (with l.Lock: a shared robust lock's Lock runs its repair
 // function or panics on an owner death; use WaitContext to be told).
 func (c *Cond) Wait(l sync.Locker) {
+	c.r.checkOpen("shm.Cond", c.name, "Wait")
 	v := c.enter()
 	l.Unlock()
 	c.sleep(context.Background(), v)
@@ -126,6 +127,9 @@ func (c *Cond) Wait(l sync.Locker) {
 func (c *Cond) WaitContext(ctx context.Context, l lockword.ContextLocker) error {
 	if ctx == nil {
 		return lockword.ErrNilContext
+	}
+	if err := c.r.errClosed("shm.Cond", c.name, "WaitContext"); err != nil {
+		return err
 	}
 	v := c.enter()
 	l.Unlock()
@@ -177,10 +181,16 @@ func (c *Cond) sleep(ctx context.Context, v uint32) error {
 // (allowed: callers re-check their condition in a loop), and which
 // goroutine goes first within a process is not defined. A goroutine that
 // starts waiting after the Signal never takes it.
-func (c *Cond) Signal() { c.notify(1) }
+func (c *Cond) Signal() {
+	c.r.checkOpen("shm.Cond", c.name, "Signal")
+	c.notify(1)
+}
 
 // Broadcast wakes every goroutine waiting on c, in every process.
-func (c *Cond) Broadcast() { c.notify(wakeAll) }
+func (c *Cond) Broadcast() {
+	c.r.checkOpen("shm.Cond", c.name, "Broadcast")
+	c.notify(wakeAll)
+}
 
 func (c *Cond) notify(n int) {
 	c.seq.Add(1) // before the wake: a waiter not yet asleep sees it and returns

@@ -282,7 +282,7 @@ func TestSharedCondStressCatchesLateRead(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "lost wake-up") {
 		t.Fatalf("a Cond that loses wake-ups passed the stress (%v): the stall check cannot fail", err)
 	}
-	t.Log("late-reading SharedCond:", err)
+	t.Log("late-reading shm.Cond:", err)
 }
 
 func TestSharedCondBasics(t *testing.T) {
@@ -393,7 +393,7 @@ func TestSharedCondOwnerDeath(t *testing.T) {
 // TestSharedCondLayout pins the object layout of docs/abi.md.
 func TestSharedCondLayout(t *testing.T) {
 	if kindCond != 5 || condObjSize != 64 || condObjSeq != 0 || condObjWaiters != 4 {
-		t.Fatal("SharedCond layout differs from docs/abi.md")
+		t.Fatal("shm.Cond layout differs from docs/abi.md")
 	}
 }
 

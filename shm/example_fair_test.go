@@ -14,8 +14,8 @@ import (
 	"github.com/lockword/lockword/shm"
 )
 
-// A SharedTicketMutex serves processes in the order they asked; LockContext
-// reports a holder that died holding it, as SharedMutex does.
+// A shm.TicketMutex serves processes in the order they asked; LockContext
+// reports a holder that died holding it, as Mutex does.
 func ExampleTicketMutex() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
@@ -37,7 +37,7 @@ func ExampleTicketMutex() {
 	// Output: holding the lock; TryLock from elsewhere: false
 }
 
-// A SharedRWMutex lets readers in several processes share the data while
+// An RWMutex lets readers in several processes share the data while
 // writers take turns; a writer's LockContext reports a writer that died
 // holding it.
 func ExampleRWMutex() {
@@ -66,7 +66,7 @@ func ExampleRWMutex() {
 	// writing; TryRLock: false
 }
 
-// A SharedCond lets a process wait for a change that another process makes
+// A Cond lets a process wait for a change that another process makes
 // to data in the region, under a shared lock.
 func ExampleCond() {
 	dir, _ := os.MkdirTemp("", "example")

@@ -61,7 +61,7 @@ func ExampleOpenOrCreate() {
 		}
 		mu.MarkConsistent()
 	case err != nil:
-		// ErrNotRecoverable (see SharedMutex.Reinitialize) or the
+		// ErrNotRecoverable (see Mutex.Reinitialize) or the
 		// context's error: we do not hold the lock.
 		fmt.Println(err)
 		return

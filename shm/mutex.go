@@ -325,10 +325,13 @@ func (m *Mutex) Unlock() {
 // returns an error if this process does not hold m; on a lock that is not
 // inconsistent it does nothing.
 func (m *Mutex) MarkConsistent() error {
+	if err := m.r.errClosed("shm.Mutex", m.name, "MarkConsistent"); err != nil {
+		return err
+	}
 	for range retryLimit { // a CAS fails only if waiters or the stamp bit came
 		w := m.word.Load()
 		if w&ownerMask != m.token {
-			return fmt.Errorf("lockword: MarkConsistent of SharedMutex %q, which this process does not hold", m.name)
+			return fmt.Errorf("lockword: MarkConsistent of shm.Mutex %q, which this process does not hold", m.name)
 		}
 		if w&sharedInconsistent == 0 || m.word.CompareAndSwap(w, w&^sharedInconsistent) {
 			return nil
@@ -338,7 +341,7 @@ func (m *Mutex) MarkConsistent() error {
 }
 
 func (m *Mutex) errCorrupt(format string, args ...any) error {
-	return &lockword.CorruptError{Kind: "SharedMutex", Object: m.name, Region: m.r.path, Reason: fmt.Sprintf(format, args...)}
+	return &lockword.CorruptError{Kind: "shm.Mutex", Object: m.name, Region: m.r.path, Reason: fmt.Sprintf(format, args...)}
 }
 
 // Reinitialize makes a not-recoverable m usable again: unlocked and
@@ -354,6 +357,9 @@ func (m *Mutex) errCorrupt(format string, args ...any) error {
 // holder's lock is recovered through LockContext and ErrOwnerDead, not
 // reinitialized). Statistics, if enabled, are kept.
 func (m *Mutex) Reinitialize() error {
+	if err := m.r.errClosed("shm.Mutex", m.name, "Reinitialize"); err != nil {
+		return err
+	}
 	// The word changes under us only by a flag (stats on, inspect's timed
 	// bit): a bounded number of retries, whatever the word holds.
 	for range 100 {
@@ -364,7 +370,7 @@ func (m *Mutex) Reinitialize() error {
 		case ownerNotRecoverable:
 		default:
 			_, pid := m.r.tokenAlive(owner)
-			return fmt.Errorf("%w: SharedMutex %q is held (PID %s); Reinitialize acts only on a not-recoverable lock", ErrRegionBusy, m.name, pidText(pid))
+			return fmt.Errorf("%w: shm.Mutex %q is held (PID %s); Reinitialize acts only on a not-recoverable lock", ErrRegionBusy, m.name, pidText(pid))
 		}
 		if m.word.CompareAndSwap(w, w&sharedStats) {
 			// No sleeper can be left (acquirers of a not-recoverable
@@ -377,7 +383,7 @@ func (m *Mutex) Reinitialize() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: SharedMutex %q: its word kept changing", ErrRegionBusy, m.name)
+	return fmt.Errorf("%w: shm.Mutex %q: its word kept changing", ErrRegionBusy, m.name)
 }
 
 // SetRepair sets the function that Lock runs, holding the lock, when it
@@ -403,15 +409,26 @@ func (m *Mutex) SetStuckThreshold(threshold time.Duration) {
 // using m (the counters live in the region, so Stats and lockword inspect
 // show all processes together). From then on every acquisition, in every
 // process, takes the slow path.
-func (m *Mutex) EnableStats() { m.word.Or(sharedStats) }
+func (m *Mutex) EnableStats() {
+	m.r.checkOpen("shm.Mutex", m.name, "EnableStats")
+	m.word.Or(sharedStats)
+}
 
 // Stats returns the statistics collected since EnableStats, summed over
 // all processes. Parks counts sleeps in the kernel. GiveUpWaitTotal is
 // not kept (0) and GiveUpWaitMax is to the microsecond: see Stats.
-func (m *Mutex) Stats() lockword.Stats { return sharedMutexStats(m.obj) }
+func (m *Mutex) Stats() lockword.Stats {
+	m.r.checkOpen("shm.Mutex", m.name, "Stats")
+	return sharedMutexStats(m.obj)
+}
+
+// detach points m's words away from the mapping as Close unmaps it: the
+// fast paths fail on closedWord32 into the slow paths, which check first.
+func (m *Mutex) detach() { m.word, m.handoff, m.obj = closedWord32, closedWord32, nil }
 
 //go:noinline
 func (m *Mutex) lockSlowLocker() {
+	m.r.checkOpen("shm.Mutex", m.name, "Lock")
 	m.afterLocker(m.lockSlow(context.Background()))
 }
 
@@ -426,6 +443,7 @@ func (m *Mutex) afterLocker(err error) {
 
 //go:noinline
 func (m *Mutex) tryLockSlow() bool {
+	m.r.checkOpen("shm.Mutex", m.name, "TryLock")
 	w := m.word.Load()
 	if w&ownerMask != 0 || !m.word.CompareAndSwap(w, w|m.token) {
 		return false
@@ -439,6 +457,7 @@ func (m *Mutex) tryLockSlow() bool {
 
 //go:noinline
 func (m *Mutex) unlockSlow() {
+	m.r.checkOpen("shm.Mutex", m.name, "Unlock")
 	for i := 0; ; i++ {
 		if i == retryLimit {
 			// Only waiters and inspectors change a held word, once
@@ -492,17 +511,17 @@ func (m *Mutex) unlockSlow() {
 func (m *Mutex) unlockMisuse(owner uint32) {
 	switch owner {
 	case 0:
-		panic(fmt.Sprintf("lockword: Unlock of unlocked SharedMutex %q", m.name))
+		panic(fmt.Sprintf("lockword: Unlock of unlocked shm.Mutex %q", m.name))
 	case ownerNotRecoverable:
-		panic(fmt.Sprintf("lockword: Unlock of not-recoverable SharedMutex %q, which nobody holds", m.name))
+		panic(fmt.Sprintf("lockword: Unlock of not-recoverable shm.Mutex %q, which nobody holds", m.name))
 	}
 	alive, pid := m.r.tokenAlive(owner)
 	if alive && int(pid) == m.r.pid() {
 		// Our PID and start time, another slot: a second Region handle
 		// of this process. Ownership is per handle.
-		panic(fmt.Sprintf("lockword: Unlock of SharedMutex %q held through another Region handle in this process (unlock through the handle that locked it)", m.name))
+		panic(fmt.Sprintf("lockword: Unlock of shm.Mutex %q held through another Region handle in this process (unlock through the handle that locked it)", m.name))
 	}
-	panic(fmt.Sprintf("lockword: Unlock of SharedMutex %q held by another process (PID %s)", m.name, pidText(pid)))
+	panic(fmt.Sprintf("lockword: Unlock of shm.Mutex %q held by another process (PID %s)", m.name, pidText(pid)))
 }
 
 // take tries to move a free word w to held by us, keeping the statistics
@@ -527,6 +546,9 @@ func (m *Mutex) errNotRecoverable() error {
 func (m *Mutex) lockSlow(ctx context.Context) error {
 	if ctx == nil {
 		return lockword.ErrNilContext
+	}
+	if err := m.r.errClosed("shm.Mutex", m.name, "LockContext"); err != nil {
+		return err
 	}
 	m.r.waiting.Add(1)
 	defer m.r.waiting.Add(-1)

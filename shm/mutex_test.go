@@ -204,8 +204,8 @@ func TestSharedMutexMisuse(t *testing.T) {
 	m, _ := r.Mutex("m")
 	m.Lock()
 	for _, c := range []struct{ mode, msg string }{
-		{"unlock-other", "lockword: Unlock of SharedMutex \"m\" held by another process (PID " + strconv.Itoa(os.Getpid()) + ")"},
-		{"unlock-unlocked", "lockword: Unlock of unlocked SharedMutex \"fresh\""},
+		{"unlock-other", "lockword: Unlock of shm.Mutex \"m\" held by another process (PID " + strconv.Itoa(os.Getpid()) + ")"},
+		{"unlock-unlocked", "lockword: Unlock of unlocked shm.Mutex \"fresh\""},
 	} {
 		ch := startChild(t, c.mode, path)
 		err := ch.exit()
@@ -224,7 +224,7 @@ func TestSharedMutexMisuse(t *testing.T) {
 	func() {
 		defer func() {
 			p := fmt.Sprint(recover())
-			if !strings.Contains(p, "lockword: Unlock of SharedMutex \"m\" held through another Region handle in this process") {
+			if !strings.Contains(p, "lockword: Unlock of shm.Mutex \"m\" held through another Region handle in this process") {
 				t.Fatalf("Unlock through a second handle panicked with %q", p)
 			}
 		}()

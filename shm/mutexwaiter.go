@@ -308,6 +308,6 @@ func (m *Mutex) reportIfStuck(start time.Time, owner, pid uint32) bool {
 	} else {
 		alive, pid = m.r.tokenAlive(owner)
 	}
-	logSharedStuck("SharedMutex", m.name, m.r.path, pid, alive, waited, threshold)
+	logSharedStuck("shm.Mutex", m.name, m.r.path, pid, alive, waited, threshold)
 	return true
 }

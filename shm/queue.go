@@ -613,7 +613,14 @@ func (q *ticketQueue) release() {
 }
 
 // markConsistent is MarkConsistent.
+// checkOpen and errClosed are the Region's, for this queue's lock.
+func (q *ticketQueue) checkOpen(call string)       { q.r.checkOpen(q.kind, q.name, call) }
+func (q *ticketQueue) errClosed(call string) error { return q.r.errClosed(q.kind, q.name, call) }
+
 func (q *ticketQueue) markConsistent() error {
+	if err := q.errClosed("MarkConsistent"); err != nil {
+		return err
+	}
 	if !q.heldByUs() {
 		return fmt.Errorf("lockword: MarkConsistent of %s %q, which this process does not hold", q.kind, q.name)
 	}

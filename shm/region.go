@@ -62,7 +62,11 @@ import (
 // Close releases it. Close refuses with ErrRegionBusy while this process
 // holds a lock in the region or has goroutines waiting for one: unmapping a
 // held lock would leave it held by a process that can no longer release it.
-// Using an object of a closed Region is a use after free (it faults).
+// A call on a lock, condition variable, sequence lock or ring end of a
+// closed Region panics (calls that return no error) or returns an error
+// wrapping ErrRegionClosed, naming the object: it never reaches the
+// unmapped memory. Pointers from Value into a closed Region's mapping
+// are a use after free (they fault).
 //
 // Regions are Linux-only; elsewhere every constructor returns
 // ErrUnsupported.
@@ -118,6 +122,10 @@ type Region struct {
 	lockTimeout time.Duration
 
 	waiting atomic.Int32 // goroutines in a slow path; Close refuses while > 0
+	// gone is set by Close before it unmaps: the slow paths and the calls
+	// without a fast path look at it (checkOpen), so that a handle used
+	// after Close fails with a message instead of faulting.
+	gone atomic.Bool
 
 	mu      sync.Mutex // guards the fields below
 	closed  bool
@@ -210,9 +218,11 @@ var (
 	// links are never followed).
 	ErrNotRegularFile = errors.New("lockword: region path is not a regular file")
 	// ErrNotInitialized is returned when the file's header was never
-	// published (its magic is zero) within Options.InitTimeout:
-	// the creator is still running or, more likely, died while creating
-	// it. Remove the file and create it again.
+	// published (its magic is zero) within Options.InitTimeout and the
+	// file is not an abandoned creation that Open or OpenOrCreate can
+	// initialize itself (see docs/shared-memory.md): its creator still
+	// holds the file lock (it is stopped or hung), or the file's tables are
+	// not empty. Inspect never reclaims a file.
 	ErrNotInitialized = errors.New("lockword: region header was never initialized")
 	// ErrBadMagic is returned when the file does not start with the region
 	// magic number: it is not a lockword region (or was made on a machine
@@ -262,7 +272,8 @@ var (
 	// ErrRegionBusy is returned by Close while this process holds a lock in
 	// the region or has goroutines waiting for one.
 	ErrRegionBusy = errors.New("lockword: region in use")
-	// ErrRegionClosed is returned by methods of a closed Region.
+	// ErrRegionClosed is returned by methods of a closed Region, and by
+	// the calls that return an error on its objects' handles.
 	ErrRegionClosed = errors.New("lockword: region closed")
 	// ErrUnsafePermissions is returned by an open of a region file that
 	// its group or others may write, or that another user owns, unless
@@ -353,6 +364,36 @@ func (r *Region) Bytes(name string, size int) ([]byte, error) {
 // and returns a *FileLockTimeoutError (ErrFileLockTimeout): call it again.
 // Objects of a closed region must not be used.
 func (r *Region) Close() error { return r.close() }
+
+// errClosed returns an error wrapping ErrRegionClosed that names the call
+// (`Mutex "m".LockContext` from "Mutex", "m", "LockContext") if r is
+// closed, nil otherwise.
+func (r *Region) errClosed(kind, name, call string) error {
+	if !r.gone.Load() {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %q.%s called after Close of %s", ErrRegionClosed, kind, name, call, r.path)
+}
+
+// checkOpen panics with errClosed's error if r is closed: the calls that
+// return nothing (or a bool) treat a use after Close as misuse, as sync
+// does an Unlock of an unlocked Mutex, rather than pretend to have locked
+// or to have found the lock held.
+func (r *Region) checkOpen(kind, name, call string) {
+	if err := r.errClosed(kind, name, call); err != nil {
+		panic(err)
+	}
+}
+
+// closedWord32 stands in for every 32-bit lock word of a closed region's
+// handles (detach): all ones is no owner token and no free state, so every
+// fast path's compare-and-swap fails into a slow path, which calls
+// checkOpen first.
+var closedWord32 = func() *atomic.Uint32 {
+	w := new(atomic.Uint32)
+	w.Store(^uint32(0))
+	return w
+}()
 
 // regionPath applies the DefaultRegionDir rule: a path without a slash is a
 // name under /dev/shm.
@@ -551,6 +592,12 @@ func (r *Region) close() error {
 		flock(fd, lockUnlock)
 	}
 	r.closed = true
+	r.gone.Store(true)
+	for _, h := range r.handles {
+		if d, ok := h.(interface{ detach() }); ok {
+			d.detach()
+		}
+	}
 	err := sysMunmap(r.data)
 	r.data = nil
 	if cerr := r.file.Close(); err == nil {

@@ -149,6 +149,41 @@ func sysFlockTry(fd int, how flockHow) (taken bool, err error) {
 // sysProcLocks reads /proc/locks, the file locks of the system.
 func sysProcLocks() ([]byte, error) { return os.ReadFile("/proc/locks") }
 
+// sysFlockDescriptorHolders returns the processes that have a descriptor
+// on an open file description holding a flock on the file id (MAJ:MIN:INO,
+// as /proc/locks writes it): /proc/PID/fdinfo/N lists on "lock:" lines the
+// flocks of the description that N refers to, whoever took them (Linux
+// fs/locks.c, show_fd_locks). A flock belongs to the description, so these
+// are the processes that hold it, children that inherited it included.
+// Processes whose fdinfo this one may not read (another user's) are
+// missed. It reads every descriptor of every process: for error paths.
+func sysFlockDescriptorHolders(id string) []int {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		dir := "/proc/" + p.Name() + "/fdinfo/"
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			info, err := os.ReadFile(dir + fd.Name())
+			if err == nil && len(flockHolders(info, id)) > 0 {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}
+
 // sysProcState returns process pid's state letter (/proc/PID/stat field
 // 3: R, S, D, T, t, Z, ...), 0 if it cannot be read.
 func sysProcState(pid int) byte {

@@ -27,6 +27,7 @@ func sysClose(fd int) error                                { return ErrUnsupport
 func flock(fd int, how flockHow) error                     { return ErrUnsupported }
 func sysFlockTry(fd int, how flockHow) (bool, error)       { return false, ErrUnsupported }
 func sysProcLocks() ([]byte, error)                        { return nil, ErrUnsupported }
+func sysFlockDescriptorHolders(id string) []int            { return nil }
 func sysProcState(pid int) byte                            { return 0 }
 func sysMemfd(name string) (int, error)                    { return -1, ErrUnsupported }
 func sysSeal(fd uintptr) error                             { return ErrUnsupported }

@@ -65,6 +65,14 @@ type FileLockHolder struct {
 	// /proc/PID/stat: SIGSTOP, a terminal stop, a debugger): it holds the
 	// lock until it is continued (SIGCONT) or killed.
 	Stopped bool
+	// Unconfirmed is true when PID is only the process that took the
+	// lock, as /proc/locks names it: no descriptor on the locked open file
+	// could be found (they belong to another user's processes). A flock
+	// belongs to the open file, not to the process, so the holder may be
+	// a process that inherited the descriptor (a child after fork or exec)
+	// and PID may have exited since. Otherwise PID has a descriptor on the
+	// locked open file (/proc/PID/fdinfo), whoever took the lock.
+	Unconfirmed bool
 }
 
 func (e *FileLockTimeoutError) Error() string {
@@ -80,9 +88,12 @@ func (e *FileLockTimeoutError) Error() string {
 			b.WriteString(", ")
 		}
 		fmt.Fprintf(&b, "PID %d", h.PID)
-		if h.Stopped {
+		switch {
+		case h.Unconfirmed:
+			b.WriteString(" (the process that took the lock; the holder may be a process that inherited its descriptor, such as a child)")
+		case h.Stopped:
 			b.WriteString(" (stopped: it holds the lock until continued with SIGCONT or killed)")
-		} else {
+		default:
 			b.WriteString(" (not stopped)")
 		}
 	}
@@ -121,26 +132,33 @@ func (r *Region) lockFile(how flockHow) error {
 }
 
 // fileLockHolders lists the processes that hold a flock on fd's file,
-// from /proc/locks, and whether each is stopped.
+// and whether each is stopped: those with a descriptor on the locked open
+// file, or else those that /proc/locks names (see Unconfirmed).
 func fileLockHolders(fd int) []FileLockHolder {
 	st, err := sysFstat(fd)
 	if err != nil {
 		return nil
 	}
-	locks, err := sysProcLocks()
-	if err != nil {
-		return nil
+	id := fmt.Sprintf("%02x:%02x:%d", st.devMajor, st.devMinor, st.ino)
+	pids, unconfirmed := sysFlockDescriptorHolders(id), false
+	if len(pids) == 0 {
+		locks, err := sysProcLocks()
+		if err != nil {
+			return nil
+		}
+		pids, unconfirmed = flockHolders(locks, id), true
 	}
 	var holders []FileLockHolder
-	for _, pid := range flockHolders(locks, st.devMajor, st.devMinor, st.ino) {
+	for _, pid := range pids {
 		state := sysProcState(pid)
-		holders = append(holders, FileLockHolder{PID: pid, Stopped: state == 'T' || state == 't'})
+		holders = append(holders, FileLockHolder{PID: pid, Stopped: state == 'T' || state == 't', Unconfirmed: unconfirmed})
 	}
 	return holders
 }
 
-// flockHolders returns the PIDs that hold a flock on the file (device
-// major:minor, inode ino) according to locks, the text of /proc/locks:
+// flockHolders returns the PIDs that took a flock on the file id (device
+// major:minor in hexadecimal, inode: fe:00:9978866) according to locks,
+// the text of /proc/locks (or the "lock:" lines of an fdinfo file):
 //
 //	1: FLOCK  ADVISORY  WRITE 6215 fe:00:9978866 0 EOF
 //	1: -> FLOCK  ADVISORY  WRITE 6300 fe:00:9978866 0 EOF
@@ -148,12 +166,14 @@ func fileLockHolders(fd int) []FileLockHolder {
 // The device numbers are hexadecimal; a "->" line is a waiter, not a
 // holder; a flock's PID is the process that took it (OFD and POSIX
 // locks, which do not conflict with flock, are left out).
-func flockHolders(locks []byte, major, minor uint32, ino uint64) []int {
-	want := fmt.Sprintf("%02x:%02x:%d", major, minor, ino)
+func flockHolders(locks []byte, id string) []int {
 	var pids []int
 	for _, line := range bytes.Split(locks, []byte("\n")) {
 		f := strings.Fields(string(line))
-		if len(f) < 6 || f[1] != "FLOCK" || f[5] != want {
+		if len(f) > 0 && f[0] == "lock:" {
+			f = f[1:] // an fdinfo line
+		}
+		if len(f) < 6 || f[1] != "FLOCK" || f[5] != id {
 			continue
 		}
 		if pid, err := strconv.Atoi(f[4]); err == nil && pid > 0 {

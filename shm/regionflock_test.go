@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -146,10 +147,45 @@ func TestFlockHolders(t *testing.T) {
 5: FLOCK  ADVISORY  WRITE 6217 fe:00:99788660 0 EOF
 6: FLOCK  ADVISORY  WRITE 6218 00:1a:9978866 0 EOF
 `)
-	if got, want := flockHolders(locks, 0xfe, 0, 9978866), []int{6215, 6216}; !reflect.DeepEqual(got, want) {
+	if got, want := flockHolders(locks, "fe:00:9978866"), []int{6215, 6216}; !reflect.DeepEqual(got, want) {
 		t.Errorf("flockHolders: %v, want %v", got, want)
 	}
-	if got := flockHolders(locks, 0, 0x1a, 9978866); !reflect.DeepEqual(got, []int{6218}) {
+	if got := flockHolders(locks, "00:1a:9978866"); !reflect.DeepEqual(got, []int{6218}) {
 		t.Errorf("flockHolders of device 00:1a: %v, want [6218]", got)
+	}
+}
+
+// TestFileLockTimeoutInheritedHolder: a flock belongs to the open file,
+// not to the process that took it. This process takes a region's file lock
+// through a file of its own, passes the file to a child (exec with an extra
+// descriptor) and closes its copy: the child holds the lock, and
+// /proc/locks still names this process. The timeout error names the child.
+func TestFileLockTimeoutInheritedHolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "region")
+	r := mustCreate(t, path, 0)
+	defer r.Close()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command("sleep", "60")
+	child.ExtraFiles = []*os.File{f}
+	if err := child.Start(); err != nil {
+		t.Skip("cannot start sleep:", err)
+	}
+	defer child.Wait()
+	defer child.Process.Kill()
+	f.Close()
+	_, err = Open(path, &Options{InitTimeout: 100 * time.Millisecond})
+	var fe *FileLockTimeoutError
+	if !errors.As(err, &fe) {
+		t.Fatalf("Open: %v, want a *FileLockTimeoutError", err)
+	}
+	want := []FileLockHolder{{PID: child.Process.Pid}}
+	if !reflect.DeepEqual(fe.Holders, want) || !strings.Contains(err.Error(), fmt.Sprintf("PID %d (not stopped)", child.Process.Pid)) {
+		t.Errorf("Open: %v (holders %+v), want the child, PID %d, named (this process is %d)", err, fe.Holders, child.Process.Pid, os.Getpid())
 	}
 }

@@ -130,7 +130,7 @@ func openRegion(path string, size int64, opts *Options, mode openMode) (*Region,
 	for {
 		if mode == modeCreate || mode == modeEither {
 			if o.Mode&0o022 != 0 && !o.AllowUnsafePermissions {
-				return nil, &regionError{op: "create region " + path, err: fmt.Errorf("%w: mode %#o lets group or others write it (RegionOptions.AllowUnsafePermissions opts in)", ErrUnsafePermissions, o.Mode.Perm())}
+				return nil, &regionError{op: "create region " + path, err: fmt.Errorf("%w: mode %#o lets group or others write it (shm.Options.AllowUnsafePermissions opts in)", ErrUnsafePermissions, o.Mode.Perm())}
 			}
 			r, err := createRegion(path, size, o.Mode, lim)
 			if err == nil {
@@ -141,6 +141,11 @@ func openRegion(path string, size int64, opts *Options, mode openMode) (*Region,
 			}
 		}
 		r, err := openExisting(path, lim, mode, o.AllowUnsafePermissions)
+		if errors.Is(err, ErrNotInitialized) && (mode == modeOpen || mode == modeEither) {
+			if rr, rerr := reclaimAbandoned(path, size, lim, o.AllowUnsafePermissions); rr != nil || rerr != nil {
+				r, err = rr, rerr
+			}
+		}
 		if mode == modeEither && errors.Is(err, fs.ErrNotExist) && time.Now().Before(lim.init) {
 			continue // removed since our create failed: try again
 		}
@@ -204,7 +209,9 @@ func initRegion(path string, fd int, size int64, lim openLimits, undo func()) (r
 	var data []byte
 	defer func() {
 		if err != nil {
-			undo()
+			if !errors.Is(err, errPublishedMeanwhile) {
+				undo()
+			}
 			if data != nil {
 				sysMunmap(data)
 			}
@@ -216,6 +223,13 @@ func initRegion(path string, fd int, size int64, lim openLimits, undo func()) (r
 	// but any process that can open it can lock it.
 	if err := lockFile(fd, lockExclusive, lim.lock); err != nil {
 		return nil, err
+	}
+	// Before we held the lock, an opener may have reclaimed the file as
+	// an abandoned creation (regionreclaim.go) and published it.
+	var magic [8]byte
+	if n, _ := sysPread(fd, magic[:], hdrMagic); !allZero(magic[:max(n, 0)]) {
+		flock(fd, lockUnlock)
+		return nil, errPublishedMeanwhile
 	}
 	if err := sysTruncate(fd, size); err != nil {
 		return nil, err
@@ -233,6 +247,9 @@ func initRegion(path string, fd int, size int64, lim openLimits, undo func()) (r
 	me, _ := selfIdentity() // an error fails attach, below
 	ne.PutUint64(data[hdrPIDNamespace:], me.pidNS)
 	word64(data, hdrCountChecksum).Store(countChecksumWord(0, headerChecksum(data, 0)))
+	if testHookBeforePublish != nil {
+		testHookBeforePublish()
+	}
 	// Publish: a release store of the magic, after every header field.
 	// Openers load it with acquire ordering (Go's atomics are sequentially
 	// consistent, which is stronger) before reading anything else.
@@ -585,10 +602,10 @@ func checkPermissions(fd int, st fileInfo) error {
 		return nil
 	}
 	if st.mode&0o022 != 0 {
-		return fmt.Errorf("%w: mode %#o lets group or others write it (RegionOptions.AllowUnsafePermissions opts in)", ErrUnsafePermissions, st.mode&0o777)
+		return fmt.Errorf("%w: mode %#o lets group or others write it (shm.Options.AllowUnsafePermissions opts in)", ErrUnsafePermissions, st.mode&0o777)
 	}
 	if uid := uint32(os.Geteuid()); st.uid != uid {
-		return fmt.Errorf("%w: owned by uid %d, not by this process's uid %d (RegionOptions.AllowUnsafePermissions opts in)", ErrUnsafePermissions, st.uid, uid)
+		return fmt.Errorf("%w: owned by uid %d, not by this process's uid %d (shm.Options.AllowUnsafePermissions opts in)", ErrUnsafePermissions, st.uid, uid)
 	}
 	return nil
 }

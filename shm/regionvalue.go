@@ -49,16 +49,16 @@ const maxValueSize = 1 << 31
 // ErrRegionFull, ErrRegionClosed.
 func Value[T any](r *Region, name string) (*T, error) {
 	t := reflect.TypeFor[T]()
-	if err := seqcore.CheckNoPointers(t, "RegionValue", "a region value is memory shared with other processes", lockword.ErrHasPointers); err != nil {
+	if err := seqcore.CheckNoPointers(t, "shm.Value", "a region value is memory shared with other processes", lockword.ErrHasPointers); err != nil {
 		return nil, err
 	}
 	size, align := uint64(t.Size()), uint64(t.Align())
 	if size == 0 || size > maxValueSize {
-		return nil, fmt.Errorf("%w: RegionValue[%v] %q: %d bytes, want 1 to %d", ErrObjectBounds, t, name, size, uint64(maxValueSize))
+		return nil, fmt.Errorf("%w: shm.Value[%v] %q: %d bytes, want 1 to %d", ErrObjectBounds, t, name, size, uint64(maxValueSize))
 	}
 	if align > uint64(objectKinds[kindValue].align) {
 		// No Go type on amd64 or arm64 is aligned to more than 8 bytes.
-		return nil, fmt.Errorf("%w: RegionValue[%v] %q: %d-byte alignment, at most %d", ErrObjectAlignment, t, name, align, objectKinds[kindValue].align)
+		return nil, fmt.Errorf("%w: shm.Value[%v] %q: %d-byte alignment, at most %d", ErrObjectAlignment, t, name, align, objectKinds[kindValue].align)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -126,7 +126,7 @@ func TestRegionValueRefuses(t *testing.T) {
 	}
 	for _, c := range pointers {
 		err := c.open(r)
-		if !errors.Is(err, lockword.ErrHasPointers) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "RegionValue") {
+		if !errors.Is(err, lockword.ErrHasPointers) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "shm.Value") {
 			t.Errorf("%s: %v, want lockword.ErrHasPointers naming %q", c.name, err, c.want)
 		}
 	}

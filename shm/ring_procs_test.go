@@ -524,7 +524,7 @@ func TestRingAndSeqLockObjectsOfBadSize(t *testing.T) {
 			t.Errorf("kind %d: RingConsumer = %v", kind, err)
 		}
 		if _, err := NewSeqLock[uint64](r, "data"); !errors.Is(err, ErrObjectBounds) && !errors.Is(err, ErrObjectKind) {
-			t.Errorf("kind %d: RegionSeqLock = %v", kind, err)
+			t.Errorf("kind %d: shm.SeqLock = %v", kind, err)
 		}
 		r.Close()
 	}

@@ -119,7 +119,10 @@ func (p *RingProducer) MaxMessage() int { return int(p.e.maxMsg) }
 
 // Stats returns the ring's sleep and wake-up counts, both sides together
 // (they live in the ring, so both handles see the same).
-func (p *RingProducer) Stats() lockword.RingStats { return p.e.stats() }
+func (p *RingProducer) Stats() lockword.RingStats {
+	p.e.r.checkOpen("RingProducer", p.e.name, "Stats")
+	return p.e.stats()
+}
 
 // Send copies msg into the ring as one message, waiting while the ring
 // lacks room for it. It returns nil once the message is published; if there
@@ -131,6 +134,9 @@ func (p *RingProducer) Stats() lockword.RingStats { return p.e.stats() }
 func (p *RingProducer) Send(ctx context.Context, msg []byte) error {
 	if ctx == nil {
 		return lockword.ErrNilContext // whether or not it would wait: a bug shows at once
+	}
+	if err := p.e.r.errClosed("RingProducer", p.e.name, "Send"); err != nil {
+		return err
 	}
 	for {
 		sent, need, err := p.trySend(msg)
@@ -234,6 +240,7 @@ func (p *RingProducer) waitRoom(ctx context.Context, need uint64) error {
 // ring again for a new stream. Use Detach instead to let another producer
 // carry on the same stream. Later calls on p return ErrRingClosed.
 func (p *RingProducer) Close() {
+	p.e.r.checkOpen("RingProducer", p.e.name, "Close")
 	ringindex.CloseWords(p.e.notEmpty, p.e.notFull, p.e.wakes, p.e.sl)
 	p.e.release()
 }
@@ -241,7 +248,10 @@ func (p *RingProducer) Close() {
 // Detach gives up the producer role without ending the stream, so that
 // another process (or handle) may attach as the producer. The consumer
 // keeps waiting meanwhile. Later calls on p return ErrRingClosed.
-func (p *RingProducer) Detach() { p.e.release() }
+func (p *RingProducer) Detach() {
+	p.e.r.checkOpen("RingProducer", p.e.name, "Detach")
+	p.e.release()
+}
 
 // A RingConsumer is the receiving side of a shared byte ring; see
 // RingProducer for the algorithm, layout, peer death and validation. Get
@@ -282,7 +292,10 @@ func (c *RingConsumer) Cap() int { return int(c.e.capacity) }
 func (c *RingConsumer) MaxMessage() int { return int(c.e.maxMsg) }
 
 // Stats returns the ring's sleep and wake-up counts, both sides together.
-func (c *RingConsumer) Stats() lockword.RingStats { return c.e.stats() }
+func (c *RingConsumer) Stats() lockword.RingStats {
+	c.e.r.checkOpen("RingConsumer", c.e.name, "Stats")
+	return c.e.stats()
+}
 
 // Receive removes the oldest message from the ring, waiting while the ring
 // is empty, and returns it appended to buf[:0] (pass a buffer of
@@ -295,6 +308,9 @@ func (c *RingConsumer) Stats() lockword.RingStats { return c.e.stats() }
 func (c *RingConsumer) Receive(ctx context.Context, buf []byte) ([]byte, error) {
 	if ctx == nil {
 		return buf[:0], lockword.ErrNilContext
+	}
+	if err := c.e.r.errClosed("RingConsumer", c.e.name, "Receive"); err != nil {
+		return buf[:0], err
 	}
 	for {
 		msg, ok, err := c.tryReceive(buf)
@@ -389,6 +405,7 @@ func (c *RingConsumer) waitItems(ctx context.Context) error {
 // consumer to attach opens the ring again for a new stream (see
 // RingProducer.Close). Later calls on c return ErrRingClosed.
 func (c *RingConsumer) Close() {
+	c.e.r.checkOpen("RingConsumer", c.e.name, "Close")
 	ringindex.CloseWords(c.e.notEmpty, c.e.notFull, c.e.wakes, c.e.sl)
 	if c.e.err == nil {
 		// Discard what the producer published before it saw the close,
@@ -404,4 +421,7 @@ func (c *RingConsumer) Close() {
 // Detach gives up the consumer role without ending the stream, so that
 // another process may attach as the consumer and receive what remains.
 // Later calls on c return ErrRingClosed.
-func (c *RingConsumer) Detach() { c.e.release() }
+func (c *RingConsumer) Detach() {
+	c.e.r.checkOpen("RingConsumer", c.e.name, "Detach")
+	c.e.release()
+}

@@ -249,7 +249,7 @@ func (r *Region) RWMutex(name string) (*RWMutex, error) {
 
 func newSharedRWMutex(r *Region, name string, obj []byte) *RWMutex {
 	rw := &RWMutex{in: word32(obj, rwObjIn), drain: word32(obj, rwObjDrain)}
-	rw.q.init(r, name, "SharedRWMutex", obj, ticketObjNext, ticketObjServing, ticketObjFlags, ticketObjStamp, ticketObjDeadPID, ticketObjRecords)
+	rw.q.init(r, name, "shm.RWMutex", obj, ticketObjNext, ticketObjServing, ticketObjFlags, ticketObjStamp, ticketObjDeadPID, ticketObjRecords)
 	rw.q.retire = rw.retire
 	for p := range uint32(2) {
 		rw.mine[p] = word32(obj, rwCountOff(p, r.slot))
@@ -293,6 +293,7 @@ var testBrokenNoLineBit bool
 // unrepaired (it becomes not recoverable) and panics, as Mutex.Lock
 // does.
 func (rw *RWMutex) Lock() {
+	rw.q.checkOpen("Lock")
 	repairAfterLocker(rw.LockContext(context.Background()), &rw.q.repair, rw.MarkConsistent, func() {
 		if rw.q.heldByUs() {
 			rw.Unlock()
@@ -316,6 +317,9 @@ func (rw *RWMutex) LockContext(ctx context.Context) error {
 		return lockword.ErrNilContext
 	}
 	q := &rw.q
+	if err := q.errClosed("LockContext"); err != nil {
+		return err
+	}
 	began := q.statsClock()
 	if err := q.gate.LockContext(ctx); err != nil {
 		q.countGiveUp(began, err)
@@ -399,7 +403,7 @@ func (rw *RWMutex) arrive(ctx context.Context, slow *bool, start *time.Time) err
 				reported = true
 			} else if waited := time.Since(*start); waited >= threshold {
 				reported = true
-				logSharedStuck("SharedRWMutex", rw.q.name, rw.q.r.path, 0, true, waited, threshold,
+				logSharedStuck("shm.RWMutex", rw.q.name, rw.q.r.path, 0, true, waited, threshold,
 					"waiting_as", "writer", "readers_inside", rw.liveReaders(old),
 					"note", "readers of processes that died are dropped within ownerCheckInterval: these are alive")
 			}
@@ -547,6 +551,7 @@ func (rw *RWMutex) retire(_ context.Context, _ uint32, dead bool) error {
 // reader has left.
 func (rw *RWMutex) TryLock() bool {
 	q := &rw.q
+	q.checkOpen("TryLock")
 	if !q.gate.TryLock() {
 		return false
 	}
@@ -591,6 +596,7 @@ func (rw *RWMutex) TryLock() bool {
 // not hold the write lock.
 func (rw *RWMutex) Unlock() {
 	q := &rw.q
+	q.checkOpen("Unlock")
 	if !q.heldByUs() {
 		if q.held.Load() {
 			q.release() // overwritten under us (corrupt): release reports it
@@ -628,18 +634,6 @@ func (rw *RWMutex) Name() string { return rw.q.name }
 func (rw *RWMutex) SetStuckThreshold(threshold time.Duration) {
 	rw.q.stuckNs.Store(int64(threshold))
 }
-
-// EnableStats starts collecting contention statistics, read and write
-// acquisitions together, for every process using rw. From then on RLock
-// takes its slow path too.
-func (rw *RWMutex) EnableStats() {
-	rw.q.flags.Or(queueStats)
-	rw.in.Or(srwStats)
-}
-
-// Stats returns the statistics collected since EnableStats, summed over
-// all processes.
-func (rw *RWMutex) Stats() lockword.Stats { return queueObjStats(rw.q.obj) }
 
 // holdsLock reports whether this handle holds the write lock or read
 // locks (or has a reader counted while it waits).

@@ -349,7 +349,7 @@ func TestSharedRWMutexBasics(t *testing.T) {
 	}
 	func() {
 		defer func() {
-			if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "RUnlock of unlocked SharedRWMutex") {
+			if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "RUnlock of unlocked shm.RWMutex") {
 				t.Fatalf("RUnlock of unlocked: %v", p)
 			}
 		}()
@@ -357,7 +357,7 @@ func TestSharedRWMutexBasics(t *testing.T) {
 	}()
 	func() {
 		defer func() {
-			if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "Unlock of unlocked SharedRWMutex") {
+			if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "Unlock of unlocked shm.RWMutex") {
 				t.Fatalf("Unlock of unlocked: %v", p)
 			}
 		}()

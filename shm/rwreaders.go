@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockword/lockword"
@@ -60,6 +61,7 @@ func (rw *RWMutex) RLockContext(ctx context.Context) error {
 func (rw *RWMutex) TryRLock() bool {
 	s := rw.in.Load()
 	if s&srwWriter != 0 {
+		rw.q.checkOpen("TryRLock") // a closed region's state has the writer bit
 		return false
 	}
 	p := s & srwPhase
@@ -102,9 +104,10 @@ func (rw *RWMutex) countWrapped(p uint32) error {
 
 //go:noinline
 func (rw *RWMutex) runlockSlow(s, c uint32) {
+	rw.q.checkOpen("RUnlock")
 	if int32(c) < 0 {
 		rw.mine[(s^s>>1)&srwPhase].Add(1)
-		panic(fmt.Sprintf("lockword: RUnlock of unlocked SharedRWMutex %q", rw.q.name))
+		panic(fmt.Sprintf("lockword: RUnlock of unlocked shm.RWMutex %q", rw.q.name))
 	}
 	rw.emptied()
 }
@@ -225,6 +228,7 @@ func (r *sharedRLocker) Unlock() { (*RWMutex)(r).RUnlock() }
 
 //go:noinline
 func (rw *RWMutex) rlockSlowLocker(s, s2, c uint32) {
+	rw.q.checkOpen("RLock")
 	if c == 0 {
 		panic(rw.countWrapped(s & srwPhase))
 	}
@@ -242,6 +246,10 @@ func (rw *RWMutex) rlockSlowLocker(s, s2, c uint32) {
 // writer has arrived by then (waiting for it too would break "a reader
 // waits for at most one writer").
 func (rw *RWMutex) rlockSlow(ctx context.Context, s, cur uint32) error {
+	if err := rw.q.errClosed("RLockContext"); err != nil {
+		rw.mine[s&srwPhase].Add(^uint32(0)) // our count, on a detached word
+		return err
+	}
 	p := s & srwPhase // the phase we are counted in
 	// Each turn follows a writer's arrival or release: bounded in a
 	// valid history; a word rewritten without end ends it (ErrCorrupt).
@@ -389,7 +397,33 @@ func (rw *RWMutex) reportReaderStuck(start time.Time, blocker uint32, alive bool
 	} else {
 		pid, alive = rw.q.deadPID.Load(), false
 	}
-	logSharedStuck("SharedRWMutex", rw.q.name, rw.q.r.path, pid, alive, waited, threshold,
+	logSharedStuck("shm.RWMutex", rw.q.name, rw.q.r.path, pid, alive, waited, threshold,
 		"waiting_as", "reader", "note", "a writer that died holding leaves readers out until the next writer repairs (LockContext, MarkConsistent, Unlock)")
 	return true
+}
+
+// EnableStats starts collecting contention statistics, read and write
+// acquisitions together, for every process using rw. From then on RLock
+// takes its slow path too.
+func (rw *RWMutex) EnableStats() {
+	rw.q.checkOpen("EnableStats")
+	rw.q.flags.Or(queueStats)
+	rw.in.Or(srwStats)
+}
+
+// Stats returns the statistics collected since EnableStats, summed over
+// all processes.
+func (rw *RWMutex) Stats() lockword.Stats {
+	rw.q.checkOpen("Stats")
+	return queueObjStats(rw.q.obj)
+}
+
+// detach points the words that the readers' fast paths touch away from
+// the mapping as Close unmaps it: the state on closedWord32 (writer and
+// statistics bits set) and the counts on fresh words send every reader
+// call to a slow path, which checks first. The writers' calls check on
+// entry.
+func (rw *RWMutex) detach() {
+	rw.in, rw.drain = closedWord32, closedWord32
+	rw.mine = [2]*atomic.Uint32{new(atomic.Uint32), new(atomic.Uint32)}
 }

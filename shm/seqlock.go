@@ -41,18 +41,25 @@ var ErrWriterDead = errors.New("lockword: seqlock writer process died in the mid
 type SeqLock[T any] struct {
 	_ noCopy
 	c seqcore.Core[T] // the sequence word and T's words, in the mapping
+	r *Region
+	// name is the object's name, for the use-after-Close panic.
+	name string
 }
 
 // Store makes v the value of s. Concurrent Stores, from any process, are
 // serialized (a second one waits until the first is done); a Store whose
 // writer died before it ended is taken over and completed.
-func (s *SeqLock[T]) Store(v T) { s.c.Store(v) }
+func (s *SeqLock[T]) Store(v T) {
+	s.r.checkOpen("shm.SeqLock", s.name, "Store")
+	s.c.Store(v)
+}
 
 // Load returns the value of s: the value of the latest Store that
 // completed before Load began, or of one that overlapped it; never a mix.
 // If the writer process died in the middle of a Store, it panics with an
 // error wrapping ErrWriterDead (use LoadContext to handle that case).
 func (s *SeqLock[T]) Load() T {
+	s.r.checkOpen("shm.SeqLock", s.name, "Load")
 	v, err := s.c.Load(nil)
 	if err != nil {
 		panic(err)
@@ -71,6 +78,10 @@ func (s *SeqLock[T]) LoadContext(ctx context.Context) (T, error) {
 	if ctx == nil {
 		var zero T
 		return zero, lockword.ErrNilContext
+	}
+	if err := s.r.errClosed("shm.SeqLock", s.name, "LoadContext"); err != nil {
+		var zero T
+		return zero, err
 	}
 	return s.c.Load(ctx)
 }
@@ -124,13 +135,13 @@ func init() {
 // ever. The SeqLock must not be used after r is closed.
 func NewSeqLock[T any](r *Region, name string) (*SeqLock[T], error) {
 	t := reflect.TypeFor[T]()
-	if err := seqcore.CheckNoPointers(t, "RegionSeqLock", "a seqlock copies its value as raw memory words", lockword.ErrHasPointers); err != nil {
+	if err := seqcore.CheckNoPointers(t, "shm.SeqLock", "a seqlock copies its value as raw memory words", lockword.ErrHasPointers); err != nil {
 		return nil, err
 	}
 	words := (uint64(t.Size()) + 7) / 8
 	size := seqObjPayload + 8*words
 	if size > math.MaxUint32 {
-		return nil, fmt.Errorf("%w: RegionSeqLock[%v] %q: %d bytes, at most %d", ErrObjectBounds, t, name, size, uint32(math.MaxUint32))
+		return nil, fmt.Errorf("%w: shm.SeqLock[%v] %q: %d bytes, at most %d", ErrObjectBounds, t, name, size, uint32(math.MaxUint32))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -147,7 +158,7 @@ func NewSeqLock[T any](r *Region, name string) (*SeqLock[T], error) {
 		Seq:    word64(obj, seqObjSeq),
 		Words:  words64(obj, seqObjPayload, int(words)),
 		Writer: seqWriter{newSharedMutex(r, name, obj[seqObjWriter:seqObjWriter+mutexObjSize])},
-	}}, nil
+	}, r: r, name: name}, nil
 }
 
 // beginSharedWrite takes the writers' lock of a SeqLock in a region, makes

@@ -146,7 +146,7 @@ func (r *Region) TicketMutex(name string) (*TicketMutex, error) {
 
 func newSharedTicketMutex(r *Region, name string, obj []byte) *TicketMutex {
 	t := &TicketMutex{}
-	t.q.init(r, name, "SharedTicketMutex", obj, ticketObjNext, ticketObjServing, ticketObjFlags, ticketObjStamp, ticketObjDeadPID, ticketObjRecords)
+	t.q.init(r, name, "shm.TicketMutex", obj, ticketObjNext, ticketObjServing, ticketObjFlags, ticketObjStamp, ticketObjDeadPID, ticketObjRecords)
 	return t
 }
 
@@ -154,6 +154,7 @@ func newSharedTicketMutex(r *Region, name string, obj []byte) *TicketMutex {
 // function (SetRepair); without one, or if it fails, Lock unlocks t
 // unrepaired (it becomes not recoverable) and panics; see Mutex.Lock.
 func (t *TicketMutex) Lock() {
+	t.q.checkOpen("Lock")
 	repairAfterLocker(t.LockContext(context.Background()), &t.q.repair, t.MarkConsistent, func() {
 		if t.q.heldByUs() {
 			t.Unlock()
@@ -166,6 +167,7 @@ func (t *TicketMutex) Lock() {
 // returns false for a lock taken from a dead holder and not yet repaired,
 // or not recoverable (LockContext says which).
 func (t *TicketMutex) TryLock() bool {
+	t.q.checkOpen("TryLock")
 	if !t.q.gate.TryLock() {
 		return false
 	}
@@ -203,6 +205,9 @@ func (t *TicketMutex) LockContext(ctx context.Context) error {
 	if ctx == nil {
 		return lockword.ErrNilContext
 	}
+	if err := t.q.errClosed("LockContext"); err != nil {
+		return err
+	}
 	began := t.q.statsClock()
 	if err := t.q.gate.LockContext(ctx); err != nil {
 		t.q.countGiveUp(began, err)
@@ -223,6 +228,7 @@ func (t *TicketMutex) LockContext(ctx context.Context) error {
 // dead owner and MarkConsistent was not called, it becomes not
 // recoverable. Unlock panics if this process does not hold t.
 func (t *TicketMutex) Unlock() {
+	t.q.checkOpen("Unlock")
 	t.q.release()
 	t.q.gate.Unlock()
 }
@@ -249,11 +255,17 @@ func (t *TicketMutex) SetStuckThreshold(threshold time.Duration) {
 // EnableStats starts collecting contention statistics for every process
 // using t (in the region: Stats and lockword inspect show all processes
 // together). Parks counts kernel sleeps.
-func (t *TicketMutex) EnableStats() { t.q.flags.Or(queueStats) }
+func (t *TicketMutex) EnableStats() {
+	t.q.checkOpen("EnableStats")
+	t.q.flags.Or(queueStats)
+}
 
 // Stats returns the statistics collected since EnableStats, summed over
 // all processes.
-func (t *TicketMutex) Stats() lockword.Stats { return queueObjStats(t.q.obj) }
+func (t *TicketMutex) Stats() lockword.Stats {
+	t.q.checkOpen("Stats")
+	return queueObjStats(t.q.obj)
+}
 
 func (t *TicketMutex) holdsLock() bool { return t.q.heldByUs() }
 

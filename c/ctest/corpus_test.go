@@ -130,7 +130,7 @@ func corpus(t testing.TB) map[string][]byte {
 	mut("size past the end", true, func(b []byte) []byte { ne.PutUint32(b[e1+entSize:], 1<<31); return b })
 	mut("overlap", true, func(b []byte) []byte { ne.PutUint64(b[e1+entOffset:], ne.Uint64(b[e0+entOffset:])); return b })
 	mut("misaligned", true, func(b []byte) []byte { ne.PutUint64(b[e1+entOffset:], ne.Uint64(b[e1+entOffset:])+8); return b })
-	// A value (Go's RegionValue) as a third object, 64-aligned past the
+	// A value (Go's shm.Value) as a third object, 64-aligned past the
 	// bytes; the kind field's upper half records its alignment.
 	e2 := offTable + 2*entrySize
 	value := func(kind uint32, offset uint64) func(b []byte) []byte {

@@ -6,7 +6,7 @@
 // package's tests need no C compiler and its imports stay golang.org/x/sys
 // only; every test here skips, saying so, where gcc is missing.
 //
-// The mixed lock torture (Go and C worker processes on one SharedMutex, with
+// The mixed lock torture (Go and C worker processes on one shm.Mutex, with
 // kills) is in cmd/lockword, beside the torture it extends
 // (kinds_mixed_test.go).
 package ctest

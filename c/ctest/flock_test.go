@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lockword/lockword/internal/cbuild"
+	"github.com/lockword/lockword/shm"
 )
 
 // TestCFileLockTimeout: a process stopped while it holds a region's file
@@ -86,4 +89,38 @@ func waitStopped(t *testing.T, pid int) {
 		}
 	}
 	t.Fatalf("process %d did not stop within 10 s", pid)
+}
+
+// TestCOpenReclaimsAbandonedCreation: the file a creator leaves when it
+// dies after creating and sizing it, before publishing the header (its
+// flock released by its death, here by closing the creator's descriptor):
+// the C opener initializes it (docs/abi.md, "Abandoned creations") and
+// takes a lock in it, which Go then sees held.
+func TestCOpenReclaimsAbandonedCreation(t *testing.T) {
+	path := regionPath(t)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(shm.DefaultRegionSize); err != nil {
+		t.Fatal(err)
+	}
+	f.Close() // the creator dies: its lock goes
+	p := startC(t, cBuild(t, cbuild.Plain).Worker, "hold", path, "m")
+	if l := p.line(30 * time.Second); l != "held" {
+		t.Fatalf("C opener of an abandoned creation: %q, want \"held\"\n%s", l, p.tail.String())
+	}
+	r, err := shm.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	m, _ := r.Mutex("m")
+	if m.TryLock() {
+		t.Error("Go took the lock that the C process holds")
+		m.Unlock()
+	}
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // TestCStress runs the C library's in-process stress (16 threads on one
-// SharedMutex, lock, trylock and timed lock by turns, a plain counter and
+// shm.Mutex, lock, trylock and timed lock by turns, a plain counter and
 // an owner slot checked inside) in the plain, ThreadSanitizer and
 // AddressSanitizer+UBSan builds: exact total, no violation, no report.
 // The same stress with a trylock that ignores the word must fail in each

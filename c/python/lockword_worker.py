@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A lockword torture worker in Python, through liblockword.so and ctypes.
 
-It takes the same SharedMutex as the Go and C workers of one
+It takes the same shm.Mutex as the Go and C workers of one
 `lockword torture -lock shared-py` run (or TestPythonMixedTorture), and
 follows the same critical section on the same shared state (the st*
 offsets of cmd/lockword/internal/torture/procs_worker.go): owner slot checked on entry and

@@ -161,6 +161,24 @@ static int cmd_api(int argc, char **argv) {
 	expect("second closes again", lw_region_close(r2), 0);
 	expect("close", lw_region_close(r), 0);
 	unlink(argv[2]);
+	/* Options: a group-writable region, created and opened by opt-in
+	 * only (Go's Options.Mode and AllowUnsafePermissions). */
+	char gpath[4096];
+	snprintf(gpath, sizeof gpath, "%s.group", argv[2]);
+	lw_region_options grp = {.mode = 0660};
+	expect("create 0660 without the opt-in", lw_region_create_options(gpath, 0, &grp, &r), LW_EUNSAFEPERMS);
+	expect("create with a mode past 0777", lw_region_create_options(gpath, 0, &(lw_region_options){.mode = 01777}, &r), LW_EINVAL);
+	grp.allow_unsafe_permissions = 1;
+	expect("create 0660 with the opt-in", lw_region_create_options(gpath, 0, &grp, &r), 0);
+	struct stat gst;
+	expect("the created file's mode", stat(gpath, &gst) == 0 ? (int)(gst.st_mode & 0777) : -1, 0660);
+	expect("open it without the opt-in", lw_region_open(gpath, &r2), LW_EUNSAFEPERMS);
+	expect("open it with the opt-in", lw_region_open_options(gpath, &grp, &r2), 0);
+	expect("close the opened", lw_region_close(r2), 0);
+	expect("open_or_create it with the opt-in", lw_region_open_or_create_options(gpath, 0, &grp, &r2), 0);
+	expect("close that", lw_region_close(r2), 0);
+	expect("close the created", lw_region_close(r), 0);
+	unlink(gpath);
 	/* The POSIX codes mean what lockword.h says, not their libc text:
 	 * ETIMEDOUT is a deadline, not "Connection timed out". */
 	const int posix[] = {LW_EPERM, LW_EBUSY, LW_EINVAL, LW_ETIMEDOUT, LW_EOWNERDEAD, LW_ENOTRECOVERABLE};

@@ -83,8 +83,8 @@ func defineBenchFlags(fs *flag.FlagSet) benchFlagValues {
 			"the `PERCENT` of reader-writer acquisitions that read (0..100;\n"+
 				"the rest write)."),
 		procs: fs.Bool("procs", false,
-			"also measure the cross-process kinds: SharedMutex and a one-permit\n"+
-				"SharedSemaphore in 2 and 4 processes (this binary re-executed)\n"+
+			"also measure the cross-process kinds: shm.Mutex and a one-permit\n"+
+				"shm.Semaphore in 2 and 4 processes (this binary re-executed)\n"+
 				"against flock(2) on a kept file\n"+
 				"descriptor and gofrs/flock. Linux only."),
 		json: fs.Bool("json", false,

@@ -65,11 +65,11 @@ For each object it prints its name, kind and offset and, for locks:
            of the hold, the acquirer's if it began on the slow path, else
            the one inspect wrote when it first saw the hold (≥0s then;
            running inspect again shows it growing). Turn statistics on
-           (SharedMutex.EnableStats) to see a hold's whole length on the
+           (shm.Mutex.EnableStats) to see a hold's whole length on the
            first look. "unknown" for a fast-path hold that no inspect has
            stamped when inspect cannot write the file (see below)
   STATS    acquisitions, slow-path share and longest wait, when statistics
-           are enabled (SharedMutex.EnableStats)
+           are enabled (shm.Mutex.EnableStats)
 
 A shared semaphore (kind semaphore) is "free", "held", "contended, N
 queued" (processes waiting their turn) or "owner-dead" (a dead process
@@ -83,7 +83,7 @@ its fill level in the table, and a "Rings:" table after it: capacity, fill
 (record bytes published and not yet received), closed, the producer's and
 the consumer's PID and whether each lives ("-" for a role nobody holds),
 and the messages and record bytes sent and received since it was created.
-A seqlock (RegionSeqLock) shows its writers' lock in the table, and a
+A seqlock (shm.NewSeqLock) shows its writers' lock in the table, and a
 "Seqlocks:" table: the sequence, the Stores completed, and the writer:
 idle, storing (PID, alive), or died mid-Store (the value is torn until the
 next Store).

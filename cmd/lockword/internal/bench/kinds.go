@@ -43,7 +43,7 @@ const semPermits = 4
 // kindSubject maps a kind name to its subject's display name.
 var kindSubject = map[string]string{
 	"mutex": "Mutex", "spin": "SpinMutex", "ticket": "TicketMutex", "rw": "RWMutex",
-	"ring": "Ring", "ring-batch": "Ring batch", "queue": "Queue", "semaphore": "Semaphore", "shared": "SharedMutex",
+	"ring": "Ring", "ring-batch": "Ring batch", "queue": "Queue", "semaphore": "Semaphore", "shared": "shm.Mutex",
 }
 
 // namedOnly are the kinds that "all" leaves out (etcd: see etcd.go).

@@ -61,7 +61,7 @@ type procLocker interface {
 	Unlock() error
 }
 
-// sharedLocker adapts SharedMutex; no owner dies in a benchmark.
+// sharedLocker adapts shm.Mutex; no owner dies in a benchmark.
 type sharedLocker struct{ m *shm.Mutex }
 
 func (s sharedLocker) Lock() error   { s.m.Lock(); return nil }
@@ -82,13 +82,13 @@ var procKinds = []struct {
 }{
 	{"flock-fd", nil, func(_ *shm.Region, path string) (procLocker, error) { return openFlockFD(path) }},
 	{"gofrs-flock", nil, func(_ *shm.Region, path string) (procLocker, error) { return flock.New(path), nil }},
-	{"SharedMutex", []string{"flock-fd", "gofrs-flock"}, func(r *shm.Region, _ string) (procLocker, error) {
+	{"shm.Mutex", []string{"flock-fd", "gofrs-flock"}, func(r *shm.Region, _ string) (procLocker, error) {
 		m, err := r.Mutex("bench")
 		return sharedLocker{m}, err
 	}},
 	// A semaphore of one permit: every contended acquisition goes
 	// through its FIFO queue of processes.
-	{"SharedSemaphore", []string{"flock-fd", "gofrs-flock"}, func(r *shm.Region, _ string) (procLocker, error) {
+	{"shm.Semaphore", []string{"flock-fd", "gofrs-flock"}, func(r *shm.Region, _ string) (procLocker, error) {
 		s, err := r.Semaphore("bench-sem", 1)
 		return semLocker{s}, err
 	}},

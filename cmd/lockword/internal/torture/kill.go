@@ -173,7 +173,7 @@ func killLoop(cfg *config, r *shm.Region, st, rd []byte, procs []*workerProc, sp
 		// the recoverer names the dead PID before it marks), or ended.
 		// Recoveries are counted after the mark, so the inconsistent bit
 		// is never left over from the previous kill's recovery.
-		// A process the lock was handed to (SharedMutex's hand-off) that
+		// A process the lock was handed to (shm.Mutex's hand-off) that
 		// had not yet returned it to its worker held nothing: the next
 		// waiter takes the lock back without ErrOwnerDead, and no recovery
 		// follows. (One killed between the two CASes of handing it over

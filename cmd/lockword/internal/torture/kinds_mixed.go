@@ -1,6 +1,6 @@
 package torture
 
-// torture -lock shared-c: the -procs torture of SharedMutex with half of
+// torture -lock shared-c: the -procs torture of shm.Mutex with half of
 // its worker processes written in C (c/test/cworker.c over the C library
 // c/lockword.c), or a third in Python through ctypes (shared-c-py). Every
 // process, whatever its language, follows the same critical section on the

@@ -27,7 +27,7 @@ func needC(t *testing.T) {
 }
 
 // TestTortureMixedPass: Go and C worker processes, 2 threads (goroutines)
-// each and 8 in all on 2 cores, on one SharedMutex: exact total, no
+// each and 8 in all on 2 cores, on one shm.Mutex: exact total, no
 // owner-slot violation, and the shared statistics, counted by both
 // languages, agree with the additions.
 func TestTortureMixedPass(t *testing.T) {
@@ -111,7 +111,7 @@ func TestTortureMixedKill(t *testing.T) {
 }
 
 // TestTortureMixedPython: Go, C and Python (ctypes over liblockword.so)
-// worker processes take the same SharedMutex in one run: exact total.
+// worker processes take the same shm.Mutex in one run: exact total.
 func TestTortureMixedPython(t *testing.T) {
 	needC(t)
 	if _, err := exec.LookPath("python3"); err != nil {

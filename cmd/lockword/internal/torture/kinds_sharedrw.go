@@ -1,7 +1,7 @@
 package torture
 
 // The readers of torture -lock shared-rw (-procs): on about half of its
-// iterations a worker first reads, under SharedRWMutex's read lock, then
+// iterations a worker first reads, under shm.RWMutex's read lock, then
 // writes as every -procs worker does. A reader checks, inside, that no
 // writer is inside (the owner slot, which only writers set, is free) and
 // that the counter does not change while it reads it twice with busy work
@@ -45,7 +45,7 @@ func readingOff(workers, id int) int { return 16*(workers+1) + 8*id }
 func hasReaders(kind string) bool { return kind == "shared-rw" }
 
 // fastReads reports whether a run of kind leaves the lock's statistics
-// off: with -kill, for a kind with readers, since a SharedRWMutex with
+// off: with -kill, for a kind with readers, since a shm.RWMutex with
 // statistics sends every RLock down its slow path (to count it), and the
 // kills are to hit readers on the fast path too. Runs without -kill keep
 // them, and check that the acquisitions counted are the writes plus the

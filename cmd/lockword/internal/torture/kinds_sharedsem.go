@@ -1,7 +1,7 @@
 package torture
 
 // torture -lock shared-semaphore (-procs N, -kill): lockword's
-// SharedSemaphore of semTorturePermits permits, taken by -workers workers
+// shm.Semaphore of semTorturePermits permits, taken by -workers workers
 // spread over -procs processes. Each acquires k permits (1 to
 // semTortureMaxWeight, varied) and, holding them, claims k of the permits'
 // owner slots (CAS free → its PID; a slot that a killed process left is
@@ -100,7 +100,7 @@ func init() {
 			run:  func(cfg *config) (report, error) { return tortureShSem(cfg, "shared-semaphore-broken", true) }},
 	)
 	kindHelp = append(kindHelp, fmt.Sprintf(`Shared semaphore (-lock shared-semaphore; needs -procs N):
-  -workers workers over -procs processes share a SharedSemaphore of %d
+  -workers workers over -procs processes share an shm.Semaphore of %d
   permits; each acquires 1 to %d and, holding them, claims that many
   per-permit owner slots and (without -kill) adds them to an in-use
   counter, checking that neither ever passes %d. With -kill the supervisor

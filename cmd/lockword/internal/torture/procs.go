@@ -67,7 +67,7 @@ func init() {
 }
 
 // tortureRegion creates the region of a -procs run: in an anonymous memory
-// file (CreateMemfdRegion), which the worker processes inherit as fd 3
+// file (shm.CreateMemfd), which the worker processes inherit as fd 3
 // (workerFiles) and which vanishes with the last of them, so that nothing
 // is left behind, even when the supervisor is killed with SIGKILL (its
 // workers then die too: workerAttr). Where memfds are not available it
