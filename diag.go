@@ -98,8 +98,11 @@ func (d *diag) Name() string {
 	return ""
 }
 
-// SetStuckThreshold sets how long a waiter waits before it logs one stuck
-// report (a log/slog warning) and keeps waiting. Zero restores
+// SetStuckThreshold sets how long a waiter waits before the lock's stuck
+// report (a log/slog warning, one line for all its waiters, with their
+// number and the longest wait) is logged; the waiters keep waiting. The
+// line is repeated only when the longest wait doubles, or the number of
+// waiters doubles a threshold or more after the last line. Zero restores
 // DefaultStuckThreshold; a negative duration disables reports for this lock.
 func (d *diag) SetStuckThreshold(threshold time.Duration) {
 	lowerStuckMin(threshold) // the watcher looks often enough for it
@@ -294,17 +297,19 @@ func (t *waitTrack) parking(word *atomic.Uint32) {
 	t.stuck = watchStuck(t.kind, name, t.addr, word, t.start, threshold)
 }
 
-func logStuck(kind, name string, addr any, start time.Time, threshold time.Duration, waiters int) {
+// logStuck is the stuck report of a lock: waiters goroutines sleep on it,
+// the longest for waited, past its threshold (one line for them all).
+func logStuck(kind, name string, addr any, waited, threshold time.Duration, waiters int) {
 	if name == "" {
 		name = "(unnamed: call SetName to name it)"
 	}
-	slog.Warn("lockword: goroutine still waiting for a lock past the stuck threshold; the holder may be blocked, deadlocked, or may never call Unlock",
+	slog.Warn("lockword: goroutines still waiting for a lock past the stuck threshold; the holder may be blocked, deadlocked, or may never call Unlock",
 		"lock", name,
 		"kind", kind,
 		"addr", fmt.Sprintf("%p", addr),
-		"waited", time.Since(start).Round(time.Millisecond),
+		"waiters", waiters,
+		"waited", waited.Round(time.Millisecond),
 		"threshold", threshold,
-		"sleeping_waiters", waiters,
 		"hint", "send SIGQUIT (or set GOTRACEBACK=all and panic) to dump every goroutine and find the holder")
 }
 

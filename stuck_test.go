@@ -2,6 +2,7 @@ package lockword
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -10,27 +11,28 @@ import (
 	"github.com/lockword/lockword/internal/wait"
 )
 
-// TestStuckWatcherReportsEachWaitOnceAndStops: three goroutines stuck on
-// one lock are each reported once, however long they wait; their waits
-// leave the watcher's registry when they end, and the watcher goroutine
-// exits once nobody sleeps.
-func TestStuckWatcherReportsEachWaitOnceAndStops(t *testing.T) {
+// TestStuckWatcherReportsOnceAndStops: three goroutines stuck on one lock
+// are reported in one line that counts them; their waits leave the
+// watcher's registry when they end, and the watcher goroutine exits once
+// nobody sleeps. Timing assumption: the test looks again within half a
+// threshold (100 ms) of the line, before the longest wait doubles.
+func TestStuckWatcherReportsOnceAndStops(t *testing.T) {
 	before := stuckWaits.entries.Load() // other tests' sleepers, if any
 	logs := captureSlog(t)
 	var m Mutex
 	m.SetName("stuck-watcher-test")
-	m.SetStuckThreshold(20 * time.Millisecond)
+	m.SetStuckThreshold(200 * time.Millisecond)
 	m.Lock()
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() { m.Lock(); m.Unlock() })
 	}
-	awaitLogs(logs, "lock=stuck-watcher-test", 3)
-	time.Sleep(200 * time.Millisecond) // ten more thresholds, for repeats
+	awaitLogs(logs, "lock=stuck-watcher-test", 1)
+	time.Sleep(100 * time.Millisecond) // for a line per waiter, if any
 	m.Unlock()
 	wg.Wait()
-	if n := strings.Count(logs.String(), "lock=stuck-watcher-test"); n != 3 {
-		t.Fatalf("%d reports for 3 stuck waiters, want 3:\n%s", n, logs)
+	if n := strings.Count(logs.String(), "lock=stuck-watcher-test"); n != 1 || !strings.Contains(logs.String(), "waiters=3") {
+		t.Fatalf("%d reports for 3 stuck waiters, want 1 with waiters=3:\n%s", n, logs)
 	}
 	if n := stuckWaits.entries.Load(); n > before { // others may have left meanwhile
 		t.Fatalf("%d waits registered after the waiters left, %d before they came", n, before)
@@ -154,4 +156,89 @@ func TestStuckCheckerCatchesMissingReport(t *testing.T) {
 	if err := stuckWithin10Percent(t, stuckLockOf(new(unseenTicket))); err == nil {
 		t.Fatal("a lock whose waiters the watcher cannot see passed the stuck-report check")
 	}
+}
+
+// TestStuckReportOneLinePerLock: a thousand goroutines stuck on one lock
+// log one line, not one each; it is repeated once the longest wait has
+// doubled, not before. Writers of a Mutex register their waits and
+// readers of an RWMutex sleep with a note (stuck.go): both are grouped.
+// Timing assumption: none on arrival (the waiter count cannot trigger a
+// line within a threshold of the last); the look half a threshold after
+// the first line comes before the longest wait doubles, which on a
+// loaded host the watcher's lag could only delay, never advance.
+func TestStuckReportOneLinePerLock(t *testing.T) {
+	const (
+		waiters   = 1000
+		threshold = 300 * time.Millisecond
+	)
+	rw := new(RWMutex)
+	m := new(Mutex)
+	for _, k := range []struct {
+		name    string
+		l       stuckLock
+		setName func(string)
+	}{
+		{"Mutex", stuckLockOf(m), m.SetName},
+		{"RWMutex-readers", stuckLock{rw.Lock, rw.Unlock, func() { rw.RLock(); rw.RUnlock() }, rw.SetStuckThreshold}, rw.SetName},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			logs := captureSlog(t)
+			k.setName("flood")
+			k.l.setThreshold(threshold)
+			k.l.hold()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for range waiters {
+				wg.Go(k.l.waiter)
+			}
+			defer wg.Wait()
+			released := false
+			defer func() {
+				if !released {
+					k.l.release()
+				}
+			}()
+			awaitLogs(logs, "lock=flood", 1)
+			time.Sleep(threshold / 2)
+			if n := strings.Count(logs.String(), "lock=flood"); n != 1 {
+				t.Fatalf("%d stuck reports for %d waiters on one lock, want 1:\n%.2000s", n, waiters, logs)
+			}
+			if !strings.Contains(logs.String(), "waiters=") {
+				t.Fatalf("the report does not count the waiters:\n%s", logs)
+			}
+			awaitLogs(logs, "lock=flood", 2)
+			if d := time.Since(start); d < 2*threshold {
+				t.Fatalf("second report %v after the wait began, want at least twice the threshold (%v)", d, 2*threshold)
+			}
+			k.l.release()
+			released = true
+			wg.Wait()
+			if n := strings.Count(logs.String(), "lock=flood"); n != 2 {
+				t.Fatalf("%d stuck reports, want 2 (the longest wait doubled once):\n%.2000s", n, logs)
+			}
+		})
+	}
+}
+
+// stuckLinesDouble checks the stuck report lines of one lock in out
+// against the repeat rule for a single waiter (internal/stuckrule): at
+// least one line, and each later one waited at least twice as long as the
+// one before (less the millisecond the report rounds to).
+func stuckLinesDouble(out string) error {
+	lines := regexp.MustCompile(` waited=(\S+) `).FindAllStringSubmatch(out, -1)
+	if len(lines) == 0 || strings.Count(out, "level=WARN") != len(lines) {
+		return fmt.Errorf("want stuck reports, each with its wait, got:\n%s", out)
+	}
+	var last time.Duration
+	for _, l := range lines {
+		d, err := time.ParseDuration(l[1])
+		if err != nil {
+			return fmt.Errorf("stuck report with waited=%s: %v", l[1], err)
+		}
+		if d < 2*last-time.Millisecond {
+			return fmt.Errorf("stuck report repeated after %v, less than twice the last one's %v:\n%s", d, last, out)
+		}
+		last = d
+	}
+	return nil
 }
