@@ -391,7 +391,7 @@ func TestStuckReport(t *testing.T) {
 			<-done
 			out := logs.String()
 			t.Log(out)
-			if err := stuckLinesDouble(out); err != nil {
+			if err := locktest.StuckLinesDouble(out); err != nil {
 				t.Fatal(err)
 			}
 			for _, want := range []string{"lock=orders-table", "kind=" + k.name, "waited=", "threshold=40ms", "stuck threshold"} {
@@ -442,7 +442,7 @@ func TestStuckReportDefaultsAndDisable(t *testing.T) {
 		t.Fatalf("LockContext = %v", err)
 	}
 	m.Unlock()
-	if out := logs.String(); stuckLinesDouble(out) != nil || !strings.Contains(out, "(unnamed") {
+	if out := logs.String(); locktest.StuckLinesDouble(out) != nil || !strings.Contains(out, "(unnamed") {
 		t.Fatalf("want one report for an unnamed lock (repeated only as its wait doubles), got: %s", out)
 	}
 }

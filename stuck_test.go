@@ -2,7 +2,6 @@ package lockword
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -218,27 +217,4 @@ func TestStuckReportOneLinePerLock(t *testing.T) {
 			}
 		})
 	}
-}
-
-// stuckLinesDouble checks the stuck report lines of one lock in out
-// against the repeat rule for a single waiter (internal/stuckrule): at
-// least one line, and each later one waited at least twice as long as the
-// one before (less the millisecond the report rounds to).
-func stuckLinesDouble(out string) error {
-	lines := regexp.MustCompile(` waited=(\S+) `).FindAllStringSubmatch(out, -1)
-	if len(lines) == 0 || strings.Count(out, "level=WARN") != len(lines) {
-		return fmt.Errorf("want stuck reports, each with its wait, got:\n%s", out)
-	}
-	var last time.Duration
-	for _, l := range lines {
-		d, err := time.ParseDuration(l[1])
-		if err != nil {
-			return fmt.Errorf("stuck report with waited=%s: %v", l[1], err)
-		}
-		if d < 2*last-time.Millisecond {
-			return fmt.Errorf("stuck report repeated after %v, less than twice the last one's %v:\n%s", d, last, out)
-		}
-		last = d
-	}
-	return nil
 }
