@@ -145,11 +145,12 @@ func (d *diag) uncontended() {
 // watcher (stuck.go) when the waiter first sleeps. (TicketMutex and
 // RWMutex use noteTrack.)
 type waitTrack struct {
-	info  *lockInfo
-	kind  string
-	addr  any
-	start time.Time
-	stuck *stuckEntry
+	info   *lockInfo
+	kind   string
+	addr   any
+	start  time.Time
+	stuck  *stuckEntry
+	profNs int64 // a wait sampled for the contention profile: its start (contention.go)
 }
 
 // A stuckOwner is a lock whose waiters sleep with a note in the parking
@@ -170,6 +171,7 @@ type noteTrack struct {
 	owner   stuckOwner
 	startNs int64 // Stats: the wait's start on the stuck clock; 0: untimed
 	sinceNs int64 // the first sleep's start on the stuck clock; 0: none yet
+	profNs  int64 // a wait sampled for the contention profile: its start (contention.go)
 }
 
 // trackNoted starts a noteTrack for owner, whose diagnostics d are.
@@ -178,6 +180,9 @@ func (d *diag) trackNoted(owner stuckOwner) (t noteTrack) {
 	t.info, t.owner = d.info.Load(), owner
 	if t.info != nil {
 		t.timeIfStats()
+	}
+	if contentionRate.Load() != 0 {
+		t.profNs = sampleContention()
 	}
 	return
 }
@@ -214,6 +219,9 @@ func (t *noteTrack) acquired() {
 	if t.info != nil {
 		t.countAcquired()
 	}
+	if t.profNs != 0 {
+		recordContention(t.profNs)
+	}
 }
 
 //go:noinline
@@ -227,6 +235,9 @@ func (t *noteTrack) countAcquired() {
 
 // abandoned ends a slow-path attempt that gave up (context done).
 func (t *noteTrack) abandoned() {
+	if t.profNs != 0 {
+		recordContention(t.profNs)
+	}
 	if t.info != nil && t.info.statsOn.Load() {
 		t.info.giveUps.Add(1)
 		t.addWait(&t.info.giveUpNs, &t.info.giveUpMax)
@@ -265,6 +276,9 @@ func (d *diag) track(kind string, addr any) waitTrack {
 	t := waitTrack{info: d.info.Load(), kind: kind, addr: addr}
 	if t.info != nil && t.info.statsOn.Load() {
 		t.start = time.Now()
+	}
+	if contentionRate.Load() != 0 {
+		t.profNs = sampleContention()
 	}
 	return t
 }
@@ -315,6 +329,9 @@ func logStuck(kind, name string, addr any, waited, threshold time.Duration, wait
 
 // acquired ends a slow-path acquisition.
 func (t *waitTrack) acquired() {
+	if t.profNs != 0 {
+		recordContention(t.profNs)
+	}
 	if t.end() {
 		t.info.acquired.Add(1)
 		t.info.slow.Add(1)
@@ -324,6 +341,9 @@ func (t *waitTrack) acquired() {
 
 // abandoned ends a slow-path attempt that gave up (context done).
 func (t *waitTrack) abandoned() {
+	if t.profNs != 0 {
+		recordContention(t.profNs)
+	}
 	if t.end() {
 		t.info.giveUps.Add(1)
 		t.addWait(&t.info.giveUpNs, &t.info.giveUpMax)
