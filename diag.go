@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockword/lockword/internal/contention"
 )
 
 // DefaultStuckThreshold is how long a waiter waits before it logs a stuck
@@ -150,7 +152,7 @@ type waitTrack struct {
 	addr   any
 	start  time.Time
 	stuck  *stuckEntry
-	profNs int64 // a wait sampled for the contention profile: its start (contention.go)
+	profNs int64 // a wait sampled for the contention profile: its start (internal/contention)
 }
 
 // A stuckOwner is a lock whose waiters sleep with a note in the parking
@@ -171,7 +173,7 @@ type noteTrack struct {
 	owner   stuckOwner
 	startNs int64 // Stats: the wait's start on the stuck clock; 0: untimed
 	sinceNs int64 // the first sleep's start on the stuck clock; 0: none yet
-	profNs  int64 // a wait sampled for the contention profile: its start (contention.go)
+	profNs  int64 // a wait sampled for the contention profile: its start (internal/contention)
 }
 
 // trackNoted starts a noteTrack for owner, whose diagnostics d are.
@@ -181,8 +183,8 @@ func (d *diag) trackNoted(owner stuckOwner) (t noteTrack) {
 	if t.info != nil {
 		t.timeIfStats()
 	}
-	if contentionRate.Load() != 0 {
-		t.profNs = sampleContention()
+	if contention.Rate() != 0 {
+		t.profNs = contention.Begin()
 	}
 	return
 }
@@ -220,7 +222,7 @@ func (t *noteTrack) acquired() {
 		t.countAcquired()
 	}
 	if t.profNs != 0 {
-		recordContention(t.profNs)
+		contention.End(t.profNs)
 	}
 }
 
@@ -236,7 +238,7 @@ func (t *noteTrack) countAcquired() {
 // abandoned ends a slow-path attempt that gave up (context done).
 func (t *noteTrack) abandoned() {
 	if t.profNs != 0 {
-		recordContention(t.profNs)
+		contention.End(t.profNs)
 	}
 	if t.info != nil && t.info.statsOn.Load() {
 		t.info.giveUps.Add(1)
@@ -277,8 +279,8 @@ func (d *diag) track(kind string, addr any) waitTrack {
 	if t.info != nil && t.info.statsOn.Load() {
 		t.start = time.Now()
 	}
-	if contentionRate.Load() != 0 {
-		t.profNs = sampleContention()
+	if contention.Rate() != 0 {
+		t.profNs = contention.Begin()
 	}
 	return t
 }
@@ -330,7 +332,7 @@ func logStuck(kind, name string, addr any, waited, threshold time.Duration, wait
 // acquired ends a slow-path acquisition.
 func (t *waitTrack) acquired() {
 	if t.profNs != 0 {
-		recordContention(t.profNs)
+		contention.End(t.profNs)
 	}
 	if t.end() {
 		t.info.acquired.Add(1)
@@ -342,7 +344,7 @@ func (t *waitTrack) acquired() {
 // abandoned ends a slow-path attempt that gave up (context done).
 func (t *waitTrack) abandoned() {
 	if t.profNs != 0 {
-		recordContention(t.profNs)
+		contention.End(t.profNs)
 	}
 	if t.end() {
 		t.info.giveUps.Add(1)

@@ -99,15 +99,28 @@ func TestContentionProfileNamesTheContendedFunction(t *testing.T) {
 	contend(func() { contendedTickets(&tm, 400) })
 	rec := httptest.NewRecorder()
 	Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/lockword", nil))
-	p, err := profile.Parse(rec.Body)
-	if err != nil {
-		t.Fatalf("parse the served profile: %v", err)
+	if leaves := leafFunctions(t, rec.Body.Bytes()); !leaves[".contendedTickets"] {
+		t.Fatalf("no sample at contendedTickets in the served profile; leaves: %v", leaves)
 	}
-	found := false
+}
+
+// leaves returns the leaf functions of p's samples, by the last element
+// of their names (".contendedTickets").
+func leaves(p *profile.Profile) map[string]bool {
+	m := map[string]bool{}
 	for _, s := range p.Sample {
-		found = found || strings.HasSuffix(s.Location[0].Line[0].Function.Name, ".contendedTickets")
+		name := s.Location[0].Line[0].Function.Name
+		m[name[strings.LastIndexByte(name, '.'):]] = true
 	}
-	if !found {
-		t.Fatalf("no sample at contendedTickets in the served profile:\n%v", p)
+	return m
+}
+
+// leafFunctions parses a written profile and returns its leaves.
+func leafFunctions(t *testing.T, data []byte) map[string]bool {
+	t.Helper()
+	p, err := profile.Parse(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("parse the written profile: %v", err)
 	}
+	return leaves(p)
 }

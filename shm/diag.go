@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/contention"
 	"github.com/lockword/lockword/internal/stuckrule"
 )
 
@@ -107,6 +108,27 @@ func stuckThreshold(stuckNs *atomic.Int64) (time.Duration, bool) {
 		return time.Duration(ns), true
 	}
 	return lockword.DefaultStuckThreshold, true
+}
+
+// profileBegin starts a wait for the contention profile: its start if
+// sampled, else 0 (one load when the profile is off). The waiter defers
+// profileEnd with it, which records the wait at the waiter's stack. A
+// waiter that first queued at its process's gate (an in-process lock)
+// has that wait recorded as the gate's: it samples only the rest, so a
+// wait is never counted twice in the delay, though it may count as two
+// contentions.
+func profileBegin() int64 {
+	if contention.Rate() == 0 {
+		return 0
+	}
+	return contention.Begin()
+}
+
+// profileEnd records a wait that profileBegin sampled (began != 0).
+func profileEnd(began int64) {
+	if began != 0 {
+		contention.End(began)
+	}
 }
 
 // A stuckEpisode is a shared lock's stuck reports in this process: one

@@ -61,6 +61,9 @@ func (m *Mutex) lockSlowWait(ctx context.Context, start *time.Time) error {
 	}
 	defer m.gate.Unlock()
 	defer m.stuck.leave(&wt.stuck)
+	// The wait at the gate is the gate's own (an in-process Mutex),
+	// in the contention profile already: sample the rest.
+	defer profileEnd(profileBegin())
 	*start = wt.start
 	for i := 1; ; i++ {
 		if done, err := wt.round(i); done {

@@ -388,6 +388,7 @@ func (q *ticketQueue) retireIfStalled(ctx context.Context, s uint32) (blocker ui
 // looks at the ticket served (retireIfStalled); past the stuck threshold
 // it reports once.
 func (q *ticketQueue) waitServing(ctx context.Context, start time.Time, bits uint32, sleeping func(), done func(s uint32) bool) error {
+	defer profileEnd(profileBegin())
 	last := q.serving.Load()
 	since, checked := time.Now(), time.Time{}
 	var sw stuckWait

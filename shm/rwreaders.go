@@ -300,6 +300,7 @@ func (rw *RWMutex) rlockSlow(ctx context.Context, s, cur uint32) error {
 // an earlier writer must never queue behind a reader that waits for a
 // later one, which waits, through that writer, for the first.
 func (rw *RWMutex) rwait(ctx context.Context, w, p uint32, start time.Time) error {
+	defer profileEnd(profileBegin())
 	checked := start
 	var sw stuckWait
 	defer rw.q.stuck.leave(&sw)
