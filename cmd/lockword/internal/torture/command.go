@@ -138,7 +138,7 @@ func Command(args []string, stdout, stderr io.Writer) int {
 		printed++
 	}
 	if opts.profile != "" {
-		if err := writeContentionProfile(opts.profile); err != nil {
+		if err := WriteContentionProfile(opts.profile); err != nil {
 			fmt.Fprintf(stderr, "lockword torture: %v\n", err)
 			failed = true
 		}
@@ -374,8 +374,9 @@ func fitsCounter(workers, iters, value int64) bool {
 // contended acquisition in this many), as lockword bench uses it too.
 const ContentionProfileRate = 10
 
-// writeContentionProfile writes the contention profile to path.
-func writeContentionProfile(path string) error {
+// WriteContentionProfile writes the contention profile to path (for
+// torture's and bench's -contentionprofile).
+func WriteContentionProfile(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("contention profile: %w", err)
