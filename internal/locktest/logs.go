@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -58,20 +59,66 @@ func AwaitLogs(logs *SyncBuffer, substr string, n int) string {
 // least one line, and each later one waited at least twice as long as the
 // one before (less the millisecond the report rounds to).
 func StuckLinesDouble(out string) error {
-	lines := regexp.MustCompile(` waited=(\S+) `).FindAllStringSubmatch(out, -1)
-	if len(lines) == 0 || strings.Count(out, "level=WARN") != len(lines) {
-		return fmt.Errorf("want stuck reports, each with its wait, got:\n%s", out)
+	lines, err := stuckLines(out)
+	if err != nil {
+		return err
 	}
-	var last time.Duration
-	for _, l := range lines {
-		d, err := time.ParseDuration(l[1])
-		if err != nil {
-			return fmt.Errorf("stuck report with waited=%s: %v", l[1], err)
+	for i := 1; i < len(lines); i++ {
+		if lines[i].waited < 2*lines[i-1].waited-time.Millisecond {
+			return fmt.Errorf("stuck report repeated after %v, less than twice the last one's %v:\n%s", lines[i].waited, lines[i-1].waited, out)
 		}
-		if d < 2*last-time.Millisecond {
-			return fmt.Errorf("stuck report repeated after %v, less than twice the last one's %v:\n%s", d, last, out)
-		}
-		last = d
 	}
 	return nil
+}
+
+// StuckLinesWithin checks the stuck report lines of one lock in out,
+// logged while a lock with the given threshold was held for held, against
+// the repeat rule (internal/stuckrule) for any number of waiters: each
+// later line has twice the longest wait or twice the waiters of the one
+// before, and, as either takes a threshold at least, there are at most
+// held/threshold lines. The bound holds on a loaded host: delays only
+// lengthen held.
+func StuckLinesWithin(out string, held, threshold time.Duration) error {
+	if n := strings.Count(out, "level=WARN"); n > int(held/threshold) {
+		return fmt.Errorf("%d stuck reports while the lock was held for %v, want at most %d (one per threshold of %v at most):\n%.3000s", n, held, held/threshold, threshold, out)
+	}
+	lines, err := stuckLines(out)
+	if err != nil {
+		return err
+	}
+	for i := 1; i < len(lines); i++ {
+		a, b := lines[i-1], lines[i]
+		if b.waited < 2*a.waited-time.Millisecond && b.waiters < 2*a.waiters {
+			return fmt.Errorf("stuck report repeated with %d waiters, the longest %v, after %d and %v: neither doubled:\n%s", b.waiters, b.waited, a.waiters, a.waited, out)
+		}
+	}
+	return nil
+}
+
+type stuckLine struct {
+	waiters int
+	waited  time.Duration
+}
+
+var stuckLineRE = regexp.MustCompile(` waiters=(\d+) waited=(\S+) `)
+
+// stuckLines parses the waiters and longest wait of each stuck report.
+func stuckLines(out string) ([]stuckLine, error) {
+	found := stuckLineRE.FindAllStringSubmatch(out, -1)
+	if len(found) == 0 || strings.Count(out, "level=WARN") != len(found) {
+		return nil, fmt.Errorf("want stuck reports, each with its waiters and wait, got:\n%s", out)
+	}
+	var lines []stuckLine
+	for _, f := range found {
+		n, err := strconv.Atoi(f[1])
+		if err != nil {
+			return nil, fmt.Errorf("stuck report with waiters=%s: %v", f[1], err)
+		}
+		d, err := time.ParseDuration(f[2])
+		if err != nil {
+			return nil, fmt.Errorf("stuck report with waited=%s: %v", f[2], err)
+		}
+		lines = append(lines, stuckLine{n, d})
+	}
+	return lines, nil
 }
