@@ -35,9 +35,10 @@ const MaxRingCapacity = 1 << (bits.UintSize - 2)
 // the parking lot's short internal lock. TryPushSlice and TryPopSlice move
 // many items and publish the index once.
 // Push, Pop, PushSlice and PopSlice block when the ring is full (empty):
-// they watch the other index for a few microseconds (spinning with the CPU's
-// pause hint and backoff), yield the processor a few times, and only then
-// sleep; the other side wakes them. A sleeper sets a bit in its wake word
+// for a few microseconds they yield the processor and watch the other index
+// in turn (yielding first, so that a peer waiting for our processor runs at
+// once; spinning with the CPU's pause hint and backoff between yields), and
+// only then sleep; the other side wakes them. A sleeper sets a bit in its wake word
 // (notEmpty for the consumer, notFull for the producer) and looks at the
 // other index once more; the other side stores its index and then reads the
 // wake word, and wakes only if the bit is set. So no wake-up is lost, a side

@@ -32,7 +32,7 @@ func TestStuckWatcherReportsOnceAndStops(t *testing.T) {
 	m.Unlock()
 	held := time.Since(start)
 	wg.Wait()
-	if err := locktest.StuckLinesWithin(logs.String(), held, 200*time.Millisecond); err != nil {
+	if err := locktest.StuckLinesWithin(logs.String(), "stuck-watcher-test", held, 200*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if n := stuckWaits.entries.Load(); n > before { // others may have left meanwhile
@@ -195,7 +195,7 @@ func TestStuckReportOneLinePerLock(t *testing.T) {
 			k.l.release()
 			held := time.Since(start)
 			wg.Wait()
-			if err := locktest.StuckLinesWithin(logs.String(), held, threshold); err != nil {
+			if err := locktest.StuckLinesWithin(logs.String(), "flood", held, threshold); err != nil {
 				t.Fatal(err)
 			}
 			if n := strings.Count(logs.String(), "lock=flood"); n < 2 {

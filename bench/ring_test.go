@@ -16,6 +16,11 @@ package bench
 //	xsync       xsync SPSCQueue TryEnqueue / TryDequeue, runtime.Gosched when full/empty
 //	ring-batchN lockword Ring PushSlice / PopSlice, batches of N = 16, 64,
 //	            256 (one index store per batch on each side)
+//	chan-batch64 a channel of [64]uint64 arrays with room for as many
+//	            items: what one writes without a ring to batch a channel
+//	ping        the floor: two goroutines hand one cache line back and
+//	            forth (each writes it when it sees the other's write); an
+//	            "item" is one one-way hand-over
 //
 // The xsync queue has no blocking calls; yielding on failure is what its
 // own benchmark does.
@@ -24,6 +29,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,6 +123,58 @@ var spscKinds = []spscKind{
 	batchKind(16),
 	batchKind(64),
 	batchKind(256),
+	{"chan-batch64", func(capacity int) (func(int), func(int) int) {
+		ch := make(chan [64]uint64, capacity/64)
+		return func(n int) {
+				for i := 1; i <= n; i += 64 {
+					var b [64]uint64
+					for j := range b {
+						b[j] = uint64(i + j)
+					}
+					ch <- b
+				}
+			}, func(n int) (bad int) {
+				for i := 1; i <= n; {
+					b := <-ch
+					for _, v := range b[:min(64, n-i+1)] {
+						if v != uint64(i) {
+							bad++
+						}
+						i++
+					}
+				}
+				return bad
+			}
+	}},
+	{"ping", func(int) (func(int), func(int) int) {
+		var line struct {
+			_ [64]byte
+			w atomic.Uint64
+			_ [64]byte
+		}
+		return func(n int) { // writes odd values
+				for i := uint64(1); i <= uint64(n); i += 2 {
+					awaitLine(&line.w, i-1)
+					line.w.Store(i)
+				}
+			}, func(n int) int { // writes even values
+				for i := uint64(2); i <= uint64(n); i += 2 {
+					awaitLine(&line.w, i-1)
+					line.w.Store(i)
+				}
+				return 0
+			}
+	}},
+}
+
+// awaitLine spins until *w == v, yielding now and then so that a peer on
+// the same P (a loaded machine) can run.
+func awaitLine(w *atomic.Uint64, v uint64) {
+	for spins := 0; w.Load() != v; spins++ {
+		if spins%1024 == 1023 {
+			runtime.Gosched()
+		}
+	}
 }
 
 // batchKind moves items with PushSlice and PopSlice in batches of size:

@@ -128,6 +128,7 @@ struct lw_region {
 	uint32_t nobj;
 	lw_obj objs[LW_TABLE_CAP];
 	lw_mutex *mutexes[LW_TABLE_CAP]; /* by index in objs */
+	lw_sem *sems[LW_TABLE_CAP];      /* by index in objs */
 };
 
 /* open_limits is openLimits: an open's deadlines (CLOCK_MONOTONIC ns). */
@@ -174,6 +175,9 @@ static int attach(lw_region *r, const lw_obj *objs, uint32_t n);
 
 /* regionopen.c */
 static void learn(lw_region *r, const lw_hdr *h);
+
+/* sharedsemaphore.c */
+static bool sem_holds(lw_sem *s);
 
 /* region.c */
 static int object(lw_region *r, const char *name, uint32_t kind, uint32_t size, uint32_t *index);

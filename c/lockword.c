@@ -26,4 +26,5 @@
 #include "region.c"
 #include "sharedmutex.c"
 #include "sharedring.c"
+#include "sharedsemaphore.c"
 #include "errors.c"

@@ -182,6 +182,27 @@ extern "C" {
 /* Liveness: a waiter checks a sleeping holder (or peer) every 10 ms. */
 #define LW_OWNER_CHECK_INTERVAL_NS 10000000
 
+/* shm.Semaphore object (kind 10, 16512 bytes, 64-aligned): the guard (a
+ * mutex object) at 0, the counts, then an entry per process-table slot. */
+#define LW_KIND_SEMAPHORE 10
+#define LW_SEM_OBJ_SIZE 16512
+#define LW_SEM_PERMITS 64       /* uint32: the capacity; 0 until recorded */
+#define LW_SEM_IN_USE 68        /* uint32: the sum of the entries' held */
+#define LW_SEM_SEQ 72           /* uint32: bit 0 sleepers, bumped by 2 per change */
+#define LW_SEM_NEXT 76          /* uint32: the next ticket (never 0) */
+#define LW_SEM_WAITERS 80       /* uint32: entries with a ticket */
+#define LW_SEM_DEAD_HOLDERS 84  /* uint32: dead entries cleared */
+#define LW_SEM_RECOVERED 88     /* uint64: permits taken back, in all */
+#define LW_SEM_DEAD_PID 96      /* uint32: the last dead holder's PID */
+#define LW_SEM_SLOTS 128        /* the entries */
+#define LW_SEM_SLOT_SIZE 16
+#define LW_SEM_SLOT_HELD 0      /* uint32 */
+#define LW_SEM_SLOT_TOKEN 4     /* uint32: the owner token of the holder */
+#define LW_SEM_SLOT_TICKET 8    /* uint32: its waiter's ticket, 0: none */
+#define LW_SEM_SLOT_WANT 12     /* uint32: what that waiter asks for */
+#define LW_SEM_SLEEPERS 1u
+#define LW_SEM_SEQ_ONE 2u
+
 /* ---- The layout as C structs, for readers of a mapping ---- */
 
 struct lw_header {
@@ -487,6 +508,56 @@ void lw_mutex_enable_stats(lw_mutex *m);
 /* lw_mutex_word returns the current lock word, for diagnostics; 0 for a
  * NULL m. */
 uint32_t lw_mutex_word(const lw_mutex *m);
+
+/* ---- shm.Semaphore (kind 10) ---- */
+
+typedef struct lw_sem lw_sem;
+
+/* lw_sem_recovery says what an acquisition took back from processes that
+ * died holding permits: how many processes, how many permits, and the last
+ * one's PID (0 if unknown). */
+typedef struct {
+	int holders;
+	int64_t permits;
+	uint32_t pid;
+} lw_sem_recovery;
+
+/* lw_region_sem returns the shm.Semaphore named name with permits
+ * permits (1 to 2^32-1, else LW_EINVAL), creating it with every permit
+ * free if absent; LW_EOBJBOUNDS if it exists with another number. Every
+ * call with one name returns the same handle, freed by lw_region_close,
+ * which refuses (LW_EREGIONBUSY) while this process holds permits. Other
+ * errors as lw_region_bytes. Non-NULL: r, name, out. Go twin:
+ * (*Region).Semaphore. */
+int lw_region_sem(lw_region *r, const char *name, int64_t permits, lw_sem **out);
+
+/* lw_sem_timedacquire takes n permits, waiting (FIFO across processes)
+ * at most timeout_ns (negative: no limit). 0: held; LW_EOWNERDEAD: held,
+ * and permits of processes that died holding them were taken back on the
+ * way (*dead says which, if dead is not NULL; no consistent step follows:
+ * a semaphore has no data of its own to repair); LW_ETIMEDOUT; LW_EINVAL
+ * for n < 0 or above the capacity; LW_ECORRUPT for words no valid history
+ * makes. Non-NULL: s. Go twin: Acquire. A timed-out waiter withdraws its
+ * place in the queue under the guard, a critical section of a few stores
+ * (or a dead guard holder's detection), after its deadline. */
+int lw_sem_timedacquire(lw_sem *s, int64_t n, int64_t timeout_ns, lw_sem_recovery *dead);
+
+/* lw_sem_acquire is lw_sem_timedacquire without a limit. */
+int lw_sem_acquire(lw_sem *s, int64_t n, lw_sem_recovery *dead);
+
+/* lw_sem_tryacquire takes n permits if they are free and nobody waits: 0
+ * or LW_EOWNERDEAD (held, as above), else LW_EBUSY. It waits for the guard
+ * only. Go twin: AcquireNow. */
+int lw_sem_tryacquire(lw_sem *s, int64_t n, lw_sem_recovery *dead);
+
+/* lw_sem_release gives back n permits this process holds: 0, LW_EPERM
+ * (it holds fewer: nothing changed), LW_EINVAL (n < 0), LW_ECORRUPT. */
+int lw_sem_release(lw_sem *s, int64_t n);
+
+/* lw_sem_held returns the permits this process holds; lw_sem_capacity
+ * the permits the semaphore has. 0 for a NULL s. */
+int64_t lw_sem_held(const lw_sem *s);
+int64_t lw_sem_capacity(const lw_sem *s);
 
 /* ---- Shared byte ring (kind 6) ---- */
 

@@ -35,7 +35,7 @@ static lw_region *new_region(const char *path, int fd, unsigned char *data, size
 
 static void free_region(lw_region *r) {
 	for (uint32_t i = 0; i < LW_TABLE_CAP; i++)
-		free(r->mutexes[i]);
+		free(r->mutexes[i]), free(r->sems[i]);
 	pthread_mutex_destroy(&r->mu);
 	free(r->path);
 	free(r);
@@ -373,7 +373,7 @@ int lw_region_close(lw_region *r) {
 		return LW_EREGIONBUSY;
 	}
 	for (uint32_t i = 0; i < LW_TABLE_CAP; i++) {
-		if (r->mutexes[i] && (atomic_load(r->mutexes[i]->word) & LW_OWNER_MASK) == r->token) {
+		if ((r->mutexes[i] && (atomic_load(r->mutexes[i]->word) & LW_OWNER_MASK) == r->token) || (r->sems[i] && sem_holds(r->sems[i]))) {
 			pthread_mutex_unlock(&r->mu);
 			return LW_EREGIONBUSY; /* unmapping a held lock would strand it */
 		}

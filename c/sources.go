@@ -17,5 +17,5 @@ import "embed"
 // lockword.h, internal.h, the library's rooms (*.c, joined by lockword.c),
 // test/cworker.c (with test/cworker_api.c and test/cworker_nullargs.c), python/lockword_worker.py.
 //
-//go:embed lockword.h internal.h *.c test/cworker.c test/cworker_api.c test/cworker_nullargs.c python/lockword_worker.py
+//go:embed lockword.h internal.h *.c test/cworker.c test/cworker_api.c test/cworker_nullargs.c test/cworker_sem.c python/lockword_worker.py
 var Sources embed.FS

@@ -79,8 +79,11 @@ func (a *attempt) lock(ctx context.Context) error {
 	if m.leaseLost() {
 		return ErrLeaseLost
 	}
-	if ok, err := a.fastPath(ctx); ok || err != nil {
-		return err
+	if !m.contended {
+		if ok, err := a.fastPath(ctx); ok || err != nil {
+			return err
+		}
+		m.contended = true
 	}
 	first, owner, err := a.enqueue(ctx)
 	if err != nil {
@@ -171,18 +174,22 @@ func (a *attempt) fastPath(ctx context.Context) (ok bool, err error) {
 	return true, nil
 }
 
-// enqueue creates our queue key and reads where we stand: the first key
-// of the queue and the hold record.
+// enqueue creates our queue key and reads where we stand and the hold
+// record: first is our key if it is first, else the key queued just
+// before ours (waitTurn's first wait). It also tells m whether the lock
+// was contended (see Mutex.contended).
 func (a *attempt) enqueue(ctx context.Context) (first, owner []*mvccKV, err error) {
 	m := a.m
 	a.sent = true
 	// The last key before ours is read before ours is put, in the same
-	// transaction: waitTurn's first wait needs no read of its own.
+	// transaction: it is the key waitTurn's first wait watches, and if
+	// there is none ours is first. One scan of the queue, where reading
+	// the first key as well would take a second (etcd sorts a range by
+	// create revision only after reading all of it).
 	resp, err := m.cli.Txn(ctx).If(a.fenceCmp()).Then(
 		clientv3.OpGet(m.prefix+queueDir, append(clientv3.WithLastCreate(), clientv3.WithPrefix())...),
 		m.putKey(),
 		clientv3.OpGet(m.queueKey),
-		clientv3.OpGet(m.prefix+queueDir, append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...),
 		clientv3.OpGet(m.ownerKey),
 	).Commit()
 	if err != nil {
@@ -199,8 +206,20 @@ func (a *attempt) enqueue(ctx context.Context) (first, owner []*mvccKV, err erro
 		return nil, nil, ErrLeaseLost // the key was put with a lease that expired since
 	}
 	a.myRev = mine[0].CreateRevision
-	a.pred = resp.Responses[0].GetResponseRange().Kvs
-	return resp.Responses[3].GetResponseRange().Kvs, resp.Responses[4].GetResponseRange().Kvs, nil
+	owner = resp.Responses[3].GetResponseRange().Kvs
+	pred := resp.Responses[0].GetResponseRange().Kvs
+	switch {
+	case len(pred) == 0:
+		m.contended = false
+		return mine, owner, nil // first: nobody queued before us
+	case string(pred[0].Key) == m.queueKey:
+		// Our key was there before the put (no attempt leaves it, but
+		// if one did its place says nothing of the keys before it):
+		// read where we stand.
+		return a.reread(ctx)
+	}
+	a.pred = pred
+	return pred, owner, nil
 }
 
 // reread reads our key, the first key of the queue and the record again.

@@ -3,61 +3,22 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/lockword/lockword/internal/etcdbench"
+	"github.com/lockword/lockword/internal/etcdembed"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// Benchmarks against etcd's own concurrency.Mutex, on the same embedded
-// server (TestMain's: one member, loopback, no fsync, so that the figures
-// are the locks' round trips, not the disk's), peers interleaved in one
-// run. Uncontended: one client locks and unlocks; the p50 and p99 of one
-// Lock+Unlock are reported beside the mean. Contended: N clients, each
-// with its own lease, lock and unlock one lock; acquisitions per second.
-
-// benchLocker is one lock under benchmark: Lock and Unlock with a context.
-type benchLocker interface {
-	lock(ctx context.Context) error
-	unlock(ctx context.Context) error
-}
-
-type ourLock struct{ m *Mutex }
-
-func (l ourLock) lock(ctx context.Context) error   { return l.m.LockContext(ctx) }
-func (l ourLock) unlock(ctx context.Context) error { return l.m.UnlockContext(ctx) }
-
-type etcdLock struct{ m *concurrency.Mutex }
-
-func (l etcdLock) lock(ctx context.Context) error   { return l.m.Lock(ctx) }
-func (l etcdLock) unlock(ctx context.Context) error { return l.m.Unlock(ctx) }
-
-// peers makes a lock of each kind on prefix p, with its own lease.
-var peers = []struct {
-	name string
-	make func(b *testing.B, cli *clientv3.Client, p string) benchLocker
-}{
-	{"etcdlock", func(b *testing.B, cli *clientv3.Client, p string) benchLocker {
-		m, err := NewMutex(context.Background(), cli, p, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { m.Close() })
-		return ourLock{m}
-	}},
-	{"concurrency", func(b *testing.B, cli *clientv3.Client, p string) benchLocker {
-		s, err := concurrency.NewSession(cli, concurrency.WithTTL(int(DefaultTTL/time.Second)))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.Close() })
-		return etcdLock{concurrency.NewMutex(s, p)}
-	}},
-}
+// Benchmarks against etcd's own concurrency.Mutex (benchKinds), peers
+// interleaved in one run, on a member without fsync (loopback), so that
+// the figures are the locks' round trips and the server's CPU, not a
+// disk's. Uncontended: one client locks and unlocks, on TestMain's
+// member; the p50 and p99 of one Lock+Unlock are reported. Contended
+// shapes: see benchRounds.
 
 // BenchmarkUncontended alternates the peers, one Lock+Unlock each per
 // iteration, so that a shared, loaded host slows both alike; it reports
@@ -66,92 +27,137 @@ var peers = []struct {
 func BenchmarkUncontended(b *testing.B) {
 	cli := newClient(b, endpoints)
 	ctx := context.Background()
-	ls := make([]benchLocker, len(peers))
-	lat := make([][]time.Duration, len(peers))
-	for i, peer := range peers {
-		ls[i] = peer.make(b, cli, prefix(b)+"/"+peer.name)
+	ls := make([]etcdbench.Locker, len(benchKinds))
+	lat := make([][]time.Duration, len(benchKinds))
+	for i, k := range benchKinds {
+		l, err := k.New(ctx, cli, prefix(b)+"/"+k.Name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { l.Close() })
+		ls[i] = l
 	}
 	for b.Loop() {
 		for i, l := range ls {
 			t0 := time.Now()
-			if err := l.lock(ctx); err != nil {
+			if err := l.Lock(ctx); err != nil {
 				b.Fatal(err)
 			}
-			if err := l.unlock(ctx); err != nil {
+			if err := l.Unlock(ctx); err != nil {
 				b.Fatal(err)
 			}
 			lat[i] = append(lat[i], time.Since(t0))
 		}
 	}
-	p50 := make([]float64, len(peers))
-	for i, peer := range peers {
+	p50 := make([]float64, len(benchKinds))
+	for i, peer := range benchKinds {
 		slices.Sort(lat[i])
 		p50[i] = float64(lat[i][len(lat[i])/2].Microseconds())
-		b.ReportMetric(p50[i], peer.name+"-p50-µs")
-		b.ReportMetric(float64(lat[i][len(lat[i])*99/100].Microseconds()), peer.name+"-p99-µs")
+		b.ReportMetric(p50[i], peer.Name+"-p50-µs")
+		b.ReportMetric(float64(lat[i][len(lat[i])*99/100].Microseconds()), peer.Name+"-p99-µs")
 	}
 	b.ReportMetric(p50[0]/p50[1], "p50-ratio")
 }
 
-// BenchmarkContended: N clients, each a goroutine with its own etcd
-// client and lease, lock and unlock one lock (empty critical section).
-// It reports acquisitions per second and the p99 hand-over latency: from
-// an Unlock's return to the return of the next acquisition that was
-// already waiting when it was made.
-func BenchmarkContended(b *testing.B) {
-	for _, clients := range []int{1, 8, 16, 50} {
-		for _, peer := range peers {
-			b.Run(fmt.Sprintf("%s/clients=%d", peer.name, clients), func(b *testing.B) {
-				benchmarkContended(b, peer.make, clients)
-			})
+// Contended shapes, on a member in a child process (so that its CPU time
+// is the server's alone), the peers interleaved: each of benchRounds
+// rounds measures both, in an order rotated each round, b.N acquisitions
+// per sample; the medians of the rounds are reported, each peer's
+// acquisitions per second, server CPU per acquisition and p99 hand-over
+// (from the holder's call to Unlock to the return of the next Lock asked
+// for before it), and etcdlock's ratios to the peer.
+const benchRounds = 3
+
+// benchKinds are the locks the contended benchmarks compare; a process
+// of the 4-process shape makes its handle from them.
+var benchKinds = []etcdbench.Kind{
+	{Name: "etcdlock", New: func(ctx context.Context, cli *clientv3.Client, p string) (etcdbench.Locker, error) {
+		m, err := NewMutex(ctx, cli, p, nil)
+		if err != nil {
+			return nil, err
 		}
-	}
+		return benchMutex{m}, nil
+	}},
+	etcdbench.Concurrency,
 }
 
-func benchmarkContended(b *testing.B, mk func(*testing.B, *clientv3.Client, string) benchLocker, clients int) {
-	p := prefix(b)
-	ls := make([]benchLocker, clients)
-	for i := range ls {
-		ls[i] = mk(b, newClient(b, endpoints), p)
-	}
-	ctx := context.Background()
-	var lastUnlock atomic.Int64 // unix ns of the latest Unlock's return
-	handovers := make([][]time.Duration, clients)
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	t0 := time.Now()
-	for i, l := range ls {
-		n := b.N/clients + btoi(i < b.N%clients)
-		wg.Go(func() {
-			for range n {
-				asked := time.Now().UnixNano()
-				if err := l.lock(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-				if u := lastUnlock.Load(); u > asked {
-					handovers[i] = append(handovers[i], time.Duration(time.Now().UnixNano()-u))
-				}
-				if err := l.unlock(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-				lastUnlock.Store(time.Now().UnixNano())
-			}
+type benchMutex struct{ *Mutex }
+
+func (m benchMutex) Lock(ctx context.Context) error   { return m.LockContext(ctx) }
+func (m benchMutex) Unlock(ctx context.Context) error { return m.UnlockContext(ctx) }
+
+// A member child and a bench child run and exit here, before TestMain.
+func init() {
+	etcdembed.ChildMain()
+	etcdbench.ChildMain(benchKinds...)
+}
+
+// BenchmarkContended: N goroutines, each with its own etcd client and
+// lease, lock and unlock one lock (empty critical section).
+func BenchmarkContended(b *testing.B) {
+	srv := benchServer(b)
+	for _, clients := range []int{1, 8, 16, 50} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			benchmarkInterleaved(b, func(k etcdbench.Kind, p etcdbench.Params) (etcdbench.Sample, error) {
+				return etcdbench.Clients(context.Background(), srv.Endpoints(), k, prefix(b), p)
+			}, clients, srv)
 		})
 	}
-	wg.Wait()
-	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "acq/s")
-	all := slices.Concat(handovers...)
-	if len(all) > 0 {
-		slices.Sort(all)
-		b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "handover-p99-µs")
+}
+
+// BenchmarkProcesses: 4 processes (the test binary re-executed), each
+// with its own client and lease, lock and unlock one lock.
+func BenchmarkProcesses(b *testing.B) {
+	srv := benchServer(b)
+	benchmarkInterleaved(b, func(k etcdbench.Kind, p etcdbench.Params) (etcdbench.Sample, error) {
+		return etcdbench.Procs(context.Background(), os.Args[0], srv.Endpoints(), k, prefix(b), p)
+	}, 4, srv)
+}
+
+// benchServer starts a member child for b's benchmarks.
+func benchServer(b *testing.B) *etcdembed.Child {
+	srv, err := etcdembed.StartChild(os.Args[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+func benchmarkInterleaved(b *testing.B, run func(etcdbench.Kind, etcdbench.Params) (etcdbench.Sample, error), workers int, srv *etcdembed.Child) {
+	p := etcdbench.Params{Workers: workers, Count: max(b.N/workers, 1), ServerCPU: srv.CPU}
+	acq := make([][]float64, len(benchKinds))
+	cpu := make([][]float64, len(benchKinds))
+	p99 := make([][]float64, len(benchKinds))
+	b.ResetTimer()
+	for round := range benchRounds {
+		for i := range benchKinds {
+			k := (i + round) % len(benchKinds)
+			s, err := run(benchKinds[k], p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			acq[k] = append(acq[k], s.AcqPerSec())
+			cpu[k] = append(cpu[k], float64(s.ServerCPUPerAcq().Microseconds()))
+			p99[k] = append(p99[k], float64(s.HandoverQuantile(0.99).Microseconds()))
+		}
+	}
+	b.StopTimer()
+	for k, kind := range benchKinds {
+		b.ReportMetric(median(acq[k]), kind.Name+"-acq/s")
+		b.ReportMetric(median(cpu[k]), kind.Name+"-srv-µs/acq")
+		if workers > 1 {
+			b.ReportMetric(median(p99[k]), kind.Name+"-handover-p99-µs")
+		}
+	}
+	b.ReportMetric(median(acq[0])/median(acq[1]), "acq-ratio")
+	if c := median(cpu[1]); c > 0 {
+		b.ReportMetric(median(cpu[0])/c, "srv-cpu-ratio")
 	}
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+func median(xs []float64) float64 {
+	ys := slices.Clone(xs)
+	slices.Sort(ys)
+	return ys[len(ys)/2]
 }

@@ -101,8 +101,10 @@ type Options struct {
 //   - Lock, fast path (the queue is empty and there is no record): creates
 //     the queue key and the record "held" together: one round trip, as
 //     etcd's concurrency.Mutex.
-//   - Lock, slow path (the fast path's transaction found the lock taken):
-//     creates the queue key, waits (an etcd watch) until
+//   - Lock, slow path (the fast path's transaction found the lock taken,
+//     or this Mutex's previous acquisition did: under contention the fast
+//     path would only fail, so it is skipped until an acquisition finds
+//     the queue empty): creates the queue key, waits (an etcd watch) until
 //     no key with a lower create revision remains, then claims the record
 //     if it has not changed since read: absent → held; held or
 //     inconsistent naming a key that is gone → inconsistent, and
@@ -121,6 +123,25 @@ type Options struct {
 // attempt began with; those that claim, mark or unlock hold only if the
 // mover's queue key still exists with its token, so a holder whose lease
 // expired moves nothing.
+//
+// # Round trips
+//
+// Uncontended: one transaction to lock (the fast path), one to unlock,
+// as concurrency.Mutex. Contended: the queuing transaction (it reads the
+// key queued before ours, the only scan of the queue before the wait, and
+// the hold record); the watch on that key, created from the present, and
+// a read that the key is still there (a watch that starts in the past
+// waits for the server's catch-up loop, every 100 ms); on its deletion,
+// the claim, one transaction that writes the record "held" if our key is
+// first and the record absent, and reads otherwise; the unlock: four
+// requests and a watch, one request more for the first contended
+// acquisition after an uncontended one (its failed fast path). The
+// fences cost no round trip: the fence key's version is one comparison
+// more in the creating transactions, and the guard one in the claim and
+// the unlock. What concurrency.Mutex does not have is the hold record,
+// written by the claim and removed by the unlock, in transactions that
+// are sent anyway: one write (a revision) more per acquisition, the price
+// of reporting owner deaths.
 //
 // # Calls that fail
 //
@@ -240,6 +261,12 @@ type Mutex struct {
 	fenced       int64
 	token        atomic.Int64 // 0: not held
 	inconsistent bool
+	// contended: m's last attempt found the lock taken, so the next
+	// one queues at once instead of first trying the fast path, which
+	// would fail under contention: a round trip and a scan of the queue
+	// saved per contended acquisition. An attempt that queues first
+	// clears it.
+	contended bool
 
 	stuckNs atomic.Int64 // 0: lockword.DefaultStuckThreshold; <0: never
 	repair  atomic.Pointer[func() error]
@@ -280,23 +307,9 @@ func NewMutex(ctx context.Context, cli *clientv3.Client, prefix string, opts *Op
 	if err != nil {
 		return nil, err
 	}
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	sess, own := o.Session, o.Session == nil
-	switch {
-	case own:
-		if sess, err = grantSession(ctx, cli, o.TTL); err != nil {
-			return nil, err
-		}
-	case o.TTL != 0:
-		return nil, fmt.Errorf("%w: a TTL (%v) given with a Session, which has its own", ErrBadArgument, o.TTL)
-	case isClosed(sess.done):
-		return nil, ErrLeaseLost
+	o, sess, own, err := optionsLease(ctx, cli, opts)
+	if err != nil {
+		return nil, err
 	}
 	host, _ := os.Hostname()
 	var nonce [4]byte

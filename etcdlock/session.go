@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -149,4 +150,27 @@ func (s *Session) revoke(ctx context.Context) error {
 	s.stop()
 	_, err := s.cli.Revoke(ctx, s.id)
 	return err
+}
+
+// optionsLease applies the defaults to opts (nil: the zero Options) and
+// returns the lease a lock is to hold: a new one of opts.TTL (own), or
+// opts.Session's. It refuses a TTL given with a Session (ErrBadArgument)
+// and a Session whose lease is lost (ErrLeaseLost).
+func optionsLease(ctx context.Context, cli *clientv3.Client, opts *Options) (o Options, sess *Session, own bool, err error) {
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	sess, own = o.Session, o.Session == nil
+	switch {
+	case own:
+		sess, err = grantSession(ctx, cli, o.TTL)
+	case o.TTL != 0:
+		err = fmt.Errorf("%w: a TTL (%v) given with a Session, which has its own", ErrBadArgument, o.TTL)
+	case isClosed(sess.done):
+		err = ErrLeaseLost
+	}
+	return o, sess, own, err
 }

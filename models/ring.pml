@@ -23,6 +23,20 @@
  * models: shm/ring.go sharedRingSleeper.Sleep
  * models: shm/ring.go (*ringEnd).peerDead
  *
+ * The C library's ring (c/sharedring.c) on the same words, step by step
+ * beside the Go function (checked by TestModelsNameLiveCode):
+ *            step         Go                                  C
+ * models-c: send         (*RingProducer).trySend             c/sharedring.c try_send
+ * models-c: receive      (*RingConsumer).tryReceive          c/sharedring.c try_receive
+ * models-c: release      (*RingConsumer).release             c/sharedring.c release_to
+ * models-c: head         (*RingProducer).refreshHead         c/sharedring.c refresh_head_need
+ * models-c: tail         (*RingConsumer).refreshTail         c/sharedring.c refresh_tail
+ * models-c: await        ringAwait                           c/sharedring.c ring_await
+ * models-c: sleep        sharedRingSleeper.Sleep             c/sharedring.c ring_sleep
+ * models-c: wake         wakeSide                            c/sharedring.c wake_side
+ * models-c: close        CloseWords                          c/sharedring.c close_words
+ * models-c: peer-dead    (*ringEnd).peerDead                 c/sharedring.c peer_dead
+ *
  * Scenario: the producer pushes MSGS = 5 messages, the values 1..5, into a
  * ring of CAP = 2 slots, then closes it; the consumer pops until the ring
  * is closed and drained. A slot holds a message as two words, written one

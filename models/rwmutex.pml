@@ -25,7 +25,8 @@
  * bit 3, not modelled); departing with bit 7 abandoned (Go: bit 31). The
  * writers' word is an ideal mutex here (wticket; its protocol, a
  * Drepper-style word with a hand-off to a starving parked writer, is
- * rwRef.lockWriters and releaseWriters, not modelled): writers arrive one
+ * rwRef.lockWriters and releaseWriters, modelled on its own in
+ * rwwriters.pml): writers arrive one
  * after the other, and the next one waits until the word is released, by
  * a writer's Unlock or by the reader that releases for an abandoned
  * writer. Phase fairness does not depend on the order among writers.

@@ -36,6 +36,28 @@
  * models: shm/handoff.go (*sharedMutexWaiter).withdraw
  * models: shm/handoff.go handoffRequest
  *
+ * The C library (c/sharedmutex.c, c/regionowner.c) runs the same protocol
+ * on the same words; its steps, each beside the Go function the model
+ * step mirrors (checked by TestModelsNameLiveCode). The C gate is a futex
+ * word of its own where Go uses a lockword.Mutex; the C side has no
+ * spin phase and no statistics beyond the stamp:
+ *            step         Go                                  C
+ * models-c: lock         (*Mutex).Lock                 c/sharedmutex.c lw_mutex_lock
+ * models-c: lock-timed   (*Mutex).LockContext          c/sharedmutex.c lw_mutex_timedlock_pid
+ * models-c: slow         (*Mutex).lockSlow             c/sharedmutex.c lock_slow
+ * models-c: wait         (*Mutex).lockSlowWait         c/sharedmutex.c lock_slow_wait
+ * models-c: take         (*Mutex).take                 c/sharedmutex.c take
+ * models-c: unlock       (*Mutex).Unlock               c/sharedmutex.c lw_mutex_unlock
+ * models-c: repair       (*Mutex).MarkConsistent       c/sharedmutex.c lw_mutex_consistent
+ * models-c: gate         (*Mutex).LockContext                c/sharedmutex.c gate_lock
+ * models-c: gate-open    (*Mutex).Unlock                     c/sharedmutex.c gate_unlock
+ * models-c: grant        (*Mutex).grant                c/sharedmutex.c grant
+ * models-c: take-dead    (*Mutex).takeFromDead         c/sharedmutex.c take_from_dead
+ * models-c: withdraw     (*sharedMutexWaiter).withdraw       c/sharedmutex.c withdraw
+ * models-c: request      handoffRequest                      c/sharedmutex.c handoff_request
+ * models-c: alive        (*Region).tokenAlive                c/regionowner.c token_alive
+ * models-c: attach       (*Region).attach                    c/regionowner.c attach
+ *
  * Word (a byte here): bits 0-3 owner token = slot << 2 | generation
  * (generations 1..3; Go: 18 bits), 15 = not recoverable (Go: bits 0-27
  * all ones); bit 4 inconsistent; bit 5 waiters. Statistics and the timed

@@ -9,6 +9,11 @@
  * models: internal/wait/futex_linux.go FutexWait
  * models: internal/wait/futex_linux.go FutexWake
  *
+ * The C library's futex calls (c/wait.c), beside the Go ones:
+ *            step         Go                                  C
+ * models-c: futex-wait   FutexWait                           c/wait.c futex_wait
+ * models-c: futex-wake   FutexWake                           c/wait.c futex_wake
+ *
  * The diagnostic note a waiter may leave (WaitNoted, WaitKeyNoted: read by
  * the stuck watcher through Noted, never by a waker) does not take part in
  * the protocol and is not modelled.
@@ -75,6 +80,23 @@ inline wait_sleep(self, cancel, err) {
 
 #define WAKE_CAND(k, a, keyed, key) \
 	:: woken < (n) && k < NG && parked[k] && waddr[k] == (a) && (!(keyed) || wkey[k] == (key)) -> parked[k] = false; woken++
+
+/* wake_count: wake up to n waiters of word a; got = how many it woke
+ * (wait.Wake's result). */
+inline wake_count(a, n, got) {
+	atomic {
+		woken = 0;
+		do
+		WAKE_CAND(0, a, false, 0)
+		WAKE_CAND(1, a, false, 0)
+		WAKE_CAND(2, a, false, 0)
+		WAKE_CAND(3, a, false, 0)
+		:: else -> break
+		od;
+		got = woken;
+		woken = 0
+	}
+}
 
 /* wake: wake up to n waiters of word a (keyed: only those with key). */
 inline wake_n(a, n, keyed, key) {

@@ -55,6 +55,12 @@ func TestCHeaderConstants(t *testing.T) {
 		"LW_REC_MESSAGE": recMessage, "LW_REC_PADDING": recPadding,
 		"LW_RING_SLEEPING": ringindex.Sleeping, "LW_RING_CLOSED": ringindex.Closed,
 		"LW_OWNER_CHECK_INTERVAL_NS": uint64(ownerCheckInterval.Nanoseconds()),
+		"LW_KIND_SEMAPHORE":          uint64(kindSemaphore), "LW_SEM_OBJ_SIZE": semObjSize, "LW_SEM_PERMITS": semObjPermits,
+		"LW_SEM_IN_USE": semObjInUse, "LW_SEM_SEQ": semObjSeq, "LW_SEM_NEXT": semObjNext, "LW_SEM_WAITERS": semObjWaiters,
+		"LW_SEM_DEAD_HOLDERS": semObjDeadHolders, "LW_SEM_RECOVERED": semObjRecovered, "LW_SEM_DEAD_PID": semObjDeadPID,
+		"LW_SEM_SLOTS": semObjSlots, "LW_SEM_SLOT_SIZE": semSlotSize, "LW_SEM_SLOT_HELD": semSlotHeld,
+		"LW_SEM_SLOT_TOKEN": semSlotToken, "LW_SEM_SLOT_TICKET": semSlotTicket, "LW_SEM_SLOT_WANT": semSlotWant,
+		"LW_SEM_SLEEPERS": semSleepers, "LW_SEM_SEQ_ONE": semSeqOne,
 	}
 	define := regexp.MustCompile(`(?m)^#define (LW_[A-Z0-9_]+) (.+?)\s*(?:/\*.*)?$`)
 	seen := map[string]bool{}

@@ -121,6 +121,11 @@ type ObjectInfo struct {
 	// State is ""), its roles, fill level and traffic. Nil for other
 	// kinds.
 	Ring *RingInfo `json:"ring,omitempty"`
+	// Semaphore is, for a Semaphore (kind "semaphore"), its
+	// permits in use by each process, dead holders and waiters; the
+	// fields above give its State and Queued (waiting processes). Nil
+	// for other kinds.
+	Semaphore *SemaphoreInfo `json:"semaphore,omitempty"`
 }
 
 // SeqLockInfo is the state of a SeqLock in a region, as Inspect

@@ -18,7 +18,8 @@ var (
 	regionFiles = []string{"region.go", "regionabi.go", "regionopen.go", "regionflock.go", "regionowner.go", "region_linux.go", "region_other.go", "proc_linux.go", "inspect.go", "regionvalue.go"}
 	// The shared kinds, their common parts and their waiting helper.
 	sharedFiles = []string{"wait.go", "queue.go", "queue_inspect.go", "ownerdead.go", "diag.go",
-		"mutex.go", "mutexwaiter.go", "handoff.go", "ticket.go", "rwmutex.go", "rwreaders.go", "cond.go", "ring.go", "ringends.go", "seqlock.go"}
+		"mutex.go", "mutexwaiter.go", "handoff.go", "ticket.go", "rwmutex.go", "rwreaders.go", "cond.go", "ring.go", "ringends.go", "seqlock.go",
+		"semaphore.go", "semaphorewaiter.go", "semaphore_inspect.go"}
 	// What every layer uses: package doc, casts, the names taken from below.
 	commonFiles = []string{"doc.go", "unsafe.go", "common.go"}
 )

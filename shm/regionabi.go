@@ -97,6 +97,9 @@ const (
 	kindValue       objectKind = 9 // Value: one plain-data T (regionvalue.go); parameter: T's alignment
 )
 
+// kindSemaphore is SharedSemaphore (sharedsemaphore.go).
+const kindSemaphore objectKind = 10
+
 // kindInfo describes one kind of region object: its fixed size and
 // alignment, and where its words carry owner tokens (for robust kinds).
 // Adding a kind is an entry here plus a (*Region).Kind(name) constructor

@@ -39,7 +39,7 @@ func TestSharedStuckReportOneLinePerLock(t *testing.T) {
 	held := time.Since(start)
 	wg.Wait()
 	out := logs.String()
-	if err := locktest.StuckLinesWithin(out, held, threshold); err != nil {
+	if err := locktest.StuckLinesWithin(out, "flood", held, threshold); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"waiters=", "held_for=", "waiting_as=reader"} {

@@ -212,7 +212,8 @@ func TestCNullArguments(t *testing.T) {
 
 // optionalNull names the pointer parameters that lockword.h documents as
 // optional: NULL is a valid argument there, not a mistake.
-var optionalNull = map[string]bool{"lw_mutex_timedlock_pid dead_pid": true}
+var optionalNull = map[string]bool{"lw_mutex_timedlock_pid dead_pid": true,
+	"lw_sem_timedacquire dead": true, "lw_sem_acquire dead": true, "lw_sem_tryacquire dead": true}
 
 // headerPointerParams returns, for every function that lockword.h
 // declares, its parameters by position: the name of each pointer

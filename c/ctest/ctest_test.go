@@ -222,6 +222,21 @@ func helperMain(args []string) int {
 		return fail(err)
 	}
 	switch args[0] {
+	case "sem-hold":
+		// sem-hold REGION NAME PERMITS K: take K permits and sleep.
+		permits, _ := strconv.ParseInt(args[3], 10, 64)
+		k, _ := strconv.ParseInt(args[4], 10, 64)
+		s, err := r.Semaphore(args[2], permits)
+		if err != nil {
+			return fail(err)
+		}
+		if err := s.Acquire(context.Background(), k); err != nil && !errors.Is(err, lockword.ErrOwnerDead) {
+			return fail(err)
+		}
+		fmt.Println("held")
+		for {
+			time.Sleep(time.Hour)
+		}
 	case "hold":
 		m, err := r.Mutex(args[2])
 		if err != nil {

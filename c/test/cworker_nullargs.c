@@ -28,6 +28,7 @@ static int null_case(int i, bool run, const struct null_env *e, const char **wha
 	int fd = e->fd, n = 0;
 	lw_region *r = e->r, *rr;
 	lw_mutex *mm;
+	lw_sem *ss;
 	lw_ring *p = e->p, *c = e->c, *qq;
 	void *v;
 	char buf[8] = "x";
@@ -77,6 +78,15 @@ static int null_case(int i, bool run, const struct null_env *e, const char **wha
 	NULL_CASE(lw_mutex_consistent(NULL), LW_EINVAL)
 	NULL_VOID(lw_mutex_enable_stats(NULL))
 	NULL_CASE(lw_mutex_word(NULL), 0)
+	NULL_CASE(lw_region_sem(NULL, "s", 2, &ss), LW_EINVAL)
+	NULL_CASE(lw_region_sem(r, NULL, 2, &ss), LW_EINVAL)
+	NULL_CASE(lw_region_sem(r, "s", 2, NULL), LW_EINVAL)
+	NULL_CASE(lw_sem_timedacquire(NULL, 1, 0, NULL), LW_EINVAL)
+	NULL_CASE(lw_sem_acquire(NULL, 1, NULL), LW_EINVAL)
+	NULL_CASE(lw_sem_tryacquire(NULL, 1, NULL), LW_EINVAL)
+	NULL_CASE(lw_sem_release(NULL, 1), LW_EINVAL)
+	NULL_CASE(lw_sem_held(NULL), 0)
+	NULL_CASE(lw_sem_capacity(NULL), 0)
 	NULL_CASE(lw_region_ring_producer(NULL, "q2", 256, &qq), LW_EINVAL)
 	NULL_CASE(lw_region_ring_producer(r, NULL, 256, &qq), LW_EINVAL)
 	NULL_CASE(lw_region_ring_producer(r, "q2", 256, NULL), LW_EINVAL)

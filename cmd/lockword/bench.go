@@ -69,7 +69,7 @@ func defineBenchFlags(fs *flag.FlagSet) benchFlagValues {
 		kinds: fs.String("kinds", "all",
 			"the `KINDS` to measure, each with its peers: a comma-separated list\n"+
 				"of the names above, or all (every in-process kind; with -procs,\n"+
-				"shared too)."),
+				"shared too; etcd only when named)."),
 		goroutines: fs.String("goroutines", strings.Join(grid, ","),
 			"the goroutine `COUNTS` of the lock kinds, comma-separated, each\n"+
 				"1.."+strconv.Itoa(maxBenchGoroutines)+"; 1 measures the uncontended cost (ns/op). The\n"+
@@ -88,8 +88,9 @@ func defineBenchFlags(fs *flag.FlagSet) benchFlagValues {
 			"the `PERCENT` of reader-writer acquisitions that read (0..100;\n"+
 				"the rest write)."),
 		procs: fs.Bool("procs", false,
-			"also measure the cross-process kind: SharedMutex in 2 and 4\n"+
-				"processes (this binary re-executed) against flock(2) on a kept file\n"+
+			"also measure the cross-process kinds: SharedMutex and a one-permit\n"+
+				"SharedSemaphore in 2 and 4 processes (this binary re-executed)\n"+
+				"against flock(2) on a kept file\n"+
 				"descriptor and gofrs/flock. Linux only."),
 		json: fs.Bool("json", false,
 			"print one JSON object per sample (JSON Lines) as it is measured,\n"+
@@ -458,6 +459,16 @@ What is measured:
   timed, and its figure is the uncontended cost in ns per Lock+Unlock.
   vs is the kind's median throughput over its peer's (above 1x: the
   lockword kind is faster).
+  etcd: 1, 8, 16 and 50 clients (goroutines, each with its own etcd
+  client and lease) and 4 processes (this binary re-executed, one client
+  each), whatever -goroutines says, on one embedded member (no fsync)
+  that runs in a child process; each sample lasts at least 2 s. Every
+  acquisition is timed: the wait columns are hand-overs, from the
+  holder's call to Unlock to the return of the next Lock asked for before
+  it, and the server's CPU time per acquisition (its process's user+system
+  time over the sample, in 10 ms ticks) is shown with its ratio to the
+  peer's (above 1x: the lockword kind costs the server more). A sample
+  whose holds overlap fails.
 
 Output:
   A table per group on stdout, preceded by the machine (CPU, cores,
@@ -466,7 +477,8 @@ Output:
   group, kind, versus (the peers, absent for a peer), goroutines
   (processes for shared), round, section, read_fraction, unit, ops,
   elapsed_ns, ops_per_sec, ns_per_op, wait_p50_ns, wait_p99_ns,
-  wait_max_ns, worker_max_ops, worker_min_ops (absent where not measured).
+  wait_max_ns, worker_max_ops, worker_min_ops, server_cpu_ns_per_op
+  (absent where not measured).
 
 Exit status:
   0    every sample was measured
@@ -482,6 +494,7 @@ Examples:
   lockword bench -chart bench.svg            # and a chart
   lockword bench -kinds mutex,rw -section 100ns/1us -read 90
   lockword bench -procs -kinds shared        # across processes
+  lockword bench -kinds etcd -count 3        # locks on etcd, about 2 min
   lockword bench -duration 100ms -count 2 -json > bench.jsonl
 `)
 }

@@ -71,6 +71,13 @@ For each object it prints its name, kind and offset and, for locks:
   STATS    acquisitions, slow-path share and longest wait, when statistics
            are enabled (SharedMutex.EnableStats)
 
+A shared semaphore (kind semaphore) is "free", "held", "contended, N
+queued" (processes waiting their turn) or "owner-dead" (a dead process
+still holds permits: the next acquirer that finds it short takes them
+back), and a "Semaphores:" table after it: permits in use of its
+capacity, each process's permits held and what it waits for (dead ones
+marked), and the permits taken back from dead processes so far.
+
 A ring (kind ring: RingProducer/RingConsumer) shows open or closed and
 its fill level in the table, and a "Rings:" table after it: capacity, fill
 (record bytes published and not yet received), closed, the producer's and
@@ -134,7 +141,14 @@ etcd locks (lockword inspect -etcd host:port,... PREFIX):
   them, and prints its state (free, held, held and inconsistent, owner
   dead, not recoverable), the holder's host, PID and lease, its fencing
   token, how long it has held (the holder's clock), the time its lease has
-  left, and the waiters in their order; -json prints etcdlock.Info.
+  left, and the waiters in their order. For an etcdlock.Election on
+  PREFIX it adds the leader, its value, its term's fencing token and its
+  lease's time left (the waiters are the campaigners; who observes is not
+  known: etcd does not say who watches a key), and for an
+  etcdlock.RWMutex its readers in order of arrival (the holder and
+  waiters are its writers). -json prints
+  etcdlock.Info's fields, with [] for an empty list and a missing holder
+  or time left out, "election" when there is a leader, and "readers".
   An unreachable etcd is an error after 5 s (exit status 2).
 
 Examples:
@@ -291,13 +305,16 @@ func writeInspectText(w io.Writer, info *shm.RegionInfo, all bool) {
 		fmt.Fprintln(w, "Read-only: no write access to the file, so nothing was stamped: HELD FOR is unknown for holds that began on the fast path")
 	}
 	fmt.Fprintf(w, "Objects: %d\n", len(info.Objects))
-	var rings, seqlocks []shm.ObjectInfo
+	var rings, seqlocks, sems []shm.ObjectInfo
 	if len(info.Objects) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  NAME\tKIND\tOFFSET\tSTATE\tHOLDER\tALIVE\tHELD FOR\tWAITERS\tSTATS")
 		for _, o := range info.Objects {
 			if o.SeqLock != nil {
 				seqlocks = append(seqlocks, o)
+			}
+			if o.Semaphore != nil {
+				sems = append(sems, o)
 			}
 			if ri := o.Ring; ri != nil {
 				rings = append(rings, o)
@@ -355,6 +372,7 @@ func writeInspectText(w io.Writer, info *shm.RegionInfo, all bool) {
 	}
 	writeRings(w, rings)
 	writeSeqLocks(w, seqlocks)
+	writeSemaphores(w, sems)
 	writeProcesses(w, info.Processes, all)
 }
 

@@ -1,10 +1,12 @@
 package main
 
-// lockword inspect -etcd: the state of an etcdlock.Mutex, read from etcd.
+// lockword inspect -etcd: the state of an etcdlock.Mutex or Semaphore, and
+// of the Election and RWMutex built on the Mutex, read from etcd.
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -35,14 +37,26 @@ func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), inspectEtcdTimeout)
 	defer cancel()
+	if si, err := etcdlock.InspectSemaphore(ctx, cli, prefix); err == nil && (si.Permits > 0 || len(si.Corrupt) > 0) {
+		return inspectEtcdSemaphore(si, endpoints, asJSON, stdout, stderr)
+	}
 	info, err := etcdlock.Inspect(ctx, cli, prefix)
+	if err != nil {
+		fmt.Fprintf(stderr, "lockword inspect: etcd at %s: %v\n", endpoints, err)
+		return exitUsage
+	}
+	el, err := inspectElection(ctx, cli, prefix)
+	var readers []etcdlock.Reader
+	if err == nil {
+		readers, err = etcdlock.Readers(ctx, cli, prefix)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "lockword inspect: etcd at %s: %v\n", endpoints, err)
 		return exitUsage
 	}
 	if asJSON {
 		// One line, as every lockword -json output.
-		if err := json.NewEncoder(stdout).Encode(info); err != nil {
+		if err := json.NewEncoder(stdout).Encode(etcdJSON(info, el, readers)); err != nil {
 			fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
 			return exitFail
 		}
@@ -70,11 +84,122 @@ func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer
 	for _, w := range info.Waiters {
 		fmt.Fprintf(stdout, "  %s\n", holderText(w))
 	}
+	if len(readers) > 0 {
+		fmt.Fprintf(stdout, "RW readers: %d (holding: arrived before the writer's token; the others wait for it)\n", len(readers))
+		for _, r := range readers {
+			fmt.Fprintf(stdout, "  %s, arrived at revision %d\n", holderText(r.Holder), r.Revision)
+		}
+	}
+	if el != nil {
+		fmt.Fprintf(stdout, "Election leader: %s\n", holderText(el.Leader))
+		fmt.Fprintf(stdout, "  value: %s\n", shownName(el.Value))
+		fmt.Fprintf(stdout, "  term token: %d; leader since %s (its clock)\n", el.Token, el.Since.Format(time.RFC3339Nano))
+		if el.LeaseTTL >= 0 {
+			fmt.Fprintf(stdout, "  lease TTL left: %v (of %v)\n", el.LeaseTTL, el.LeaseGranted)
+		}
+		fmt.Fprintln(stdout, "  observers: not known (etcd does not say who watches a key)")
+	}
 	return exitOK
+}
+
+// electionView is the leader of an etcdlock.Election, as inspect shows
+// it; the waiters are the Mutex's (the campaigners).
+type electionView struct {
+	etcdlock.Term
+	Since        *time.Time    `json:"since,omitempty"`
+	LeaseTTL     time.Duration `json:"lease_ttl_ns"`
+	LeaseGranted time.Duration `json:"lease_granted_ns"`
+}
+
+// inspectElection reads the election leader record at prefix, nil if
+// there is none (no election, or no leader now).
+func inspectElection(ctx context.Context, cli *clientv3.Client, prefix string) (*electionView, error) {
+	t, err := etcdlock.Leader(ctx, cli, prefix)
+	if errors.Is(err, etcdlock.ErrNoLeader) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	v := &electionView{Term: t, LeaseTTL: -1, LeaseGranted: -1}
+	if !t.Since.IsZero() {
+		v.Since = &t.Since
+	}
+	if ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(t.Leader.Lease)); err == nil && ttl.TTL >= 0 {
+		v.LeaseTTL = time.Duration(ttl.TTL) * time.Second
+		v.LeaseGranted = time.Duration(ttl.GrantedTTL) * time.Second
+	}
+	return v, nil
+}
+
+// etcdInfoJSON is inspect -etcd -json: etcdlock.Info without a null or a
+// zero time (an empty list is [], a missing holder or time is left out),
+// and the election's leader if there is one.
+type etcdInfoJSON struct {
+	Prefix       string            `json:"prefix"`
+	State        string            `json:"state"`
+	Holder       *etcdlock.Holder  `json:"holder,omitempty"`
+	Token        int64             `json:"token"`
+	HeldSince    *time.Time        `json:"held_since,omitempty"`
+	LeaseTTL     time.Duration     `json:"lease_ttl_ns"`
+	LeaseGranted time.Duration     `json:"lease_granted_ns"`
+	Waiters      []etcdlock.Holder `json:"waiters"`
+	Revision     int64             `json:"revision"`
+	Corrupt      []string          `json:"corrupt"`
+	Election     *electionView     `json:"election,omitempty"`
+	// Readers are an RWMutex's readers ([] for a Mutex or an Election).
+	Readers []etcdlock.Reader `json:"readers"`
+}
+
+func etcdJSON(info *etcdlock.Info, el *electionView, readers []etcdlock.Reader) etcdInfoJSON {
+	j := etcdInfoJSON{Prefix: info.Prefix, State: info.State, Holder: info.Holder, Token: info.Token,
+		LeaseTTL: info.LeaseTTL, LeaseGranted: info.LeaseGranted, Revision: info.Revision,
+		Waiters: info.Waiters, Corrupt: info.Corrupt, Election: el}
+	if !info.HeldSince.IsZero() {
+		j.HeldSince = &info.HeldSince
+	}
+	if j.Waiters == nil {
+		j.Waiters = []etcdlock.Holder{}
+	}
+	if j.Corrupt == nil {
+		j.Corrupt = []string{}
+	}
+	j.Readers = readers
+	if j.Readers == nil {
+		j.Readers = []etcdlock.Reader{}
+	}
+	return j
 }
 
 // holderText is a holder as inspect prints it, its host name quoted if it
 // is not plain (it comes from etcd: anyone with write access sets it).
 func holderText(h etcdlock.Holder) string {
 	return fmt.Sprintf("host %s, PID %d, lease %x", shownName(h.Host), h.PID, h.Lease)
+}
+
+// inspectEtcdSemaphore prints a semaphore: permits in use by each holder,
+// the waiters, and holders that died holding, not yet reported.
+func inspectEtcdSemaphore(si *etcdlock.SemInfo, endpoints string, asJSON bool, stdout, stderr io.Writer) int {
+	if asJSON {
+		if err := json.NewEncoder(stdout).Encode(si); err != nil {
+			fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "etcd semaphore: %s (etcd %s, revision %d)\n", shownName(si.Prefix), endpoints, si.Revision)
+	fmt.Fprintf(stdout, "Permits in use: %d of %d\n", si.InUse, si.Permits)
+	for _, c := range si.Corrupt {
+		fmt.Fprintf(stdout, "  corrupt: %s\n", shownName(c))
+	}
+	for _, l := range []struct {
+		what  string
+		holds []etcdlock.SemHold
+	}{{"Holders", si.Holders}, {"Waiters", si.Waiters}, {"Dead holders (not yet reported)", si.Dead}} {
+		fmt.Fprintf(stdout, "%s: %d\n", l.what, len(l.holds))
+		for _, h := range l.holds {
+			fmt.Fprintf(stdout, "  %d permits, token %d: %s\n", h.N, h.Token, holderText(h.Holder))
+		}
+	}
+	return exitOK
 }

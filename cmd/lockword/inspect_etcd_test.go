@@ -13,7 +13,6 @@ import (
 	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 	"github.com/lockword/lockword/cmd/lockword/internal/torture"
 	"github.com/lockword/lockword/etcdlock"
-	"github.com/lockword/lockword/internal/etcdembed"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -23,17 +22,7 @@ const etcdTTL = "2s"
 
 func TestInspectEtcd(t *testing.T) {
 	t.Parallel()
-	c, err := etcdembed.Start(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ep := strings.Join(c.Endpoints(), ",")
-	cli, err := newEtcdClient(c.Endpoints())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	ep, cli := startInspectEtcd(t)
 	ctx := context.Background()
 	const p = "/locks/orders"
 	if out, _, status := runCLI(t, "inspect", "-etcd", ep, p); status != exitOK || !clitest.HasLine(out, "State: free") || !clitest.HasLine(out, "Waiters: 0") {

@@ -71,14 +71,15 @@ func StuckLinesDouble(out string) error {
 	return nil
 }
 
-// StuckLinesWithin checks the stuck report lines of one lock in out,
-// logged while a lock with the given threshold was held for held, against
+// StuckLinesWithin checks the stuck report lines of lock (its name) in
+// out, logged while it was held for held with the given threshold, against
 // the repeat rule (internal/stuckrule) for any number of waiters: each
 // later line has twice the longest wait or twice the waiters of the one
 // before, and, as either takes a threshold at least, there are at most
 // held/threshold lines. The bound holds on a loaded host: delays only
 // lengthen held.
-func StuckLinesWithin(out string, held, threshold time.Duration) error {
+func StuckLinesWithin(out, lock string, held, threshold time.Duration) error {
+	out = linesWith(out, "lock="+lock+" ") // other tests' goroutines may still log
 	if n := strings.Count(out, "level=WARN"); n > int(held/threshold) {
 		return fmt.Errorf("%d stuck reports while the lock was held for %v, want at most %d (one per threshold of %v at most):\n%.3000s", n, held, held/threshold, threshold, out)
 	}
@@ -121,4 +122,15 @@ func stuckLines(out string) ([]stuckLine, error) {
 		lines = append(lines, stuckLine{n, d})
 	}
 	return lines, nil
+}
+
+// linesWith returns the lines of out that contain mark.
+func linesWith(out, mark string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(out, "\n") {
+		if strings.Contains(line, mark) {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }

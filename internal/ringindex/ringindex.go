@@ -30,25 +30,82 @@ const (
 	Closed = 2
 )
 
-// Spin tuning for the blocking ring calls, chosen by the ring benchmarks on
-// the 2-core benchmark machine (one PAUSE about 19 ns; see BENCHMARKS.md).
-// A side that finds the ring full (empty) looks at the other side's index
-// again after SpinFirst pauses, then after doubling pauses up to a cap
-// (about 10 µs in all), so that items accumulate and are taken in bursts
-// instead of one cache-line transfer per item; then it yields the processor
-// a few times, for a peer on the same P; only then does it sleep.
+// Spin tuning for the blocking ring calls (and lockword's Queue), chosen by
+// the ring benchmarks on the 2-core benchmark machine (one PAUSE about
+// 20 ns; see BENCHMARKS.md). A side that finds the ring full (empty)
+// alternates two ways of waiting, looking at the other side's index after
+// each, and only then sleeps:
+//
+//   - yield the processor (runtime.Gosched): the other side may be
+//     runnable on our own P, which is where a side that was just woken
+//     lands, so spinning would only delay it;
+//   - watch with the CPU's pause hint, SpinFirst pauses, then doubling up
+//     to SpinPause (about 1.3 µs): the other side runs on another core,
+//     and items (room) accumulate to be taken in a burst.
+//
+// Yielding comes first. Spinning first (the earlier order) made a pair of
+// sides on one P, as happens on a loaded machine or after a wake-up, spin
+// out their whole budget against a peer that could not run: batches of 64
+// went 10-20 times slower than a channel of arrays at load 6-12, with 88%
+// of CPU time in PAUSE.
 const (
-	SpinFirst = 16 // PAUSE/YIELD hints before the second look
-	SpinPause = 64 // cap on PAUSE/YIELD hints between looks
+	SpinFirst = 16 // PAUSE hints before the first spinning look
+	SpinPause = 64 // cap on PAUSE hints between looks
 )
 
 // The spin and yield budgets are variables only so that a test can turn
 // them off and show that the sleep-rate check catches a ring that sleeps
 // as soon as it finds the ring full or empty.
 var (
-	SpinIterations = 10 // looks at the other index before yielding
-	YieldRounds    = 4  // runtime.Gosched calls before sleeping
+	SpinIterations = 7 // spinning looks before sleeping
+	YieldRounds    = 7 // runtime.Gosched calls before sleeping
+	// YieldFirst false restores the earlier order (all spins, then the
+	// yields), for the test that shows what yielding first saves.
+	YieldFirst = true
 )
+
+// Spinner is the wait before sleeping of the rings and lockword's Queue: a
+// budget of yields and pause-hint spins taken in turn, yield first (see
+// SpinFirst).
+type Spinner struct {
+	hints         uint32 // pause hints of the next spin
+	spins, yields int    // what is left of the budget
+	look          int    // waits so far
+}
+
+// NewSpinner returns a Spinner with the full budget.
+func NewSpinner() Spinner {
+	return Spinner{hints: SpinFirst, spins: SpinIterations, yields: YieldRounds}
+}
+
+// Wait waits once, after a look at the other side that found it not ready,
+// and reports false, without waiting, once the budget is spent: then the
+// caller sleeps.
+func (s *Spinner) Wait() bool {
+	if s.spins+s.yields == 0 {
+		return false
+	}
+	s.look++
+	if s.look == 2 && runtime.GOMAXPROCS(0) == 1 {
+		// One processor: the other side cannot run while we spin, so
+		// only yield. (Asked only now, since it takes the scheduler's
+		// lock, and most waits of a busy ring end at the first or
+		// second look.)
+		s.spins = 0
+	}
+	if s.yields > 0 && (s.spins == 0 || YieldFirst && s.look%2 == 1) {
+		// The other side may be waiting for our processor.
+		runtime.Gosched()
+		s.yields--
+	} else {
+		// The other side is probably running: watch it without
+		// sleeping, letting items (or room) accumulate.
+		backoff.Pause(s.hints)
+		s.hints = min(2*s.hints, SpinPause)
+		s.spins--
+	}
+	return true
+}
 
 // ErrClosed is lockword.ErrRingClosed: what Await returns once the ring
 // is closed.
@@ -92,8 +149,8 @@ func CloseWords(notEmpty, notFull *atomic.Uint32, wakes *atomic.Uint64, sl Sleep
 	}
 }
 
-// Await waits until ready reports true: it spins with backoff, then
-// yields, then sleeps on word. ready looks at the other side's index. A
+// Await waits until ready reports true: it yields and spins in turn
+// (Spinner), then sleeps on word. ready looks at the other side's index. A
 // closed ring ends the wait with ErrClosed: at once if closedFirst (the
 // producer), else only when ready fails (the consumer, which drains first).
 // The closed bit is always read before ready is called, so a consumer that
@@ -104,8 +161,8 @@ func CloseWords(notEmpty, notFull *atomic.Uint32, wakes *atomic.Uint64, sl Sleep
 // be nil: callers check it, to return their own ErrNilContext.
 func Await(ctx context.Context, word *atomic.Uint32, sleeps *atomic.Uint64, sl Sleeper,
 	closedFirst bool, ready func() bool) error {
-	hints := uint32(SpinFirst)
-	for i := 0; i < SpinIterations+YieldRounds; i++ {
+	sp := NewSpinner()
+	for {
 		closed := word.Load()&Closed != 0
 		if closed && closedFirst {
 			return ErrClosed
@@ -116,22 +173,8 @@ func Await(ctx context.Context, word *atomic.Uint32, sleeps *atomic.Uint64, sl S
 		if closed {
 			return ErrClosed
 		}
-		if i == 1 && runtime.GOMAXPROCS(0) == 1 {
-			// One processor: the other side cannot run while we
-			// spin, so go straight to yielding. (Asked only now,
-			// since it takes the scheduler's lock, and most waits of
-			// a busy ring end at the first or second look.)
-			i = SpinIterations
-		}
-		if i < SpinIterations {
-			// The other side is probably running: watch its index
-			// without sleeping, letting items (or room) accumulate.
-			backoff.Pause(hints)
-			hints = min(2*hints, SpinPause)
-		} else {
-			// It may be waiting for our processor (GOMAXPROCS=1, or
-			// more runnable goroutines than cores).
-			runtime.Gosched()
+		if !sp.Wait() {
+			break
 		}
 	}
 	for {

@@ -31,6 +31,7 @@ var Kinds = []Kind{
 	{"rw", "rw", "lockword.RWMutex vs sync.RWMutex at -read", false},
 	{"ring", "ring", "lockword.Ring Push/Pop vs a buffered channel, one item at a time", false},
 	{"ring-batch", "ring", fmt.Sprintf("lockword.Ring PushSlice/PopSlice vs a channel of [%d]uint64, %d items a batch", ringBatch, ringBatch), false},
+	{"queue", "queue", fmt.Sprintf("lockword.Queue vs a buffered channel and xsync's MPMCQueue, capacity %d, 1 and 4 consumers", queueCapacity), false},
 	{"semaphore", "semaphore", fmt.Sprintf("lockword.Semaphore vs x/sync's semaphore.Weighted, %d permits, Acquire(1)/Release(1)", semPermits), false},
 	{"shared", "shared", "shm.Mutex vs flock(2) on a kept fd and gofrs/flock, 2 and 4 processes", true},
 }
@@ -42,8 +43,11 @@ const semPermits = 4
 // kindSubject maps a kind name to its subject's display name.
 var kindSubject = map[string]string{
 	"mutex": "Mutex", "spin": "SpinMutex", "ticket": "TicketMutex", "rw": "RWMutex",
-	"ring": "Ring", "ring-batch": "Ring batch", "semaphore": "Semaphore", "shared": "SharedMutex",
+	"ring": "Ring", "ring-batch": "Ring batch", "queue": "Queue", "semaphore": "Semaphore", "shared": "SharedMutex",
 }
+
+// namedOnly are the kinds that "all" leaves out (etcd: see etcd.go).
+var namedOnly []string
 
 // ParseKinds parses a comma-separated list of kind names, or "all" (every
 // in-process kind, and the cross-process ones too if procs).
@@ -54,7 +58,7 @@ func ParseKinds(s string, procs bool) ([]string, error) {
 		switch {
 		case f == "all":
 			for _, k := range Kinds {
-				if !k.Procs || procs {
+				if (!k.Procs || procs) && !slices.Contains(namedOnly, k.Name) {
 					names = append(names, k.Name)
 				}
 			}
@@ -130,15 +134,22 @@ func Groups(kinds []string, grid []int, exe string) []Group {
 	}
 	var ring []Subject
 	if want("ring") {
-		ring = append(ring, queueSubject("chan", nil, chanQueue), queueSubject("Ring", []string{"chan"}, ringQueue))
+		ring = append(ring, queueSubject("chan", nil, chanQueue), queueSubject("Ring", []string{"chan", "xsync SPSCQueue"}, ringQueue))
 	}
 	if want("ring-batch") {
 		name := fmt.Sprintf("chan [%d]", ringBatch)
 		ring = append(ring, queueSubject(name, nil, chanBatchQueue), queueSubject("Ring batch", []string{name}, ringBatchQueue))
 	}
+	if want("ring") {
+		// Last, so that the peers before it keep their chart colours.
+		ring = append(ring, queueSubject("xsync SPSCQueue", nil, xsyncQueue))
+	}
 	if len(ring) > 0 {
 		gs = append(gs, Group{Name: "ring", Title: fmt.Sprintf("SPSC queues, capacity %d", ringCapacity), Unit: "items",
 			Axis: "goroutines", Grid: []int{2}, Subjects: ring, ChartX: "a producer and a consumer goroutine"})
+	}
+	if want("queue") {
+		gs = append(gs, queueGroups()...)
 	}
 	if want("semaphore") {
 		gs = append(gs, Group{Name: "semaphore", Title: fmt.Sprintf("Semaphores, %d permits: Acquire(1)/Release(1)", semPermits),
@@ -150,6 +161,9 @@ func Groups(kinds []string, grid []int, exe string) []Group {
 	if want("shared") {
 		gs = append(gs, Group{Name: "shared", Title: "Cross-process locks", Unit: "acq", Axis: "processes", Grid: procsGrid,
 			Subjects: procsSubjects(exe), Processes: true})
+	}
+	if want("etcd") {
+		gs = append(gs, etcdGroups(exe)...)
 	}
 	return gs
 }

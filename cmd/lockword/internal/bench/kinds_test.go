@@ -44,10 +44,11 @@ func TestDefaultGrid(t *testing.T) {
 	}
 }
 
-// TestParseKinds: all is every in-process kind, plus shared with -procs.
+// TestParseKinds: all is every in-process kind but etcd, plus shared with
+// -procs.
 func TestParseKinds(t *testing.T) {
 	all, _ := ParseKinds("all", false)
-	if slices.Contains(all, "shared") || len(all) != len(Kinds)-1 {
+	if slices.Contains(all, "shared") || slices.Contains(all, "etcd") || len(all) != len(Kinds)-2 {
 		t.Errorf("all: %v", all)
 	}
 	if runtime.GOOS == "linux" {

@@ -94,6 +94,9 @@ type Sample struct {
 	// PerWorker is each worker's (process's) acquisitions, for fairness;
 	// nil where it means nothing (rings).
 	PerWorker []int64
+	// ServerCPU is the server's CPU time over the sample (the etcd
+	// kinds); 0 where there is no server.
+	ServerCPU time.Duration
 }
 
 // OpsPerSec is the sample's throughput.

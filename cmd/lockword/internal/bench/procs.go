@@ -6,16 +6,11 @@ package bench
 // under the lock, must come out equal to the sum of their acquisitions, or
 // the lock did not exclude and the sample is an error.
 //
-// The protocol with a child, over its standard input and output:
-//
-//	parent                          child
-//	start, env childEnv=spec  ->    attach to the region, open the lock
-//	                          <-    "ready\n"
-//	"<start Unix ns>\n"        ->   sleep until then, hammer until start+d
-//	                          <-    one JSON childResult line, exit 0
+// The children start together through internal/startgate: each attaches
+// to the region and opens the lock, then hammers from the start time
+// until start+d, and reports one JSON childResult line.
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -26,11 +21,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofrs/flock"
+	"github.com/lockword/lockword/internal/startgate"
 	"github.com/lockword/lockword/shm"
 )
 
@@ -73,6 +67,13 @@ type sharedLocker struct{ m *shm.Mutex }
 func (s sharedLocker) Lock() error   { s.m.Lock(); return nil }
 func (s sharedLocker) Unlock() error { s.m.Unlock(); return nil }
 
+// semLocker adapts a one-permit shm.Semaphore, so that the shared
+// counter checks that it excludes; no holder dies in a benchmark.
+type semLocker struct{ s *shm.Semaphore }
+
+func (s semLocker) Lock() error   { return s.s.Acquire(context.Background(), 1) }
+func (s semLocker) Unlock() error { s.s.Release(1); return nil }
+
 // procKinds opens each cross-process subject in one process, by name.
 var procKinds = []struct {
 	name  string
@@ -84,6 +85,12 @@ var procKinds = []struct {
 	{"SharedMutex", []string{"flock-fd", "gofrs-flock"}, func(r *shm.Region, _ string) (procLocker, error) {
 		m, err := r.Mutex("bench")
 		return sharedLocker{m}, err
+	}},
+	// A semaphore of one permit: every contended acquisition goes
+	// through its FIFO queue of processes.
+	{"SharedSemaphore", []string{"flock-fd", "gofrs-flock"}, func(r *shm.Region, _ string) (procLocker, error) {
+		s, err := r.Semaphore("bench-sem", 1)
+		return semLocker{s}, err
 	}},
 }
 
@@ -128,74 +135,38 @@ func runProcs(ctx context.Context, exe, kind string, p Params) (s Sample, err er
 	in, out := p.Section.steps(p.StepsPerNs)
 	spec, _ := json.Marshal(childSpec{Kind: kind, Dir: dir, Duration: p.Duration, Inside: in, Outside: out})
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type child struct {
-		cmd    *exec.Cmd
-		stdin  io.WriteCloser
-		stdout *bufio.Reader
-		stderr strings.Builder
-	}
-	children := make([]*child, p.Goroutines)
-	defer func() {
-		for _, c := range children {
-			if c != nil && c.cmd.Process != nil && c.cmd.ProcessState == nil {
-				c.cmd.Process.Kill()
-				c.cmd.Wait()
-			}
-		}
-	}()
-	for i := range children {
-		c := &child{cmd: exec.CommandContext(ctx, exe)}
-		c.cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
-		c.cmd.Stderr = &c.stderr
-		if c.stdin, err = c.cmd.StdinPipe(); err != nil {
-			return s, err
-		}
-		out, err := c.cmd.StdoutPipe()
-		if err != nil {
-			return s, err
-		}
-		c.stdout = bufio.NewReader(out)
-		if err := c.cmd.Start(); err != nil {
-			return s, err
-		}
-		children[i] = c
-	}
-	fail := func(c *child, what string, err error) error {
-		return fmt.Errorf("%s process %d: %s: %v %s", kind, c.cmd.Process.Pid, what, err, strings.TrimSpace(c.stderr.String()))
-	}
-	for _, c := range children {
-		if line, err := c.stdout.ReadString('\n'); err != nil || line != "ready\n" {
-			return s, fail(c, "no ready line", err)
-		}
+	g, err := startgate.Start(ctx, exe, childEnv+"="+string(spec), kind, p.Goroutines)
+	defer g.Close()
+	if err != nil {
+		return s, err
 	}
 	// Far enough ahead that every child has read it: they start together.
 	start := time.Now().Add(startAhead)
-	for _, c := range children {
-		fmt.Fprintf(c.stdin, "%d\n", start.UnixNano())
-	}
+	g.Go(start)
 	s.Waits = new(Histogram)
 	var end int64
-	for _, c := range children {
-		line, err := c.stdout.ReadString('\n')
-		if err != nil {
-			if ctx.Err() != nil {
-				return s, ctx.Err()
-			}
-			return s, fail(c, "no result", err)
-		}
+	err = g.Results(func(_ int, line []byte) error {
 		var res childResult
-		if err := json.Unmarshal([]byte(line), &res); err != nil || res.Waits == nil {
-			return s, fail(c, "bad result", err)
+		if err := json.Unmarshal(line, &res); err != nil {
+			return err
 		}
-		if err := c.cmd.Wait(); err != nil {
-			return s, fail(c, "exit", err)
+		if res.Waits == nil {
+			return errors.New("no waits")
 		}
 		s.Ops += res.Ops
 		s.PerWorker = append(s.PerWorker, res.Ops)
 		s.Waits.Merge(res.Waits)
 		end = max(end, res.EndNs)
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return s, ctx.Err()
+		}
+		return s, err
+	}
+	if err := g.Wait(); err != nil {
+		return s, err
 	}
 	if got := ne.Uint64(counter); got != uint64(s.Ops) {
 		return s, fmt.Errorf("%s: shared counter %d, but the processes made %d acquisitions: the lock did not exclude", kind, got, s.Ops)
@@ -208,6 +179,7 @@ func runProcs(ctx context.Context, exe, kind string, p Params) (s Sample, err er
 // one (its environment says so); otherwise it returns at once. Call it
 // first thing in main, or in a test binary's TestMain.
 func ChildMain() {
+	etcdChildMain()
 	specText := os.Getenv(childEnv)
 	switch specText {
 	case "":
@@ -272,16 +244,12 @@ func child(specText string, stdin io.Reader, stdout io.Writer) error {
 		return fmt.Errorf("unknown kind %q", spec.Kind)
 	}
 	fmt.Fprintln(stdout, "ready")
-	line, err := bufio.NewReader(stdin).ReadString('\n')
+	start, err := startgate.ReadStart(stdin)
 	if err != nil {
-		return fmt.Errorf("reading the start time: %v", err)
+		return err
 	}
-	startNs, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
-	if err != nil {
-		return fmt.Errorf("bad start time %q", line)
-	}
-	time.Sleep(time.Until(time.Unix(0, startNs)))
-	end := time.Unix(0, startNs).Add(spec.Duration)
+	time.Sleep(time.Until(start))
+	end := start.Add(spec.Duration)
 	res := childResult{Waits: new(Histogram)}
 	local := 0
 	var ws waitSampler // as in-process; its clock also says when to stop

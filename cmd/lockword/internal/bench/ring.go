@@ -3,9 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 
 	"github.com/lockword/lockword"
+	"github.com/puzpuzpuz/xsync/v4"
 )
 
 // Ring subjects: one goroutine produces, another consumes, for
@@ -85,6 +87,42 @@ func ringQueue() queue {
 				v, err := r.Pop(ctx)
 				if err != nil {
 					return n, bad
+				}
+				n++
+				if v != uint64(n) {
+					bad++
+				}
+			}
+		},
+	}
+}
+
+// xsyncQueue is xsync's SPSCQueue, which has no blocking calls: a side
+// yields the processor while it is full (empty), as its own benchmarks do.
+func xsyncQueue() queue {
+	q := xsync.NewSPSCQueue[uint64](ringCapacity)
+	var closed atomic.Bool
+	return queue{
+		produce: func(stop *atomic.Bool) {
+			for i := uint64(1); !stop.Load(); i++ {
+				for !q.TryEnqueue(i) {
+					runtime.Gosched()
+				}
+			}
+			closed.Store(true)
+		},
+		consume: func() (n, bad int64) {
+			for {
+				v, ok := q.TryDequeue()
+				if !ok {
+					if closed.Load() { // set after the last push
+						if v, ok = q.TryDequeue(); !ok {
+							return n, bad
+						}
+					} else {
+						runtime.Gosched()
+						continue
+					}
 				}
 				n++
 				if v != uint64(n) {

@@ -54,7 +54,17 @@ type Group struct {
 	// Processes marks a group whose samples start Grid[i] processes
 	// each (the cross-process kinds): Estimate counts their starts.
 	Processes bool
+	// MinDuration, if longer than Config.Duration, is this group's
+	// sample duration (the etcd kinds: a few hundred acquisitions a
+	// second).
+	MinDuration time.Duration
+	// close, if set, releases what the group's samples share (the etcd
+	// member) when Run ends.
+	close func()
 }
+
+// sampleDuration is how long each of g's samples lasts under c.
+func (g *Group) sampleDuration(c *Config) time.Duration { return max(c.Duration, g.MinDuration) }
 
 // A Measurement is one sample of one subject, as -json prints it (one
 // object per line).
@@ -77,6 +87,10 @@ type Measurement struct {
 	WorkerMax    int64      `json:"worker_max_ops,omitempty"` // most ops by one worker
 	WorkerMin    int64      `json:"worker_min_ops,omitempty"` // fewest
 	Waits        *Histogram `json:"-"`
+
+	// ServerCPUNsPerOp is the server's CPU time per acquisition (the
+	// etcd kinds), 0 where not measured.
+	ServerCPUNsPerOp float64 `json:"server_cpu_ns_per_op,omitempty"`
 }
 
 // Fairness is WorkerMax/WorkerMin (1 is perfectly fair), 0 where not
@@ -120,7 +134,7 @@ func (c *Config) Estimate(procStart time.Duration) time.Duration {
 	var d time.Duration
 	for _, g := range c.Groups {
 		for _, n := range g.Grid {
-			sample := c.Duration
+			sample := g.sampleDuration(c)
 			if g.Processes {
 				sample += startAhead + time.Duration(n)*procStart
 			}
@@ -135,7 +149,12 @@ func (c *Config) Estimate(procStart time.Duration) time.Duration {
 // measured so far with ctx's error (the interrupted sample is dropped); a
 // subject that fails (a queue that reordered) ends the run with its error.
 func Run(ctx context.Context, c *Config) ([]Measurement, error) {
-	p := Params{Duration: c.Duration, Section: c.Section, ReadFraction: c.ReadFraction, StepsPerNs: calibrate()}
+	p := Params{Section: c.Section, ReadFraction: c.ReadFraction, StepsPerNs: calibrate()}
+	for _, g := range c.Groups {
+		if g.close != nil {
+			defer g.close()
+		}
+	}
 	var out []Measurement
 	i, total := 0, c.Samples()
 	for round := range c.Count {
@@ -150,7 +169,7 @@ func Run(ctx context.Context, c *Config) ([]Measurement, error) {
 						c.OnStart(i, total, fmt.Sprintf("%s, %d %s, round %d/%d", s.Name, n, g.Axis, round+1, c.Count))
 					}
 					i++
-					p.Goroutines = n
+					p.Goroutines, p.Duration = n, g.sampleDuration(c)
 					runtime.GC() // the previous sample's garbage is not this one's cost
 					sample, err := s.run(ctx, p)
 					if err != nil {
@@ -182,6 +201,9 @@ func measurement(g *Group, s *Subject, n, round int, c *Config, sample Sample) M
 	if m.OpsPerSec > 0 {
 		m.NsPerOp = 1e9 / m.OpsPerSec
 	}
+	if sample.ServerCPU > 0 && sample.Ops > 0 {
+		m.ServerCPUNsPerOp = float64(sample.ServerCPU) / float64(sample.Ops)
+	}
 	if w := sample.Waits; w != nil && w.N > 0 {
 		m.WaitP50Ns, m.WaitP99Ns, m.WaitMaxNs = w.Quantile(0.5), w.Quantile(0.99), w.Max
 	}
@@ -208,6 +230,9 @@ type Summary struct {
 	// Fairness is the median over the rounds of the most acquisitions by
 	// one worker over the fewest; 0 where not measured.
 	Fairness float64
+	// ServerCPUPerOp is the median over the rounds of the server's CPU
+	// time per acquisition, ns; 0 where not measured.
+	ServerCPUPerOp float64
 }
 
 // Summarize groups measurements by (group, kind, goroutines), in the
@@ -247,9 +272,12 @@ func Summarize(ms []Measurement) []Summary {
 	for _, k := range order {
 		rs := byKey[k]
 		s := Summary{Group: k.group, Kind: k.kind, Versus: rs[0].Versus, Goroutines: k.n, Unit: rs[0].Unit, Rounds: len(rs)}
-		var rates, fair []float64
+		var rates, fair, cpu []float64
 		for _, m := range rs {
 			rates = append(rates, m.OpsPerSec)
+			if m.ServerCPUNsPerOp > 0 {
+				cpu = append(cpu, m.ServerCPUNsPerOp)
+			}
 			if f := m.Fairness(); f > 0 {
 				fair = append(fair, f)
 			}
@@ -261,7 +289,7 @@ func Summarize(ms []Measurement) []Summary {
 			}
 		}
 		s.OpsPerSec, s.Lo, s.Hi = median(rates), slices.Min(rates), slices.Max(rates)
-		s.Fairness = median(fair)
+		s.Fairness, s.ServerCPUPerOp = median(fair), median(cpu)
 		medianOf[k] = s.OpsPerSec
 		out = append(out, s)
 	}

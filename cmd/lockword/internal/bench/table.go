@@ -25,30 +25,60 @@ func WriteTable(w io.Writer, groups []Group, sums []Summary) error {
 			continue
 		}
 		fmt.Fprintf(tw, "\n%s (%s/s, median of %d; vs: throughput over the peer's)\n", g.Title, g.Unit, rows[0].Rounds)
-		fmt.Fprintf(tw, "%s\tkind\tthroughput\tslowest..fastest\tvs\twait p50\tp99\tmax\tmax/min\n", g.Axis)
+		cpu := rows[0].ServerCPUPerOp > 0
+		wait := "wait"
+		if cpu {
+			wait = "hand-over" // see etcdGroups
+		}
+		fmt.Fprintf(tw, "%s\tkind\tthroughput\tslowest..fastest\tvs\t%s p50\tp99\tmax\tmax/min%s\n", g.Axis, wait, cond(cpu, "\tserver CPU/acq\tvs", ""))
 		last := -1
 		for _, s := range rows {
 			n := ""
 			if s.Goroutines != last {
 				n, last = fmt.Sprint(s.Goroutines), s.Goroutines
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n, s.Kind, rate(s, s.OpsPerSec),
-				spread(s), ratios(s), waitQ(s, 0.5), waitQ(s, 0.99), waitQ(s, 1), fairness(s))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", n, s.Kind, rate(s, s.OpsPerSec),
+				spread(s), ratios(s), waitQ(s, 0.5), waitQ(s, 0.99), waitQ(s, 1), fairness(s), cond(cpu, serverCPU(s, sums), ""))
 		}
 	}
 	return tw.Flush()
 }
 
 // rate formats a throughput: ns/op where one goroutine ran uncontended,
-// millions per second otherwise.
+// millions per second otherwise, or plainly per second below 10,000 (the
+// etcd kinds).
 func rate(s *Summary, v float64) string {
-	if v <= 0 {
+	switch {
+	case v <= 0:
 		return "-"
-	}
-	if s.Waits == nil && s.Goroutines == 1 {
+	case s.Waits == nil && s.Goroutines == 1:
 		return fmt.Sprintf("%.3g ns/op", 1e9/v)
+	case v < 1e4:
+		return fmt.Sprintf("%.0f/s", v)
 	}
 	return fmt.Sprintf("%.3g M/s", v/1e6)
+}
+
+func cond(c bool, yes, no string) string {
+	if c {
+		return yes
+	}
+	return no
+}
+
+// serverCPU is the server CPU columns of s: its CPU per acquisition and
+// its ratio to its peer's at the same point (above 1x: s costs more).
+func serverCPU(s *Summary, sums []Summary) string {
+	col := "\t-\t"
+	if s.ServerCPUPerOp > 0 {
+		col = "\t" + FormatNs(int64(s.ServerCPUPerOp)) + "\t"
+	}
+	for _, o := range sums {
+		if len(s.Versus) > 0 && o.Group == s.Group && o.Kind == s.Versus[0] && o.Goroutines == s.Goroutines && o.ServerCPUPerOp > 0 {
+			col += fmt.Sprintf("%.2fx", s.ServerCPUPerOp/o.ServerCPUPerOp)
+		}
+	}
+	return col
 }
 
 // spread is the slowest and fastest round relative to the median.

@@ -132,28 +132,10 @@ func tortureRing(cfg *config, name string, q streamQueue) *ringReport {
 	wg.Go(func() { r.pushed, perr = produce(ctx, q, items, &stop, seed) })
 	defer stopAfterDuration(cfg, &stop)()
 	prog := startProgress(cfg.progress, runProgress(cfg, name, start, items, received.Load, "items"))
-	watchDone := make(chan struct{})
-	watchStopped := make(chan struct{})
-	go func() { // the stall watch
-		defer close(watchStopped)
-		tick := time.NewTicker(stallTimeout / 20)
-		defer tick.Stop()
-		last, since := int64(-1), time.Now()
-		for {
-			select {
-			case <-watchDone:
-				return
-			case <-tick.C:
-			}
-			if n := received.Load(); n != last {
-				last, since = n, time.Now()
-			} else if time.Since(since) >= stallTimeout {
-				r.stalled = true
-				cancel() // both sides return with ctx's error
-				return
-			}
-		}
-	}()
+	stopWatch := watchStall(received.Load, func() {
+		r.stalled = true
+		cancel() // both sides return with ctx's error
+	})
 
 	cerr := r.consume(ctx, q, &received, seed)
 	if cerr != nil {
@@ -161,8 +143,7 @@ func tortureRing(cfg *config, name string, q streamQueue) *ringReport {
 	}
 	wg.Wait()
 	r.elapsed = time.Since(start)
-	close(watchDone)
-	<-watchStopped
+	stopWatch()
 	prog.stop()
 
 	// Numbers skipped over were counted as lost by consume; those never

@@ -74,16 +74,26 @@ func (b *brokenRing) Pop(ctx context.Context) (uint64, error) {
 }
 
 func (b *brokenRing) PushSlice(ctx context.Context, src []uint64) (int, error) {
+	return pushEach(ctx, src, b.Push)
+}
+
+func (b *brokenRing) PopSlice(ctx context.Context, dst []uint64) (int, error) {
+	return popOne(ctx, dst, b.Pop)
+}
+
+// pushEach is the broken twins' PushSlice: src pushed one at a time.
+func pushEach(ctx context.Context, src []uint64, push func(context.Context, uint64) error) (int, error) {
 	for i, v := range src {
-		if err := b.Push(ctx, v); err != nil {
+		if err := push(ctx, v); err != nil {
 			return i, err
 		}
 	}
 	return len(src), nil
 }
 
-func (b *brokenRing) PopSlice(ctx context.Context, dst []uint64) (int, error) {
-	v, err := b.Pop(ctx)
+// popOne is the broken twins' PopSlice: one item at a time.
+func popOne(ctx context.Context, dst []uint64, pop func(context.Context) (uint64, error)) (int, error) {
+	v, err := pop(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,403 @@
+//go:build ignore
+
+/*
+ * sharedsemaphore.c: shm.Semaphore: a weighted semaphore whose permits are
+ * held per process-table slot (an entry per slot: held, owner token, ticket,
+ * want), so that a dead process's permits are taken back, once, by the next
+ * acquirer that finds the semaphore short; every change is made under the
+ * guard, a SharedMutex embedded at offset 0; waiters queue FIFO by ticket and
+ * sleep on the seq word, one thread per process (the gate).
+ *
+ * Go twin: shm/semaphore.go, shm/semaphorewaiter.go.
+ */
+#include "internal.h"
+
+/* ---- shm.Semaphore (shm/semaphore.go) ---- */
+
+struct lw_sem {
+	lw_mutex guard; /* over the object's first 64 bytes */
+	lw_region *r;
+	unsigned char *obj, *me; /* the object; this process's entry */
+	/* gate queues this process's waiters (private futex, 0 free, 1 held,
+	 * 2 held with sleepers): one at a time holds the process's ticket. */
+	_Atomic uint32_t gate;
+	_Atomic int64_t reaped_ns; /* last liveness check of the entries */
+};
+
+/* lw_sem_dead collects what one call took back from dead processes. */
+typedef struct {
+	int entries; /* entries cleared: holders and waiters */
+	lw_sem_recovery out;
+} sem_rec;
+
+static _Atomic uint32_t *sem_w(lw_sem *s, uint64_t off) { return w32(s->obj, off); }
+static _Atomic uint32_t *sem_entry_w(lw_sem *s, uint32_t slot, uint64_t field) {
+	return w32(s->obj, LW_SEM_SLOTS + (uint64_t)LW_SEM_SLOT_SIZE * slot + field);
+}
+static _Atomic uint32_t *sem_me_w(lw_sem *s, uint64_t field) { return w32(s->me, field); }
+
+/* Under the guard every word is ours: plain atomic loads and stores. */
+static uint32_t sem_ld(_Atomic uint32_t *w) { return atomic_load(w); }
+static void sem_st(_Atomic uint32_t *w, uint32_t v) { atomic_store(w, v); }
+
+int lw_region_sem(lw_region *r, const char *name, int64_t permits, lw_sem **out) {
+	if (!r || !name || !out || permits < 1 || permits > UINT32_MAX)
+		return LW_EINVAL;
+	pthread_mutex_lock(&r->mu);
+	uint32_t i;
+	int err = object(r, name, LW_KIND_SEMAPHORE, LW_SEM_OBJ_SIZE, &i);
+	if (err == 0 && !r->sems[i]) {
+		lw_sem *s = calloc(1, sizeof *s);
+		if (!s) {
+			err = ENOMEM;
+		} else {
+			s->r = r;
+			s->obj = r->data + r->objs[i].offset;
+			s->me = s->obj + LW_SEM_SLOTS + (uint64_t)LW_SEM_SLOT_SIZE * r->slot;
+			s->guard.r = r;
+			s->guard.obj = s->obj;
+			s->guard.word = w32(s->obj, LW_MUTEX_WORD);
+			s->guard.handoff = w32(s->obj, LW_MUTEX_HANDOFF);
+			s->guard.token = r->token;
+			strcpy(s->guard.name, r->objs[i].name);
+			r->sems[i] = s;
+		}
+	}
+	if (err == 0) {
+		/* The first handle anywhere records the capacity. */
+		uint32_t zero = 0;
+		atomic_compare_exchange_strong(sem_w(r->sems[i], LW_SEM_PERMITS), &zero, (uint32_t)permits);
+		if (sem_ld(sem_w(r->sems[i], LW_SEM_PERMITS)) != (uint32_t)permits)
+			err = LW_EOBJBOUNDS;
+		else
+			*out = r->sems[i];
+	}
+	pthread_mutex_unlock(&r->mu);
+	return err;
+}
+
+int64_t lw_sem_capacity(const lw_sem *s) { return s ? atomic_load(w32(s->obj, LW_SEM_PERMITS)) : 0; }
+
+int64_t lw_sem_held(const lw_sem *s) {
+	if (!s || atomic_load(w32(s->me, LW_SEM_SLOT_TOKEN)) != s->r->token)
+		return 0;
+	return atomic_load(w32(s->me, LW_SEM_SLOT_HELD));
+}
+
+/* sem_holds: lw_region_close refuses while this process holds permits. */
+static bool sem_holds(lw_sem *s) {
+	return lw_sem_held(s) != 0 || (atomic_load(s->guard.word) & LW_OWNER_MASK) == s->r->token;
+}
+
+static bool sem_valid_token(uint32_t t) { return token_gen(t) != 0 && token_gen(t) <= LW_OWNER_GEN_MAX; }
+
+/* recount sets the counts from the entries after the guard was taken from
+ * a dead holder: the entries are the truth (Go: recount). */
+static void sem_recount(lw_sem *s) {
+	uint64_t held = 0;
+	uint32_t waiters = 0;
+	for (uint32_t slot = 0; slot < LW_PROC_SLOTS; slot++) {
+		held += sem_ld(sem_entry_w(s, slot, LW_SEM_SLOT_HELD));
+		waiters += sem_ld(sem_entry_w(s, slot, LW_SEM_SLOT_TICKET)) != 0;
+	}
+	sem_st(sem_w(s, LW_SEM_IN_USE), held > UINT32_MAX ? UINT32_MAX : (uint32_t)held);
+	sem_st(sem_w(s, LW_SEM_WAITERS), waiters);
+}
+
+/* bump_seq bumps seq under the guard and clears its sleepers bit,
+ * returning whether it was set (Go: bumpSeq). */
+static bool sem_bump_seq(lw_sem *s) {
+	uint32_t old = sem_ld(sem_w(s, LW_SEM_SEQ));
+	sem_st(sem_w(s, LW_SEM_SEQ), (old + LW_SEM_SEQ_ONE) & ~(uint32_t)LW_SEM_SLEEPERS);
+	return old & LW_SEM_SLEEPERS;
+}
+
+/* guard_lock takes the guard, repairing the counts after an owner death. */
+static int sem_guard_lock(lw_sem *s, int64_t deadline) {
+	int64_t left = deadline < 0 ? -1 : deadline - mono_ns();
+	int err = lw_mutex_timedlock(&s->guard, left < 0 && deadline >= 0 ? 0 : left);
+	if (err == LW_EOWNERDEAD) {
+		sem_recount(s);
+		/* The dead holder may have freed permits and died before its
+		 * bump: bump and wake for it. */
+		if (sem_bump_seq(s))
+			futex_wake(sem_w(s, LW_SEM_SEQ), INT32_MAX, true);
+		err = lw_mutex_consistent(&s->guard);
+		if (err != 0)
+			lw_mutex_unlock(&s->guard);
+	}
+	return err;
+}
+
+
+static int sem_guard_unlock(lw_sem *s, bool bump, int ret) {
+	bool wake = bump && sem_bump_seq(s);
+	lw_mutex_unlock(&s->guard);
+	if (wake)
+		futex_wake(sem_w(s, LW_SEM_SEQ), INT32_MAX, true);
+	return ret;
+}
+
+static bool sem_fits(lw_sem *s, uint32_t n) {
+	return (uint64_t)sem_ld(sem_w(s, LW_SEM_IN_USE)) + n <= sem_ld(sem_w(s, LW_SEM_PERMITS));
+}
+
+static int sem_check(lw_sem *s) {
+	uint32_t c = sem_ld(sem_w(s, LW_SEM_PERMITS));
+	if (sem_ld(sem_w(s, LW_SEM_IN_USE)) > c || sem_ld(sem_w(s, LW_SEM_WAITERS)) > LW_PROC_SLOTS)
+		return LW_ECORRUPT;
+	if (sem_ld(sem_me_w(s, LW_SEM_SLOT_TOKEN)) == s->r->token && sem_ld(sem_me_w(s, LW_SEM_SLOT_HELD)) > c)
+		return LW_ECORRUPT;
+	return 0;
+}
+
+/* reclaim clears the entry of a dead incarnation (Go: reclaim). */
+static void sem_reclaim(lw_sem *s, uint32_t slot, uint32_t pid, sem_rec *rec) {
+	uint32_t h = sem_ld(sem_entry_w(s, slot, LW_SEM_SLOT_HELD));
+	if (sem_ld(sem_entry_w(s, slot, LW_SEM_SLOT_TICKET)) != 0) {
+		sem_st(sem_entry_w(s, slot, LW_SEM_SLOT_TICKET), 0);
+		sem_st(sem_w(s, LW_SEM_WAITERS), sem_ld(sem_w(s, LW_SEM_WAITERS)) - 1);
+	}
+	sem_st(sem_entry_w(s, slot, LW_SEM_SLOT_HELD), 0);
+	sem_st(sem_entry_w(s, slot, LW_SEM_SLOT_TOKEN), 0);
+	sem_st(sem_w(s, LW_SEM_IN_USE), sem_ld(sem_w(s, LW_SEM_IN_USE)) - h);
+	atomic_fetch_add(sem_w(s, LW_SEM_DEAD_HOLDERS), 1);
+	rec->entries++;
+	if (h != 0) {
+		atomic_fetch_add(w64(s->obj, LW_SEM_RECOVERED), h);
+		sem_st(sem_w(s, LW_SEM_DEAD_PID), pid);
+		rec->out.holders++;
+		rec->out.permits += h;
+		rec->out.pid = pid;
+	}
+}
+
+/* reap checks every entry and takes back the dead (Go: reap). */
+static int sem_reap(lw_sem *s, sem_rec *rec) {
+	uint64_t sum = 0;
+	for (uint32_t slot = 0; slot < LW_PROC_SLOTS; slot++) {
+		uint32_t t = sem_ld(sem_entry_w(s, slot, LW_SEM_SLOT_TOKEN)), h = sem_ld(sem_entry_w(s, slot, LW_SEM_SLOT_HELD));
+		if (t == 0) {
+			if (h != 0 || sem_ld(sem_entry_w(s, slot, LW_SEM_SLOT_TICKET)) != 0)
+				return LW_ECORRUPT;
+			continue;
+		}
+		if (!sem_valid_token(t) || (t >> LW_OWNER_GEN_BITS) != slot)
+			return LW_ECORRUPT;
+		uint32_t pid = 0;
+		if (t != s->r->token && !token_alive(s->r, t, &pid)) {
+			sem_reclaim(s, slot, pid, rec);
+			continue;
+		}
+		sum += h;
+	}
+	return sum == sem_ld(sem_w(s, LW_SEM_IN_USE)) ? 0 : LW_ECORRUPT;
+}
+
+static int sem_reap_if_due(lw_sem *s, sem_rec *rec) {
+	int64_t now = mono_ns();
+	if (now - atomic_load(&s->reaped_ns) < LW_OWNER_CHECK_INTERVAL_NS)
+		return 0;
+	atomic_store(&s->reaped_ns, now);
+	return sem_reap(s, rec);
+}
+
+/* own makes our entry name us, taking back a dead previous incarnation of
+ * our slot first (Go: own). */
+static void sem_own(lw_sem *s, sem_rec *rec) {
+	uint32_t t = sem_ld(sem_me_w(s, LW_SEM_SLOT_TOKEN));
+	if (t != s->r->token) {
+		if (t != 0)
+			sem_reclaim(s, s->r->slot, 0, rec);
+		sem_st(sem_me_w(s, LW_SEM_SLOT_TOKEN), s->r->token);
+	}
+}
+
+static void sem_take(lw_sem *s, uint32_t n, sem_rec *rec) {
+	sem_own(s, rec);
+	sem_st(sem_me_w(s, LW_SEM_SLOT_HELD), sem_ld(sem_me_w(s, LW_SEM_SLOT_HELD)) + n);
+	sem_st(sem_w(s, LW_SEM_IN_USE), sem_ld(sem_w(s, LW_SEM_IN_USE)) + n);
+}
+
+static void sem_settle(lw_sem *s) {
+	if (sem_ld(sem_me_w(s, LW_SEM_SLOT_HELD)) == 0 && sem_ld(sem_me_w(s, LW_SEM_SLOT_TICKET)) == 0)
+		sem_st(sem_me_w(s, LW_SEM_SLOT_TOKEN), 0);
+}
+
+static int sem_result(const sem_rec *rec, lw_sem_recovery *out) {
+	if (rec->out.holders == 0)
+		return 0;
+	if (out)
+		*out = rec->out;
+	return LW_EOWNERDEAD;
+}
+
+/* try_take takes n under the guard if they fit and nobody waits (Go:
+ * tryTake): 0 or LW_EOWNERDEAD taken, LW_EBUSY not. */
+static int sem_try_take(lw_sem *s, uint32_t n, int64_t deadline, lw_sem_recovery *out) {
+	int err = sem_guard_lock(s, deadline);
+	if (err != 0)
+		return err;
+	sem_rec rec = {0};
+	if ((err = sem_check(s)) != 0)
+		return sem_guard_unlock(s, false, err);
+	if (sem_ld(sem_w(s, LW_SEM_WAITERS)) != 0 || !sem_fits(s, n)) {
+		err = sem_reap_if_due(s, &rec);
+		if (err != 0 || sem_ld(sem_w(s, LW_SEM_WAITERS)) != 0 || !sem_fits(s, n))
+			return sem_guard_unlock(s, rec.entries != 0, err ? err : LW_EBUSY);
+	}
+	sem_take(s, n, &rec);
+	return sem_guard_unlock(s, rec.entries != 0, sem_result(&rec, out));
+}
+
+int lw_sem_tryacquire(lw_sem *s, int64_t n, lw_sem_recovery *dead) {
+	if (!s || n < 0 || n > lw_sem_capacity(s))
+		return LW_EINVAL;
+	return n == 0 ? 0 : sem_try_take(s, (uint32_t)n, -1, dead);
+}
+
+/* ---- The slow acquire (sharedsemaphorewaiter.go) ---- */
+
+static bool sem_gate_take(lw_sem *s, int64_t deadline) {
+	uint32_t g = 0;
+	if (atomic_compare_exchange_strong(&s->gate, &g, 1))
+		return true;
+	while (atomic_exchange(&s->gate, 2) != 0) {
+		if (deadline >= 0 && mono_ns() >= deadline)
+			return false;
+		futex_wait(&s->gate, 2, slice_until(deadline, LW_OWNER_CHECK_INTERVAL_NS), false);
+	}
+	return true;
+}
+
+static void sem_gate_release(lw_sem *s) {
+	if (atomic_exchange(&s->gate, 0) == 2)
+		futex_wake(&s->gate, 1, false);
+}
+
+/* behind reports whether another process's waiter holds an earlier ticket. */
+static bool sem_behind(lw_sem *s, uint32_t ticket) {
+	if (sem_ld(sem_w(s, LW_SEM_WAITERS)) <= 1)
+		return false;
+	for (uint32_t slot = 0; slot < LW_PROC_SLOTS; slot++) {
+		uint32_t t = sem_ld(sem_entry_w(s, slot, LW_SEM_SLOT_TICKET));
+		if (t != 0 && slot != s->r->slot && (int32_t)(t - ticket) < 0)
+			return true;
+	}
+	return false;
+}
+
+static void sem_join(lw_sem *s, uint32_t n, uint32_t *ticket, sem_rec *rec) {
+	sem_own(s, rec);
+	uint32_t t = sem_ld(sem_w(s, LW_SEM_NEXT));
+	if (t == 0)
+		t = 1;
+	sem_st(sem_w(s, LW_SEM_NEXT), t + 1);
+	*ticket = t;
+	sem_st(sem_me_w(s, LW_SEM_SLOT_WANT), n);
+	sem_st(sem_me_w(s, LW_SEM_SLOT_TICKET), t);
+	sem_st(sem_w(s, LW_SEM_WAITERS), sem_ld(sem_w(s, LW_SEM_WAITERS)) + 1);
+}
+
+static void sem_leave(lw_sem *s, uint32_t ticket) {
+	if (sem_ld(sem_me_w(s, LW_SEM_SLOT_TICKET)) != ticket)
+		return;
+	sem_st(sem_me_w(s, LW_SEM_SLOT_TICKET), 0);
+	sem_st(sem_me_w(s, LW_SEM_SLOT_WANT), 0);
+	sem_st(sem_w(s, LW_SEM_WAITERS), sem_ld(sem_w(s, LW_SEM_WAITERS)) - 1);
+	sem_settle(s);
+}
+
+/* wait_queued is the waiter's loop, the guard held on entry (Go: wait and
+ * round). It returns with the guard released and the ticket withdrawn,
+ * except on a guard it could not take (*queued set). */
+static int sem_wait_queued(lw_sem *s, uint32_t n, int64_t deadline, sem_rec *rec, lw_sem_recovery *out, uint32_t *ticket, bool *queued) {
+	sem_join(s, n, ticket, rec);
+	for (;;) {
+		int before = rec->entries, err = sem_check(s);
+		if (err == 0) {
+			err = sem_reap_if_due(s, rec);
+			if (rec->entries != before && sem_bump_seq(s))
+				futex_wake(sem_w(s, LW_SEM_SEQ), INT32_MAX, true);
+		}
+		if (err == 0 && sem_ld(sem_me_w(s, LW_SEM_SLOT_TICKET)) != *ticket)
+			err = LW_ECORRUPT;
+		if (err != 0)
+			return sem_guard_unlock(s, false, err);
+		if (!sem_behind(s, *ticket) && sem_fits(s, n)) {
+			sem_leave(s, *ticket);
+			sem_take(s, n, rec);
+			return sem_guard_unlock(s, true, sem_result(rec, out));
+		}
+		if (deadline >= 0 && mono_ns() >= deadline) {
+			sem_leave(s, *ticket);
+			return sem_guard_unlock(s, true, LW_ETIMEDOUT);
+		}
+		uint32_t v = sem_ld(sem_w(s, LW_SEM_SEQ)) | LW_SEM_SLEEPERS;
+		sem_st(sem_w(s, LW_SEM_SEQ), v);
+		sem_guard_unlock(s, false, 0);
+		futex_wait(sem_w(s, LW_SEM_SEQ), v, slice_until(deadline, LW_OWNER_CHECK_INTERVAL_NS), true);
+		if ((err = sem_guard_lock(s, deadline)) != 0) {
+			*queued = true;
+			return err;
+		}
+	}
+}
+
+int lw_sem_timedacquire(lw_sem *s, int64_t n, int64_t timeout_ns, lw_sem_recovery *dead) {
+	if (!s || n < 0 || n > lw_sem_capacity(s))
+		return LW_EINVAL;
+	if (n == 0)
+		return 0;
+	int64_t deadline = deadline_of(timeout_ns);
+	int err = sem_try_take(s, (uint32_t)n, deadline, dead);
+	if (err != LW_EBUSY)
+		return err;
+	atomic_fetch_add(&s->r->waiting, 1);
+	if (!sem_gate_take(s, deadline)) {
+		atomic_fetch_sub(&s->r->waiting, 1);
+		return LW_ETIMEDOUT;
+	}
+	sem_rec rec = {0};
+	uint32_t ticket = 0;
+	bool queued = false;
+	err = sem_guard_lock(s, deadline);
+	if (err == 0 && (err = sem_check(s)) != 0) {
+		sem_guard_unlock(s, false, 0);
+	} else if (err == 0 && sem_ld(sem_w(s, LW_SEM_WAITERS)) == 0 && sem_fits(s, (uint32_t)n)) {
+		sem_take(s, (uint32_t)n, &rec);
+		err = sem_guard_unlock(s, rec.entries != 0, sem_result(&rec, dead));
+	} else if (err == 0) {
+		err = sem_wait_queued(s, (uint32_t)n, deadline, &rec, dead, &ticket, &queued);
+	}
+	if (queued && sem_guard_lock(s, -1) == 0) {
+		/* The deadline passed waiting for the guard (microseconds of
+		 * work, or a dead holder's detection): withdraw now, bounded
+		 * by that same critical section. */
+		sem_leave(s, ticket);
+		sem_guard_unlock(s, true, 0);
+	}
+	sem_gate_release(s);
+	atomic_fetch_sub(&s->r->waiting, 1);
+	return err;
+}
+
+int lw_sem_acquire(lw_sem *s, int64_t n, lw_sem_recovery *dead) { return lw_sem_timedacquire(s, n, -1, dead); }
+
+int lw_sem_release(lw_sem *s, int64_t n) {
+	if (!s || n < 0)
+		return LW_EINVAL;
+	if (n == 0)
+		return 0;
+	int err = sem_guard_lock(s, -1);
+	if (err != 0)
+		return err;
+	if (sem_ld(sem_me_w(s, LW_SEM_SLOT_TOKEN)) != s->r->token || sem_ld(sem_me_w(s, LW_SEM_SLOT_HELD)) < n)
+		return sem_guard_unlock(s, false, LW_EPERM);
+	if ((err = sem_check(s)) != 0)
+		return sem_guard_unlock(s, false, err);
+	sem_st(sem_me_w(s, LW_SEM_SLOT_HELD), sem_ld(sem_me_w(s, LW_SEM_SLOT_HELD)) - (uint32_t)n);
+	sem_st(sem_w(s, LW_SEM_IN_USE), sem_ld(sem_w(s, LW_SEM_IN_USE)) - (uint32_t)n);
+	sem_settle(s);
+	return sem_guard_unlock(s, true, 0);
+}

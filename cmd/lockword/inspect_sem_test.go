@@ -1,0 +1,30 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/lockword/lockword/shm"
+)
+
+// TestInspectShowsSemaphore: a shared semaphore's table names each
+// process's permits, a dead holder and a waiter.
+func TestInspectShowsSemaphore(t *testing.T) {
+	info := &shm.RegionInfo{Path: "r", Objects: []shm.ObjectInfo{
+		{Name: "gpus", Kind: "semaphore", State: "owner-dead", Queued: 1, Semaphore: &shm.SemaphoreInfo{
+			Capacity: 4, InUse: 3, DeadHolders: 1, Recovered: 5,
+			Processes: []shm.SemaphoreProcess{
+				{ProcessInfo: shm.ProcessInfo{Slot: 1, PID: 100, Alive: true}, Held: 1},
+				{ProcessInfo: shm.ProcessInfo{Slot: 2, PID: 200}, Held: 2},
+				{ProcessInfo: shm.ProcessInfo{Slot: 3, PID: 300, Alive: true}, Waiting: 2, Ticket: 9},
+			}}},
+	}}
+	var b bytes.Buffer
+	writeInspectText(&b, info, false)
+	for _, want := range []string{"Semaphores: 1", "3/4", "PID 100: 1 held", "PID 200 (dead): 2 held", "PID 300: 0 held, waits for 2 (ticket 9)", "owner-dead, 1 queued"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in:\n%s", want, b.String())
+		}
+	}
+}

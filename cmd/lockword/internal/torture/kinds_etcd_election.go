@@ -1,0 +1,62 @@
+package torture
+
+// Registration of the etcd-election and etcd-rw kinds (etcd_election.go,
+// etcd_rw.go), after the etcd kinds (kinds_etcd.go) in -lock's list.
+
+import "errors"
+
+func init() {
+	register(
+		kind{name: "etcd-election",
+			desc:  "etcdlock.Election: leaders deposed mid-term, fenced writes, observers (in-process)",
+			usage: electionUsage,
+			run:   func(cfg *config) (report, error) { return tortureElection(cfg, "etcd-election", true) }},
+		kind{name: "etcd-election-unfenced",
+			desc:  "etcd-election with plain, unguarded writes: must FAIL (a deposed leader's write lands)",
+			usage: electionUsage,
+			run:   func(cfg *config) (report, error) { return tortureElection(cfg, "etcd-election-unfenced", false) }},
+		kind{name: "etcd-rw",
+			desc:  "etcdlock.RWMutex: readers check the counter holds still, writers add under fenced writes (in-process)",
+			usage: electionUsage,
+			run:   func(cfg *config) (report, error) { return tortureEtcdRW(cfg, "etcd-rw", false) }},
+		kind{name: "etcd-rw-broken",
+			desc:  "etcd-rw with readers that take no lock: must FAIL (readers see writers inside)",
+			usage: electionUsage,
+			run:   func(cfg *config) (report, error) { return tortureEtcdRW(cfg, "etcd-rw-broken", true) }},
+	)
+	kindHelp = append(kindHelp, electionHelp, etcdRWHelp)
+}
+
+// electionUsage refuses what these in-process kinds cannot do.
+func electionUsage(cfg *config) error {
+	if cfg.etcd.chaos {
+		return errors.New("-chaos is not supported by this kind (it runs in-process: no -chaos, -procs, -kill or -pause)")
+	}
+	return nil
+}
+
+const electionHelp = `etcd-election kinds (etcd-election, etcd-election-unfenced):
+  -workers goroutines campaign, each with its own etcdlock.Election (its
+  own lease, -ttl), -iters terms each (default 6); 3 observers watch the
+  election (Observe). A leader writes its term record, then 6 data records
+  8 ms apart (guarded by its term: Election.Txn), then resigns. Every 3rd
+  term the supervisor revokes the leader's lease mid-term (for etcd, what
+  a pause past the TTL or a partition does: the leader still believes it
+  leads), so the next one is elected with ErrOwnerDead. Checks: one
+  leader per term, tokens strictly increasing, no deposed leader's write
+  landing after its successor's, every observer seeing every leader
+  record once, in order. etcd-election-unfenced writes plain puts and
+  must FAIL. Without -etcd an embedded server runs, as for etcd.
+`
+
+const etcdRWHelp = `etcd-rw kinds (etcd-rw, etcd-rw-broken):
+  -workers goroutines, each with its own etcdlock.RWMutex (its own lease,
+  -ttl), -iters writes each (default 25), and a read before about half of
+  them. A reader reads the counter twice, up to 3 ms apart, under the
+  read lock: it must not change. A writer reads the counter and its total,
+  waits up to 3 ms, and writes counter+value and total+1 guarded by its
+  hold (RWMutex.Txn). An activity word (+1 per reader, +10000 per writer
+  inside) must show readers only or one writer; the counter must equal
+  value × the committed totals. etcd-rw-broken reads without the lock and
+  must FAIL. Without -etcd an embedded server runs, as for etcd.
+`

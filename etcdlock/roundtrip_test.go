@@ -1,0 +1,88 @@
+package etcdlock
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// countingKV counts the KV requests (reads and transactions) sent
+// through a client: watches and lease keep-alives are streams, not
+// counted.
+type countingKV struct {
+	clientv3.KV
+	n *atomic.Int64
+}
+
+func (c countingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	c.n.Add(1)
+	return c.KV.Get(ctx, key, opts...)
+}
+
+func (c countingKV) Txn(ctx context.Context) clientv3.Txn {
+	c.n.Add(1)
+	return c.KV.Txn(ctx)
+}
+
+// TestMutexContendedRequests: two Mutexes hand the lock back and forth,
+// each Lock made while the other holds, and the count of requests each
+// contended Lock sends is checked against the type's "Round trips": the
+// queuing transaction, the read that the key before ours is still there
+// (after the watch on it exists), the claim; no fast-path try, which
+// under contention only fails. No timing assumption: each holder waits
+// until Inspect shows the other queued before it unlocks.
+func TestMutexContendedRequests(t *testing.T) {
+	t.Parallel()
+	p := prefix(t)
+	var counts [2]atomic.Int64
+	var ms [2]*Mutex
+	for i := range ms {
+		cli := newClient(t, endpoints)
+		cli.KV = countingKV{cli.KV, &counts[i]}
+		ms[i] = newMutex(t, cli, p)
+	}
+	check := newClient(t, endpoints)
+	if err := lockCtx(t, ms[0]); err != nil {
+		t.Fatal(err)
+	}
+	const handovers, warmUp = 12, 2 // each Mutex's first contended Lock tries the fast path
+	var perLock [2][]int64
+	for h := range handovers {
+		holder, waiter := ms[h%2], h%2^1
+		before := counts[waiter].Load()
+		got := make(chan error, 1)
+		go func() { got <- lockCtx(t, ms[waiter]) }()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		for {
+			info, err := Inspect(ctx, check, p)
+			if err != nil {
+				cancel()
+				t.Fatal(err)
+			}
+			if len(info.Waiters) == 1 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+		holder.Unlock()
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if h >= warmUp {
+			perLock[waiter] = append(perLock[waiter], counts[waiter].Load()-before)
+		}
+	}
+	ms[handovers%2].Unlock()
+	for i, ns := range perLock {
+		for _, n := range ns {
+			if n != 3 {
+				t.Errorf("Mutex %d: contended Locks sent %v requests each; want 3 (queue, check, claim)", i, ns)
+				break
+			}
+		}
+	}
+}

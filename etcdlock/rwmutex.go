@@ -1,0 +1,436 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockword/lockword"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Key names of an RWMutex's readers below its prefix.
+const (
+	readerDir      = "/readers/"
+	readerFenceDir = "/rfence/"
+)
+
+// A lock named with a path element "readers" or "rfence" would put its
+// records among an RWMutex's read holds (which its writers wait for), so
+// such names are refused too, as "queue" and "fence" are (lockName).
+func init() { reservedNames = append(reservedNames, "readers", "rfence") }
+
+// An RWMutex is a reader-writer lock between processes on any machines
+// that reach one etcd cluster: any number of readers or one writer, with
+// SharedRWMutex's owner-death contract where a cluster allows it. A
+// writer that dies holding (its lease expires) leaves the readers out of
+// the data it may have half written: the next writer gets the lock with
+// ErrOwnerDead, repairs, calls MarkConsistent and unlocks, which admits
+// them (Unlock without MarkConsistent makes the lock not recoverable for
+// readers and writers alike). A reader that dies holding is dropped when
+// its lease expires, and nobody is told: readers do not write, so there
+// is nothing to repair. The writer's Txn and Put write to etcd only while
+// its hold lasts, and Token is its fencing token, as Mutex's.
+//
+// Get one with NewRWMutex. Every RWMutex on the same prefix P, in any
+// process, shares the lock. The writers are a Mutex on P (its queue, hold
+// record and fence, and their guarantees: see Mutex); each read hold is
+// one key:
+//
+//	key                            lease       value
+//	P/readers/<lease>-<nonce>-<n>  the reader's Holder JSON: one key per read hold or waiting reader
+//	P/rfence/<lease>-<nonce>-<n>   the reader's empty: a failed RLockContext's fence (see below)
+//
+// # Order: arrival order, phase by phase
+//
+// Readers and writers are served in the order etcd created their keys
+// (their create revisions): a writer holds once every reader that arrived
+// before it has left, and a reader holds once every writer that arrived
+// before it has unlocked. Readers that arrive together share the lock;
+// a writer that arrives stops the readers behind it, so no writer waits
+// for readers that came after it (no writer starves, as with a
+// writer-preferring lock), and no reader waits for a writer that came
+// after it (no reader starves either, which a writer-preferring lock does
+// not promise). This is the order etcd's recipes.RWMutex keeps; it bounds
+// every wait by the holds queued ahead, as a phase-fair lock does, and
+// each arrival costs one transaction. A strict phase alternation (one
+// writer, then all waiting readers) would need a shared counter that
+// every arrival writes: one more contended key.
+//
+//	reader R waits for                         writer W waits for
+//	the last writer key created before R's     the Mutex (writers before W)
+//	a dead writer's record, or a repair        the last reader key created before W's token
+//
+// A reader that finds a dead writer's hold record (its key gone), or a
+// writer repairing after one, withdraws its key, so that the repairing
+// writer does not wait for it, waits until the record changes, and
+// arrives again: behind the repairing writer.
+//
+// # Calls that fail
+//
+// A LockContext that fails after taking the writers' Mutex unlocks it
+// (or, if it took it from a dead writer, gives its lease up so that the
+// next writer is told again: unlocking unrepaired would make the lock not
+// recoverable). A failed RLockContext deletes its key, in a transaction
+// that also creates the attempt's fence key: its put is conditioned on
+// that key's absence, so a put still in flight fails, and nothing of the
+// attempt survives; the fence key goes with the lease (Close). Both return
+// within their context's deadline.
+//
+// # Memory model
+//
+// As for sync.RWMutex, across processes: the n'th Unlock's transaction
+// commits before the m'th write hold's for n < m, and a read hold begins
+// after the Unlock of the last writer before it and ends before the next
+// writer holds.
+//
+// Read holds belong to the RWMutex value that took them (RUnlock releases
+// one of them, whichever goroutine calls it); the write hold too, as for
+// Mutex. A process that takes a read hold and then waits for the write
+// hold through the same RWMutex waits for itself, until its context ends.
+type RWMutex struct {
+	m      *Mutex
+	nonce  string // the Mutex's queue key name: lease and nonce
+	seq    atomic.Int64
+	writer atomic.Int64 // token of the write hold once readers have left; 0: none
+
+	mu    sync.Mutex
+	reads []string // read keys held
+}
+
+// NewRWMutex returns an RWMutex on the lock named by prefix (as a
+// Mutex's), with its own lease of opts.TTL kept alive until Close. Errors
+// are NewMutex's.
+func NewRWMutex(ctx context.Context, cli *clientv3.Client, prefix string, opts *Options) (*RWMutex, error) {
+	m, err := NewMutex(ctx, cli, prefix, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &RWMutex{m: m, nonce: m.queueKey[len(m.prefix+queueDir):]}, nil
+}
+
+// LockContext takes the write lock, waiting for the writers and readers
+// that arrived before it, until ctx is done or rw's lease is lost. It
+// returns Mutex.LockContext's results: nil, or an *OwnerDeadError with
+// the write lock held (repair, MarkConsistent, Unlock), or an error with
+// nothing held.
+func (rw *RWMutex) LockContext(ctx context.Context) error {
+	dead := rw.m.LockContext(ctx)
+	if dead != nil && !errors.Is(dead, lockword.ErrOwnerDead) {
+		return dead
+	}
+	tok := rw.m.Token()
+	if err := rw.waitReaders(ctx, tok); err != nil {
+		rw.abandonWrite()
+		return err
+	}
+	rw.writer.Store(tok)
+	return dead
+}
+
+// waitReaders waits until no reader key created before token remains.
+func (rw *RWMutex) waitReaders(ctx context.Context, token int64) error {
+	m := rw.m
+	for {
+		r, err := m.cli.Get(ctx, m.prefix+readerDir, append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(token-1))...)
+		if err != nil {
+			return err
+		}
+		if len(r.Kvs) == 0 {
+			return nil
+		}
+		if err := rw.waitGone(ctx, string(r.Kvs[0].Key), r.Header.Revision); err != nil {
+			return err
+		}
+	}
+}
+
+// waitGone waits until key is deleted or changed after revision rev.
+func (rw *RWMutex) waitGone(ctx context.Context, key string, rev int64) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := rw.m.cli.Watch(clientv3.WithRequireLeader(wctx), key, clientv3.WithRev(rev+1))
+	for {
+		select {
+		case wr, ok := <-wch:
+			if !ok || wr.Err() != nil || wr.Canceled || len(wr.Events) > 0 {
+				return ctx.Err() // nil: look again
+			}
+		case <-rw.m.lost:
+			return ErrLeaseLost
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// abandonWrite releases the writers' Mutex after a failed LockContext:
+// unlocks it, or, taken from a dead writer and so unrepaired, gives the
+// lease up, which reports that death to the next writer again.
+func (rw *RWMutex) abandonWrite() {
+	m := rw.m
+	if !m.inconsistent {
+		m.Unlock()
+		return
+	}
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		m.giveUp("gave up waiting for readers after taking the lock from a dead writer", context.DeadlineExceeded)
+		m.released()
+	}()
+}
+
+// Unlock releases the write lock, as Mutex.Unlock (it panics if rw does
+// not hold it).
+func (rw *RWMutex) Unlock() {
+	rw.writer.Store(0)
+	rw.m.Unlock()
+}
+
+// UnlockContext releases the write lock, as Mutex.UnlockContext.
+func (rw *RWMutex) UnlockContext(ctx context.Context) error {
+	if ctx == nil {
+		return lockword.ErrNilContext
+	}
+	tok := rw.writer.Swap(0)
+	err := rw.m.UnlockContext(ctx)
+	if err != nil && !errors.Is(err, ErrNotHolder) {
+		rw.writer.Store(tok) // still held
+	}
+	return err
+}
+
+// MarkConsistent declares the data repaired after a LockContext that
+// returned ErrOwnerDead, as Mutex.MarkConsistent.
+func (rw *RWMutex) MarkConsistent() error { return rw.m.MarkConsistent() }
+
+// Token returns the write hold's fencing token, 0 when rw does not hold
+// the write lock.
+func (rw *RWMutex) Token() int64 { return rw.writer.Load() }
+
+// Txn commits ops if rw still holds the write lock, else returns
+// ErrNotHolder and writes nothing, as Mutex.Txn.
+func (rw *RWMutex) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	if ctx == nil {
+		return nil, lockword.ErrNilContext
+	}
+	if rw.writer.Load() == 0 {
+		return nil, ErrNotHolder
+	}
+	return rw.m.Txn(ctx, ops...)
+}
+
+// Put writes key = val if rw still holds the write lock (Txn with one
+// put).
+func (rw *RWMutex) Put(ctx context.Context, key, val string, opts ...clientv3.OpOption) error {
+	_, err := rw.Txn(ctx, clientv3.OpPut(key, val, opts...))
+	return err
+}
+
+// RLockContext takes a read lock, waiting for the writers that arrived
+// before it (and for the repair of a dead writer's data), until ctx is
+// done or rw's lease is lost. It returns nil with a read hold; an error
+// wrapping lockword.ErrNotRecoverable, ErrLeaseLost, ctx.Err() or the
+// client's error with none, and nothing of the attempt left (see the
+// type's "Calls that fail").
+func (rw *RWMutex) RLockContext(ctx context.Context) error {
+	if ctx == nil {
+		return lockword.ErrNilContext
+	}
+	m := rw.m
+	if m.leaseLost() {
+		return ErrLeaseLost
+	}
+	for {
+		n := rw.seq.Add(1)
+		key := fmt.Sprintf("%s%s%s-%d", m.prefix, readerDir, rw.nonce, n)
+		fence := fmt.Sprintf("%s%s%s-%d", m.prefix, readerFenceDir, rw.nonce, n)
+		held, err := rw.rlock(ctx, key, fence)
+		if err != nil {
+			rw.fenceRead(ctx, key, fence)
+			return err
+		}
+		if held {
+			rw.mu.Lock()
+			rw.reads = append(rw.reads, key)
+			rw.mu.Unlock()
+			return nil
+		}
+	}
+}
+
+// rlock is one arrival of RLockContext: it puts key and waits for the
+// writers before it. held false with a nil error means that it found a
+// dead writer's data unrepaired: it withdrew its key (so that the writer
+// that repairs does not wait for it), waited for the hold record to
+// change, and the reader must arrive again.
+func (rw *RWMutex) rlock(ctx context.Context, key, fence string) (held bool, err error) {
+	m := rw.m
+	lease := clientv3.WithLease(clientv3.LeaseID(m.me.Lease))
+	r, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.Version(fence), "=", 0)).Then(
+		clientv3.OpPut(key, m.meJSON, lease),
+		clientv3.OpGet(m.prefix+queueDir, append(clientv3.WithLastCreate(), clientv3.WithPrefix())...),
+		clientv3.OpGet(m.ownerKey),
+	).Commit()
+	if err != nil {
+		return false, leaseErr(err)
+	}
+	if !r.Succeeded {
+		return false, ErrLeaseLost // only our own clean-up writes the fence key
+	}
+	mine := r.Header.Revision // our key's create revision
+	writers, owner, rev := r.Responses[1].GetResponseRange().Kvs, r.Responses[2].GetResponseRange().Kvs, r.Header.Revision
+	for {
+		switch {
+		case len(writers) == 1:
+			// A writer arrived before us: wait until it has unlocked.
+			if err := rw.waitGone(ctx, string(writers[0].Key), rev); err != nil {
+				return false, err
+			}
+		case len(owner) == 1:
+			rec, err := parseRecord(owner[0].Value)
+			if err != nil {
+				return false, corrupt(m.prefix, fmt.Errorf("hold record %s: %v", m.ownerKey, err))
+			}
+			if rec.State == stateNotRecoverable {
+				return false, fmt.Errorf("%w (etcd lock %q)", lockword.ErrNotRecoverable, m.prefix)
+			}
+			if rec.State == stateHeld && rec.token(owner[0].CreateRevision) > mine {
+				return true, nil // a writer after us: it waits for us
+			}
+			// A writer before us died holding (its key is gone: it is not
+			// in the queue before ours), or one is repairing after such a
+			// death: stay out until the record changes.
+			if _, err := m.cli.Delete(ctx, key); err != nil {
+				return false, err
+			}
+			return false, rw.waitGone(ctx, m.ownerKey, rev)
+		default:
+			return true, nil
+		}
+		g, err := m.cli.Txn(ctx).Then(
+			clientv3.OpGet(m.prefix+queueDir, append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(mine-1))...),
+			clientv3.OpGet(m.ownerKey),
+		).Commit()
+		if err != nil {
+			return false, err
+		}
+		writers, owner, rev = g.Responses[0].GetResponseRange().Kvs, g.Responses[1].GetResponseRange().Kvs, g.Header.Revision
+	}
+}
+
+// fenceRead removes what a failed RLockContext wrote: its key, in the
+// transaction that creates its fence key, so that its put, if still in
+// flight, fails. Within ctx if it has time left, else in the background
+// for one TTL, after which the lease is given up (its keys go with it).
+func (rw *RWMutex) fenceRead(ctx context.Context, key, fence string) {
+	m := rw.m
+	try := func(ctx context.Context) error {
+		_, err := m.cli.Txn(ctx).Then(clientv3.OpDelete(key),
+			clientv3.OpPut(fence, "", clientv3.WithLease(clientv3.LeaseID(m.me.Lease)))).Commit()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			_, err = m.cli.Delete(ctx, key) // the lease is gone: no put can land
+		}
+		return err
+	}
+	if ctx.Err() == nil && try(ctx) == nil {
+		return
+	}
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		rw.retry("could not clean up after a failed RLockContext", try)
+	}()
+}
+
+// retry runs try until it succeeds, for one TTL; then it gives the lease
+// up.
+func (rw *RWMutex) retry(what string, try func(context.Context) error) {
+	m := rw.m
+	deadline := time.Now().Add(m.ttl)
+	pause := lockRetryMin
+	for {
+		ctx, cancel := tryContext(deadline)
+		err := try(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			m.giveUp(what, err)
+			return
+		}
+		time.Sleep(min(pause, time.Until(deadline)))
+		pause = min(2*pause, lockRetryMax)
+	}
+}
+
+// RUnlockContext releases one of rw's read locks: it deletes its key. It
+// returns ErrNotHolder if rw holds none, and the client's error with the
+// read lock still held.
+func (rw *RWMutex) RUnlockContext(ctx context.Context) error {
+	if ctx == nil {
+		return lockword.ErrNilContext
+	}
+	rw.mu.Lock()
+	if len(rw.reads) == 0 {
+		rw.mu.Unlock()
+		return ErrNotHolder
+	}
+	key := rw.reads[len(rw.reads)-1]
+	rw.reads = rw.reads[:len(rw.reads)-1]
+	rw.mu.Unlock()
+	if _, err := rw.m.cli.Delete(ctx, key); err != nil {
+		rw.mu.Lock()
+		rw.reads = append(rw.reads, key)
+		rw.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// RUnlock releases one of rw's read locks; it panics if rw holds none. If
+// etcd has not confirmed within 1 s it returns anyway and the release
+// goes on in the background for one TTL, after which rw gives its lease
+// up (which drops the read hold as a reader's death would).
+func (rw *RWMutex) RUnlock() {
+	ctx, cancel := context.WithTimeout(context.Background(), unlockWait)
+	err := rw.RUnlockContext(ctx)
+	cancel()
+	switch {
+	case errors.Is(err, ErrNotHolder):
+		panic(fmt.Sprintf("etcdlock: RUnlock of unlocked RWMutex %q", rw.m.prefix))
+	case err == nil:
+		return
+	}
+	rw.mu.Lock()
+	key := rw.reads[len(rw.reads)-1]
+	rw.reads = rw.reads[:len(rw.reads)-1]
+	rw.mu.Unlock()
+	rw.m.bg.Add(1)
+	go func() {
+		defer rw.m.bg.Done()
+		rw.retry("could not release a read lock", func(ctx context.Context) error {
+			_, err := rw.m.cli.Delete(ctx, key)
+			return err
+		})
+	}()
+}
+
+// Close revokes rw's lease (as Mutex.Close): its read holds end, and a
+// write hold ends as a writer's death.
+func (rw *RWMutex) Close() error { return rw.m.Close() }
+
+// Lost returns a channel that is closed when rw's lease is lost.
+func (rw *RWMutex) Lost() <-chan struct{} { return rw.m.Lost() }
+
+// Name returns the lock's prefix, normalised.
+func (rw *RWMutex) Name() string { return rw.m.prefix }
+
+// Identity returns what other processes see of rw's holder.
+func (rw *RWMutex) Identity() Holder { return rw.m.me }

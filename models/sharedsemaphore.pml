@@ -1,0 +1,260 @@
+/*
+ * sharedsemaphore.pml: shm.Semaphore, the robust weighted semaphore in a
+ * region: a guard (a robust mutex) under which every word changes, the
+ * permits in use, one entry per process (permits held, owner token, queue
+ * ticket), a FIFO queue by ticket, and seq, the word waiters sleep on.
+ *
+ * Mirrors shm/semaphore.go and shm/semaphorewaiter.go:
+ * models: shm/semaphore.go (*Semaphore).tryTake
+ * models: shm/semaphore.go (*Semaphore).Release
+ * models: shm/semaphore.go (*Semaphore).lock
+ * models: shm/semaphore.go (*Semaphore).unlock
+ * models: shm/semaphore.go (*Semaphore).take
+ * models: shm/semaphore.go (*Semaphore).reclaim
+ * models: shm/semaphore.go (*Semaphore).reap
+ * models: shm/semaphore.go (*Semaphore).recount
+ * models: shm/semaphorewaiter.go (*sharedSemWaiter).wait
+ * models: shm/semaphorewaiter.go (*sharedSemWaiter).join
+ * models: shm/semaphorewaiter.go (*sharedSemWaiter).round
+ * models: shm/semaphorewaiter.go (*sharedSemWaiter).behind
+ * models: shm/semaphorewaiter.go (*sharedSemWaiter).leave
+ *
+ * Bounds: capacity C = 2; NP = 3 processes (one goroutine each: the
+ * in-process gate is an ordinary Mutex and not modelled) wanting 2, 1 and
+ * 1 permits, ROUNDS acquisitions each; one process may die at any step
+ * (the killer), holding the guard, permits or a ticket, or in the middle
+ * of a guard section. The guard is a lock whose dead holder's guard is
+ * taken over and the counts recomputed from the entries (the SharedMutex
+ * under it has its own model). The 10 ms liveness check is a reap at every
+ * round; a sleep on seq may end by its timeout only while a dead process's
+ * entry or guard is unrecovered, or the dead process had bumped seq and
+ * died before its FUTEX_WAKE (TIMEOUT_OK: the 10 ms slices are what
+ * covers that wake), so a lost wake-up among the living is an invalid
+ * end state. No PID reuse (sharedmutex.pml models
+ * generations), no cancellation (the in-process model does).
+ *
+ * Properties:
+ *   - permits in use never exceed C: at every entry to the critical
+ *     section, the permits of the living inside plus what dead processes
+ *     still hold is at most C; the count word never passes C nor wraps
+ *     below 0 (assert at every guard release by a live holder, with the
+ *     count equal to the entries' sum);
+ *   - recovered exactly once: the permits taken back never exceed what the
+ *     dead held, and at the end they are all back (recovered + what dead
+ *     entries still hold = what the dead held; after the last round every
+ *     dead entry has been reaped, or is counted);
+ *   - FIFO: a take outside the queue happens only while no live process
+ *     holds a ticket;
+ *   - no lost wake-up: no invalid end state.
+ *
+ * Negative controls:
+ *   -DBROKEN_NO_RECOUNT  a guard taken from a dead holder is used as it is:
+ *                        a take cut between its two stores loses permits
+ *                        from the count, and the semaphore over-grants.
+ *   -DBROKEN_TWICE       a reclaim frees the permits but leaves the entry's
+ *                        count: the next reap returns them again.
+ *   -DBROKEN_NO_WAKE     Release bumps seq without waking the sleepers.
+ *   -DBROKEN_BARGE       the first try ignores the queue.
+ *   -DBROKEN_LIVE        a reap takes back a live process's permits.
+ *   -DBROKEN_TAKEOVER_NO_BUMP a guard taken from a dead holder is not
+ *                        followed by a bump and wake: a Release cut after
+ *                        freeing its permits leaves the waiters asleep.
+ */
+#define NP 3
+#define NG NP
+#ifndef ROUNDS
+#define ROUNDS 1
+#endif
+#define C 2
+#define SEQ 1
+#define need(p) ((p) == 0 -> 2 : 1)
+#define deadpending (killed != 255 && (tok[killed] || guard == killed + 1 || owes[killed]))
+#define TIMEOUT_OK(self) deadpending
+#include "wait.pml"
+
+byte guard;          /* 0 free, else holder + 1 */
+byte inuse;          /* the count word */
+byte held[NP];
+bool tok[NP];        /* the entry names its process's incarnation */
+byte ticket[NP];     /* 0: not waiting */
+byte waiters, next = 1, seq;
+bool sleepers;
+bool dead[NP];
+byte killed = 255;   /* the dead process, 255: none */
+byte deadheld;       /* ghost: what it held when it died */
+byte recovered;      /* ghost: permits taken back */
+byte inside[NP];     /* ghost: permits of a live process in its critical section */
+byte fin;
+bool done[NP];
+bool owes[NP];       /* ghost: bumped seq with sleepers, not yet woken them */
+
+#define sumheld (held[0] + held[1] + held[2])
+#define deadhold (killed == 255 -> 0 : held[killed])
+#define liveticket(q) (ticket[q] != 0 && !dead[q])
+
+inline recount() {
+	d_step {
+		inuse = sumheld;
+		waiters = (ticket[0] != 0) + (ticket[1] != 0) + (ticket[2] != 0)
+	}
+}
+
+inline glock(p) {
+	if
+	:: atomic { guard == 0 -> guard = p + 1 }
+	:: atomic { guard != 0 && dead[guard - 1] -> guard = p + 1 };
+#ifndef BROKEN_NO_RECOUNT
+		recount();
+#endif
+		/* The dead holder may have freed permits and died before its
+		 * bump: bump and wake for it. */
+#ifndef BROKEN_TAKEOVER_NO_BUMP
+		atomic { wk = sleepers; seq = seq + 1; sleepers = false; owes[p] = wk };
+		if :: wk -> atomic { wake_n(SEQ, NG, false, 0); owes[p] = false } :: else fi
+#endif
+	fi
+}
+
+/* gunlock: release the guard, bumping seq first if bump, then waking. */
+inline gunlock(p, bump) {
+	assert(inuse <= C && (inuse == sumheld || dead[0] || dead[1] || dead[2]));
+	if
+	:: bump -> atomic { wk = sleepers; seq = seq + 1; sleepers = false; owes[p] = wk }
+	:: else -> wk = false
+	fi;
+	guard = 0;
+	if
+	:: wk -> atomic { wake_n(SEQ, NG, false, 0); owes[p] = false }
+	:: else
+	fi
+}
+
+inline take(p, n) {
+	tok[p] = true;
+	held[p] = held[p] + n;
+	inuse = inuse + n
+}
+
+/* reclaim the entry of dead process q: each field one store. */
+inline reclaim(q) {
+	if
+	:: ticket[q] != 0 -> ticket[q] = 0; waiters = waiters - 1
+	:: else
+	fi;
+	h = held[q];
+#ifdef BROKEN_TWICE
+	recovered = recovered + h;
+#else
+	atomic { held[q] = 0; recovered = recovered + h };
+	tok[q] = false;
+#endif
+	inuse = inuse - h;
+	reaped = true;
+	assert(recovered <= deadheld)
+}
+
+inline reap(p) {
+	reaped = false;
+	for (q : 0 .. NP - 1) {
+		if
+#ifdef BROKEN_LIVE
+		:: q != p && tok[q] && held[q] > 0 -> reclaim(q)
+#endif
+		:: q != p && tok[q] && dead[q] -> reclaim(q)
+		:: else
+		fi
+	}
+}
+
+#define fits(n) (inuse + (n) <= C)
+#define behind(p) ((ticket[0] != 0 && 0 != p && ticket[0] < ticket[p]) || \
+                   (ticket[1] != 0 && 1 != p && ticket[1] < ticket[p]) || \
+                   (ticket[2] != 0 && 2 != p && ticket[2] < ticket[p]))
+#define noliveticket(p) (!liveticket((p + 1) % NP) && !liveticket((p + 2) % NP))
+
+proctype P(byte p) {
+	byte n = need(p), v, h, q, r;
+	bool wk, reaped, err;
+	{
+	for (r : 1 .. ROUNDS) {
+		/* tryTake */
+		glock(p);
+#ifdef BROKEN_BARGE
+		if :: fits(n) -> goto fast :: else fi;
+#endif
+		if
+		:: waiters == 0 && fits(n) -> goto fast
+		:: else -> reap(p)
+		fi;
+		if
+		:: waiters == 0 && fits(n) ->
+fast:			assert(noliveticket(p));
+			take(p, n); gunlock(p, reaped); goto cs
+		:: else -> gunlock(p, reaped)
+		fi;
+		/* wait: join, then rounds */
+		glock(p);
+		if
+		:: waiters == 0 && fits(n) -> assert(noliveticket(p)); take(p, n); gunlock(p, false); goto cs
+		:: else
+		fi;
+		tok[p] = true;
+		atomic { ticket[p] = next; next = next + 1 };
+		waiters = waiters + 1;
+round:		reap(p);
+		if
+		:: reaped -> atomic { wk = sleepers; seq = seq + 1; sleepers = false; owes[p] = wk };
+			if :: wk -> atomic { wake_n(SEQ, NG, false, 0); owes[p] = false } :: else fi
+		:: else
+		fi;
+		if
+		:: !behind(p) && fits(n) ->
+			ticket[p] = 0; waiters = waiters - 1;
+			take(p, n); gunlock(p, true); goto cs
+		:: else
+		fi;
+		atomic { sleepers = true; v = seq };
+		gunlock(p, false);
+		wait_enqueue(p, SEQ, seq, v, 0);
+		wait_sleep(p, false, err);
+		glock(p);
+		goto round;
+cs:		atomic {
+			inside[p] = n;
+			assert(inside[0] + inside[1] + inside[2] + deadhold <= C)
+		};
+		inside[p] = 0;
+		/* Release */
+		glock(p);
+		held[p] = held[p] - n;
+		inuse = inuse - n;
+		if :: held[p] == 0 && ticket[p] == 0 -> tok[p] = false :: else fi;
+#ifdef BROKEN_NO_WAKE
+		atomic { seq = seq + 1; sleepers = false };
+		gunlock(p, false)
+#else
+		gunlock(p, true)
+#endif
+	};
+	atomic { fin++; done[p] = true }
+	} unless { dead[p] }
+}
+
+/* The killer: at most one death, at any step of any process. */
+active proctype killer() {
+	if
+	:: atomic { !done[0] -> dead[0] = true; killed = 0; deadheld = held[0]; inside[0] = 0 }
+	:: atomic { !done[1] -> dead[1] = true; killed = 1; deadheld = held[1]; inside[1] = 0 }
+	:: atomic { !done[2] -> dead[2] = true; killed = 2; deadheld = held[2]; inside[2] = 0 }
+	:: skip
+	fi
+}
+
+init {
+	atomic { run P(0); run P(1); run P(2) };
+	(fin + (killed != 255) == NP);
+	/* Every permit came back once: taken back, or still in the dead
+	 * entry (nobody was short after the death); the living hold none. */
+	assert(recovered + deadhold == deadheld);
+	assert(held[0] + held[1] + held[2] == deadhold)
+}

@@ -1,0 +1,495 @@
+package lockword
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"sync/atomic"
+
+	"github.com/lockword/lockword/internal/ringindex"
+	"github.com/lockword/lockword/internal/wait"
+)
+
+// ErrQueueClosed is returned by the blocking calls of a Queue once it has
+// been closed: by Push and PushSlice at once, by Pop and PopSlice when every
+// item pushed before Close has been popped. It is not ErrRingClosed, so
+// that a log line names the type that was closed.
+var ErrQueueClosed = errors.New("lockword: queue closed")
+
+// queueClosed is the bit of Queue.tail that Close sets. Positions count up
+// from 0 below it (2^63 items: centuries at a billion a second).
+const queueClosed = 1 << 63
+
+// A Queue is a bounded, multi-producer multi-consumer (MPMC) FIFO queue of
+// T: Dmitry Vyukov's bounded MPMC queue ("Bounded MPMC queue", 1024cores.net,
+// 2010), a ring of slots, each with its own sequence number, and two
+// free-running positions. Any number of goroutines may push and pop
+// concurrently. For one producer and one consumer, Ring is faster.
+//
+// A producer claims position t = tail with a CAS of tail from t to t+1 and
+// then owns slot t mod capacity until it publishes the item by storing the
+// slot's sequence; a consumer claims position h = head the same way. The
+// sequence of the slot of position p says who may move it next:
+//
+//	seq           state of the slot           who moves it, to what
+//	p             free for the push of p      its producer, after the CAS of
+//	                                          tail: writes the item, seq = p+1
+//	p+1           holds the item of p         its consumer, after the CAS of
+//	                                          head: reads it, seq = p+capacity
+//	p+capacity    free for the push of        (the next lap's p)
+//	              p+capacity
+//
+// So producers contend only on tail, consumers only on head, and a producer
+// and a consumer meet only at a slot, never at a shared lock. Vyukov's
+// design was chosen over a linked queue (Michael & Scott) because it is
+// bounded and allocates nothing per item, and over a ring of two indices
+// with a lock because a claim is one CAS; its one cost is that a producer
+// descheduled between its claim and its publish holds up consumers of that
+// slot (they see it not yet full), so the queue is not lock-free in the
+// strict sense. The batched calls claim a run of consecutive slots with one
+// CAS.
+//
+// Close sets a bit in tail itself, so every claim of a producer falls either
+// before Close (its CAS saw no bit, and the item is counted in tail and
+// will be popped) or after it (its CAS fails): items whose push returned
+// true are never lost, however pushes and Close overlap, and consumers get
+// ErrQueueClosed only once head has reached the final tail.
+//
+// TryPush and TryPop never wait for another goroutine's progress other than
+// through failed CASes; TryPop reports false when the oldest claimed slot
+// is not yet published. Push, Pop, PushSlice and PopSlice wait when the
+// queue is full (empty): they yield and spin briefly, as the Ring's do, then
+// park on a wake word (internal/wait), using no CPU while idle. A side that
+// frees a slot (publishes an item) wakes one parked producer (consumer) per
+// slot, but only if one is announced, so a busy queue makes no wake calls;
+// see QueueStats. The announcement, a count of parked goroutines, and the
+// slot's sequence form a Dekker pair, as in Ring, so no wake-up is lost.
+//
+// In the terminology of the Go memory model, a push of an item synchronizes
+// before the pop that returns it, and a pop that frees a slot synchronizes
+// before the push that reuses it. A producer's items reach any one consumer
+// in the order they were pushed (positions are claimed in order, and each
+// consumer claims increasing positions).
+//
+// A Queue must be created with NewQueue and must not be copied: it is a
+// ring of slots allocated up front, so its zero value could hold nothing.
+type Queue[T any] struct {
+	_    noCopy
+	_    [falseSharingRange]byte
+	tail atomic.Uint64 // next position a push claims; queueClosed once closed
+	_    [falseSharingRange - 8]byte
+	head atomic.Uint64 // next position a pop claims
+	_    [falseSharingRange - 8]byte
+	// pushers are the producers parked on a full queue; consumers read
+	// pushers.parked after each release. poppers likewise.
+	pushers queueWaiters
+	_       [falseSharingRange]byte
+	poppers queueWaiters
+	_       [falseSharingRange]byte
+
+	// Read-only after NewQueue.
+	slots []queueSlot[T]
+	mask  uint64 // len(slots)-1
+	clear bool   // T holds pointers: zero popped slots so the GC can free what they held
+}
+
+// queueSlot is one slot: its sequence (see Queue) and the item.
+type queueSlot[T any] struct {
+	seq atomic.Uint64
+	v   T
+}
+
+// QueueStats counts how often the blocking calls of a Queue parked and were
+// woken. A busy queue, where nobody waits for long, parks rarely and makes
+// no wake calls.
+type QueueStats struct {
+	// PushSleeps and PopSleeps count the times Push or PushSlice found
+	// the queue full (Pop or PopSlice found it empty) for longer than the
+	// spin and parked.
+	PushSleeps, PopSleeps uint64
+	// Wakes counts wake-up calls, made by a side (or Close) that found
+	// goroutines of the other side announced as parked.
+	Wakes uint64
+}
+
+// NewQueue returns an empty Queue with room for capacity items. capacity
+// must be a power of two from 2 to MaxRingCapacity (Vyukov's sequences need
+// two slots to tell "full" from "free for the next lap"); otherwise NewQueue
+// returns an error. The queue allocates capacity slots up front.
+func NewQueue[T any](capacity int) (*Queue[T], error) {
+	if capacity < 2 || capacity > MaxRingCapacity || capacity&(capacity-1) != 0 {
+		return nil, fmt.Errorf("lockword: NewQueue capacity %d: must be a power of two from 2 to %d (try %d)",
+			capacity, MaxRingCapacity, max(2, ringRoundUp(capacity)))
+	}
+	q := &Queue[T]{slots: paddedSlice[queueSlot[T]](capacity), mask: uint64(capacity - 1)}
+	for i := range q.slots {
+		q.slots[i].seq.Store(uint64(i)) // free for the push of position i
+	}
+	q.clear = holdsPointers(reflect.TypeFor[T]())
+	return q, nil
+}
+
+// Cap returns the number of slots.
+func (q *Queue[T]) Cap() int { return len(q.slots) }
+
+// Len returns the number of items pushed and not yet popped (claims in
+// progress included): a snapshot that may be out of date when it returns.
+func (q *Queue[T]) Len() int {
+	h := q.head.Load()
+	t := q.tail.Load() &^ queueClosed
+	if h >= t {
+		return 0
+	}
+	return int(t - h)
+}
+
+// Stats returns counts of sleeps and wake-ups so far.
+func (q *Queue[T]) Stats() QueueStats {
+	return QueueStats{
+		PushSleeps: q.pushers.sleeps.Load(),
+		PopSleeps:  q.poppers.sleeps.Load(),
+		Wakes:      q.pushers.wakes.Load() + q.poppers.wakes.Load(),
+	}
+}
+
+// Closed reports whether Close has been called: after TryPush returns
+// false, it tells a closed queue from a full one.
+func (q *Queue[T]) Closed() bool { return q.tail.Load()&queueClosed != 0 }
+
+// TryPush appends v to the queue, unless it is full or closed, and reports
+// whether it did. It never parks.
+func (q *Queue[T]) TryPush(v T) bool {
+	t := q.tail.Load()
+	for t&queueClosed == 0 {
+		s := &q.slots[t&q.mask]
+		switch d := int64(s.seq.Load() - t); {
+		case d == 0: // free for position t: claim it
+			if q.tail.CompareAndSwap(t, t+1) {
+				s.v = v
+				// Publish: the item is written before the sequence
+				// says so, and the consumer loads the sequence
+				// before it reads the item. Then look for parked
+				// consumers (the Dekker pair: see publishIndex).
+				s.seq.Swap(t + 1)
+				q.wakePoppers(1)
+				return true
+			}
+		case d < 0: // still holds the item of position t-capacity: full
+			return false
+		}
+		// Another producer claimed t first.
+		t = q.tail.Load()
+	}
+	return false
+}
+
+// TryPop removes and returns the oldest item, if there is one. It never
+// parks. It reports false when the queue is empty, and also when the oldest
+// item's producer has claimed its slot and not yet written it. Items pushed
+// before Close are still returned after it.
+func (q *Queue[T]) TryPop() (v T, ok bool) {
+	h := q.head.Load()
+	for {
+		s := &q.slots[h&q.mask]
+		switch d := int64(s.seq.Load() - (h + 1)); {
+		case d == 0: // holds the item of position h: claim it
+			if q.head.CompareAndSwap(h, h+1) {
+				v = s.v
+				if q.clear {
+					var zero T
+					s.v = zero
+				}
+				// Free the slot for the next lap's producer; our
+				// read above happens before its write.
+				s.seq.Swap(h + uint64(len(q.slots)))
+				q.pushers.wake(1)
+				return v, true
+			}
+		case d < 0: // not yet published: empty (or a push in progress)
+			return v, false
+		}
+		// Another consumer claimed h first.
+		h = q.head.Load()
+	}
+}
+
+// TryPushSlice appends as many leading items of src as there are free
+// slots, claiming them with one CAS, and returns how many it appended: 0
+// if the queue is full or closed. It never parks.
+func (q *Queue[T]) TryPushSlice(src []T) int {
+	t := q.tail.Load()
+	for len(src) > 0 && t&queueClosed == 0 {
+		// Count the free slots from t on: each must be free for its own
+		// position, since consumers free slots out of order.
+		n := uint64(0)
+		for n < uint64(len(src)) && q.slots[(t+n)&q.mask].seq.Load() == t+n {
+			n++
+		}
+		if n == 0 && int64(q.slots[t&q.mask].seq.Load()-t) < 0 {
+			return 0 // full
+		}
+		if n > 0 && q.tail.CompareAndSwap(t, t+n) {
+			// The slots stay free until we publish them: only the
+			// producer of their position may move them.
+			for i := range n {
+				s := &q.slots[(t+i)&q.mask]
+				s.v = src[i]
+				s.seq.Swap(t + i + 1)
+			}
+			q.wakePoppers(int(n))
+			return int(n)
+		}
+		t = q.tail.Load()
+	}
+	return 0
+}
+
+// TryPopSlice removes up to len(dst) of the oldest items into dst, claiming
+// them with one CAS, and returns how many it removed: those published in a
+// run from the oldest on. It never parks.
+func (q *Queue[T]) TryPopSlice(dst []T) int {
+	h := q.head.Load()
+	for len(dst) > 0 {
+		n := uint64(0)
+		for n < uint64(len(dst)) && q.slots[(h+n)&q.mask].seq.Load() == h+n+1 {
+			n++
+		}
+		if n == 0 && int64(q.slots[h&q.mask].seq.Load()-(h+1)) < 0 {
+			return 0 // empty, or the oldest push is in progress
+		}
+		if n > 0 && q.head.CompareAndSwap(h, h+n) {
+			lap := uint64(len(q.slots))
+			for i := range n {
+				s := &q.slots[(h+i)&q.mask]
+				dst[i] = s.v
+				if q.clear {
+					var zero T
+					s.v = zero
+				}
+				s.seq.Swap(h + i + lap)
+			}
+			q.pushers.wake(int(n))
+			return int(n)
+		}
+		h = q.head.Load()
+	}
+	return 0
+}
+
+// Push appends v to the queue, waiting while it is full. It returns nil once
+// v is in the queue, ErrQueueClosed (without pushing) if the queue is
+// closed, ErrNilContext for a nil ctx, or, if ctx ends first, ctx.Err()
+// with v not pushed. If there is room, v is pushed even when ctx is already
+// done.
+func (q *Queue[T]) Push(ctx context.Context, v T) error {
+	if ctx != nil && q.TryPush(v) {
+		return nil
+	}
+	return q.pushSlow(ctx, v)
+}
+
+//go:noinline
+func (q *Queue[T]) pushSlow(ctx context.Context, v T) error {
+	for {
+		if err := q.await(ctx, &q.pushers, q.hasRoom); err != nil {
+			return err
+		}
+		if q.TryPush(v) {
+			return nil
+		}
+	}
+}
+
+// Pop removes and returns the oldest item, waiting while the queue is
+// empty. It returns ErrQueueClosed once the queue is closed and every item
+// pushed before Close has been popped, ErrNilContext for a nil ctx, or, if
+// ctx ends first, ctx.Err(). If an item is there, it is returned even when
+// ctx is already done.
+func (q *Queue[T]) Pop(ctx context.Context) (T, error) {
+	if ctx != nil {
+		if v, ok := q.TryPop(); ok {
+			return v, nil
+		}
+	}
+	return q.popSlow(ctx)
+}
+
+//go:noinline
+func (q *Queue[T]) popSlow(ctx context.Context) (T, error) {
+	for {
+		if err := q.await(ctx, &q.poppers, q.hasItems); err != nil {
+			var zero T
+			return zero, err
+		}
+		if v, ok := q.TryPop(); ok {
+			return v, nil
+		}
+	}
+}
+
+// PushSlice appends all of src in order, waiting for room as needed and
+// claiming each run of free slots with one CAS. It returns how many items it
+// pushed: len(src) with a nil error, or fewer with ErrQueueClosed,
+// ErrNilContext or ctx.Err(). Other producers' items may fall between
+// the runs.
+func (q *Queue[T]) PushSlice(ctx context.Context, src []T) (int, error) {
+	if ctx == nil {
+		return 0, ErrNilContext
+	}
+	n := q.TryPushSlice(src)
+	for n < len(src) {
+		if err := q.await(ctx, &q.pushers, q.hasRoom); err != nil {
+			return n, err
+		}
+		n += q.TryPushSlice(src[n:])
+	}
+	return n, nil
+}
+
+// PopSlice waits until the queue holds at least one item, then removes up to
+// len(dst) of the oldest items into dst with one CAS and returns how many
+// (as io.Reader does: n ≥ 1 with a nil error). It returns 0 and
+// ErrQueueClosed once the queue is closed and drained, 0 and ErrNilContext
+// for a nil ctx, or 0 and ctx.Err() if ctx ends first. A dst of length 0
+// returns 0, nil.
+func (q *Queue[T]) PopSlice(ctx context.Context, dst []T) (int, error) {
+	if ctx == nil {
+		return 0, ErrNilContext
+	}
+	if len(dst) == 0 {
+		return 0, nil
+	}
+	for {
+		if n := q.TryPopSlice(dst); n > 0 {
+			return n, nil
+		}
+		if err := q.await(ctx, &q.poppers, q.hasItems); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// Close ends the stream: afterwards pushes fail (TryPush returns false,
+// Push returns ErrQueueClosed), parked calls return, and consumers pop the
+// items that remain and then get ErrQueueClosed. A push that returned true
+// (or nil) before, or concurrently with, Close is never lost (see Queue).
+// Close may be called by any goroutine, more than once.
+func (q *Queue[T]) Close() {
+	if q.tail.Or(queueClosed)&queueClosed != 0 {
+		return
+	}
+	q.pushers.wakeAll()
+	q.poppers.wakeAll()
+}
+
+// hasRoom reports whether a push may succeed now: the slot at tail is free,
+// or the queue is closed (the caller then sees it).
+func (q *Queue[T]) hasRoom() (ready bool, err error) {
+	t := q.tail.Load()
+	if t&queueClosed != 0 {
+		return true, ErrQueueClosed
+	}
+	return q.slots[t&q.mask].seq.Load() == t, nil
+}
+
+// hasItems reports whether a pop may succeed now: the slot at head holds
+// its item, or the queue is closed and every claimed position popped.
+func (q *Queue[T]) hasItems() (ready bool, err error) {
+	t := q.tail.Load() // first: once closed, its value is final
+	h := q.head.Load()
+	if q.slots[h&q.mask].seq.Load() == h+1 {
+		return true, nil
+	}
+	if t&queueClosed != 0 && h >= t&^queueClosed {
+		return true, ErrQueueClosed
+	}
+	return false, nil
+}
+
+// wakePoppers wakes up to n parked consumers after a publish: one load on a
+// busy queue. On a closed queue it wakes them all: a publish after Close
+// may be the last, after which a parked consumer must wake to see the
+// queue drained, and no later publish will wake it.
+func (q *Queue[T]) wakePoppers(n int) {
+	if q.poppers.parked.Load() != 0 {
+		if q.Closed() {
+			n = math.MaxInt32
+		}
+		q.poppers.wakeSlow(n)
+	}
+}
+
+// queueWaiters are the goroutines of one side of a Queue parked until the
+// other side makes progress, around one wake word.
+//
+//	word     written by                        read by
+//	gen      every wake, +1                    a parking goroutine: it parks
+//	                                           only while gen is unchanged
+//	parked   a goroutine announcing, +1, and   the other side after each
+//	         leaving, -1                       publish (release)
+//
+// No lost wake-up: a goroutine announces itself (parked+1), loads gen, and
+// only then looks at the queue once more; the other side stores the slot's
+// sequence and then loads parked. Go's atomics are sequentially
+// consistent, so either the look sees the new slot, or the other side sees
+// the announcement and bumps gen, after which the park (which compares gen
+// under the waiting layer's lock) does not sleep.
+type queueWaiters struct {
+	gen    atomic.Uint32
+	parked atomic.Int32
+	sleeps atomic.Uint64 // times a goroutine parked
+	wakes  atomic.Uint64 // wake calls
+}
+
+// wake wakes up to n parked goroutines, if any are announced: one load on a
+// busy queue.
+func (w *queueWaiters) wake(n int) {
+	if w.parked.Load() != 0 {
+		w.wakeSlow(n)
+	}
+}
+
+//go:noinline
+func (w *queueWaiters) wakeSlow(n int) {
+	w.gen.Add(1)
+	w.wakes.Add(1)
+	wait.Wake(&w.gen, n)
+}
+
+func (w *queueWaiters) wakeAll() { w.wakeSlow(math.MaxInt32) }
+
+// await waits until ready reports true, or an error: ready's (the queue is
+// closed), ErrNilContext, or ctx's. It yields and spins as a Ring does,
+// then parks on w.
+func (q *Queue[T]) await(ctx context.Context, w *queueWaiters, ready func() (bool, error)) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	for sp := ringindex.NewSpinner(); ; {
+		if ok, err := ready(); ok {
+			return err
+		}
+		if !sp.Wait() {
+			break
+		}
+	}
+	for {
+		w.parked.Add(1) // announce, then look again (the Dekker pair)
+		gen := w.gen.Load()
+		if ok, err := ready(); ok {
+			w.parked.Add(-1)
+			return err
+		}
+		w.sleeps.Add(1)
+		// A wake-up that dequeued us is reported as one even if ctx
+		// ends meanwhile (internal/wait), so an error here took no
+		// wake-up from another parked goroutine.
+		err := wait.Wait(ctx, &w.gen, gen)
+		w.parked.Add(-1)
+		if err != nil {
+			return err
+		}
+	}
+}

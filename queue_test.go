@@ -1,0 +1,270 @@
+package lockword
+
+import (
+	"context"
+	"errors"
+	"github.com/lockword/lockword/internal/wait"
+	"testing"
+	"time"
+)
+
+func mustQueue[T any](t testing.TB, capacity int) *Queue[T] {
+	t.Helper()
+	q, err := NewQueue[T](capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func TestNewQueueCapacity(t *testing.T) {
+	for _, c := range []int{-1, 0, 1, 3, 1000} {
+		if _, err := NewQueue[int](c); err == nil {
+			t.Errorf("NewQueue(%d) succeeded", c)
+		}
+	}
+	for _, c := range []int{2, 4, 1024} {
+		if q, err := NewQueue[int](c); err != nil || q.Cap() != c {
+			t.Errorf("NewQueue(%d) = %v, %v", c, q, err)
+		}
+	}
+}
+
+// TestQueueFIFO fills and drains the queue, single and batched, over many
+// laps, so that every slot sees sequences of several laps.
+func TestQueueFIFO(t *testing.T) {
+	q := mustQueue[int](t, 8)
+	next, want := 0, 0
+	buf := make([]int, 5)
+	for lap := range 50 {
+		for q.TryPush(next) {
+			next++
+		}
+		if q.Len() != 8 {
+			t.Fatalf("lap %d: Len of a full queue = %d", lap, q.Len())
+		}
+		if n := q.TryPushSlice([]int{-1}); n != 0 {
+			t.Fatalf("TryPushSlice on a full queue pushed %d", n)
+		}
+		for {
+			n := q.TryPopSlice(buf[:1+lap%5])
+			if n == 0 {
+				break
+			}
+			for _, v := range buf[:n] {
+				if v != want {
+					t.Fatalf("lap %d: popped %d, want %d", lap, v, want)
+				}
+				want++
+			}
+			// Refill with fewer than were popped, in batches, so
+			// that batches wrap and the loop ends.
+			src := []int{next, next + 1, next + 2}
+			next += q.TryPushSlice(src[:min(lap%3, n-1)])
+		}
+		for v, ok := q.TryPop(); ok; v, ok = q.TryPop() {
+			if v != want {
+				t.Fatalf("lap %d: popped %d, want %d", lap, v, want)
+			}
+			want++
+		}
+		if q.Len() != 0 || want != next {
+			t.Fatalf("lap %d: Len %d, popped %d of %d", lap, q.Len(), want, next)
+		}
+	}
+}
+
+func TestQueueClearsPointerSlots(t *testing.T) {
+	q := mustQueue[*int](t, 4)
+	q.TryPush(new(int))
+	q.TryPop()
+	q.TryPushSlice([]*int{new(int), new(int)})
+	q.TryPopSlice(make([]*int, 2))
+	for i := range q.slots {
+		if q.slots[i].v != nil {
+			t.Fatalf("slot %d still holds a popped pointer", i)
+		}
+	}
+}
+
+func TestQueueClose(t *testing.T) {
+	ctx := context.Background()
+	q := mustQueue[int](t, 4)
+	q.TryPush(1)
+	q.TryPushSlice([]int{2})
+	q.Close()
+	q.Close() // twice is fine
+	if !q.Closed() {
+		t.Fatal("Closed() = false after Close")
+	}
+	if q.TryPush(3) || q.TryPushSlice([]int{3}) != 0 {
+		t.Fatal("push succeeded after Close")
+	}
+	if err := q.Push(ctx, 3); err != ErrQueueClosed {
+		t.Fatalf("Push after Close = %v", err)
+	}
+	if n, err := q.PushSlice(ctx, []int{3}); n != 0 || err != ErrQueueClosed {
+		t.Fatalf("PushSlice after Close = %d, %v", n, err)
+	}
+	for want := 1; want <= 2; want++ {
+		if v, err := q.Pop(ctx); v != want || err != nil {
+			t.Fatalf("Pop after Close = %d, %v, want %d", v, err, want)
+		}
+	}
+	if _, err := q.Pop(ctx); err != ErrQueueClosed {
+		t.Fatalf("Pop of a drained closed queue = %v", err)
+	}
+	if n, err := q.PopSlice(ctx, make([]int, 2)); n != 0 || err != ErrQueueClosed {
+		t.Fatalf("PopSlice of a drained closed queue = %d, %v", n, err)
+	}
+}
+
+// TestQueueCloseWakesSleepers: Close releases consumers parked on an empty
+// queue and producers parked on a full one.
+func TestQueueCloseWakesSleepers(t *testing.T) {
+	defer watchdog("close", time.Minute)()
+	ctx := context.Background()
+	empty := mustQueue[int](t, 2)
+	full := mustQueue[int](t, 2)
+	full.TryPushSlice([]int{1, 2})
+	const each = 3
+	errs := make(chan error, 2*each)
+	for range each {
+		go func() { _, err := empty.Pop(ctx); errs <- err }()
+		go func() { errs <- full.Push(ctx, 3) }()
+	}
+	waitParked(t, &empty.poppers, each)
+	waitParked(t, &full.pushers, each)
+	empty.Close()
+	full.Close()
+	for range 2 * each {
+		if err := <-errs; err != ErrQueueClosed {
+			t.Fatalf("sleeper returned %v, want ErrQueueClosed", err)
+		}
+	}
+	if n, err := full.PopSlice(ctx, make([]int, 4)); n != 2 || err != nil {
+		t.Fatalf("drain after Close = %d, %v", n, err)
+	}
+}
+
+// TestQueueCloseDrainWakesAll: consumers parked on a closed queue whose
+// last claimed slot is still being written all return once it is popped:
+// the last publish after Close wakes every parked consumer, since no later
+// publish will. Without that, all but one would park for ever.
+func TestQueueCloseDrainWakesAll(t *testing.T) {
+	ctx := context.Background()
+	q := mustQueue[int](t, 4)
+	// A producer that has claimed position 0 and not yet written it.
+	q.tail.Store(1)
+	const consumers = 3
+	type res struct {
+		v   int
+		err error
+	}
+	out := make(chan res, consumers)
+	for range consumers {
+		go func() { v, err := q.Pop(ctx); out <- res{v, err} }()
+	}
+	waitParked(t, &q.poppers, consumers)
+	q.Close()
+	waitParked(t, &q.poppers, consumers) // woken by Close, parked again: the slot is not written
+	s := &q.slots[0]
+	s.v = 7
+	s.seq.Swap(1)
+	q.wakePoppers(1)
+	var got []res
+	for range consumers {
+		select {
+		case r := <-out:
+			got = append(got, r)
+		case <-time.After(10 * time.Second): // a lost wake-up is for ever
+			t.Fatalf("%d of %d consumers still parked 10 s after the last item of a closed queue", consumers-len(got), consumers)
+		}
+	}
+	items := 0
+	for _, r := range got {
+		switch {
+		case r.err == nil && r.v == 7:
+			items++
+		case r.err != ErrQueueClosed:
+			t.Fatalf("consumer returned %v, %v", r.v, r.err)
+		}
+	}
+	if items != 1 {
+		t.Fatalf("%d consumers got the one item: %v", items, got)
+	}
+}
+
+// waitParked polls until n goroutines are parked on w.
+func waitParked(t *testing.T, w *queueWaiters, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for wait.Parked(&w.gen) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d goroutines parked", wait.Parked(&w.gen), n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+func TestQueueContext(t *testing.T) {
+	q := mustQueue[int](t, 2)
+	if err := q.Push(nil, 1); err != ErrNilContext { //nolint:staticcheck // nil ctx on purpose
+		t.Fatalf("Push(nil) = %v", err)
+	}
+	if _, err := q.Pop(nil); err != ErrNilContext { //nolint:staticcheck // nil ctx on purpose
+		t.Fatalf("Pop(nil) = %v", err)
+	}
+	if _, err := q.PushSlice(nil, []int{1}); err != ErrNilContext { //nolint:staticcheck // nil ctx on purpose
+		t.Fatalf("PushSlice(nil) = %v", err)
+	}
+	if _, err := q.PopSlice(nil, make([]int, 1)); err != ErrNilContext { //nolint:staticcheck // nil ctx on purpose
+		t.Fatalf("PopSlice(nil) = %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := q.Pop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Pop of an empty queue = %v, want the deadline", err)
+	}
+	done, cancelDone := context.WithCancel(context.Background())
+	cancelDone()
+	// Room (items) there: done contexts do not stop the call.
+	if err := q.Push(done, 1); err != nil {
+		t.Fatalf("Push with room and a done ctx = %v", err)
+	}
+	if n, err := q.PushSlice(done, []int{2, 3}); n != 1 || err != context.Canceled {
+		t.Fatalf("PushSlice past the room with a done ctx = %d, %v", n, err)
+	}
+	if err := q.Push(done, 4); err != context.Canceled {
+		t.Fatalf("Push on a full queue with a done ctx = %v", err)
+	}
+	if v, err := q.Pop(done); v != 1 || err != nil {
+		t.Fatalf("Pop with an item and a done ctx = %d, %v", v, err)
+	}
+	if q.poppers.parked.Load() != 0 || q.pushers.parked.Load() != 0 {
+		t.Fatal("a cancelled call left its announcement behind")
+	}
+}
+
+func TestQueueStatsAndLen(t *testing.T) {
+	q := mustQueue[int](t, 4)
+	if q.Len() != 0 || q.Stats() != (QueueStats{}) {
+		t.Fatalf("fresh queue: Len %d, %+v", q.Len(), q.Stats())
+	}
+	q.TryPushSlice([]int{1, 2, 3})
+	if q.Len() != 3 {
+		t.Fatalf("Len = %d, want 3", q.Len())
+	}
+	ctx := context.Background()
+	q.TryPopSlice(make([]int, 3))
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		q.TryPush(9)
+	}()
+	if v, err := q.Pop(ctx); v != 9 || err != nil {
+		t.Fatalf("Pop = %d, %v", v, err)
+	}
+	if s := q.Stats(); s.PopSleeps == 0 || s.Wakes == 0 {
+		t.Fatalf("a Pop that waited 20 ms did not count a sleep and a wake: %+v", s)
+	}
+}

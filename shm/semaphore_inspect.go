@@ -1,0 +1,88 @@
+package shm
+
+import "fmt"
+
+// What InspectRegion (and lockword inspect) shows of a Semaphore:
+// its counts, and per process the permits it holds and what it awaits.
+
+// SemaphoreInfo is the state of a Semaphore, as InspectRegion reads
+// it (word by word, not a snapshot: the counts may disagree by a change
+// made meanwhile).
+type SemaphoreInfo struct {
+	Capacity int64 `json:"capacity"`
+	// InUse is the permits held, by live and dead processes alike.
+	InUse int64 `json:"in_use"`
+	// Processes are those holding permits or waiting, in slot order.
+	Processes []SemaphoreProcess `json:"processes,omitempty"`
+	// DeadHolders is how many processes in Processes are dead (their
+	// permits come back when an acquirer finds the semaphore short).
+	DeadHolders int `json:"dead_holders,omitempty"`
+	// Recovered is the permits taken back from dead processes since the
+	// semaphore was created, Reclaims the dead processes' entries cleared
+	// (holders and waiters), LastDeadPID the last dead holder's PID (0:
+	// none, or unknown).
+	Recovered   uint64 `json:"recovered"`
+	Reclaims    uint32 `json:"reclaims"`
+	LastDeadPID int    `json:"last_dead_pid,omitempty"`
+}
+
+// SemaphoreProcess is one process's part in a Semaphore.
+type SemaphoreProcess struct {
+	ProcessInfo
+	// Held is the permits it holds; Waiting, if not 0, what its waiting
+	// goroutine asks for, with its queue Ticket (lower goes first).
+	Held    int64  `json:"held"`
+	Waiting int64  `json:"waiting,omitempty"`
+	Ticket  uint32 `json:"ticket,omitempty"`
+}
+
+// inspectSemaphore describes a Semaphore object; it only reads.
+func inspectSemaphore(insp *inspector, obj []byte, info *ObjectInfo) {
+	si := &SemaphoreInfo{
+		Capacity:    int64(word32(obj, semObjPermits).Load()),
+		InUse:       int64(word32(obj, semObjInUse).Load()),
+		Recovered:   word64(obj, semObjRecovered).Load(),
+		Reclaims:    word32(obj, semObjDeadHolders).Load(),
+		LastDeadPID: int(word32(obj, semObjDeadPID).Load()),
+	}
+	info.Semaphore = si
+	info.Word = uint32(si.InUse)
+	seq := word32(obj, semObjSeq).Load()
+	info.Waiters = seq&semSleepers != 0
+	info.Queued = int(word32(obj, semObjWaiters).Load())
+	if si.InUse > si.Capacity {
+		info.State, info.Reason = "corrupt", fmt.Sprintf("%d permits in use of %d", si.InUse, si.Capacity)
+		return
+	}
+	for slot := range uint32(regionProcSlots) {
+		e := obj[semSlotOff(slot):][:semSlotSize]
+		t := word32(e, semSlotToken).Load()
+		if t == 0 {
+			continue
+		}
+		if !validToken(t) || tokenSlot(t) != slot {
+			info.State, info.Reason = "corrupt", fmt.Sprintf("entry of slot %d names owner token %#x", slot, t)
+			return
+		}
+		a := insp.check(t)
+		p := SemaphoreProcess{ProcessInfo: ProcessInfo{Slot: int(slot), PID: int(a.pid), Alive: a.alive},
+			Held: int64(word32(e, semSlotHeld).Load()), Ticket: word32(e, semSlotTicket).Load()}
+		if p.Ticket != 0 {
+			p.Waiting = int64(word32(e, semSlotWant).Load())
+		}
+		if !a.alive {
+			si.DeadHolders++
+		}
+		si.Processes = append(si.Processes, p)
+	}
+	switch {
+	case si.DeadHolders > 0:
+		info.State = "owner-dead"
+	case info.Queued > 0:
+		info.State = "contended"
+	case si.InUse > 0:
+		info.State = "held"
+	default:
+		info.State = "free"
+	}
+}
