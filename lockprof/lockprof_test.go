@@ -50,10 +50,9 @@ func contend(f func()) {
 	wg.Wait()
 }
 
-// topByDelay parses a written profile and returns the leaf function of
-// its sample with the largest delay, as `go tool pprof -top` ranks it
-// first (flat delay).
-func topByDelay(t *testing.T, data []byte) string {
+// flatDelay parses a written profile and returns each leaf function's
+// delay (its flat delay, by which `go tool pprof -top` ranks it).
+func flatDelay(t *testing.T, data []byte) map[string]int64 {
 	t.Helper()
 	p, err := profile.Parse(bytes.NewReader(data))
 	if err != nil {
@@ -69,13 +68,30 @@ func topByDelay(t *testing.T, data []byte) string {
 		}
 		flat[s.Location[0].Line[0].Function.Name] += s.Value[1]
 	}
+	return flat
+}
+
+// topSince returns the function whose flat delay grew most from before
+// to after: the profile, like the runtime's, accumulates for the life of
+// the process (other tests, -count).
+func topSince(before, after map[string]int64) string {
 	top, most := "", int64(-1)
-	for fn, d := range flat {
-		if d > most {
+	for fn, d := range after {
+		if d -= before[fn]; d > most {
 			top, most = fn, d
 		}
 	}
 	return top
+}
+
+// written writes the profile and returns its flat delays.
+func written(t *testing.T) map[string]int64 {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return flatDelay(t, buf.Bytes())
 }
 
 // TestContentionProfileNamesTheContendedFunction: a crafted contended
@@ -86,13 +102,10 @@ func topByDelay(t *testing.T, data []byte) string {
 // goroutines that each hold the lock 200 times contend on any host.
 func TestContentionProfileNamesTheContendedFunction(t *testing.T) {
 	defer lockword.SetContentionProfileRate(lockword.SetContentionProfileRate(1))
+	before := written(t)
 	var m lockword.Mutex
 	contend(func() { contendedOrders(&m, 200) })
-	var buf bytes.Buffer
-	if err := WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	if top := topByDelay(t, buf.Bytes()); !strings.HasSuffix(top, ".contendedOrders") {
+	if top := topSince(before, written(t)); !strings.HasSuffix(top, ".contendedOrders") {
 		t.Fatalf("the profile's top function by delay is %q, want contendedOrders", top)
 	}
 	var tm lockword.TicketMutex
