@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockword/lockword/internal/contention"
 )
 
 // DefaultStuckThreshold is how long a waiter waits before it logs a stuck
@@ -98,8 +100,11 @@ func (d *diag) Name() string {
 	return ""
 }
 
-// SetStuckThreshold sets how long a waiter waits before it logs one stuck
-// report (a log/slog warning) and keeps waiting. Zero restores
+// SetStuckThreshold sets how long a waiter waits before the lock's stuck
+// report (a log/slog warning, one line for all its waiters, with their
+// number and the longest wait) is logged; the waiters keep waiting. The
+// line is repeated only when the longest wait doubles, or the number of
+// waiters doubles a threshold or more after the last line. Zero restores
 // DefaultStuckThreshold; a negative duration disables reports for this lock.
 func (d *diag) SetStuckThreshold(threshold time.Duration) {
 	lowerStuckMin(threshold) // the watcher looks often enough for it
@@ -142,11 +147,12 @@ func (d *diag) uncontended() {
 // watcher (stuck.go) when the waiter first sleeps. (TicketMutex and
 // RWMutex use noteTrack.)
 type waitTrack struct {
-	info  *lockInfo
-	kind  string
-	addr  any
-	start time.Time
-	stuck *stuckEntry
+	info   *lockInfo
+	kind   string
+	addr   any
+	start  time.Time
+	stuck  *stuckEntry
+	profNs int64 // a wait sampled for the contention profile: its start (internal/contention)
 }
 
 // A stuckOwner is a lock whose waiters sleep with a note in the parking
@@ -167,6 +173,7 @@ type noteTrack struct {
 	owner   stuckOwner
 	startNs int64 // Stats: the wait's start on the stuck clock; 0: untimed
 	sinceNs int64 // the first sleep's start on the stuck clock; 0: none yet
+	profNs  int64 // a wait sampled for the contention profile: its start (internal/contention)
 }
 
 // trackNoted starts a noteTrack for owner, whose diagnostics d are.
@@ -175,6 +182,9 @@ func (d *diag) trackNoted(owner stuckOwner) (t noteTrack) {
 	t.info, t.owner = d.info.Load(), owner
 	if t.info != nil {
 		t.timeIfStats()
+	}
+	if contention.Rate() != 0 {
+		t.profNs = contention.Begin()
 	}
 	return
 }
@@ -211,6 +221,9 @@ func (t *noteTrack) acquired() {
 	if t.info != nil {
 		t.countAcquired()
 	}
+	if t.profNs != 0 {
+		contention.End(t.profNs)
+	}
 }
 
 //go:noinline
@@ -224,6 +237,9 @@ func (t *noteTrack) countAcquired() {
 
 // abandoned ends a slow-path attempt that gave up (context done).
 func (t *noteTrack) abandoned() {
+	if t.profNs != 0 {
+		contention.End(t.profNs)
+	}
 	if t.info != nil && t.info.statsOn.Load() {
 		t.info.giveUps.Add(1)
 		t.addWait(&t.info.giveUpNs, &t.info.giveUpMax)
@@ -263,6 +279,9 @@ func (d *diag) track(kind string, addr any) waitTrack {
 	if t.info != nil && t.info.statsOn.Load() {
 		t.start = time.Now()
 	}
+	if contention.Rate() != 0 {
+		t.profNs = contention.Begin()
+	}
 	return t
 }
 
@@ -294,22 +313,27 @@ func (t *waitTrack) parking(word *atomic.Uint32) {
 	t.stuck = watchStuck(t.kind, name, t.addr, word, t.start, threshold)
 }
 
-func logStuck(kind, name string, addr any, start time.Time, threshold time.Duration, waiters int) {
+// logStuck is the stuck report of a lock: waiters goroutines sleep on it,
+// the longest for waited, past its threshold (one line for them all).
+func logStuck(kind, name string, addr any, waited, threshold time.Duration, waiters int) {
 	if name == "" {
 		name = "(unnamed: call SetName to name it)"
 	}
-	slog.Warn("lockword: goroutine still waiting for a lock past the stuck threshold; the holder may be blocked, deadlocked, or may never call Unlock",
+	slog.Warn("lockword: goroutines still waiting for a lock past the stuck threshold; the holder may be blocked, deadlocked, or may never call Unlock",
 		"lock", name,
 		"kind", kind,
 		"addr", fmt.Sprintf("%p", addr),
-		"waited", time.Since(start).Round(time.Millisecond),
+		"waiters", waiters,
+		"waited", waited.Round(time.Millisecond),
 		"threshold", threshold,
-		"sleeping_waiters", waiters,
 		"hint", "send SIGQUIT (or set GOTRACEBACK=all and panic) to dump every goroutine and find the holder")
 }
 
 // acquired ends a slow-path acquisition.
 func (t *waitTrack) acquired() {
+	if t.profNs != 0 {
+		contention.End(t.profNs)
+	}
 	if t.end() {
 		t.info.acquired.Add(1)
 		t.info.slow.Add(1)
@@ -319,6 +343,9 @@ func (t *waitTrack) acquired() {
 
 // abandoned ends a slow-path attempt that gave up (context done).
 func (t *waitTrack) abandoned() {
+	if t.profNs != 0 {
+		contention.End(t.profNs)
+	}
 	if t.end() {
 		t.info.giveUps.Add(1)
 		t.addWait(&t.info.giveUpNs, &t.info.giveUpMax)

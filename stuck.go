@@ -6,13 +6,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockword/lockword/internal/stuckrule"
 	"github.com/lockword/lockword/internal/wait"
 )
 
 // The stuck watcher: one goroutine, running only while some waiter sleeps,
-// that looks at the waits in progress every tick (stuckTickFor) and logs a stuck
-// report for each that has passed its lock's threshold. It finds them in
-// two ways:
+// that looks at the waits in progress every tick (stuckTickFor) and logs one
+// stuck report per lock whose waits have passed its threshold, with their
+// number and the longest wait, repeated only as internal/stuckrule's
+// Episode says (when the longest wait or the number of waiters doubles).
+// It finds the waits in two ways:
 //
 //   - TicketMutex and RWMutex waiters sleep with a note in internal/wait's
 //     parking lot (wait.WaitNoted: the lock and the wait's start), and the
@@ -94,7 +97,6 @@ type stuckEntry struct {
 	word       *atomic.Uint32 // for the count of sleeping waiters
 	start      time.Time
 	threshold  time.Duration
-	reported   bool // guarded by shard.mu
 	prev, next *stuckEntry
 	shard      *stuckShard
 }
@@ -170,18 +172,68 @@ func (e *stuckEntry) done() {
 	stuckPool.Put(e)
 }
 
-// stuckReport is what the watcher copies out of an entry, so that it logs
-// after releasing the shard and the waiter may leave meanwhile.
-type stuckReport struct {
+// A stuckGroup gathers, for one look of the watcher, the sleeping waits
+// on one lock: the report is one line per lock, not one per waiter.
+type stuckGroup struct {
 	kind, name string
 	addr       any
-	word       *atomic.Uint32
-	start      time.Time
 	threshold  time.Duration
+	waiters    int       // sleeping waits on the lock
+	oldest     time.Time // the start of the longest of them
+	due        bool      // at least one is past the threshold
+}
+
+// stuckLooks is the watcher's state between looks: the waits of the look
+// in progress, grouped by lock (the lock's pointer), and each stuck
+// lock's episode (stuckrule.Episode: when to report it again). Only the
+// watcher goroutine touches it.
+type stuckLooks struct {
+	groups   map[any]stuckGroup
+	episodes map[any]*stuckrule.Episode
+}
+
+// add counts one sleeping wait on the lock key, begun at start, past its
+// threshold if due.
+func (l *stuckLooks) add(key any, g stuckGroup, start time.Time, due bool) {
+	if old, ok := l.groups[key]; ok {
+		g = old
+	}
+	g.waiters++
+	if g.oldest.IsZero() || start.Before(g.oldest) {
+		g.oldest = start
+	}
+	g.due = g.due || due
+	l.groups[key] = g
+}
+
+// reports ends the look at now: it returns the locks to report (each
+// lock's episode decides) and ends the episodes of locks no longer stuck.
+func (l *stuckLooks) reports(due []stuckGroup, now time.Time) []stuckGroup {
+	for key, g := range l.groups {
+		if !g.due {
+			continue
+		}
+		ep := l.episodes[key]
+		if ep == nil {
+			ep = new(stuckrule.Episode)
+			l.episodes[key] = ep
+		}
+		if ep.Due(g.waiters, now.Sub(g.oldest), g.threshold, now) {
+			due = append(due, g)
+		}
+	}
+	for key := range l.episodes {
+		if !l.groups[key].due {
+			delete(l.episodes, key) // no wait past the threshold: the episode is over
+		}
+	}
+	clear(l.groups)
+	return due
 }
 
 func stuckWatcher() {
-	var due []stuckReport
+	var due []stuckGroup
+	looks := stuckLooks{groups: map[any]stuckGroup{}, episodes: map[any]*stuckrule.Episode{}}
 	idle := 0
 	for {
 		// margin is how far the coarse clock may lag: the tick before
@@ -191,7 +243,6 @@ func stuckWatcher() {
 		now := time.Now()
 		nowNs := int64(now.Sub(stuckEpoch))
 		stuckWaits.now.Store(nowNs)
-		due = due[:0]
 		for i := range stuckWaits.shards {
 			sh := &stuckWaits.shards[i]
 			sh.mu.Lock()
@@ -199,28 +250,28 @@ func stuckWatcher() {
 				// A start read from the coarse clock may be up to a
 				// tick early: wait a tick more, so as never to report
 				// before the threshold.
-				if !e.reported && now.Sub(e.start) >= e.threshold+margin {
-					e.reported = true // one report per wait
-					due = append(due, stuckReport{e.kind, e.name, e.addr, e.word, e.start, e.threshold})
-				}
+				g := stuckGroup{kind: e.kind, name: e.name, addr: e.addr, threshold: e.threshold}
+				looks.add(e.addr, g, e.start, now.Sub(e.start) >= e.threshold+margin)
 			}
 			sh.mu.Unlock()
 		}
-		noted := wait.Noted(func(word *atomic.Uint32, note any, sinceNs int64, marked bool) bool {
+		noted := wait.Noted(func(_ *atomic.Uint32, note any, sinceNs int64, marked bool) bool {
 			o, ok := note.(stuckOwner)
-			if marked || !ok {
+			if !ok {
 				return marked
 			}
 			kind, d := o.stuckInfo()
 			threshold, name := d.stuckThreshold()
-			if threshold < 0 || time.Duration(nowNs-sinceNs) < threshold+margin {
+			if threshold < 0 {
 				return false
 			}
-			due = append(due, stuckReport{kind, name, note, word, stuckEpoch.Add(time.Duration(sinceNs)), threshold})
-			return true // one report per sleep
+			g := stuckGroup{kind: kind, name: name, addr: note, threshold: threshold}
+			looks.add(note, g, stuckEpoch.Add(time.Duration(sinceNs)), time.Duration(nowNs-sinceNs) >= threshold+margin)
+			return false
 		})
-		for _, r := range due {
-			logStuck(r.kind, r.name, r.addr, r.start, r.threshold, wait.Parked(r.word))
+		due = looks.reports(due[:0], now)
+		for _, g := range due {
+			logStuck(g.kind, g.name, g.addr, now.Sub(g.oldest), g.threshold, g.waiters)
 		}
 		if noted != 0 || stuckWaits.entries.Load() != 0 {
 			idle = 0

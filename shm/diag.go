@@ -5,10 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/contention"
+	"github.com/lockword/lockword/internal/stuckrule"
 )
 
 // What the robust locks in regions (Mutex, TicketMutex,
@@ -107,20 +110,122 @@ func stuckThreshold(stuckNs *atomic.Int64) (time.Duration, bool) {
 	return lockword.DefaultStuckThreshold, true
 }
 
-// logSharedStuck is the stuck report of a robust lock: a goroutine has
-// waited past the threshold for a lock whose holder is another process (or
-// this one), which is never robbed while it lives.
-func logSharedStuck(kind, name, path string, holderPID uint32, alive bool, waited, threshold time.Duration, extra ...any) {
-	args := []any{
-		"lock", name,
-		"kind", kind,
-		"region", path,
-		"holder_pid", holderPID,
-		"holder_alive", alive,
-		"waited", waited.Round(time.Millisecond),
-		"threshold", threshold,
+// profileBegin starts a wait for the contention profile: its start if
+// sampled, else 0 (one load when the profile is off). The waiter defers
+// profileEnd with it, which records the wait at the waiter's stack. A
+// waiter that first queued at its process's gate (an in-process lock)
+// has that wait recorded as the gate's: it samples only the rest, so a
+// wait is never counted twice in the delay, though it may count as two
+// contentions.
+func profileBegin() int64 {
+	if contention.Rate() == 0 {
+		return 0
 	}
+	return contention.Begin()
+}
+
+// profileEnd records a wait that profileBegin sampled (began != 0).
+func profileEnd(began int64) {
+	if began != 0 {
+		contention.End(began)
+	}
+}
+
+// A stuckEpisode is a shared lock's stuck reports in this process: one
+// line for all this process's waits past the threshold, repeated only as
+// stuckrule.Episode says. It lives in process memory (the Go value of the
+// lock), so each process logs its own line.
+type stuckEpisode struct {
+	mu      sync.Mutex
+	past    int           // this process's waits past the threshold
+	longest time.Duration // the longest wait seen in the episode
+	ep      stuckrule.Episode
+}
+
+// A stuckWait is one wait's part in its lock's stuckEpisode.
+type stuckWait struct{ joined bool }
+
+// due is called by a waiter, whose wait has lasted waited, at each of its
+// checks; others is how many waits of this process the caller knows of
+// beside the episode's own count (0: none). It reports whether to log a
+// line now, for how many waiters and the longest wait.
+func (e *stuckEpisode) due(w *stuckWait, waited, threshold time.Duration, others int) (ok bool, waiters int, longest time.Duration) {
+	if waited < threshold {
+		return false, 0, 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !w.joined {
+		w.joined = true
+		e.past++
+	}
+	e.longest = max(e.longest, waited)
+	waiters = max(e.past, others)
+	return e.ep.Due(waiters, e.longest, threshold, time.Now()), waiters, e.longest
+}
+
+// leave ends the wait's part (deferred by every waiter): the last wait
+// past the threshold to leave ends the episode.
+func (e *stuckEpisode) leave(w *stuckWait) {
+	if !w.joined {
+		return
+	}
+	e.mu.Lock()
+	if e.past--; e.past == 0 {
+		e.ep.End()
+		e.longest = 0
+	}
+	e.mu.Unlock()
+}
+
+// heldFor is how long the hold of obj has lasted, from its held-since
+// stamp, if timed says the stamp describes this hold.
+func heldFor(obj []byte, timed bool) any {
+	if since := word64(obj, mutexObjHeldSince).Load(); timed && since != 0 {
+		return time.Duration(max(monoNowNs()-int64(since), 0)).Round(time.Millisecond)
+	}
+	return "unknown (a fast-path hold: lockword inspect stamps it)"
+}
+
+// A sharedStuck is the stuck report of a robust lock, for logSharedStuck.
+type sharedStuck struct {
+	kind, name, path string
+	holderPID        uint32
+	alive            bool
+	heldFor          any // a duration, or why it is unknown; nil: not shown
+	waiters          int // this process's waiters
+	waited           time.Duration
+	threshold        time.Duration
+}
+
+// logSharedStuck is the stuck report of a robust lock: goroutines have
+// waited past the threshold for a lock whose holder is another process (or
+// this one), which is never robbed while it lives. A stopped holder
+// (kill -STOP, a debugger) is named as such: it would wait forever.
+func logSharedStuck(r sharedStuck, extra ...any) {
+	args := []any{
+		"lock", r.name,
+		"kind", r.kind,
+		"region", r.path,
+		"holder_pid", r.holderPID,
+		"holder_alive", r.alive,
+	}
+	if r.alive && r.holderPID != 0 {
+		switch sysProcState(int(r.holderPID)) {
+		case 'T':
+			args = append(args, "holder_state", "stopped")
+		case 't':
+			args = append(args, "holder_state", "tracing stop")
+		}
+	}
+	if r.heldFor != nil {
+		args = append(args, "held_for", r.heldFor)
+	}
+	args = append(args,
+		"waiters", r.waiters,
+		"waited", r.waited.Round(time.Millisecond),
+		"threshold", r.threshold)
 	args = append(args, extra...)
-	args = append(args, "hint", "run `lockword inspect "+path+"` to see every lock's holder; `kill -QUIT <holder_pid>` dumps a Go holder's goroutines")
-	slog.Warn("lockword: goroutine still waiting for a shared lock past the stuck threshold; the holder process may be stopped, deadlocked, or slow (a live holder is never robbed)", args...)
+	args = append(args, "hint", "run `lockword inspect "+r.path+"` to see every lock's holder; `kill -QUIT <holder_pid>` dumps a Go holder's goroutines")
+	slog.Warn("lockword: goroutines still waiting for a shared lock past the stuck threshold; the holder process may be stopped, deadlocked, or slow (a live holder is never robbed)", args...)
 }

@@ -227,6 +227,7 @@ type Mutex struct {
 	// so that only its holder sleeps in the kernel.
 	gate    lockword.Mutex
 	stuckNs atomic.Int64 // 0: DefaultStuckThreshold; <0: never
+	stuck   stuckEpisode
 	repair  atomic.Pointer[func() error]
 }
 

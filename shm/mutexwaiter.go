@@ -37,7 +37,7 @@ type sharedMutexWaiter struct {
 
 	requested bool      // the hand-off word holds our request or grant
 	slept     bool      // we have slept: the liveness checks are due by the clock
-	reported  bool      // the stuck report is made (or off)
+	stuck     stuckWait // our part in the lock's stuck report
 	checked   time.Time // when the holder was last checked; zero: never
 	hChecked  time.Time // when another process's request was last checked
 	settling  time.Time // when a done context found us granted, not yet named
@@ -60,6 +60,10 @@ func (m *Mutex) lockSlowWait(ctx context.Context, start *time.Time) error {
 		return err
 	}
 	defer m.gate.Unlock()
+	defer m.stuck.leave(&wt.stuck)
+	// The wait at the gate is the gate's own (an in-process Mutex),
+	// in the contention profile already: sample the rest.
+	defer profileEnd(profileBegin())
 	*start = wt.start
 	for i := 1; ; i++ {
 		if done, err := wt.round(i); done {
@@ -286,21 +290,20 @@ func (wt *sharedMutexWaiter) sleep(w, owner uint32) {
 		slice = min(slice, max(left, sharedStarveNs))
 		sleepShared(wt.ctx, m.word, w, slice)
 	}
-	if !wt.reported {
-		wt.reported = m.reportIfStuck(wt.start, owner, wt.holderPID)
-	}
+	m.reportIfStuck(&wt.stuck, wt.start, owner, wt.holderPID)
 }
 
-// reportIfStuck logs one stuck report once the wait passes the threshold.
-// It reports whether the wait is done reporting.
-func (m *Mutex) reportIfStuck(start time.Time, owner, pid uint32) bool {
+// reportIfStuck logs the lock's stuck report if the wait, our part sw of
+// it, passes the threshold and the episode calls for a line. Only the
+// gate holder waits here: the process's other waiters queue at the gate.
+func (m *Mutex) reportIfStuck(sw *stuckWait, start time.Time, owner, pid uint32) {
 	threshold, on := stuckThreshold(&m.stuckNs)
 	if !on {
-		return true
+		return
 	}
-	waited := time.Since(start)
-	if waited < threshold {
-		return false
+	due, waiters, waited := m.stuck.due(sw, time.Since(start), threshold, 0)
+	if !due {
+		return
 	}
 	alive := true
 	if owner == m.token {
@@ -308,6 +311,6 @@ func (m *Mutex) reportIfStuck(start time.Time, owner, pid uint32) bool {
 	} else {
 		alive, pid = m.r.tokenAlive(owner)
 	}
-	logSharedStuck("shm.Mutex", m.name, m.r.path, pid, alive, waited, threshold)
-	return true
+	logSharedStuck(sharedStuck{kind: "shm.Mutex", name: m.name, path: m.r.path, holderPID: pid, alive: alive,
+		heldFor: heldFor(m.obj, m.word.Load()&sharedTimed != 0), waiters: waiters, waited: waited, threshold: threshold})
 }

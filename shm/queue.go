@@ -125,6 +125,7 @@ type ticketQueue struct {
 	held atomic.Bool
 
 	stuckNs atomic.Int64
+	stuck   stuckEpisode // this process's stuck reports (diag.go)
 	repair  atomic.Pointer[func() error]
 }
 
@@ -387,9 +388,11 @@ func (q *ticketQueue) retireIfStalled(ctx context.Context, s uint32) (blocker ui
 // looks at the ticket served (retireIfStalled); past the stuck threshold
 // it reports once.
 func (q *ticketQueue) waitServing(ctx context.Context, start time.Time, bits uint32, sleeping func(), done func(s uint32) bool) error {
+	defer profileEnd(profileBegin())
 	last := q.serving.Load()
 	since, checked := time.Now(), time.Time{}
-	reported := false
+	var sw stuckWait
+	defer q.stuck.leave(&sw)
 	for {
 		s := q.serving.Load()
 		if done(s) {
@@ -410,8 +413,8 @@ func (q *ticketQueue) waitServing(ctx context.Context, start time.Time, bits uin
 				return err
 			}
 			blocker, alive := q.retireIfStalled(ctx, s)
-			if !reported && blocker != 0 {
-				reported = q.reportIfStuck(start, blocker, alive)
+			if blocker != 0 {
+				q.reportIfStuck(&sw, start, blocker, alive)
 			}
 			continue
 		}

@@ -113,22 +113,25 @@ func (q *ticketQueue) unlockMisuse() {
 	panic(fmt.Sprintf("lockword: Unlock of %s %q held by another process (PID %s)", q.kind, q.name, pidText(pid)))
 }
 
-// reportIfStuck logs one stuck report once the wait passes the threshold;
-// it reports whether the wait is done reporting.
-func (q *ticketQueue) reportIfStuck(start time.Time, blocker uint32, alive bool) bool {
+// reportIfStuck logs the lock's stuck report if the wait, our part sw of
+// it, passes the threshold and the episode calls for a line.
+func (q *ticketQueue) reportIfStuck(sw *stuckWait, start time.Time, blocker uint32, alive bool) {
 	threshold, on := stuckThreshold(&q.stuckNs)
 	if !on {
-		return true
+		return
 	}
-	waited := time.Since(start)
-	if waited < threshold {
-		return false
+	due, waiters, waited := q.stuck.due(sw, time.Since(start), threshold, 0)
+	if !due {
+		return
 	}
 	_, pid := q.r.tokenAlive(blocker)
-	logSharedStuck(q.kind, q.name, q.r.path, pid, alive, waited, threshold,
+	logSharedStuck(sharedStuck{kind: q.kind, name: q.name, path: q.r.path, holderPID: pid, alive: alive,
+		heldFor: q.heldFor(), waiters: waiters, waited: waited, threshold: threshold},
 		"queued_tickets", q.next.Load()-q.serving.Load())
-	return true
 }
+
+// heldFor is how long the ticket served has been held, for a stuck report.
+func (q *ticketQueue) heldFor() any { return heldFor(q.obj, q.stamp.Load() == q.serving.Load()) }
 
 // queue describes a robust ticket queue: its state, holder, queue length,
 // how long the hold has lasted, and statistics. Like the Mutex

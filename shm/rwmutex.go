@@ -372,7 +372,8 @@ func (rw *RWMutex) arrive(ctx context.Context, slow *bool, start *time.Time) err
 			return nil
 		}
 	}
-	reported := false
+	var sw stuckWait
+	defer rw.q.stuck.leave(&sw)
 	checked := time.Now()
 	for {
 		d := rw.drain.Load() // before the sum: a count emptied after it changes d
@@ -398,16 +399,7 @@ func (rw *RWMutex) arrive(ctx context.Context, slow *bool, start *time.Time) err
 			rw.q.finish(rw.q.ticket, rw.q.rec(rw.q.ticket).Load())
 			return err
 		}
-		if !reported {
-			if threshold, on := stuckThreshold(&rw.q.stuckNs); !on {
-				reported = true
-			} else if waited := time.Since(*start); waited >= threshold {
-				reported = true
-				logSharedStuck("shm.RWMutex", rw.q.name, rw.q.r.path, 0, true, waited, threshold,
-					"waiting_as", "writer", "readers_inside", rw.liveReaders(old),
-					"note", "readers of processes that died are dropped within ownerCheckInterval: these are alive")
-			}
-		}
+		rw.reportDrainStuck(&sw, *start, old)
 		if d&srwDrainSleeping == 0 && !rw.drain.CompareAndSwap(d, d|srwDrainSleeping) {
 			continue // a count emptied meanwhile: sum again
 		}

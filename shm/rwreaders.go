@@ -308,8 +308,10 @@ func (rw *RWMutex) rlockSlow(ctx context.Context, s, cur uint32) error {
 // an earlier writer must never queue behind a reader that waits for a
 // later one, which waits, through that writer, for the first.
 func (rw *RWMutex) rwait(ctx context.Context, w, p uint32, start time.Time) error {
+	defer profileEnd(profileBegin())
 	checked := start
-	reported := false
+	var sw stuckWait
+	defer rw.q.stuck.leave(&sw)
 	for {
 		s := rw.in.Load()
 		if s&srwArrivalMask != w {
@@ -336,9 +338,7 @@ func (rw *RWMutex) rwait(ctx context.Context, w, p uint32, start time.Time) erro
 				rw.rsleeper.leave()
 				return rw.retreat(w, p, rw.q.errCorrupt("writer bit set with no writer (state %#x)", s))
 			}
-			if !reported {
-				reported = rw.reportReaderStuck(start, blocker, alive)
-			}
+			rw.reportReaderStuck(&sw, start, p, blocker, alive)
 		} else if s&srwParked != 0 || rw.in.CompareAndSwap(s, s|srwParked) {
 			// Asked the writer's release to wake us: sleep while in is
 			// unchanged.
@@ -379,17 +379,20 @@ func (rw *RWMutex) retreat(w, p uint32, err error) error {
 	return err
 }
 
-// reportReaderStuck is the stuck report of a reader: blocker is the
-// writers' queue head's token (0: none, or a writer that died holding and
-// whose successor has not come).
-func (rw *RWMutex) reportReaderStuck(start time.Time, blocker uint32, alive bool) bool {
+// reportReaderStuck is the stuck report of a reader of phase p, our part
+// sw of the lock's: blocker is the writers' queue head's token (0: none,
+// or a writer that died holding and whose successor has not come). Only
+// the process's kernel sleeper checks; the waiters it reports are this
+// process's count of phase p, which holds every reader of ours waiting
+// for it (none is inside while a writer shuts the phase out).
+func (rw *RWMutex) reportReaderStuck(sw *stuckWait, start time.Time, p, blocker uint32, alive bool) {
 	threshold, on := stuckThreshold(&rw.q.stuckNs)
 	if !on {
-		return true
+		return
 	}
-	waited := time.Since(start)
-	if waited < threshold {
-		return false
+	due, waiters, waited := rw.q.stuck.due(sw, time.Since(start), threshold, int(rw.mine[p].Load()))
+	if !due {
+		return
 	}
 	var pid uint32
 	if blocker != 0 {
@@ -397,9 +400,26 @@ func (rw *RWMutex) reportReaderStuck(start time.Time, blocker uint32, alive bool
 	} else {
 		pid, alive = rw.q.deadPID.Load(), false
 	}
-	logSharedStuck("shm.RWMutex", rw.q.name, rw.q.r.path, pid, alive, waited, threshold,
+	logSharedStuck(sharedStuck{kind: "shm.RWMutex", name: rw.q.name, path: rw.q.r.path, holderPID: pid, alive: alive,
+		heldFor: rw.q.heldFor(), waiters: waiters, waited: waited, threshold: threshold},
 		"waiting_as", "reader", "note", "a writer that died holding leaves readers out until the next writer repairs (LockContext, MarkConsistent, Unlock)")
-	return true
+}
+
+// reportDrainStuck is the stuck report of a writer, our part sw of the
+// lock's, that holds the writers' ticket and waits since start for the
+// readers of phase p to leave.
+func (rw *RWMutex) reportDrainStuck(sw *stuckWait, start time.Time, p uint32) {
+	threshold, on := stuckThreshold(&rw.q.stuckNs)
+	if !on {
+		return
+	}
+	due, waiters, waited := rw.q.stuck.due(sw, time.Since(start), threshold, 0)
+	if !due {
+		return
+	}
+	logSharedStuck(sharedStuck{kind: "shm.RWMutex", name: rw.q.name, path: rw.q.r.path, alive: true, waiters: waiters, waited: waited, threshold: threshold},
+		"waiting_as", "writer", "readers_inside", rw.liveReaders(p),
+		"note", "readers of processes that died are dropped within ownerCheckInterval: these are alive")
 }
 
 // EnableStats starts collecting contention statistics, read and write

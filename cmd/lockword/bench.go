@@ -19,8 +19,10 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/cmd/lockword/internal/bench"
 	"github.com/lockword/lockword/cmd/lockword/internal/interrupt"
+	"github.com/lockword/lockword/cmd/lockword/internal/torture"
 )
 
 // benchSummary is bench's line in the top-level help.
@@ -44,10 +46,13 @@ type benchOptions struct {
 	json   bool
 	charts []string // files to draw the charts into
 	note   string
+	// profile is the file to write the contention profile to ("": none).
+	profile string
 }
 
 type benchFlagValues struct {
 	kinds, goroutines, section, read, chart, note *string
+	profile                                       *string
 	duration                                      *time.Duration
 	count                                         *int
 	procs, json                                   *bool
@@ -98,6 +103,10 @@ func defineBenchFlags(fs *flag.FlagSet) benchFlagValues {
 		note: fs.String("note", "",
 			"a `TEXT` added to the chart's caption and the table's header, such\n"+
 				"as \"machine shared with other jobs\"."),
+		profile: fs.String("contentionprofile", "",
+			"write this process's contention profile (pprof format, one wait in\n"+
+				strconv.Itoa(torture.ContentionProfileRate)+" sampled; see lockprof) to `FILE` after the run, for\n"+
+				"`go tool pprof -top FILE`; the sampling slows the run. Cross-process samples' waits are not in it."),
 	}
 }
 
@@ -156,7 +165,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (opts benchOptions, sta
 	return benchOptions{
 		cfg: bench.Config{Groups: bench.Groups(kinds, grid, selfExe), Duration: *f.duration,
 			Count: *f.count, Section: sec, ReadFraction: read},
-		json: *f.json, charts: charts, note: *f.note,
+		json: *f.json, charts: charts, note: *f.note, profile: *f.profile,
 	}, exitOK, true
 }
 
@@ -287,8 +296,17 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+	if opts.profile != "" {
+		defer lockword.SetContentionProfileRate(lockword.SetContentionProfileRate(torture.ContentionProfileRate))
+	}
 	ms, runErr := bench.Run(ctx, &cfg)
 	machine.Finish()
+	if opts.profile != "" {
+		if err := torture.WriteContentionProfile(opts.profile); err != nil {
+			fmt.Fprintf(stderr, "lockword bench: %v\n", err)
+			runErr = errors.Join(runErr, err)
+		}
+	}
 	if bar != nil {
 		_ = bar.Exit()
 		_ = bar.Clear()

@@ -22,10 +22,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"time"
 
+	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/cmd/lockword/internal/interrupt"
+	"github.com/lockword/lockword/lockprof"
 )
 
 // Defaults reproduce the classic experiment: 16 workers each add 5 to a
@@ -102,6 +105,9 @@ func Command(args []string, stdout, stderr io.Writer) int {
 		defer in.Stop()
 		opts.cfg.interrupt = in
 	}
+	if opts.profile != "" {
+		defer lockword.SetContentionProfileRate(lockword.SetContentionProfileRate(ContentionProfileRate))
+	}
 	failed, printed := false, 0
 	for _, k := range opts.kinds {
 		if opts.cfg.interrupt.Interrupted() {
@@ -131,6 +137,12 @@ func Command(args []string, stdout, stderr io.Writer) int {
 		r.writeText(stdout)
 		printed++
 	}
+	if opts.profile != "" {
+		if err := WriteContentionProfile(opts.profile); err != nil {
+			fmt.Fprintf(stderr, "lockword torture: %v\n", err)
+			failed = true
+		}
+	}
 	if in := opts.cfg.interrupt; in.Interrupted() {
 		fmt.Fprintf(stderr, "lockword torture: interrupted by %s: worker processes stopped, region released\n", in.Name())
 		return in.ExitStatus()
@@ -146,6 +158,8 @@ type tortureOptions struct {
 	cfg   config
 	kinds []*kind
 	json  bool
+	// profile is the file to write the contention profile to ("": none).
+	profile string
 }
 
 // tortureFlagValues holds the torture flags as defined on a FlagSet.
@@ -161,6 +175,7 @@ type tortureFlagValues struct {
 	procs    *int
 	kill     *bool
 	kills    *int
+	profile  *string
 	etcd     etcdFlagValues
 }
 
@@ -209,6 +224,10 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 				"must equal the sum of every worker's committed additions."),
 		kills: fs.Int("kills", defaultKills,
 			"with -kill: stop after `K` kills (unless -duration ends the run first)."),
+		profile: fs.String("contentionprofile", "",
+			"write this process's contention profile (pprof format, one wait\n"+
+				"in "+strconv.Itoa(ContentionProfileRate)+" sampled; see lockprof) to `FILE` after the run,\n"+
+				"for `go tool pprof -top FILE`. With -procs, the worker processes' waits are not in it."),
 		etcd: defineEtcdFlags(fs),
 	}
 }
@@ -338,7 +357,7 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 			return usageErr("%s: %v", k.name, err)
 		}
 	}
-	opts = tortureOptions{cfg: cfg, kinds: chosen, json: *f.json}
+	opts = tortureOptions{cfg: cfg, kinds: chosen, json: *f.json, profile: *f.profile}
 	if isTerminal(stderr) {
 		opts.cfg.progress = stderr
 	}
@@ -349,4 +368,22 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 // an int64, so that Expected can be computed and reached exactly.
 func fitsCounter(workers, iters, value int64) bool {
 	return workers <= math.MaxInt64/iters && workers*iters <= math.MaxInt64/value
+}
+
+// ContentionProfileRate is the sampling rate of -contentionprofile (one
+// contended acquisition in this many), as lockword bench uses it too.
+const ContentionProfileRate = 10
+
+// WriteContentionProfile writes the contention profile to path (for
+// torture's and bench's -contentionprofile).
+func WriteContentionProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("contention profile: %w", err)
+	}
+	if err := lockprof.WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("contention profile: %w", err)
+	}
+	return f.Close()
 }
