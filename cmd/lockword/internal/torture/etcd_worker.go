@@ -186,7 +186,7 @@ func (w *etcdWorker) newMutex() error {
 		m, err := etcdlock.NewMutex(ctx, w.cli, w.keys.lock(), &etcdlock.Options{TTL: w.spec.TTL})
 		if err == nil {
 			m.EnableStats()
-			m.SetStuckThreshold(hangTimeout / 2)
+			m.SetStuckThreshold(etcdHangBound() / 2)
 			w.m = m
 		}
 		return err
