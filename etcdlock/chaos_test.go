@@ -134,6 +134,13 @@ func TestMutexCancellationStorm(t *testing.T) {
 	var cancelled, held, falseDead atomic.Int64
 	var slot atomic.Int32
 	errs := make(chan error, workers)
+	// The first failure dumps the keys and the goroutines as they are
+	// when it happens, before the other workers move on.
+	var dumpOnce sync.Once
+	fail := func(err error) {
+		dumpOnce.Do(func() { dumpState(t, check, p) })
+		errs <- err
+	}
 	var wg sync.WaitGroup
 	for id := int32(1); id <= int32(workers); id++ {
 		cli := slowClient(t)
@@ -141,18 +148,18 @@ func TestMutexCancellationStorm(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano())))
 			m, err := NewMutex(context.Background(), cli, p, &Options{TTL: liveTTL})
 			if err != nil {
-				errs <- err
+				fail(err)
 				return
 			}
-			defer func() { m.Close() }()
+			defer func() { closeMutex(m) }()
 			for attempt := 1; cancelled.Load() < cancellations; attempt++ {
 				if attempt%40 == 0 {
-					if err := m.Close(); err != nil {
-						errs <- err
+					if err := closeMutex(m); err != nil {
+						fail(err)
 						return
 					}
 					if m, err = NewMutex(context.Background(), cli, p, &Options{TTL: liveTTL}); err != nil {
-						errs <- err
+						fail(fmt.Errorf("NewMutex: %w", err))
 						return
 					}
 				}
@@ -182,20 +189,20 @@ func TestMutexCancellationStorm(t *testing.T) {
 					// failed call all the same, which must leave nothing.
 					if n := cancelled.Add(1); n%25 == 0 {
 						if err := leftBehind(check, m); err != nil {
-							errs <- fmt.Errorf("after %d cancellations: %w", n, err)
+							fail(fmt.Errorf("after %d cancellations: %w", n, err))
 							return
 						}
 					}
 					continue
 				default:
-					errs <- fmt.Errorf("LockContext: %w", err)
+					fail(fmt.Errorf("LockContext: %w", err))
 					return
 				}
 				if !slot.CompareAndSwap(0, id) {
-					errs <- fmt.Errorf("worker %d holds with worker %d", id, slot.Load())
+					fail(fmt.Errorf("worker %d holds with worker %d", id, slot.Load()))
 				}
 				if err := increment(m, cli, counter); err != nil {
-					errs <- err
+					fail(err)
 					return
 				}
 				held.Add(1)
@@ -228,11 +235,41 @@ func TestMutexCancellationStorm(t *testing.T) {
 	if len(r.Kvs) == 1 {
 		got, _ = strconv.ParseInt(string(r.Kvs[0].Value), 10, 64)
 	}
-	t.Logf("%d cancelled, %d held, counter %d", cancelled.Load(), held.Load(), got)
+	t.Logf("%d cancelled, %d held, counter %d; %d Closes timed out (so far in this binary) and were followed by a revocation", cancelled.Load(), held.Load(), got, closesTimedOut.Load())
 	if got != held.Load() {
 		t.Errorf("counter %d after %d holds", got, held.Load())
 	}
 }
+
+// closeMutex closes m, which holds nothing, and makes sure its lease is
+// gone, as a careful user would. Close is bounded (closeTimeout, 1 s, for
+// the wait on a background clean-up and the revocation together): on a
+// loaded host, behind a clean-up through the slow link, the revocation
+// may not get through in time, and Close says so (the keys would go with
+// the lease, liveTTL later, and the storm's final check for stale keys
+// would fail). So its deadline error is answered by revoking again with
+// time, and waiting for the clean-up; any other error is returned.
+func closeMutex(m *Mutex) error {
+	err := m.Close()
+	if err == nil {
+		return nil
+	}
+	closesTimedOut.Add(1)
+	if !errors.Is(err, context.DeadlineExceeded) && !serverTimedOut(err) {
+		return fmt.Errorf("Close: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
+	defer cancel()
+	if err := m.sess.revoke(ctx); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("revoking the lease after Close timed out: %w", err)
+	}
+	m.waitIdle()
+	return nil
+}
+
+// closesTimedOut counts the Closes that closeMutex answered with a
+// revocation of its own (logged by the storm).
+var closesTimedOut atomic.Int64
 
 // increment adds one to the counter at key, holding m: read, then a write
 // guarded by m's hold.
@@ -263,14 +300,17 @@ func increment(m *Mutex, cli *clientv3.Client, key string) error {
 		v, err = read() // a read may be retried: it changes nothing
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("reading the counter: %w", err)
 	}
 	for tries := 0; ; tries++ {
 		ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
 		err := m.Put(ctx, key, strconv.Itoa(v+1))
 		cancel()
-		if err == nil || !errors.Is(err, context.DeadlineExceeded) || tries == 2 {
-			return err
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || tries == 2 {
+			return fmt.Errorf("writing the counter (try %d): %w", tries+1, err)
 		}
 		// The reply did not come in time (a loaded host, the slow link):
 		// whether the write landed is read back. We still hold the lock,
@@ -368,12 +408,23 @@ func TestMutexDeadlines(t *testing.T) {
 		{"Unlock", unlockWait, m.Unlock},
 		{"Close", closeTimeout, func() { m.Close() }},
 	} {
+		// These calls cannot be repeated as overrun does (one Unlock,
+		// one Close), so a plain timer of the same length runs beside
+		// each, as a control: whatever a loaded host adds to the timer
+		// it adds to the call's own, and that much is excused; a call
+		// that waits on etcd past its bound is still caught.
+		late := make(chan time.Duration, 1)
 		t0 := time.Now()
+		go func() {
+			time.Sleep(c.bound)
+			late <- time.Since(t0) - c.bound
+		}()
 		c.call()
 		took := time.Since(t0)
-		t.Logf("%s with etcd unreachable took %v (bound %v)", c.name, took.Round(time.Millisecond), c.bound)
-		if took > c.bound+overrunBound {
-			t.Errorf("%s with etcd unreachable took %v; the bound is %v", c.name, took, c.bound+overrunBound)
+		noise := <-late
+		t.Logf("%s with etcd unreachable took %v (bound %v; a plain timer beside it was %v late)", c.name, took.Round(time.Millisecond), c.bound, noise.Round(time.Millisecond))
+		if took > c.bound+overrunBound+noise {
+			t.Errorf("%s with etcd unreachable took %v; the bound is %v, plus %v the host delayed a plain timer", c.name, took, c.bound+overrunBound, noise)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -272,7 +273,7 @@ func (r *etcdRun) poll() (int64, error) {
 }
 
 // waitWorkers waits for every worker to finish, polling progress; no
-// progress for hangTimeout is a hang, and the workers are killed.
+// progress for etcdHangBound (and the TTL) is a hang, and the workers are killed.
 func (r *etcdRun) waitWorkers() {
 	done := make(chan struct{})
 	go func() {
@@ -300,12 +301,12 @@ func (r *etcdRun) waitWorkers() {
 		if r.cfg.interrupt.Interrupted() {
 			r.put(r.keys.stop(), "1")
 		}
-		if time.Since(lastAt) > hangTimeout+r.spec.TTL {
+		if bound := etcdHangBound() + r.spec.TTL; time.Since(lastAt) > bound {
 			r.extra.Hangs++
-			r.extra.Errors = append(r.extra.Errors, fmt.Sprintf("no progress for %v", hangTimeout+r.spec.TTL))
+			r.extra.Errors = append(r.extra.Errors, fmt.Sprintf("no progress for %v", bound.Round(time.Second)))
 			if r.cfg.procs == 0 {
 				// Goroutines cannot be killed: their requests time out
-				// within hangTimeout.
+				// within etcdHangBound.
 				r.put(r.keys.stop(), "1")
 				<-done
 			} else {
@@ -347,3 +348,38 @@ func (r *etcdRun) killAll() {
 	defer r.mu.Unlock()
 	killWorkers(r.procs)
 }
+
+// etcdHangBound is how long an etcd run may go without progress (and a
+// worker's request keep failing) before it counts as a hang: hangTimeout
+// on a host with a core free for each runnable thread, scaled up by the
+// host's load per core (the 1-minute load average over the CPU count, at
+// most etcdHangScaleMax times). The assumption it states: on a host with
+// load L on C cores every thread, the server's included, runs about C/L
+// of the time, so a wait that takes 10 s on an idle host takes about L/C
+// times that; a hang (a lost wake-up, a stranded key) never ends, and is
+// still reported, later. Off Linux (no /proc/loadavg) it is hangTimeout.
+func etcdHangBound() time.Duration {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return hangTimeout
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return hangTimeout
+	}
+	load, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return hangTimeout
+	}
+	return etcdHangFor(load, runtime.NumCPU())
+}
+
+// etcdHangFor is etcdHangBound at a load average of load on cpus CPUs.
+func etcdHangFor(load float64, cpus int) time.Duration {
+	scale := min(max(load/float64(cpus), 1), etcdHangScaleMax)
+	return time.Duration(float64(hangTimeout) * scale)
+}
+
+// etcdHangScaleMax caps etcdHangBound's scaling: 6 × hangTimeout, a
+// minute, at load 12 per core and above.
+const etcdHangScaleMax = 6

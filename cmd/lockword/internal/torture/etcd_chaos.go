@@ -61,7 +61,7 @@ func (r *etcdRun) killLoop(start time.Time) *killReport {
 				last, lastAt = n, time.Now()
 				break
 			}
-			if time.Since(lastAt) > hangTimeout {
+			if time.Since(lastAt) > etcdHangBound() {
 				kr.Hangs++
 				return kr
 			}
@@ -161,15 +161,16 @@ func (r *etcdRun) stopLeader(at int64) {
 	}
 	n := r.committed.Load()
 	t0 := time.Now()
+	bound := etcdHangBound()
 	go r.cluster.Stop(lead) // its listeners take a while to close; the others elect meanwhile
-	for time.Since(t0) < hangTimeout {
+	for time.Since(t0) < bound {
 		if l := r.cluster.Leader(); l >= 0 && l != lead {
 			r.extra.LeaderStop = fmt.Sprintf("member m%d stopped after %d additions; m%d elected in %v", lead, n, l, time.Since(t0).Round(time.Millisecond))
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	r.extra.LeaderStop = fmt.Sprintf("member m%d stopped after %d additions; no new leader within %v", lead, n, hangTimeout)
+	r.extra.LeaderStop = fmt.Sprintf("member m%d stopped after %d additions; no new leader within %v", lead, n, bound.Round(time.Second))
 	r.extra.Hangs++
 }
 

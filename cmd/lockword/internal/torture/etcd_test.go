@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
@@ -163,5 +164,25 @@ func TestTortureEtcdUsage(t *testing.T) {
 	_, stderr, status := runEtcd(t, "-lock", "etcd", "-etcd", "127.0.0.1:1", "-workers", "2", "-iters", "1")
 	if status != exitFail || !strings.Contains(stderr, "etcd at 127.0.0.1:1") {
 		t.Fatalf("unreachable etcd: status %d, stderr %q", status, stderr)
+	}
+}
+
+// TestEtcdHangFor: the hang bound is hangTimeout on a host with a core
+// free, grows with the load per core, and stops at its cap.
+func TestEtcdHangFor(t *testing.T) {
+	for _, c := range []struct {
+		load float64
+		cpus int
+		want time.Duration
+	}{
+		{0.3, 2, hangTimeout},
+		{2, 2, hangTimeout},
+		{6, 2, 3 * hangTimeout},
+		{24, 2, etcdHangScaleMax * hangTimeout},
+		{24, 16, 3 * hangTimeout / 2},
+	} {
+		if got := etcdHangFor(c.load, c.cpus); got != c.want {
+			t.Errorf("etcdHangFor(%v, %d) = %v, want %v", c.load, c.cpus, got, c.want)
+		}
 	}
 }

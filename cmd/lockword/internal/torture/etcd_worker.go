@@ -142,9 +142,10 @@ type etcdWorker struct {
 
 // retry runs f with a per-request timeout until it succeeds, returns one
 // of the errors that are answers (ErrNotHolder, ErrLeaseLost, an owner
-// death), or has failed for hangTimeout.
+// death), or has failed for etcdHangBound.
 func (w *etcdWorker) retry(what string, timeout time.Duration, f func(ctx context.Context) error) error {
-	deadline := time.Now().Add(hangTimeout)
+	bound := etcdHangBound()
+	deadline := time.Now().Add(bound)
 	pause := 10 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -155,7 +156,7 @@ func (w *etcdWorker) retry(what string, timeout time.Duration, f func(ctx contex
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: still failing after %v: %w", what, hangTimeout, err)
+			return fmt.Errorf("%s: still failing after %v: %w", what, bound.Round(time.Second), err)
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, 500*time.Millisecond)
@@ -185,7 +186,7 @@ func (w *etcdWorker) newMutex() error {
 		m, err := etcdlock.NewMutex(ctx, w.cli, w.keys.lock(), &etcdlock.Options{TTL: w.spec.TTL})
 		if err == nil {
 			m.EnableStats()
-			m.SetStuckThreshold(hangTimeout / 2)
+			m.SetStuckThreshold(etcdHangBound() / 2)
 			w.m = m
 		}
 		return err
@@ -275,7 +276,7 @@ func (w *etcdWorker) addition() (done bool, err error) {
 	if w.spec.Chaos {
 		err = w.lockChaos()
 	} else {
-		err = w.retry("Lock", hangTimeout, func(ctx context.Context) error { return w.m.LockContext(ctx) })
+		err = w.retry("Lock", etcdHangBound(), func(ctx context.Context) error { return w.m.LockContext(ctx) })
 	}
 	var od *etcdlock.OwnerDeadError
 	switch {
@@ -350,18 +351,19 @@ func (w *etcdWorker) addition() (done bool, err error) {
 }
 
 // lockChaos locks with a random deadline per attempt until one succeeds:
-// one in four attempts may take hangTimeout, the others are cancelled
+// one in four attempts may take etcdHangBound, the others are cancelled
 // after 0-5 ms (the first transaction in flight) or 0-600 ms (queued,
 // waiting), counted. A cancelled waiter loses its place in the queue, so
-// after hangTimeout/2 without a hold it stops cancelling (the run tests
+// after half the bound without a hold it stops cancelling (the run tests
 // cancellations, not starvation). Other errors are retried as by retry
-// (a member stopped); it gives up after twice hangTimeout without a hold.
+// (a member stopped); it gives up after twice the bound without a hold.
 func (w *etcdWorker) lockChaos() error {
 	start := time.Now()
-	deadline := start.Add(2 * hangTimeout)
+	bound := etcdHangBound()
+	deadline := start.Add(2 * bound)
 	for {
-		d := hangTimeout
-		if time.Since(start) < hangTimeout/2 {
+		d := bound
+		if time.Since(start) < bound/2 {
 			switch w.rng.IntN(4) {
 			case 1:
 				d = time.Duration(w.rng.Int64N(int64(600 * time.Millisecond)))
@@ -382,7 +384,7 @@ func (w *etcdWorker) lockChaos() error {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("Lock: no acquisition within %v: %w", 2*hangTimeout, err)
+			return fmt.Errorf("Lock: no acquisition within %v: %w", (2 * bound).Round(time.Second), err)
 		}
 	}
 }
