@@ -117,11 +117,16 @@ type QueueStats struct {
 // NewQueue returns an empty Queue with room for capacity items. capacity
 // must be a power of two from 2 to MaxRingCapacity (Vyukov's sequences need
 // two slots to tell "full" from "free for the next lap"); otherwise NewQueue
-// returns an error. The queue allocates capacity slots up front.
+// returns an error. The queue allocates capacity slots up front: it also
+// returns an error, instead of letting make panic or the runtime die out of
+// memory, when those slots would take more than maxRingBytes (128 TiB).
 func NewQueue[T any](capacity int) (*Queue[T], error) {
 	if capacity < 2 || capacity > MaxRingCapacity || capacity&(capacity-1) != 0 {
 		return nil, fmt.Errorf("lockword: NewQueue capacity %d: must be a power of two from 2 to %d (try %d)",
 			capacity, MaxRingCapacity, max(2, ringRoundUp(capacity)))
+	}
+	if err := checkSlotBytes[queueSlot[T]]("NewQueue", capacity); err != nil {
+		return nil, err
 	}
 	q := &Queue[T]{slots: paddedSlice[queueSlot[T]](capacity), mask: uint64(capacity - 1)}
 	for i := range q.slots {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"github.com/lockword/lockword/internal/wait"
+	"math/bits"
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,6 +28,19 @@ func TestNewQueueCapacity(t *testing.T) {
 	for _, c := range []int{2, 4, 1024} {
 		if q, err := NewQueue[int](c); err != nil || q.Cap() != c {
 			t.Errorf("NewQueue(%d) = %v, %v", c, q, err)
+		}
+	}
+}
+
+// TestNewQueueHugeCapacity: a power-of-two capacity whose slots cannot be
+// allocated is an error, not a makeslice panic or a fatal out-of-memory.
+func TestNewQueueHugeCapacity(t *testing.T) {
+	if bits.UintSize != 64 {
+		t.Skip("the capacities below assume 64-bit ints")
+	}
+	for _, c := range []int{MaxRingCapacity, 1 << 48, 1 << 44} {
+		if _, err := NewQueue[int](c); err == nil || !strings.Contains(err.Error(), "would take more than") {
+			t.Errorf("NewQueue[int](%d) error = %v, want a too-much-memory error", c, err)
 		}
 	}
 }

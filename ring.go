@@ -13,7 +13,7 @@ import (
 // 64-bit platforms, 2^30 on 32-bit ones (memory runs out long before).
 const MaxRingCapacity = 1 << (bits.UintSize - 2)
 
-// maxRingBytes bounds the memory NewRing allocates: 128 TiB, half of the
+// maxRingBytes bounds the memory NewRing and NewQueue allocate: 128 TiB, half of the
 // 48-bit address space of today's 64-bit machines (the largest int on 32-bit
 // ones). A larger make either panics (length out of range) or kills the
 // process with a fatal out-of-memory error that no caller can recover from.
@@ -88,16 +88,14 @@ type RingStats struct {
 // be a power of two from 1 to MaxRingCapacity; otherwise NewRing returns an
 // error. The ring allocates capacity slots of T up front: it also returns an
 // error, instead of letting make panic or the runtime die out of memory, when
-// those slots would take more than maxRingBytes.
+// those slots would take more than maxRingBytes (128 TiB).
 func NewRing[T any](capacity int) (*Ring[T], error) {
 	if capacity < 1 || capacity > MaxRingCapacity || capacity&(capacity-1) != 0 {
 		return nil, fmt.Errorf("lockword: NewRing capacity %d: must be a power of two from 1 to %d (try %d)",
 			capacity, MaxRingCapacity, ringRoundUp(capacity))
 	}
-	var zero T
-	if hi, lo := bits.Mul64(uint64(capacity+2*slotPad[T]()), uint64(unsafe.Sizeof(zero))); hi != 0 || lo > maxRingBytes {
-		return nil, fmt.Errorf("lockword: NewRing capacity %d of %d-byte items: the slots would take more than %d bytes",
-			capacity, unsafe.Sizeof(zero), uint64(maxRingBytes))
+	if err := checkSlotBytes[T]("NewRing", capacity); err != nil {
+		return nil, err
 	}
 	r := &Ring[T]{sl: parkSleeper{}}
 	r.init(uint64(capacity))
@@ -123,6 +121,19 @@ func ringRoundUp(n int) int {
 func paddedSlice[T any](n int) []T {
 	pad := slotPad[T]()
 	return make([]T, n+2*pad)[pad : pad+n : pad+n]
+}
+
+// checkSlotBytes returns an error when paddedSlice[T](capacity) would take
+// more than maxRingBytes, so that NewRing and NewQueue refuse a capacity
+// whose slots cannot be allocated instead of letting make panic (length out
+// of range) or the runtime die out of memory. fn names the caller.
+func checkSlotBytes[T any](fn string, capacity int) error {
+	var zero T
+	if hi, lo := bits.Mul64(uint64(capacity+2*slotPad[T]()), uint64(unsafe.Sizeof(zero))); hi != 0 || lo > maxRingBytes {
+		return fmt.Errorf("lockword: %s capacity %d of %d-byte items: the slots would take more than %d bytes",
+			fn, capacity, unsafe.Sizeof(zero), uint64(maxRingBytes))
+	}
+	return nil
 }
 
 // slotPad is the number of elements of T that span falseSharingRange bytes.

@@ -236,7 +236,9 @@ func (rw *RWMutex) Put(ctx context.Context, key, val string, opts ...clientv3.Op
 // before it (and for the repair of a dead writer's data), until ctx is
 // done or rw's lease is lost. It returns nil with a read hold; an error
 // wrapping lockword.ErrNotRecoverable, ErrLeaseLost, ctx.Err() or the
-// client's error with none, and nothing of the attempt left (see the
+// client's error with none, or lockword.ErrCorrupt (a *CorruptError naming
+// the key) for a record in the writers' queue or a hold record that no
+// valid history writes, as LockContext does, and nothing of the attempt left (see the
 // type's "Calls that fail").
 func (rw *RWMutex) RLockContext(ctx context.Context) error {
 	if ctx == nil {
@@ -288,7 +290,11 @@ func (rw *RWMutex) rlock(ctx context.Context, key, fence string) (held bool, err
 	for {
 		switch {
 		case len(writers) == 1:
-			// A writer arrived before us: wait until it has unlocked.
+			// A writer arrived before us: wait until it has unlocked,
+			// unless no Mutex wrote its key (it would never go).
+			if err := checkQueueKey(m.prefix, string(writers[0].Key), writers[0].Lease); err != nil {
+				return false, corrupt(m.prefix, err)
+			}
 			if err := rw.waitGone(ctx, string(writers[0].Key), rev); err != nil {
 				return false, err
 			}

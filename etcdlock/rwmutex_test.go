@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -248,4 +249,33 @@ func rwActivityRun(t *testing.T, cli *clientv3.Client, p string, workers, iters 
 	}
 	wg.Wait()
 	return violations.Load()
+}
+
+// TestRWMutexForeignQueueKey: a key in the writers' queue that no Mutex
+// writes (misnamed, or without a lease) would hold every reader behind it
+// for ever; RLockContext reports it as ErrCorrupt naming the key, as
+// LockContext does, well before its deadline (hostileWait), and leaves no
+// read key behind.
+func TestRWMutexForeignQueueKey(t *testing.T) {
+	for _, key := range []string{"/queue/zz", "/queue/00000000000000aa-0badcafe"} {
+		t.Run(strings.ReplaceAll(key, "/", "_"), func(t *testing.T) {
+			cli, p := parallelClient(t)
+			if _, err := cli.Put(context.Background(), p+key, "x"); err != nil {
+				t.Fatal(err)
+			}
+			rw := newRW(t, cli, p, DefaultTTL)
+			ctx, cancel := context.WithTimeout(context.Background(), hostileWait)
+			defer cancel()
+			t0 := time.Now()
+			err := rw.RLockContext(ctx)
+			var ce *lockword.CorruptError
+			if !errors.Is(err, lockword.ErrCorrupt) || !errors.As(err, &ce) || !strings.Contains(err.Error(), p+key) {
+				t.Fatalf("RLockContext after %v: %v, want ErrCorrupt naming %s", time.Since(t0), err, p+key)
+			}
+			r, err := cli.Get(context.Background(), p+readerDir, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil || r.Count != 0 {
+				t.Fatalf("read keys left after the failed RLockContext: %v, %v", r, err)
+			}
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -313,6 +314,16 @@ func (s *Semaphore) entryJSON(n int, token int64) string {
 	}
 	b, _ := json.Marshal(e)
 	return string(b)
+}
+
+// parsePermits decodes the stored N, P/permits; the error says why no
+// valid history wrote it (every Semaphore writes strconv.Itoa of N ≥ 1).
+func parsePermits(key, val []byte) (int, error) {
+	n, err := strconv.Atoi(string(val))
+	if err != nil || n < 1 || strconv.Itoa(n) != string(val) {
+		return 0, fmt.Errorf("%s = %q is not a count of permits", key, val)
+	}
+	return n, nil
 }
 
 // semCorrupt returns the ErrCorrupt error of the semaphore at prefix.

@@ -41,7 +41,8 @@ type semView struct {
 //   - an error wrapping ErrBadArgument for n outside 1..N, or a
 //     semaphore whose first acquirer stored another N;
 //   - a *lockword.CorruptError naming a key under the prefix that no valid
-//     history writes (a queue key without a lease, a weight outside 1..N);
+//     history writes (a queue key without a lease, a weight outside 1..N,
+//     a stored N that is not a count of permits);
 //   - ErrLeaseLost, ctx.Err(), or the client's error.
 //
 // On every error but ErrOwnerDead s holds nothing and what this call wrote
@@ -197,6 +198,9 @@ func (a *semAttempt) enqueue(ctx context.Context) (semView, error) {
 		perm := resp.Responses[0].GetResponseRange().Kvs
 		switch {
 		case len(perm) == 1 && string(perm[0].Value) != strconv.Itoa(s.permits):
+			if _, err := parsePermits(perm[0].Key, perm[0].Value); err != nil {
+				return semView{}, semCorrupt(s.prefix, err)
+			}
 			return semView{}, fmt.Errorf("%w: etcd semaphore %q has %q permits (%s), not %d", ErrBadArgument, s.prefix, perm[0].Value, s.permitsKey, s.permits)
 		case len(perm) == 0:
 			// The first acquirer stores N, if nobody did meanwhile.

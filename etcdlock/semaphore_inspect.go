@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -55,8 +54,8 @@ func InspectSemaphore(ctx context.Context, cli *clientv3.Client, prefix string) 
 	}
 	info := &SemInfo{Prefix: p, Revision: r.Header.Revision}
 	if kvs := r.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
-		if info.Permits, err = strconv.Atoi(string(kvs[0].Value)); err != nil || info.Permits < 1 {
-			info.Corrupt = append(info.Corrupt, fmt.Sprintf("%s = %q is not a count of permits", kvs[0].Key, kvs[0].Value))
+		if info.Permits, err = parsePermits(kvs[0].Key, kvs[0].Value); err != nil {
+			info.Corrupt = append(info.Corrupt, err.Error())
 			return info, nil
 		}
 	}

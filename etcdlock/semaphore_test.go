@@ -275,6 +275,38 @@ func TestSemaphoreHostileKeys(t *testing.T) {
 	}
 }
 
+// TestSemaphoreCorruptPermits: a stored N that is not a count of permits
+// (no Semaphore writes it) is ErrCorrupt naming the key, not ErrBadArgument,
+// which stays for a valid N other than the caller's; InspectSemaphore
+// names it too.
+func TestSemaphoreCorruptPermits(t *testing.T) {
+	cli, p := parallelClient(t)
+	ctx := context.Background()
+	for _, val := range []string{"x", "", "0", "-1", "99999999999999999999"} {
+		if _, err := cli.Put(ctx, p+permitsKey, val); err != nil {
+			t.Fatal(err)
+		}
+		s := newSem(t, cli, p, 3, liveTTL)
+		short, cancel := context.WithTimeout(ctx, hostileWait)
+		err := s.Acquire(short, 1)
+		cancel()
+		if !errors.Is(err, lockword.ErrCorrupt) || errors.Is(err, ErrBadArgument) || !strings.Contains(err.Error(), p+permitsKey) {
+			t.Fatalf("Acquire with %s = %q: %v, want ErrCorrupt naming the key", p+permitsKey, val, err)
+		}
+		si, err := InspectSemaphore(ctx, cli, p)
+		if err != nil || len(si.Corrupt) != 1 || !strings.Contains(si.Corrupt[0], p+permitsKey) {
+			t.Fatalf("InspectSemaphore with %s = %q: %+v, %v; want it corrupt, naming the key", p+permitsKey, val, si, err)
+		}
+	}
+	if _, err := cli.Put(ctx, p+permitsKey, "2"); err != nil {
+		t.Fatal(err)
+	}
+	s := newSem(t, cli, p, 3, liveTTL)
+	if err := s.Acquire(ctx, 1); !errors.Is(err, ErrBadArgument) {
+		t.Fatalf("Acquire of a 3-permit semaphore stored with 2: %v, want ErrBadArgument", err)
+	}
+}
+
 // TestSemaphoreFailedCallLeavesNothing: an Acquire whose replies are lost
 // (its queuing committed, the caller never heard) returns by its deadline
 // plus overrunBound, holds nothing, and once the Semaphore is idle leaves

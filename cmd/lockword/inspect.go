@@ -149,7 +149,10 @@ etcd locks (lockword inspect -etcd host:port,... PREFIX):
   waiters are its writers). -json prints
   etcdlock.Info's fields, with [] for an empty list and a missing holder
   or time left out, "election" when there is a leader, and "readers".
-  An unreachable etcd is an error after 5 s (exit status 2).
+  It exits 1, with standard error naming the records, when it reports
+  records no valid history writes (state corrupt, an election's leader
+  record, a semaphore's stored count or keys): their calls fail with
+  ErrCorrupt. An unreachable etcd is an error after 5 s (exit status 2).
 
 Examples:
   lockword inspect orders                 # /dev/shm/orders

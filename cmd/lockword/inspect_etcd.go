@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/etcdlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -46,6 +47,13 @@ func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer
 		return exitUsage
 	}
 	el, err := inspectElection(ctx, cli, prefix)
+	if ce := (*lockword.CorruptError)(nil); errors.As(err, &ce) {
+		// A leader record no Election writes is the lock's corruption to
+		// show, not a failure to inspect.
+		info.State = etcdlock.StateCorrupt
+		info.Corrupt = append(info.Corrupt, ce.Reason)
+		el, err = nil, nil
+	}
 	var readers []etcdlock.Reader
 	if err == nil {
 		readers, err = etcdlock.Readers(ctx, cli, prefix)
@@ -60,7 +68,7 @@ func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer
 			fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
 			return exitFail
 		}
-		return exitOK
+		return etcdCorruptStatus("lock", info.Prefix, info.Corrupt, stderr)
 	}
 	fmt.Fprintf(stdout, "etcd lock: %s (etcd %s, revision %d)\n", shownName(prefix), endpoints, info.Revision)
 	fmt.Fprintf(stdout, "State: %s\n", info.State)
@@ -99,7 +107,21 @@ func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer
 		}
 		fmt.Fprintln(stdout, "  observers: not known (etcd does not say who watches a key)")
 	}
-	return exitOK
+	return etcdCorruptStatus("lock", info.Prefix, info.Corrupt, stderr)
+}
+
+// etcdCorruptStatus is inspect -etcd's exit status once it has printed
+// its report: exitFail, with the records named on stderr, if some record
+// under prefix is one no valid history writes (a script that runs inspect
+// as a check must not read that as healthy; as corruptStatus for a
+// region), else exitOK.
+func etcdCorruptStatus(kind, prefix string, corrupt []string, stderr io.Writer) int {
+	if len(corrupt) == 0 {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "lockword inspect: etcd %s %s is corrupt: %s; its calls fail with ErrCorrupt\n",
+		kind, shownName(prefix), strings.Join(corrupt, "; "))
+	return exitFail
 }
 
 // electionView is the leader of an etcdlock.Election, as inspect shows
@@ -185,10 +207,14 @@ func inspectEtcdSemaphore(si *etcdlock.SemInfo, endpoints string, asJSON bool, s
 			fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
 			return exitFail
 		}
-		return exitOK
+		return etcdCorruptStatus("semaphore", si.Prefix, si.Corrupt, stderr)
 	}
 	fmt.Fprintf(stdout, "etcd semaphore: %s (etcd %s, revision %d)\n", shownName(si.Prefix), endpoints, si.Revision)
-	fmt.Fprintf(stdout, "Permits in use: %d of %d\n", si.InUse, si.Permits)
+	if si.Permits > 0 {
+		fmt.Fprintf(stdout, "Permits in use: %d of %d\n", si.InUse, si.Permits)
+	} else {
+		fmt.Fprintln(stdout, "Permits: corrupt (the stored count is not one a Semaphore writes)")
+	}
 	for _, c := range si.Corrupt {
 		fmt.Fprintf(stdout, "  corrupt: %s\n", shownName(c))
 	}
@@ -201,5 +227,5 @@ func inspectEtcdSemaphore(si *etcdlock.SemInfo, endpoints string, asJSON bool, s
 			fmt.Fprintf(stdout, "  %d permits, token %d: %s\n", h.N, h.Token, holderText(h.Holder))
 		}
 	}
-	return exitOK
+	return etcdCorruptStatus("semaphore", si.Prefix, si.Corrupt, stderr)
 }

@@ -82,7 +82,8 @@ func (c *config) timed() bool { return c.duration > 0 }
 // command's name. It prints the reports on stdout, errors on stderr, and
 // returns lockword's exit status: exitOK when every kind passed, exitFail
 // when one failed or could not run, exitUsage for a usage error or a kind
-// that this machine cannot set up (no C compiler for the C kinds), and
+// that this machine cannot set up (no C compiler for the C kinds, -etcd
+// endpoints that do not answer), and
 // 128 + the signal for a -procs run stopped by SIGINT, SIGTERM or SIGHUP.
 func Command(args []string, stdout, stderr io.Writer) int {
 	opts, status, ok := parseTorture(args, stdout, stderr)
@@ -97,6 +98,10 @@ func Command(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "lockword torture: %s: %s\n", k.name, errText(err))
 			return exitUsage
 		}
+	}
+	if err := checkEtcdReachable(&opts.cfg, opts.kinds); err != nil {
+		fmt.Fprintf(stderr, "lockword torture: %s\n", errText(err))
+		return exitUsage
 	}
 	if opts.cfg.procs > 0 {
 		// Worker processes and a region file to clean up: catch SIGINT,

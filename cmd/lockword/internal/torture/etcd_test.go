@@ -160,9 +160,9 @@ func TestTortureEtcdUsage(t *testing.T) {
 			t.Errorf("%v: status %d, want %d with a message; stderr %q", args, status, exitUsage, stderr)
 		}
 	}
-	// Nothing listens on port 1: a clear error, exit 1, no hang.
+	// Nothing listens on port 1: a clear set-up error, exit 2, no hang.
 	_, stderr, status := runEtcd(t, "-lock", "etcd", "-etcd", "127.0.0.1:1", "-workers", "2", "-iters", "1")
-	if status != exitFail || !strings.Contains(stderr, "etcd at 127.0.0.1:1") {
+	if status != exitUsage || !strings.Contains(stderr, "-etcd 127.0.0.1:1: etcd unreachable") {
 		t.Fatalf("unreachable etcd: status %d, stderr %q", status, stderr)
 	}
 }

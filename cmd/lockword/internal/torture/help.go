@@ -218,7 +218,8 @@ Exit status:
   1    at least one kind failed (lost additions or owner-slot violations)
   2    usage error: unknown flag or lock kind, bad flag value, stray argument;
        or a set-up error, before anything runs: a kind this machine cannot
-       run (the C kinds without a C compiler)
+       run (the C kinds without a C compiler), or -etcd endpoints that do
+       not answer within 3 s
   130  a -procs run was interrupted by SIGINT (143: SIGTERM, 129: SIGHUP),
        whatever the partial result: see Across processes
 
