@@ -53,6 +53,15 @@ func TestUseAfterClose(t *testing.T) {
 		`RingProducer "ring".Close`: pr.Close, `RingConsumer "ring".Detach`: co.Detach,
 		`Cond "c".Signal`: c.Signal, `Cond "c".Broadcast`: c.Broadcast, `Cond "c".Wait`: func() { c.Wait(&l) },
 	}
+	if raceEnabled {
+		// Race builds do not detach (see (*Region).close): the Mutex's and
+		// RWMutex's fast paths would fault on the unmapped words.
+		for call := range panics {
+			if strings.HasPrefix(call, "Mutex ") || strings.HasPrefix(call, "RWMutex ") {
+				delete(panics, call)
+			}
+		}
+	}
 	for call, f := range panics {
 		func() {
 			defer func() {
@@ -75,6 +84,9 @@ func TestUseAfterClose(t *testing.T) {
 		`RingConsumer "ring".Receive`: func() error { _, err := co.Receive(ctx, nil); return err },
 	}
 	for call, f := range errs {
+		if raceEnabled && (strings.HasPrefix(call, "Mutex ") || strings.HasPrefix(call, "RWMutex ")) {
+			continue
+		}
 		if err := f(); !errors.Is(err, ErrRegionClosed) || !strings.Contains(err.Error(), call) {
 			t.Errorf("%s after Close = %v, want ErrRegionClosed naming the call", call, err)
 		}

@@ -21,7 +21,7 @@ var (
 		"mutex.go", "mutexwaiter.go", "handoff.go", "ticket.go", "rwmutex.go", "rwreaders.go", "cond.go", "ring.go", "ringends.go", "seqlock.go",
 		"semaphore.go", "semaphorewaiter.go", "semaphore_inspect.go"}
 	// What every layer uses: package doc, casts, the names taken from below.
-	commonFiles = []string{"doc.go", "unsafe.go", "common.go"}
+	commonFiles = []string{"doc.go", "unsafe.go", "common.go", "race.go", "norace.go"}
 )
 
 // TestLayoutEveryFileHasARoom: every non-test file is in one layer list.

@@ -65,8 +65,10 @@ import (
 // A call on a lock, condition variable, sequence lock or ring end of a
 // closed Region panics (calls that return no error) or returns an error
 // wrapping ErrRegionClosed, naming the object: it never reaches the
-// unmapped memory. Pointers from Value into a closed Region's mapping
-// are a use after free (they fault).
+// unmapped memory (except in a build with the race detector, where a
+// Mutex's or RWMutex's fast path after Close faults: see close). Pointers
+// from Value into a closed Region's mapping are a use after free (they
+// fault).
 //
 // Regions are Linux-only; elsewhere every constructor returns
 // ErrUnsupported.
@@ -593,8 +595,17 @@ func (r *Region) close() error {
 	}
 	r.closed = true
 	r.gone.Store(true)
+	// Detaching repoints the handles' word pointers, plain Go fields that
+	// the fast paths read without synchronization. Between processes, and
+	// between goroutines ordered only by a lock in the mapping, the race
+	// detector cannot see what orders those reads before this Close (it
+	// sees the Go heap only), and would report a race that is not one. So
+	// race builds keep the handles pointing at the unmapped words: there, a
+	// Mutex or RWMutex fast path after Close faults, as any use of
+	// unmapped memory does; every other call still fails with
+	// ErrRegionClosed.
 	for _, h := range r.handles {
-		if d, ok := h.(interface{ detach() }); ok {
+		if d, ok := h.(interface{ detach() }); ok && !raceDetector {
 			d.detach()
 		}
 	}
