@@ -171,6 +171,10 @@ func (r *Region) Semaphore(name string, permits int64) (*Semaphore, error) {
 	}
 	// The first handle anywhere records the capacity; a zero object is a
 	// semaphore whose capacity nobody has recorded yet.
+	// A corrupt object is reported as such, not as a mismatch.
+	if reason := semValidate(s.obj, false); reason != "" {
+		return nil, s.errCorrupt("%s", reason)
+	}
 	c := word32(s.obj, semObjPermits)
 	c.CompareAndSwap(0, uint32(permits))
 	if got := c.Load(); got != uint32(permits) {
@@ -450,34 +454,19 @@ func (s *Semaphore) reapIfDue(rec *semRecovery) error {
 	return s.reap(rec)
 }
 
-// reap looks at every entry, under the guard: it checks the words against
-// each other (lockword.ErrCorrupt) and takes back the entries of dead processes
-// (a /proc look-up per entry of another process).
+// reap takes back, under the guard, the entries of dead processes (a
+// /proc look-up per entry of another process); check has validated the
+// words.
 func (s *Semaphore) reap(rec *semRecovery) error {
-	var sum uint64
 	for slot := range uint32(regionProcSlots) {
 		e := s.obj[semSlotOff(slot):][:semSlotSize]
 		t := word32(e, semSlotToken).Load()
-		h := word32(e, semSlotHeld).Load()
-		if t == 0 {
-			if h != 0 || word32(e, semSlotTicket).Load() != 0 {
-				return s.errCorrupt("entry of slot %d holds %d permits (ticket %d) for no process", slot, h, word32(e, semSlotTicket).Load())
-			}
+		if t == 0 || t == s.r.token {
 			continue
 		}
-		if !validToken(t) || tokenSlot(t) != slot {
-			return s.errCorrupt("entry of slot %d names owner token %#x", slot, t)
+		if alive, pid := s.r.tokenAlive(t); !alive {
+			s.reclaim(slot, pid, rec)
 		}
-		if t != s.r.token {
-			if alive, pid := s.r.tokenAlive(t); !alive {
-				s.reclaim(slot, pid, rec)
-				continue
-			}
-		}
-		sum += uint64(h)
-	}
-	if inUse := word32(s.obj, semObjInUse).Load(); sum != uint64(inUse) {
-		return s.errCorrupt("%d permits in use, but the entries hold %d", inUse, sum)
 	}
 	return nil
 }
@@ -500,17 +489,11 @@ func (s *Semaphore) recount() {
 	word32(s.obj, semObjWaiters).Store(waiters)
 }
 
-// check validates, under the guard, the counts against the capacity.
+// check validates, under the guard, every word (semValidate): a count
+// taken back or released is trusted only once it has passed.
 func (s *Semaphore) check() error {
-	c := word32(s.obj, semObjPermits).Load()
-	if inUse := word32(s.obj, semObjInUse).Load(); inUse > c {
-		return s.errCorrupt("%d permits in use of %d", inUse, c)
-	}
-	if w := word32(s.obj, semObjWaiters).Load(); w > regionProcSlots {
-		return s.errCorrupt("%d waiting processes, more than the process table's %d slots", w, regionProcSlots)
-	}
-	if t := word32(s.me, semSlotToken).Load(); t == s.r.token && word32(s.me, semSlotHeld).Load() > c {
-		return s.errCorrupt("this process holds %d permits of %d", word32(s.me, semSlotHeld).Load(), c)
+	if reason := semValidate(s.obj, true); reason != "" {
+		return s.errCorrupt("%s", reason)
 	}
 	return nil
 }
