@@ -110,10 +110,14 @@ var ErrPermitsMismatch = errors.New("lockword: shared semaphore exists with anot
 // one: every change is made under the guard.
 //
 // Corruption: words that no valid history produces (in use above the
-// capacity or unlike the entries' sum, an entry naming a token of another
-// slot or an impossible generation, a capacity that changed) make the call
-// return a *lockword.CorruptError (lockword.ErrCorrupt) holding nothing; Release panics with
-// it. A waiter returns when its context ends, whatever the words hold.
+// capacity or unlike the entries' sum, an entry holding or awaiting more
+// than the capacity, naming a token of another slot or an impossible
+// generation; docs/abi.md lists the checks) make the call return a
+// *lockword.CorruptError (lockword.ErrCorrupt) holding nothing, before any
+// count is trusted; Release panics with it; (*Region).Semaphore returns it
+// rather than ErrPermitsMismatch. lockword inspect runs the same checks.
+// Every call checks every entry (1024 words of 16 bytes, under the guard).
+// A waiter returns when its context ends, whatever the words hold.
 type Semaphore struct {
 	_     noCopy
 	guard *Mutex
