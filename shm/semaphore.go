@@ -116,7 +116,9 @@ var ErrPermitsMismatch = errors.New("lockword: shared semaphore exists with anot
 // *lockword.CorruptError (lockword.ErrCorrupt) holding nothing, before any
 // count is trusted; Release panics with it; (*Region).Semaphore returns it
 // rather than ErrPermitsMismatch. lockword inspect runs the same checks.
-// Every call checks every entry (1024 words of 16 bytes, under the guard).
+// Every call checks the counts and its own entry; every entry is checked
+// by a process's first call, then every 10 ms or more, and before any
+// reap.
 // A waiter returns when its context ends, whatever the words hold.
 type Semaphore struct {
 	_     noCopy
@@ -128,9 +130,9 @@ type Semaphore struct {
 	// gate queues this process's waiters: one at a time holds the
 	// process's ticket.
 	gate lockword.Mutex
-	// reapedNs is when this process last checked the entries' processes
-	// (monotonic ns).
-	reapedNs atomic.Int64
+	// reapedNs is when this process last checked the entries' processes,
+	// checkedNs when it last validated every word (monotonic ns).
+	reapedNs, checkedNs atomic.Int64
 }
 
 // A SemaphoreOwnerDeadError is returned by Semaphore.Acquire (and
@@ -176,7 +178,7 @@ func (r *Region) Semaphore(name string, permits int64) (*Semaphore, error) {
 	// The first handle anywhere records the capacity; a zero object is a
 	// semaphore whose capacity nobody has recorded yet.
 	// A corrupt object is reported as such, not as a mismatch.
-	if reason := semValidate(s.obj, false); reason != "" {
+	if reason := semValidate(s.obj, false, -1); reason != "" {
 		return nil, s.errCorrupt("%s", reason)
 	}
 	c := word32(s.obj, semObjPermits)
@@ -310,9 +312,10 @@ func (s *Semaphore) Release(n int64) {
 		s.unlock(false, false, nil)
 		panic(fmt.Sprintf("lockword: Release(%d) of more permits than this process holds (%d) in Semaphore %q", n, h, s.name))
 	}
-	if err := s.check(); err != nil {
+	// Release trusts only its own entry and the counts: it checks those.
+	if reason := semValidate(s.obj, true, int(s.r.slot)); reason != "" {
 		s.unlock(false, false, nil)
-		panic(err)
+		panic(s.errCorrupt("%s", reason))
 	}
 	held.Store(held.Load() - uint32(n))
 	inUse := word32(s.obj, semObjInUse)
@@ -338,6 +341,7 @@ func (s *Semaphore) lock(ctx context.Context) error {
 	err := s.guard.LockContext(ctx)
 	if errors.Is(err, lockword.ErrOwnerDead) {
 		s.recount()
+		s.checkedNs.Store(0) // the counts now come from every entry
 		if s.bumpSeq() {
 			wakeShared(word32(s.obj, semObjSeq), wakeAll)
 		}
@@ -459,9 +463,11 @@ func (s *Semaphore) reapIfDue(rec *semRecovery) error {
 }
 
 // reap takes back, under the guard, the entries of dead processes (a
-// /proc look-up per entry of another process); check has validated the
-// words.
+// /proc look-up per entry of another process), once every word is valid.
 func (s *Semaphore) reap(rec *semRecovery) error {
+	if reason := semValidate(s.obj, true, -1); reason != "" {
+		return s.errCorrupt("%s", reason)
+	}
 	for slot := range uint32(regionProcSlots) {
 		e := s.obj[semSlotOff(slot):][:semSlotSize]
 		t := word32(e, semSlotToken).Load()
@@ -493,10 +499,18 @@ func (s *Semaphore) recount() {
 	word32(s.obj, semObjWaiters).Store(waiters)
 }
 
-// check validates, under the guard, every word (semValidate): a count
-// taken back or released is trusted only once it has passed.
+// check validates, under the guard, the counts and this process's entry,
+// and every word (semValidate) on this process's first call, then at
+// least every ownerCheckInterval, as reap looks at the entries: a full
+// check reads 16 KiB. reap runs a full one before trusting any entry.
 func (s *Semaphore) check() error {
-	if reason := semValidate(s.obj, true); reason != "" {
+	only := int(s.r.slot)
+	if now := monoNowNs(); s.r.token == 0 || now-s.checkedNs.Load() >= int64(ownerCheckInterval) {
+		s.checkedNs.Store(now)
+		only = -1
+	}
+	if reason := semValidate(s.obj, true, only); reason != "" {
+		s.checkedNs.Store(0) // stays corrupt: check it all again
 		return s.errCorrupt("%s", reason)
 	}
 	return nil
