@@ -21,7 +21,8 @@ struct lw_sem {
 	/* gate queues this process's waiters (private futex, 0 free, 1 held,
 	 * 2 held with sleepers): one at a time holds the process's ticket. */
 	_Atomic uint32_t gate;
-	_Atomic int64_t reaped_ns; /* last liveness check of the entries */
+	_Atomic int64_t reaped_ns;  /* last liveness check of the entries */
+	_Atomic int64_t checked_ns; /* last validation of every entry */
 };
 
 /* lw_sem_dead collects what one call took back from dead processes. */
@@ -82,6 +83,7 @@ static int sem_guard_lock(lw_sem *s, int64_t deadline) {
 	int err = lw_mutex_timedlock(&s->guard, left < 0 && deadline >= 0 ? 0 : left);
 	if (err == LW_EOWNERDEAD) {
 		sem_recount(s);
+		atomic_store(&s->checked_ns, 0); /* the counts now come from every entry */
 		/* The dead holder may have freed permits and died before its
 		 * bump: bump and wake for it. */
 		if (sem_bump_seq(s))
@@ -110,13 +112,16 @@ static bool sem_fits(lw_sem *s, uint32_t n) {
  * history writes, else 0; guarded: under the guard, with the checks that a
  * change made meanwhile could fail for a reader without it (Go:
  * semValidate; docs/abi.md, the semaphore's validation). */
-static int sem_validate(unsigned char *obj, bool guarded) {
+static int sem_validate(unsigned char *obj, bool guarded, int only) {
 	uint64_t c = atomic_load(w32(obj, LW_SEM_PERMITS)), in_use = atomic_load(w32(obj, LW_SEM_IN_USE));
 	uint32_t waiters = atomic_load(w32(obj, LW_SEM_WAITERS)), tickets = 0;
 	if (in_use > c || waiters > LW_PROC_SLOTS)
 		return LW_ECORRUPT;
 	uint64_t sum = 0;
-	for (uint32_t slot = 0; slot < LW_PROC_SLOTS; slot++) {
+	uint32_t first = 0, end = LW_PROC_SLOTS;
+	if (only >= 0)
+		first = (uint32_t)only, end = (uint32_t)only + 1;
+	for (uint32_t slot = first; slot < end; slot++) {
 		unsigned char *e = obj + LW_SEM_SLOTS + (uint64_t)LW_SEM_SLOT_SIZE * slot;
 		uint32_t t = atomic_load(w32(e, LW_SEM_SLOT_TOKEN)), ticket = atomic_load(w32(e, LW_SEM_SLOT_TICKET));
 		uint64_t h = atomic_load(w32(e, LW_SEM_SLOT_HELD)), want = atomic_load(w32(e, LW_SEM_SLOT_WANT));
@@ -129,12 +134,26 @@ static int sem_validate(unsigned char *obj, bool guarded) {
 		sum += h;
 		tickets += ticket != 0;
 	}
-	if (guarded && (sum != in_use || tickets != waiters))
+	if (only < 0 && guarded && (sum != in_use || tickets != waiters))
 		return LW_ECORRUPT;
 	return 0;
 }
 
-static int sem_check(lw_sem *s) { return sem_validate(s->obj, true); }
+/* check validates the counts and this process's entry, and every entry on
+ * the first call, then at least every LW_OWNER_CHECK_INTERVAL_NS (Go:
+ * check). */
+static int sem_check(lw_sem *s) {
+	int only = (int)s->r->slot;
+	int64_t now = mono_ns();
+	if (now - atomic_load(&s->checked_ns) >= LW_OWNER_CHECK_INTERVAL_NS) {
+		atomic_store(&s->checked_ns, now);
+		only = -1;
+	}
+	int err = sem_validate(s->obj, true, only);
+	if (err)
+		atomic_store(&s->checked_ns, 0); /* stays corrupt: check it all again */
+	return err;
+}
 
 int lw_region_sem(lw_region *r, const char *name, int64_t permits, lw_sem **out) {
 	if (!r || !name || !out || permits < 1 || permits > UINT32_MAX)
@@ -163,7 +182,7 @@ int lw_region_sem(lw_region *r, const char *name, int64_t permits, lw_sem **out)
 		/* A corrupt object is reported as such, not as a mismatch; the
 		 * first handle anywhere records the capacity. */
 		uint32_t zero = 0;
-		err = sem_validate(r->sems[i]->obj, false);
+		err = sem_validate(r->sems[i]->obj, false, -1);
 		if (err == 0)
 			atomic_compare_exchange_strong(sem_w(r->sems[i], LW_SEM_PERMITS), &zero, (uint32_t)permits);
 		if (err == 0 && sem_ld(sem_w(r->sems[i], LW_SEM_PERMITS)) != (uint32_t)permits)
@@ -196,9 +215,11 @@ static void sem_reclaim(lw_sem *s, uint32_t slot, uint32_t pid, sem_rec *rec) {
 	}
 }
 
-/* reap takes back the entries of dead processes; sem_check has validated
- * the words (Go: reap). */
+/* reap takes back the entries of dead processes, once every word is valid
+ * (Go: reap). */
 static int sem_reap(lw_sem *s, sem_rec *rec) {
+	if (sem_validate(s->obj, true, -1))
+		return LW_ECORRUPT;
 	for (uint32_t slot = 0; slot < LW_PROC_SLOTS; slot++) {
 		uint32_t t = sem_ld(sem_entry_w(s, slot, LW_SEM_SLOT_TOKEN)), pid = 0;
 		if (t != 0 && t != s->r->token && !token_alive(s->r, t, &pid))
@@ -407,7 +428,8 @@ int lw_sem_release(lw_sem *s, int64_t n) {
 		return err;
 	if (sem_ld(sem_me_w(s, LW_SEM_SLOT_TOKEN)) != s->r->token || sem_ld(sem_me_w(s, LW_SEM_SLOT_HELD)) < n)
 		return sem_guard_unlock(s, false, LW_EPERM);
-	if ((err = sem_check(s)) != 0)
+	/* Release trusts only its own entry and the counts: it checks those. */
+	if ((err = sem_validate(s->obj, true, (int)s->r->slot)) != 0)
 		return sem_guard_unlock(s, false, err);
 	sem_st(sem_me_w(s, LW_SEM_SLOT_HELD), sem_ld(sem_me_w(s, LW_SEM_SLOT_HELD)) - (uint32_t)n);
 	sem_st(sem_w(s, LW_SEM_IN_USE), sem_ld(sem_w(s, LW_SEM_IN_USE)) - (uint32_t)n);
