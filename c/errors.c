@@ -59,6 +59,8 @@ const char *lw_strerror(int code) {
 		return "lockword: region file truncated";
 	case LW_ECORRUPT:
 		return "lockword: corrupt shared object";
+	case LW_EPERMITS:
+		return "lockword: shared semaphore exists with another number of permits";
 	/* The POSIX codes get lockword's meaning: strerror(ETIMEDOUT) says
 	 * "Connection timed out", which misleads a lock's caller. */
 	case LW_EPERM:

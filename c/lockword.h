@@ -338,6 +338,7 @@ _Static_assert(sizeof(struct lw_record) == LW_REC_HEADER_SIZE, "record header si
 #define LW_EUNSAFEPERMS (LW_EBASE + 21) /* ErrUnsafePermissions */
 #define LW_ETRUNCATED (LW_EBASE + 22)   /* ErrTruncated */
 #define LW_ECORRUPT (LW_EBASE + 23)     /* ErrCorrupt: a lock word no valid history makes */
+#define LW_EPERMITS (LW_EBASE + 24)     /* ErrPermitsMismatch: a semaphore with another permit count */
 
 /* The POSIX codes, as <errno.h> has them on Linux. */
 #define LW_EPERM 1            /* EPERM: unlock by a non-holder */
@@ -550,7 +551,8 @@ typedef struct {
 
 /* lw_region_sem returns the shm.Semaphore named name with permits
  * permits (1 to 2^32-1, else LW_EINVAL), creating it with every permit
- * free if absent; LW_EOBJBOUNDS if it exists with another number. Every
+ * free if absent; LW_EPERMITS if it exists with another number, and
+ * LW_ECORRUPT if its words are corrupt. Every
  * call with one name returns the same handle, freed by lw_region_close,
  * which refuses (LW_EREGIONBUSY) while this process holds permits. Other
  * errors as lw_region_bytes. Non-NULL: r, name, out. Go twin:

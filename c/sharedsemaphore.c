@@ -21,7 +21,8 @@ struct lw_sem {
 	/* gate queues this process's waiters (private futex, 0 free, 1 held,
 	 * 2 held with sleepers): one at a time holds the process's ticket. */
 	_Atomic uint32_t gate;
-	_Atomic int64_t reaped_ns; /* last liveness check of the entries */
+	_Atomic int64_t reaped_ns;  /* last liveness check of the entries */
+	_Atomic int64_t checked_ns; /* last validation of every entry */
 };
 
 /* lw_sem_dead collects what one call took back from dead processes. */
@@ -39,42 +40,6 @@ static _Atomic uint32_t *sem_me_w(lw_sem *s, uint64_t field) { return w32(s->me,
 /* Under the guard every word is ours: plain atomic loads and stores. */
 static uint32_t sem_ld(_Atomic uint32_t *w) { return atomic_load(w); }
 static void sem_st(_Atomic uint32_t *w, uint32_t v) { atomic_store(w, v); }
-
-int lw_region_sem(lw_region *r, const char *name, int64_t permits, lw_sem **out) {
-	if (!r || !name || !out || permits < 1 || permits > UINT32_MAX)
-		return LW_EINVAL;
-	pthread_mutex_lock(&r->mu);
-	uint32_t i;
-	int err = object(r, name, LW_KIND_SEMAPHORE, LW_SEM_OBJ_SIZE, &i);
-	if (err == 0 && !r->sems[i]) {
-		lw_sem *s = calloc(1, sizeof *s);
-		if (!s) {
-			err = ENOMEM;
-		} else {
-			s->r = r;
-			s->obj = r->data + r->objs[i].offset;
-			s->me = s->obj + LW_SEM_SLOTS + (uint64_t)LW_SEM_SLOT_SIZE * r->slot;
-			s->guard.r = r;
-			s->guard.obj = s->obj;
-			s->guard.word = w32(s->obj, LW_MUTEX_WORD);
-			s->guard.handoff = w32(s->obj, LW_MUTEX_HANDOFF);
-			s->guard.token = r->token;
-			strcpy(s->guard.name, r->objs[i].name);
-			r->sems[i] = s;
-		}
-	}
-	if (err == 0) {
-		/* The first handle anywhere records the capacity. */
-		uint32_t zero = 0;
-		atomic_compare_exchange_strong(sem_w(r->sems[i], LW_SEM_PERMITS), &zero, (uint32_t)permits);
-		if (sem_ld(sem_w(r->sems[i], LW_SEM_PERMITS)) != (uint32_t)permits)
-			err = LW_EOBJBOUNDS;
-		else
-			*out = r->sems[i];
-	}
-	pthread_mutex_unlock(&r->mu);
-	return err;
-}
 
 int64_t lw_sem_capacity(const lw_sem *s) { return s ? atomic_load(w32(s->obj, LW_SEM_PERMITS)) : 0; }
 
@@ -118,6 +83,7 @@ static int sem_guard_lock(lw_sem *s, int64_t deadline) {
 	int err = lw_mutex_timedlock(&s->guard, left < 0 && deadline >= 0 ? 0 : left);
 	if (err == LW_EOWNERDEAD) {
 		sem_recount(s);
+		atomic_store(&s->checked_ns, 0); /* the counts now come from every entry */
 		/* The dead holder may have freed permits and died before its
 		 * bump: bump and wake for it. */
 		if (sem_bump_seq(s))
@@ -142,13 +108,90 @@ static bool sem_fits(lw_sem *s, uint32_t n) {
 	return (uint64_t)sem_ld(sem_w(s, LW_SEM_IN_USE)) + n <= sem_ld(sem_w(s, LW_SEM_PERMITS));
 }
 
-static int sem_check(lw_sem *s) {
-	uint32_t c = sem_ld(sem_w(s, LW_SEM_PERMITS));
-	if (sem_ld(sem_w(s, LW_SEM_IN_USE)) > c || sem_ld(sem_w(s, LW_SEM_WAITERS)) > LW_PROC_SLOTS)
+/* sem_validate returns LW_ECORRUPT if the object's words are ones no valid
+ * history writes, else 0; guarded: under the guard, with the checks that a
+ * change made meanwhile could fail for a reader without it (Go:
+ * semValidate; docs/abi.md, the semaphore's validation). */
+static int sem_validate(unsigned char *obj, bool guarded, int only) {
+	uint64_t c = atomic_load(w32(obj, LW_SEM_PERMITS)), in_use = atomic_load(w32(obj, LW_SEM_IN_USE));
+	uint32_t waiters = atomic_load(w32(obj, LW_SEM_WAITERS)), tickets = 0;
+	if (in_use > c || waiters > LW_PROC_SLOTS)
 		return LW_ECORRUPT;
-	if (sem_ld(sem_me_w(s, LW_SEM_SLOT_TOKEN)) == s->r->token && sem_ld(sem_me_w(s, LW_SEM_SLOT_HELD)) > c)
+	uint64_t sum = 0;
+	uint32_t first = 0, end = LW_PROC_SLOTS;
+	if (only >= 0)
+		first = (uint32_t)only, end = (uint32_t)only + 1;
+	for (uint32_t slot = first; slot < end; slot++) {
+		unsigned char *e = obj + LW_SEM_SLOTS + (uint64_t)LW_SEM_SLOT_SIZE * slot;
+		uint32_t t = atomic_load(w32(e, LW_SEM_SLOT_TOKEN)), ticket = atomic_load(w32(e, LW_SEM_SLOT_TICKET));
+		uint64_t h = atomic_load(w32(e, LW_SEM_SLOT_HELD)), want = atomic_load(w32(e, LW_SEM_SLOT_WANT));
+		if (h > c || want > c)
+			return LW_ECORRUPT;
+		if (t == 0 && guarded && (h != 0 || ticket != 0))
+			return LW_ECORRUPT;
+		if (t != 0 && (!sem_valid_token(t) || (t >> LW_OWNER_GEN_BITS) != slot))
+			return LW_ECORRUPT;
+		sum += h;
+		tickets += ticket != 0;
+	}
+	if (only < 0 && guarded && (sum != in_use || tickets != waiters))
 		return LW_ECORRUPT;
 	return 0;
+}
+
+/* check validates the counts and this process's entry, and every entry on
+ * the first call, then at least every LW_OWNER_CHECK_INTERVAL_NS (Go:
+ * check). */
+static int sem_check(lw_sem *s) {
+	int only = (int)s->r->slot;
+	int64_t now = mono_ns();
+	if (now - atomic_load(&s->checked_ns) >= LW_OWNER_CHECK_INTERVAL_NS) {
+		atomic_store(&s->checked_ns, now);
+		only = -1;
+	}
+	int err = sem_validate(s->obj, true, only);
+	if (err)
+		atomic_store(&s->checked_ns, 0); /* stays corrupt: check it all again */
+	return err;
+}
+
+int lw_region_sem(lw_region *r, const char *name, int64_t permits, lw_sem **out) {
+	if (!r || !name || !out || permits < 1 || permits > UINT32_MAX)
+		return LW_EINVAL;
+	pthread_mutex_lock(&r->mu);
+	uint32_t i;
+	int err = object(r, name, LW_KIND_SEMAPHORE, LW_SEM_OBJ_SIZE, &i);
+	if (err == 0 && !r->sems[i]) {
+		lw_sem *s = calloc(1, sizeof *s);
+		if (!s) {
+			err = ENOMEM;
+		} else {
+			s->r = r;
+			s->obj = r->data + r->objs[i].offset;
+			s->me = s->obj + LW_SEM_SLOTS + (uint64_t)LW_SEM_SLOT_SIZE * r->slot;
+			s->guard.r = r;
+			s->guard.obj = s->obj;
+			s->guard.word = w32(s->obj, LW_MUTEX_WORD);
+			s->guard.handoff = w32(s->obj, LW_MUTEX_HANDOFF);
+			s->guard.token = r->token;
+			strcpy(s->guard.name, r->objs[i].name);
+			r->sems[i] = s;
+		}
+	}
+	if (err == 0) {
+		/* A corrupt object is reported as such, not as a mismatch; the
+		 * first handle anywhere records the capacity. */
+		uint32_t zero = 0;
+		err = sem_validate(r->sems[i]->obj, false, -1);
+		if (err == 0)
+			atomic_compare_exchange_strong(sem_w(r->sems[i], LW_SEM_PERMITS), &zero, (uint32_t)permits);
+		if (err == 0 && sem_ld(sem_w(r->sems[i], LW_SEM_PERMITS)) != (uint32_t)permits)
+			err = LW_EPERMITS;
+		if (err == 0)
+			*out = r->sems[i];
+	}
+	pthread_mutex_unlock(&r->mu);
+	return err;
 }
 
 /* reclaim clears the entry of a dead incarnation (Go: reclaim). */
@@ -172,26 +215,17 @@ static void sem_reclaim(lw_sem *s, uint32_t slot, uint32_t pid, sem_rec *rec) {
 	}
 }
 
-/* reap checks every entry and takes back the dead (Go: reap). */
+/* reap takes back the entries of dead processes, once every word is valid
+ * (Go: reap). */
 static int sem_reap(lw_sem *s, sem_rec *rec) {
-	uint64_t sum = 0;
+	if (sem_validate(s->obj, true, -1))
+		return LW_ECORRUPT;
 	for (uint32_t slot = 0; slot < LW_PROC_SLOTS; slot++) {
-		uint32_t t = sem_ld(sem_entry_w(s, slot, LW_SEM_SLOT_TOKEN)), h = sem_ld(sem_entry_w(s, slot, LW_SEM_SLOT_HELD));
-		if (t == 0) {
-			if (h != 0 || sem_ld(sem_entry_w(s, slot, LW_SEM_SLOT_TICKET)) != 0)
-				return LW_ECORRUPT;
-			continue;
-		}
-		if (!sem_valid_token(t) || (t >> LW_OWNER_GEN_BITS) != slot)
-			return LW_ECORRUPT;
-		uint32_t pid = 0;
-		if (t != s->r->token && !token_alive(s->r, t, &pid)) {
+		uint32_t t = sem_ld(sem_entry_w(s, slot, LW_SEM_SLOT_TOKEN)), pid = 0;
+		if (t != 0 && t != s->r->token && !token_alive(s->r, t, &pid))
 			sem_reclaim(s, slot, pid, rec);
-			continue;
-		}
-		sum += h;
 	}
-	return sum == sem_ld(sem_w(s, LW_SEM_IN_USE)) ? 0 : LW_ECORRUPT;
+	return 0;
 }
 
 static int sem_reap_if_due(lw_sem *s, sem_rec *rec) {
@@ -394,7 +428,8 @@ int lw_sem_release(lw_sem *s, int64_t n) {
 		return err;
 	if (sem_ld(sem_me_w(s, LW_SEM_SLOT_TOKEN)) != s->r->token || sem_ld(sem_me_w(s, LW_SEM_SLOT_HELD)) < n)
 		return sem_guard_unlock(s, false, LW_EPERM);
-	if ((err = sem_check(s)) != 0)
+	/* Release trusts only its own entry and the counts: it checks those. */
+	if ((err = sem_validate(s->obj, true, (int)s->r->slot)) != 0)
 		return sem_guard_unlock(s, false, err);
 	sem_st(sem_me_w(s, LW_SEM_SLOT_HELD), sem_ld(sem_me_w(s, LW_SEM_SLOT_HELD)) - (uint32_t)n);
 	sem_st(sem_w(s, LW_SEM_IN_USE), sem_ld(sem_w(s, LW_SEM_IN_USE)) - (uint32_t)n);

@@ -110,10 +110,16 @@ var ErrPermitsMismatch = errors.New("lockword: shared semaphore exists with anot
 // one: every change is made under the guard.
 //
 // Corruption: words that no valid history produces (in use above the
-// capacity or unlike the entries' sum, an entry naming a token of another
-// slot or an impossible generation, a capacity that changed) make the call
-// return a *lockword.CorruptError (lockword.ErrCorrupt) holding nothing; Release panics with
-// it. A waiter returns when its context ends, whatever the words hold.
+// capacity or unlike the entries' sum, an entry holding or awaiting more
+// than the capacity, naming a token of another slot or an impossible
+// generation; docs/abi.md lists the checks) make the call return a
+// *lockword.CorruptError (lockword.ErrCorrupt) holding nothing, before any
+// count is trusted; Release panics with it; (*Region).Semaphore returns it
+// rather than ErrPermitsMismatch. lockword inspect runs the same checks.
+// Every call checks the counts and its own entry; every entry is checked
+// by a process's first call, then every 10 ms or more, and before any
+// reap.
+// A waiter returns when its context ends, whatever the words hold.
 type Semaphore struct {
 	_     noCopy
 	guard *Mutex
@@ -124,9 +130,9 @@ type Semaphore struct {
 	// gate queues this process's waiters: one at a time holds the
 	// process's ticket.
 	gate lockword.Mutex
-	// reapedNs is when this process last checked the entries' processes
-	// (monotonic ns).
-	reapedNs atomic.Int64
+	// reapedNs is when this process last checked the entries' processes,
+	// checkedNs when it last validated every word (monotonic ns).
+	reapedNs, checkedNs atomic.Int64
 }
 
 // A SemaphoreOwnerDeadError is returned by Semaphore.Acquire (and
@@ -171,6 +177,10 @@ func (r *Region) Semaphore(name string, permits int64) (*Semaphore, error) {
 	}
 	// The first handle anywhere records the capacity; a zero object is a
 	// semaphore whose capacity nobody has recorded yet.
+	// A corrupt object is reported as such, not as a mismatch.
+	if reason := semValidate(s.obj, false, -1); reason != "" {
+		return nil, s.errCorrupt("%s", reason)
+	}
 	c := word32(s.obj, semObjPermits)
 	c.CompareAndSwap(0, uint32(permits))
 	if got := c.Load(); got != uint32(permits) {
@@ -302,9 +312,10 @@ func (s *Semaphore) Release(n int64) {
 		s.unlock(false, false, nil)
 		panic(fmt.Sprintf("lockword: Release(%d) of more permits than this process holds (%d) in Semaphore %q", n, h, s.name))
 	}
-	if err := s.check(); err != nil {
+	// Release trusts only its own entry and the counts: it checks those.
+	if reason := semValidate(s.obj, true, int(s.r.slot)); reason != "" {
 		s.unlock(false, false, nil)
-		panic(err)
+		panic(s.errCorrupt("%s", reason))
 	}
 	held.Store(held.Load() - uint32(n))
 	inUse := word32(s.obj, semObjInUse)
@@ -330,6 +341,7 @@ func (s *Semaphore) lock(ctx context.Context) error {
 	err := s.guard.LockContext(ctx)
 	if errors.Is(err, lockword.ErrOwnerDead) {
 		s.recount()
+		s.checkedNs.Store(0) // the counts now come from every entry
 		if s.bumpSeq() {
 			wakeShared(word32(s.obj, semObjSeq), wakeAll)
 		}
@@ -450,34 +462,21 @@ func (s *Semaphore) reapIfDue(rec *semRecovery) error {
 	return s.reap(rec)
 }
 
-// reap looks at every entry, under the guard: it checks the words against
-// each other (lockword.ErrCorrupt) and takes back the entries of dead processes
-// (a /proc look-up per entry of another process).
+// reap takes back, under the guard, the entries of dead processes (a
+// /proc look-up per entry of another process), once every word is valid.
 func (s *Semaphore) reap(rec *semRecovery) error {
-	var sum uint64
+	if reason := semValidate(s.obj, true, -1); reason != "" {
+		return s.errCorrupt("%s", reason)
+	}
 	for slot := range uint32(regionProcSlots) {
 		e := s.obj[semSlotOff(slot):][:semSlotSize]
 		t := word32(e, semSlotToken).Load()
-		h := word32(e, semSlotHeld).Load()
-		if t == 0 {
-			if h != 0 || word32(e, semSlotTicket).Load() != 0 {
-				return s.errCorrupt("entry of slot %d holds %d permits (ticket %d) for no process", slot, h, word32(e, semSlotTicket).Load())
-			}
+		if t == 0 || t == s.r.token {
 			continue
 		}
-		if !validToken(t) || tokenSlot(t) != slot {
-			return s.errCorrupt("entry of slot %d names owner token %#x", slot, t)
+		if alive, pid := s.r.tokenAlive(t); !alive {
+			s.reclaim(slot, pid, rec)
 		}
-		if t != s.r.token {
-			if alive, pid := s.r.tokenAlive(t); !alive {
-				s.reclaim(slot, pid, rec)
-				continue
-			}
-		}
-		sum += uint64(h)
-	}
-	if inUse := word32(s.obj, semObjInUse).Load(); sum != uint64(inUse) {
-		return s.errCorrupt("%d permits in use, but the entries hold %d", inUse, sum)
 	}
 	return nil
 }
@@ -500,17 +499,19 @@ func (s *Semaphore) recount() {
 	word32(s.obj, semObjWaiters).Store(waiters)
 }
 
-// check validates, under the guard, the counts against the capacity.
+// check validates, under the guard, the counts and this process's entry,
+// and every word (semValidate) on this process's first call, then at
+// least every ownerCheckInterval, as reap looks at the entries: a full
+// check reads 16 KiB. reap runs a full one before trusting any entry.
 func (s *Semaphore) check() error {
-	c := word32(s.obj, semObjPermits).Load()
-	if inUse := word32(s.obj, semObjInUse).Load(); inUse > c {
-		return s.errCorrupt("%d permits in use of %d", inUse, c)
+	only := int(s.r.slot)
+	if now := monoNowNs(); s.r.token == 0 || now-s.checkedNs.Load() >= int64(ownerCheckInterval) {
+		s.checkedNs.Store(now)
+		only = -1
 	}
-	if w := word32(s.obj, semObjWaiters).Load(); w > regionProcSlots {
-		return s.errCorrupt("%d waiting processes, more than the process table's %d slots", w, regionProcSlots)
-	}
-	if t := word32(s.me, semSlotToken).Load(); t == s.r.token && word32(s.me, semSlotHeld).Load() > c {
-		return s.errCorrupt("this process holds %d permits of %d", word32(s.me, semSlotHeld).Load(), c)
+	if reason := semValidate(s.obj, true, only); reason != "" {
+		s.checkedNs.Store(0) // stays corrupt: check it all again
+		return s.errCorrupt("%s", reason)
 	}
 	return nil
 }

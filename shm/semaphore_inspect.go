@@ -50,8 +50,8 @@ func inspectSemaphore(insp *inspector, obj []byte, info *ObjectInfo) {
 	seq := word32(obj, semObjSeq).Load()
 	info.Waiters = seq&semSleepers != 0
 	info.Queued = int(word32(obj, semObjWaiters).Load())
-	if si.InUse > si.Capacity {
-		info.State, info.Reason = "corrupt", fmt.Sprintf("%d permits in use of %d", si.InUse, si.Capacity)
+	if reason := semValidate(obj, false, -1); reason != "" {
+		info.State, info.Reason = "corrupt", reason
 		return
 	}
 	for slot := range uint32(regionProcSlots) {
@@ -59,10 +59,6 @@ func inspectSemaphore(insp *inspector, obj []byte, info *ObjectInfo) {
 		t := word32(e, semSlotToken).Load()
 		if t == 0 {
 			continue
-		}
-		if !validToken(t) || tokenSlot(t) != slot {
-			info.State, info.Reason = "corrupt", fmt.Sprintf("entry of slot %d names owner token %#x", slot, t)
-			return
 		}
 		a := insp.check(t)
 		p := SemaphoreProcess{ProcessInfo: ProcessInfo{Slot: int(slot), PID: int(a.pid), Alive: a.alive},
@@ -85,4 +81,72 @@ func inspectSemaphore(insp *inspector, obj []byte, info *ObjectInfo) {
 	default:
 		info.State = "free"
 	}
+}
+
+// semValidate returns why a Semaphore object's words are corrupt, or ""
+// if some valid history writes them. The API calls it under the guard
+// (guarded: every check); inspect and (*Region).Semaphore call it without
+// the guard (not guarded), and then skip the checks that a change made
+// meanwhile could fail: the entries' sum against in use, their tickets
+// against waiters, and an entry naming no process that holds or waits
+// (a taker stores its token before its held, a releaser clears it
+// after). Checked always: in use at most the capacity, waiters at most
+// the process table's slots, and each entry's token valid and of its own
+// slot, its held and wanted permits at most the capacity; a zero capacity
+// (not yet recorded) then admits no holder.
+//
+// only ≥ 0 checks the counts and that slot's entry alone (the sums are
+// then not checked): the API's check between two full ones, as a full one
+// reads 16 KiB and costs ten times an uncontended Acquire.
+func semValidate(obj []byte, guarded bool, only int) string {
+	c := uint64(word32(obj, semObjPermits).Load())
+	inUse := uint64(word32(obj, semObjInUse).Load())
+	waiters := word32(obj, semObjWaiters).Load()
+	if inUse > c {
+		return fmt.Sprintf("%d permits in use of %d", inUse, c)
+	}
+	if waiters > regionProcSlots {
+		return fmt.Sprintf("%d waiting processes, more than the process table's %d slots", waiters, regionProcSlots)
+	}
+	if c == 0 && waiters != 0 {
+		return fmt.Sprintf("capacity 0 with %d waiting processes", waiters)
+	}
+	var sum uint64
+	var tickets uint32
+	first, end := uint32(0), uint32(regionProcSlots)
+	if only >= 0 {
+		first, end = uint32(only), uint32(only)+1
+	}
+	for slot := first; slot < end; slot++ {
+		e := obj[semSlotOff(slot):][:semSlotSize]
+		t := word32(e, semSlotToken).Load()
+		h := uint64(word32(e, semSlotHeld).Load())
+		ticket := word32(e, semSlotTicket).Load()
+		// want outlives its ticket, but was a valid weight when stored.
+		want := uint64(word32(e, semSlotWant).Load())
+		switch {
+		case h > c:
+			return fmt.Sprintf("entry of slot %d holds %d permits of %d", slot, h, c)
+		case want > c:
+			return fmt.Sprintf("entry of slot %d waits for %d permits of %d", slot, want, c)
+		case t == 0 && guarded && (h != 0 || ticket != 0):
+			return fmt.Sprintf("entry of slot %d holds %d permits (ticket %d) for no process", slot, h, ticket)
+		case t != 0 && (!validToken(t) || tokenSlot(t) != slot):
+			return fmt.Sprintf("entry of slot %d names owner token %#x", slot, t)
+		}
+		sum += h
+		if ticket != 0 {
+			tickets++
+		}
+	}
+	if only >= 0 {
+		return ""
+	}
+	if guarded && sum != inUse {
+		return fmt.Sprintf("%d permits in use, but the entries hold %d", inUse, sum)
+	}
+	if guarded && tickets != waiters {
+		return fmt.Sprintf("%d waiting processes, but %d entries hold a ticket", waiters, tickets)
+	}
+	return ""
 }

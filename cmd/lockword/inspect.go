@@ -118,7 +118,9 @@ Flags:
           unknown), held_for_ns (always present: 0 with held_for_known true is a
           hold stamped just now), held_for_known, waiters, inconsistent
           and stats (a seqlock adds seqlock: sequence, stores, writing,
-          torn), and for state corrupt, reason. processes lists every
+          torn; a semaphore has no holder_alive, held_for_ns nor
+          held_for_known, its holders being semaphore.processes), and for
+          state corrupt, reason. processes lists every
           slot, dead ones included, with alive and state (as
           holder_state): -all changes only the text
 
@@ -231,6 +233,9 @@ type objectJSON struct {
 // fields) would otherwise be promoted and drop the field.
 func (o objectJSON) MarshalJSON() ([]byte, error) {
 	b, err := json.Marshal(o.ObjectInfo)
+	if err == nil && o.Semaphore != nil {
+		b, err = semDropHolder(b)
+	}
 	if err != nil || o.HolderState == "" || len(b) < 2 || b[len(b)-1] != '}' {
 		return b, err
 	}
@@ -339,6 +344,10 @@ func writeInspectText(w io.Writer, info *shm.RegionInfo, all bool) {
 				// process slot (the STATE column's "N readers", and
 				// "N dead readers" that the next writer drops).
 			default:
+				if o.Semaphore != nil { // held by processes, not by one
+					holder = semHolders(o.Semaphore)
+					break
+				}
 				holder = "unknown" // died, and its slot was taken since
 				if o.HolderPID != 0 {
 					holder = fmt.Sprint(o.HolderPID)

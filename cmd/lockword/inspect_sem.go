@@ -4,6 +4,7 @@ package main
 // in use, and per process what it holds or awaits.
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -41,4 +42,43 @@ func writeSemaphores(w io.Writer, sems []shm.ObjectInfo) {
 			strings.Join(procs, "; "), si.Recovered))
 	}
 	writeSection(w, "Semaphores", "NAME\tIN USE\tWAITING\tPROCESSES\tRECOVERED", rows)
+}
+
+// semHolders is a semaphore's HOLDER column: the PIDs of the processes
+// holding permits ("unknown" for a dead one whose slot was taken), or
+// their number past three; "-" when none holds. A semaphore has no one
+// holder, so ALIVE and HELD FOR stay "-": its Semaphores row says more.
+func semHolders(si *shm.SemaphoreInfo) string {
+	var pids []string
+	for _, p := range si.Processes {
+		if p.Held == 0 {
+			continue
+		}
+		pid := fmt.Sprint(p.PID)
+		if p.PID == 0 {
+			pid = "unknown"
+		}
+		pids = append(pids, pid)
+	}
+	switch {
+	case len(pids) == 0:
+		return "-"
+	case len(pids) > 3:
+		return fmt.Sprintf("%d processes", len(pids))
+	}
+	return strings.Join(pids, ",")
+}
+
+// semDropHolder removes from a semaphore's JSON object the one-holder
+// fields (holder_alive, held_for_ns, held_for_known), which would say
+// falsely that no live process holds it; semaphore.processes lists them.
+func semDropHolder(b []byte) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "holder_alive")
+	delete(m, "held_for_ns")
+	delete(m, "held_for_known")
+	return json.Marshal(m)
 }

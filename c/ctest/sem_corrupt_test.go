@@ -1,0 +1,65 @@
+//go:build linux
+
+package ctest
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// semWriteEntry writes v into field (byte offset) of slot's entry of the
+// semaphore object at off, through the file, as a stray write would.
+func semWriteEntry(t *testing.T, path string, off, slot, field int64, v []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// docs/abi.md: the entries start at 128, 16 bytes each.
+	if _, err := f.WriteAt(v, off+128+16*slot+field); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCSemaphoreCorruptEntry: C validates the words as Go does. An entry
+// of another slot holding impossibly many permits makes lw_region_sem
+// LW_ECORRUPT; an entry with a ticket and no process (checked under the
+// guard only) makes an acquire LW_ECORRUPT (1023) holding nothing; a handle
+// with another permit count gets LW_EPERMITS, named as such.
+func TestCSemaphoreCorruptEntry(t *testing.T) {
+	b := cBuild(t, "plain")
+	path, r := goRegion(t)
+	for _, name := range []string{"held", "ticket"} {
+		if _, err := r.Semaphore(name, 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := r.Inspect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := map[string]int64{}
+	for _, o := range info.Objects {
+		off[o.Name] = o.Offset
+	}
+	semWriteEntry(t, path, off["held"], 9, 0, []byte{0xa5, 0xa5, 0xa5, 0xa5})
+	h := startC(t, b.Worker, "sem-acquire", path, "held", "4", "1", "2000")
+	if _, err := h.wait(10 * time.Second); err == nil || !strings.Contains(err.Error(), "sem: lockword: corrupt shared object") {
+		t.Errorf("C handle on an entry holding 0xa5a5a5a5 of 4 permits: %v, want LW_ECORRUPT", err)
+	}
+
+	semWriteEntry(t, path, off["ticket"], 9, 8, []byte{7, 0, 0, 0})
+	w := startC(t, b.Worker, "sem-acquire", path, "ticket", "4", "1", "2000")
+	if l := w.line(15 * time.Second); l != "1023 0 0 0 0" {
+		t.Errorf("C acquire over an entry queued for no process printed %q, want %q (code holders permits pid held)", l, "1023 0 0 0 0")
+	}
+	w.wait(10 * time.Second)
+
+	m := startC(t, b.Worker, "sem-acquire", path, "ticket", "5", "1", "2000")
+	if _, err := m.wait(10 * time.Second); err == nil || !strings.Contains(err.Error(), "another number of permits") {
+		t.Errorf("C handle with 5 permits on a semaphore of 4: %v, want the permit count named", err)
+	}
+}
