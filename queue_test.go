@@ -38,7 +38,7 @@ func TestNewQueueHugeCapacity(t *testing.T) {
 	if bits.UintSize != 64 {
 		t.Skip("the capacities below assume 64-bit ints")
 	}
-	for _, c := range []int{MaxRingCapacity, 1 << 48, 1 << 44} {
+	for _, c := range []int{MaxRingCapacity, MaxRingCapacity >> 14, MaxRingCapacity >> 18} { // 2^62, 2^48, 2^44
 		if _, err := NewQueue[int](c); err == nil || !strings.Contains(err.Error(), "would take more than") {
 			t.Errorf("NewQueue[int](%d) error = %v, want a too-much-memory error", c, err)
 		}

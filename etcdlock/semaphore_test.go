@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -67,7 +68,7 @@ func TestSemaphoreBadArguments(t *testing.T) {
 		}
 	}
 	s := newSem(t, cli, p, 3, liveTTL)
-	for _, n := range []int{0, -1, 4, -1 << 62} {
+	for _, n := range []int{0, -1, 4, math.MinInt} {
 		if err := acquire(t, s, n); !errors.Is(err, ErrBadArgument) {
 			t.Errorf("Acquire(%d) of 3: %v, want ErrBadArgument", n, err)
 		}
