@@ -68,7 +68,7 @@ func goCode(err error) int {
 }
 
 // corpus returns the inputs: FuzzOpenRegion's seeds, one corruption per
-// open check, the files under testdata/fuzz/FuzzOpenRegion, and whatever
+// open check, the files under shm/testdata/fuzz/FuzzOpenRegion, and whatever
 // the Go fuzzer has found in this machine's fuzz cache.
 func corpus(t testing.TB) map[string][]byte {
 	path := filepath.Join(t.TempDir(), "valid")
@@ -159,7 +159,13 @@ func corpus(t testing.TB) map[string][]byte {
 		return b
 	})
 	mut("unknown PID namespace", false, func(b []byte) []byte { clear(b[offPIDNS : offPIDNS+8]); return b })
-	for _, dir := range []string{filepath.Join("..", "..", "testdata", "fuzz", "FuzzOpenRegion"), fuzzCacheDir()} {
+	// The committed corpus must be there: a moved directory would
+	// otherwise shrink this test silently.
+	committed := filepath.Join("..", "..", "shm", "testdata", "fuzz", "FuzzOpenRegion")
+	if files, _ := filepath.Glob(filepath.Join(committed, "*")); len(files) == 0 {
+		t.Fatalf("no committed FuzzOpenRegion corpus under %s", committed)
+	}
+	for _, dir := range []string{committed, fuzzCacheDir()} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*"))
 		for i, f := range files {
 			if i == 500 {
@@ -182,7 +188,7 @@ func fuzzCacheDir() string {
 		}
 		c = filepath.Join(d, "go-build")
 	}
-	return filepath.Join(c, "fuzz", "github.com", "lockword", "lockword", "FuzzOpenRegion")
+	return filepath.Join(c, "fuzz", "github.com", "lockword", "lockword", "shm", "FuzzOpenRegion")
 }
 
 // readFuzzFile decodes a "go test fuzz v1" file of one []byte value.

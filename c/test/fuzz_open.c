@@ -4,7 +4,7 @@
  *   ./fuzz_open -runs=20000 CORPUS_DIR
  * Each input is written to a file and opened: any code is fine, a crash
  * or a sanitizer report is a bug. The Go fuzzer's seeds seed it (make
- * fuzz writes them out of ../testdata/fuzz/FuzzOpenRegion).
+ * fuzz writes them out of ../shm/testdata/fuzz/FuzzOpenRegion).
  */
 #define _GNU_SOURCE
 #include "../lockword.h"
