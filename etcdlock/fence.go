@@ -8,7 +8,6 @@ package etcdlock
 import (
 	"context"
 	"errors"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -20,27 +19,9 @@ func (a *attempt) fenceCmp() clientv3.Cmp {
 	return clientv3.Compare(clientv3.Version(a.m.fenceKey), "=", a.fence)
 }
 
-// abandon ends a failed attempt and lets m's next call in: at once if the
-// attempt wrote nothing, after its fence otherwise. The fence is tried
-// within ctx if it has time left; else, or if that try fails, it runs in
-// the background, which holds the gate until it is done.
-func (a *attempt) abandon(ctx context.Context) {
-	m := a.m
-	if !a.sent {
-		m.gate.Unlock()
-		return
-	}
-	if ctx.Err() == nil && a.fenceOnce(ctx) == nil {
-		m.gate.Unlock()
-		return
-	}
-	m.bg.Add(1)
-	go func() {
-		defer m.bg.Done()
-		a.fenceInBackground()
-		m.gate.Unlock()
-	}()
-}
+// abandon ends a failed attempt and lets m's next call in (see
+// handle.abandon), fencing what it sent.
+func (a *attempt) abandon(ctx context.Context) { a.m.handle.abandon(ctx, a.sent, a.fenceOnce) }
 
 // fenceOnce sends the fence: in one transaction, if the fence key is still
 // at the attempt's version, it increments it (so that a write of the
@@ -70,53 +51,6 @@ func (a *attempt) fenceOnce(ctx context.Context) error {
 	}
 	m.fenced = a.fence + 1
 	return nil
-}
-
-// fenceInBackground retries the fence for one lease TTL; if etcd still
-// cannot be told, it gives the lease up (see giveUp).
-func (a *attempt) fenceInBackground() {
-	m := a.m
-	deadline := time.Now().Add(m.ttl)
-	pause := lockRetryMin
-	for {
-		ctx, cancel := tryContext(deadline)
-		err := a.fenceOnce(ctx)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			m.giveUp("could not clean up after a failed acquisition", err)
-			return
-		}
-		time.Sleep(min(pause, time.Until(deadline)))
-		pause = min(2*pause, lockRetryMax)
-	}
-}
-
-// tryContext bounds one try of a background retry: requestTimeout, and
-// not past the retries' deadline.
-func tryContext(deadline time.Time) (context.Context, context.CancelFunc) {
-	if d := time.Now().Add(requestTimeout); d.Before(deadline) {
-		deadline = d
-	}
-	return context.WithDeadline(context.Background(), deadline)
-}
-
-// giveUp ends m's lease because etcd could not be told what it must know
-// (a clean-up, an unlock) within one TTL: it stops the keep-alive and
-// revokes the lease (if etcd is still unreachable, the lease expires
-// within a TTL), so that m's keys go with it; m is lost (ErrLeaseLost),
-// and so is every Mutex on its Session.
-func (m *Mutex) giveUp(what string, err error) {
-	m.log.Warn("etcdlock: "+what+" within the lease TTL; giving the lease up, which removes the Mutex's keys (and ends its Session's other Mutexes)", "lock", m.prefix, "err", err)
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-	defer cancel()
-	m.sess.revoke(ctx)
-	select {
-	case <-m.lost:
-	case <-ctx.Done():
-	}
 }
 
 // Token returns the fencing token of the current hold, 0 when m does not

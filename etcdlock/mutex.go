@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -242,19 +241,7 @@ type Mutex struct {
 	fenceKey string
 	me       Holder
 	meJSON   string
-	ttl      time.Duration // granted
-	log      *slog.Logger
-
-	sess       *Session      // the lease
-	ownSession bool          // sess is m's alone: Close revokes it
-	closing    chan struct{} // closed by Close on a shared Session
-	closeOnce  sync.Once
-	lost       chan struct{} // closed when the lease is lost or Close ran
-
-	// gate serializes this Mutex's goroutines: one queue key per Mutex.
-	// An attempt's background clean-up (or Unlock's) holds it until done.
-	gate lockword.Mutex
-	bg   sync.WaitGroup // background clean-ups and unlocks
+	handle   // the lease, the gate, the background clean-ups
 
 	// Under gate: the fence key's version the next attempt conditions its
 	// writes on (the number of fences committed), and the current hold.
@@ -315,29 +302,16 @@ func NewMutex(ctx context.Context, cli *clientv3.Client, prefix string, opts *Op
 	var nonce [4]byte
 	rand.Read(nonce[:])
 	m := &Mutex{
-		cli:        cli,
-		prefix:     prefix,
-		queueKey:   queueKeyName(prefix, int64(sess.id), nonce),
-		ownerKey:   prefix + ownerKey,
-		me:         Holder{Host: host, PID: os.Getpid(), Lease: int64(sess.id)},
-		ttl:        sess.ttl,
-		log:        o.Logger,
-		sess:       sess,
-		ownSession: own,
-		closing:    make(chan struct{}),
-		lost:       make(chan struct{}),
+		cli:      cli,
+		prefix:   prefix,
+		queueKey: queueKeyName(prefix, int64(sess.id), nonce),
+		ownerKey: prefix + ownerKey,
+		me:       Holder{Host: host, PID: os.Getpid(), Lease: int64(sess.id)},
 	}
 	m.fenceKey = prefix + fenceDir + m.queueKey[len(prefix+queueDir):]
 	b, _ := json.Marshal(m.me)
 	m.meJSON = string(b)
-	m.gate.SetStuckThreshold(-1) // the Mutex reports, naming the holder
-	go func() {
-		select {
-		case <-sess.done:
-		case <-m.closing:
-		}
-		close(m.lost)
-	}()
+	m.handle.init(sess, own, o.Logger, "lock", prefix)
 	return m, nil
 }
 
@@ -363,18 +337,7 @@ func checkClient(ctx context.Context, cli *clientv3.Client) error {
 func (m *Mutex) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	if !m.ownSession {
-		// Lost first: a waiting LockContext gives up (and cleans up).
-		m.closeOnce.Do(func() { close(m.closing) })
-		<-m.lost
-	}
-	idle := make(chan struct{})
-	go func() { m.bg.Wait(); close(idle) }()
-	select {
-	case <-idle:
-	case <-ctx.Done():
-		m.log.Warn("etcdlock: Close: a clean-up is still running; the lease's end ends it", "lock", m.prefix)
-	}
+	m.closeWait(ctx)
 	if m.ownSession {
 		return m.sess.revoke(ctx)
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/lockword/lockword/shm"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -47,21 +46,12 @@ func (m *Mutex) Unlock() {
 // unlockInBackground retries the unlock of the hold of token for one
 // lease TTL; if etcd still cannot be told, it gives the lease up.
 func (m *Mutex) unlockInBackground(token int64, inconsistent bool) {
-	deadline := time.Now().Add(m.ttl)
-	pause := lockRetryMin
-	for {
-		ctx, cancel := tryContext(deadline)
+	err := m.retry(func(ctx context.Context) error {
 		_, err := m.unlockTxn(ctx, token, inconsistent)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			m.giveUp("could not unlock", err)
-			return
-		}
-		time.Sleep(min(pause, time.Until(deadline)))
-		pause = min(2*pause, lockRetryMax)
+		return err
+	})
+	if err != nil {
+		m.giveUp("could not unlock", err)
 	}
 }
 

@@ -5,11 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -113,19 +111,8 @@ type Semaphore struct {
 	fenceKey   string
 	permitsKey string
 	me         Holder
-	ttl        time.Duration
-	log        *slog.Logger
+	handle     // the lease, the gate, the background clean-ups
 
-	sess       *Session
-	ownSession bool
-	closing    chan struct{}
-	closeOnce  sync.Once
-	lost       chan struct{}
-
-	// gate serializes this value's goroutines (one queue key per value);
-	// a hold, or a failed attempt's background clean-up, keeps it.
-	gate   lockword.Mutex
-	bg     sync.WaitGroup
 	fenced int64        // under gate: fences committed (see Mutex)
 	token  atomic.Int64 // 0: holds nothing
 	held   atomic.Int64 // permits held
@@ -179,20 +166,10 @@ func NewSemaphore(ctx context.Context, cli *clientv3.Client, prefix string, perm
 		queueKey:   queueKeyName(p, int64(sess.id), nonce),
 		permitsKey: p + permitsKey,
 		me:         Holder{Host: host, PID: os.Getpid(), Lease: int64(sess.id)},
-		ttl:        sess.ttl, log: o.Logger,
-		sess: sess, ownSession: own,
-		closing: make(chan struct{}), lost: make(chan struct{}),
 	}
 	name := s.queueKey[len(p+queueDir):]
 	s.holdKey, s.fenceKey = p+holdsDir+name, p+fenceDir+name
-	s.gate.SetStuckThreshold(-1)
-	go func() {
-		select {
-		case <-sess.done:
-		case <-s.closing:
-		}
-		close(s.lost)
-	}()
+	s.handle.init(sess, own, o.Logger, "semaphore", p)
 	return s, nil
 }
 
@@ -205,17 +182,7 @@ func NewSemaphore(ctx context.Context, cli *clientv3.Client, prefix string, perm
 func (s *Semaphore) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	if !s.ownSession {
-		s.closeOnce.Do(func() { close(s.closing) })
-		<-s.lost
-	}
-	idle := make(chan struct{})
-	go func() { s.bg.Wait(); close(idle) }()
-	select {
-	case <-idle:
-	case <-ctx.Done():
-		s.log.Warn("etcdlock: Semaphore.Close: a clean-up is still running; the lease's end ends it", "semaphore", s.prefix)
-	}
+	s.closeWait(ctx)
 	if s.ownSession {
 		return s.sess.revoke(ctx)
 	}

@@ -326,44 +326,9 @@ func semNameOK(name string) bool {
 	return err1 == nil && err2 == nil
 }
 
-// abandon ends a failed attempt: at once if it sent nothing, else after
-// the fence (within ctx if it has time left, else in the background,
-// which keeps the gate until done).
-func (a *semAttempt) abandon(ctx context.Context) {
-	s := a.s
-	if !a.sent {
-		s.gate.Unlock()
-		return
-	}
-	if ctx.Err() == nil && a.fenceOnce(ctx) == nil {
-		s.gate.Unlock()
-		return
-	}
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		defer s.gate.Unlock()
-		deadline := time.Now().Add(s.ttl)
-		pause := lockRetryMin
-		for {
-			ctx, cancel := tryContext(deadline)
-			err := a.fenceOnce(ctx)
-			cancel()
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				s.log.Warn("etcdlock: could not clean up after a failed semaphore acquisition within the lease TTL; giving the lease up", "semaphore", s.prefix, "err", err)
-				ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-				s.sess.revoke(ctx)
-				cancel()
-				return
-			}
-			time.Sleep(min(pause, time.Until(deadline)))
-			pause = min(2*pause, lockRetryMax)
-		}
-	}()
-}
+// abandon ends a failed attempt and lets s's next call in (see
+// handle.abandon), fencing what it sent.
+func (a *semAttempt) abandon(ctx context.Context) { a.s.handle.abandon(ctx, a.sent, a.fenceOnce) }
 
 // fenceOnce increments the fence key, if still at the attempt's version,
 // and deletes our queue key and hold record in the same transaction (see

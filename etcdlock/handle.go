@@ -1,0 +1,139 @@
+package etcdlock
+
+// What a Mutex and a Semaphore share: each is one queue key on one lease,
+// its calls serialized by a gate, and a failed call's clean-up runs in
+// the background when the caller's deadline leaves no time for it (see
+// Mutex, "Calls that fail"). The handle holds that lease, gate and
+// background work, and the steps both take with them.
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/lockword/lockword"
+)
+
+// A handle is the lease, the gate and the background clean-ups of one
+// Mutex or Semaphore.
+type handle struct {
+	sess       *Session      // the lease
+	ownSession bool          // sess is the value's alone: Close revokes it
+	ttl        time.Duration // granted
+	log        *slog.Logger
+	logName    []any         // how log lines name the value: "lock", prefix
+	closing    chan struct{} // closed by Close on a shared Session
+	closeOnce  sync.Once
+	lost       chan struct{} // closed when the lease is lost or Close ran
+
+	// gate serializes the value's goroutines: one queue key per value.
+	// A hold, or a failed attempt's background clean-up (or Unlock's),
+	// keeps it until done.
+	gate lockword.Mutex
+	bg   sync.WaitGroup // background clean-ups and unlocks
+}
+
+// init makes h the handle of a value on sess, logged as kind (the log
+// attribute: "lock", "semaphore") named name, and closes lost when the
+// lease is lost or Close begins.
+func (h *handle) init(sess *Session, own bool, log *slog.Logger, kind, name string) {
+	h.sess, h.ownSession, h.ttl, h.log = sess, own, sess.ttl, log
+	h.logName = []any{kind, name}
+	h.closing, h.lost = make(chan struct{}), make(chan struct{})
+	h.gate.SetStuckThreshold(-1) // the value reports, naming the holder
+	go func() {
+		select {
+		case <-sess.done:
+		case <-h.closing:
+		}
+		close(h.lost)
+	}()
+}
+
+// closeWait is Close's first step, within ctx: on a lease of its own, the
+// value is lost first (a waiting call gives up and cleans up); then it
+// waits for the background clean-ups, logging one still running at the
+// deadline (the lease's end ends it).
+func (h *handle) closeWait(ctx context.Context) {
+	if !h.ownSession {
+		h.closeOnce.Do(func() { close(h.closing) })
+		<-h.lost
+	}
+	idle := make(chan struct{})
+	go func() { h.bg.Wait(); close(idle) }()
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		h.log.Warn("etcdlock: Close: a clean-up is still running; the lease's end ends it", h.logName...)
+	}
+}
+
+// abandon ends a failed attempt and lets the value's next call in: at
+// once if the attempt sent nothing, after fence (which removes what it
+// wrote and fences what may still land) otherwise. fence is tried within
+// ctx if it has time left; else, or if that try fails, it is retried in
+// the background for one TTL, keeping the gate, and if etcd still cannot
+// be told the lease is given up (giveUp).
+func (h *handle) abandon(ctx context.Context, sent bool, fence func(context.Context) error) {
+	if !sent {
+		h.gate.Unlock()
+		return
+	}
+	if ctx.Err() == nil && fence(ctx) == nil {
+		h.gate.Unlock()
+		return
+	}
+	h.bg.Add(1)
+	go func() {
+		defer h.bg.Done()
+		if err := h.retry(fence); err != nil {
+			h.giveUp("could not clean up after a failed acquisition", err)
+		}
+		h.gate.Unlock()
+	}()
+}
+
+// retry calls try until it succeeds, for one lease TTL, each try bounded
+// by requestTimeout, with a pause doubling from lockRetryMin to
+// lockRetryMax between tries; it returns the last error if the TTL ran
+// out first.
+func (h *handle) retry(try func(context.Context) error) error {
+	deadline := time.Now().Add(h.ttl)
+	pause := lockRetryMin
+	for {
+		ctx, cancel := tryContext(deadline)
+		err := try(ctx)
+		cancel()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(min(pause, time.Until(deadline)))
+		pause = min(2*pause, lockRetryMax)
+	}
+}
+
+// tryContext bounds one try of a background retry: requestTimeout, and
+// not past the retries' deadline.
+func tryContext(deadline time.Time) (context.Context, context.CancelFunc) {
+	if d := time.Now().Add(requestTimeout); d.Before(deadline) {
+		deadline = d
+	}
+	return context.WithDeadline(context.Background(), deadline)
+}
+
+// giveUp ends the lease because etcd could not be told what it must know
+// (a clean-up, an unlock) within one TTL: it stops the keep-alive and
+// revokes the lease (if etcd is still unreachable, the lease expires
+// within a TTL), so that the value's keys go with it; the value is lost
+// (ErrLeaseLost), and so is every other on its Session.
+func (h *handle) giveUp(what string, err error) {
+	h.log.Warn("etcdlock: "+what+" within the lease TTL; giving the lease up, which removes its keys (and ends its Session's other locks)", append(h.logName, "err", err)...)
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	h.sess.revoke(ctx)
+	select {
+	case <-h.lost:
+	case <-ctx.Done():
+	}
+}
