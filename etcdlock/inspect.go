@@ -114,8 +114,8 @@ func inspect(ctx context.Context, cli *clientv3.Client, prefix string, lease boo
 		if string(kv.Key) == holderKey {
 			continue
 		}
-		var h Holder
-		json.Unmarshal(kv.Value, &h) // a corrupt identity shows as zero
+		h := Holder{Lease: kv.Lease} // a fast path's key has no value: its record names it
+		json.Unmarshal(kv.Value, &h) // a corrupt identity shows only the lease
 		info.Waiters = append(info.Waiters, h)
 	}
 	if holderKey != "" && lease {

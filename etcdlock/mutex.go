@@ -73,7 +73,7 @@ type Options struct {
 // # Records
 //
 //	key                      lease       value
-//	P/queue/<lease>-<nonce>  the Mutex's Holder JSON: one key per Mutex queued or holding
+//	P/queue/<lease>-<nonce>  the Mutex's Holder JSON (empty if the fast path made it): one key per Mutex queued or holding
 //	P/owner                  none        the hold record: {state, key, token, host, pid, lease, since_unix_ns}
 //	P/fence/<lease>-<nonce>  the Mutex's empty; its version counts the Mutex's failed attempts
 //
@@ -240,8 +240,9 @@ type Mutex struct {
 	ownerKey string
 	fenceKey string
 	me       Holder
-	meJSON   string
-	handle   // the lease, the gate, the background clean-ups
+	meJSON   string // me, encoded once (json)
+	keyJSON  string // queueKey, encoded once (json)
+	handle          // the lease, the gate, the background clean-ups
 
 	// Under gate: the fence key's version the next attempt conditions its
 	// writes on (the number of fences committed), and the current hold.
@@ -311,6 +312,8 @@ func NewMutex(ctx context.Context, cli *clientv3.Client, prefix string, opts *Op
 	m.fenceKey = prefix + fenceDir + m.queueKey[len(prefix+queueDir):]
 	b, _ := json.Marshal(m.me)
 	m.meJSON = string(b)
+	b, _ = json.Marshal(m.queueKey)
+	m.keyJSON = string(b)
 	m.handle.init(sess, own, o.Logger, "lock", prefix)
 	return m, nil
 }
