@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/lockword/lockword/etcdlock/etcdtest"
 	"github.com/lockword/lockword/internal/etcdbench"
 	"github.com/lockword/lockword/internal/etcdembed"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -160,4 +162,63 @@ func median(xs []float64) float64 {
 	ys := slices.Clone(xs)
 	slices.Sort(ys)
 	return ys[len(ys)/2]
+}
+
+// TestUncontendedCost (LOCKWORD_LONG=1; a few seconds) prints what one
+// uncontended Lock+Unlock costs each peer, counts that do not depend on
+// the host's load: the bytes its client sends and receives (through a
+// loopback proxy that counts them) and the client's allocations, over
+// uncontendedCostN acquisitions after a warm-up, the peers interleaved
+// in blocks. BENCHMARKS.md quotes it.
+func TestUncontendedCost(t *testing.T) {
+	if os.Getenv("LOCKWORD_LONG") != "1" {
+		t.Skip("a measurement: LOCKWORD_LONG=1 runs it")
+	}
+	const uncontendedCostN, block = 2000, 100
+	ctx := context.Background()
+	type peer struct {
+		l              etcdbench.Locker
+		px             *etcdtest.Proxy
+		sent, received int64
+		mallocs, bytes uint64
+	}
+	ps := make([]*peer, len(benchKinds))
+	for i, k := range benchKinds {
+		px := etcdtest.NewProxy(t, endpoints[0])
+		l, err := k.New(ctx, newClient(t, []string{px.Addr()}), prefix(t)+"/"+k.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		ps[i] = &peer{l: l, px: px}
+	}
+	lockUnlock := func(l etcdbench.Locker, n int) {
+		for range n {
+			if err := l.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, p := range ps {
+		lockUnlock(p.l, block) // connections, lease, HPACK tables
+	}
+	for range uncontendedCostN / block {
+		for _, p := range ps {
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			s0, r0 := p.px.Bytes()
+			lockUnlock(p.l, block)
+			s1, r1 := p.px.Bytes()
+			runtime.ReadMemStats(&m1)
+			p.sent, p.received = p.sent+s1-s0, p.received+r1-r0
+			p.mallocs, p.bytes = p.mallocs+m1.Mallocs-m0.Mallocs, p.bytes+m1.TotalAlloc-m0.TotalAlloc
+		}
+	}
+	for i, p := range ps {
+		t.Logf("%-17s per Lock+Unlock: %4d bytes sent, %4d received; %3d allocations, %5d bytes (the process's, with the member's share)",
+			benchKinds[i].Name, p.sent/uncontendedCostN, p.received/uncontendedCostN, p.mallocs/uncontendedCostN, p.bytes/uncontendedCostN)
+	}
 }
