@@ -81,8 +81,9 @@ func lockName(prefix string) (string, error) {
 }
 
 // Holder identifies a Mutex's process to others: it is stored with every
-// queued acquisition and in the hold record, for stuck reports, owner-dead
-// errors and lockword inspect.
+// queued acquisition (not with the fast path's key: the record written
+// with it names the holder) and in the hold record, for stuck reports,
+// owner-dead errors and lockword inspect.
 type Holder struct {
 	Host  string `json:"host"`
 	PID   int    `json:"pid"`
