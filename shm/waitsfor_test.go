@@ -1,0 +1,190 @@
+//go:build linux
+
+package shm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Cross-process deadlock detection: children that lock in a cycle, found
+// by Inspect from the waits-for records and the holders' tokens.
+
+func init() {
+	childModes["cycle"] = childCycle
+	childModes["wait-then-hold"] = childWaitThenHold
+}
+
+// childCycle locks args[1], prints "locked", waits until another process
+// holds args[2], then locks it: with its peers it deadlocks. args[3]
+// "broken" leaves its waits-for records set.
+func childCycle(args []string) error {
+	r, err := Open(args[0], nil)
+	if err != nil {
+		return err
+	}
+	clearWaitsForBroken = len(args) > 3 && args[3] == "broken"
+	hold, err := r.Mutex(args[1])
+	if err != nil {
+		return err
+	}
+	want, err := r.Mutex(args[2])
+	if err != nil {
+		return err
+	}
+	hold.Lock()
+	fmt.Println("locked")
+	for o := want.word.Load() & ownerMask; o == 0 || o == r.token; o = want.word.Load() & ownerMask {
+		time.Sleep(time.Millisecond)
+	}
+	return want.LockContext(context.Background())
+}
+
+// childWaitThenHold locks args[1] (which the parent holds, so it sleeps
+// and records the wait), unlocks it, locks args[2] and holds it, printing
+// "holding". args[3] "broken": the record of the first wait stays.
+func childWaitThenHold(args []string) error {
+	r, err := Open(args[0], nil)
+	if err != nil {
+		return err
+	}
+	clearWaitsForBroken = len(args) > 3 && args[3] == "broken"
+	first, err := r.Mutex(args[1])
+	if err != nil {
+		return err
+	}
+	second, err := r.Mutex(args[2])
+	if err != nil {
+		return err
+	}
+	first.Lock()
+	first.Unlock()
+	second.Lock()
+	fmt.Println("holding")
+	time.Sleep(time.Hour)
+	return nil
+}
+
+// awaitDeadlock polls r's inspection until it reports a deadlock, for as
+// long as the test binary's deadline allows (how soon children get there
+// on a loaded machine is no property of the detector), and returns it.
+func awaitDeadlock(t *testing.T, r *Region) Deadlock {
+	t.Helper()
+	for {
+		info, err := r.Inspect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Deadlocks) > 0 {
+			return info.Deadlocks[0]
+		}
+		if d, ok := t.Deadline(); ok && time.Until(d) < testDeadlineMargin {
+			t.Fatal("no deadlock reported")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDeadlockCycleProcs: two and three processes, each holding one lock
+// and waiting for the next one's, are reported as one deadlock naming
+// every member's PID, the lock it holds and the lock it waits for. A
+// detector that stops at two members misses the three-process cycle.
+func TestDeadlockCycleProcs(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			path := tempRegionPath(t)
+			r := mustCreate(t, path, 0)
+			locks := []string{"a", "b", "c"}[:n]
+			var pids []int
+			for i := range n {
+				c := startChild(t, "cycle", path, locks[i], locks[(i+1)%n])
+				c.expect(t, "locked")
+				pids = append(pids, c.pid())
+			}
+			d := awaitDeadlock(t, r)
+			if len(d.Members) != n {
+				t.Fatalf("deadlock %v: want %d members", d, n)
+			}
+			var got []int
+			for _, m := range d.Members {
+				got = append(got, m.PID)
+				i := slices.Index(pids, m.PID)
+				if i < 0 || m.Holds != locks[i] || m.WaitsFor != locks[(i+1)%n] {
+					t.Errorf("member %+v: children %v hold %v, each waits for the next", m, pids, locks)
+				}
+			}
+			slices.Sort(got)
+			slices.Sort(pids)
+			if !slices.Equal(got, pids) {
+				t.Errorf("deadlock names PIDs %v, the cycle is %v", got, pids)
+			}
+			if s := d.String(); !strings.Contains(s, fmt.Sprintf("PID %d holds", pids[0])) || !strings.Contains(s, "; PID ") {
+				t.Errorf("deadlock text %q", s)
+			}
+			// The checker fails a broken detector: one that gives up on
+			// cycles longer than two misses the three-process one.
+			defer func(m int) { deadlockMaxMembers = m }(deadlockMaxMembers)
+			deadlockMaxMembers = 2
+			if got := r.deadlocks(); (len(got) == 0) != (n == 3) {
+				t.Errorf("detector stopping at 2 members: %v for a %d-process cycle", got, n)
+			}
+		})
+	}
+}
+
+// TestDeadlockStaleRecord: a process that waited for a, took it, let it
+// go and now holds b is not waiting, so a second process that holds a and
+// waits for b is in no cycle. With records never cleared (the broken
+// variant) the first process's stale record closes a false cycle, which
+// the check reports: the check can fail.
+func TestDeadlockStaleRecord(t *testing.T) {
+	for _, broken := range []bool{false, true} {
+		t.Run(fmt.Sprintf("broken=%v", broken), func(t *testing.T) {
+			path := tempRegionPath(t)
+			r := mustCreate(t, path, 0)
+			a, _ := r.Mutex("a")
+			r.Mutex("b")
+			a.Lock()
+			mode := ""
+			if broken {
+				mode = "broken"
+			}
+			p := startChild(t, "wait-then-hold", path, "a", "b", mode)
+			awaitRecord(t, r, "a")
+			a.Unlock()
+			p.expect(t, "holding")
+			q := startChild(t, "cycle", path, "a", "b")
+			q.expect(t, "locked")
+			awaitRecord(t, r, "b")
+			got := r.deadlocks()
+			switch {
+			case !broken && len(got) > 0:
+				t.Fatalf("false deadlock reported: %v", got)
+			case broken && len(got) == 0:
+				t.Fatal("records never cleared: the false cycle went unreported, so this check cannot fail")
+			}
+		})
+	}
+}
+
+// awaitRecord waits until some live slot's waits-for record names the
+// object called name.
+func awaitRecord(t *testing.T, r *Region, name string) {
+	t.Helper()
+	idx1 := r.tableIndex1(r.objects[name].offset)
+	for {
+		for s := range uint32(regionProcSlots) {
+			if word32(r.slotWord(s), procState).Load()&procLive != 0 && uint32(r.waitsForRecord(s)&waitsForObjMask) == idx1 {
+				return
+			}
+		}
+		if d, ok := t.Deadline(); ok && time.Until(d) < testDeadlineMargin {
+			t.Fatalf("no process recorded a wait for %s", name)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
