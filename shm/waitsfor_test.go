@@ -4,11 +4,17 @@ package shm
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword"
 )
 
 // Cross-process deadlock detection: children that lock in a cycle, found
@@ -186,5 +192,110 @@ func awaitRecord(t *testing.T, r *Region, name string) {
 			t.Fatalf("no process recorded a wait for %s", name)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+func init() { childModes["hand-over-hand"] = childHandOverHand }
+
+// childHandOverHand locks a then b, unlocks a, holds b for up to args[1]
+// ms, unlocks b, and again until killed: every process takes the locks in
+// one order, so no deadlock can form. args[2] "broken" leaves its waits-for
+// records set. A lock taken from a dead holder is marked consistent (the
+// test kills children).
+func childHandOverHand(args []string) error {
+	r, err := Open(args[0], nil)
+	if err != nil {
+		return err
+	}
+	clearWaitsForBroken = len(args) > 2 && args[2] == "broken"
+	holdMs, err := strconv.Atoi(args[1])
+	if err != nil {
+		return err
+	}
+	a, _ := r.Mutex("a")
+	b, _ := r.Mutex("b")
+	lock := func(m *Mutex) error {
+		err := m.LockContext(context.Background())
+		if errors.Is(err, lockword.ErrOwnerDead) {
+			err = m.MarkConsistent()
+		}
+		return err
+	}
+	fmt.Println("started")
+	for {
+		if err := lock(a); err != nil {
+			return err
+		}
+		if err := lock(b); err != nil {
+			return err
+		}
+		a.Unlock()
+		time.Sleep(time.Duration(rand.IntN(holdMs+1)) * time.Millisecond)
+		b.Unlock()
+	}
+}
+
+// TestDeadlockNoFalseReport: four processes take two locks hand over hand
+// in one order (no deadlock can form), holding the second for up to 150 ms,
+// while one is killed and replaced every 200 ms (waiting, holding, or
+// between: its record and its locks stay behind) and the region's
+// deadlocks are read without pause: none may be reported, for 2 s
+// (LOCKWORD_LONG=1: 20 s). With records never cleared (the broken
+// variant), a stale record closes a cycle with a real waiter, and the
+// same check reports it: it can fail. Holds of 150 ms outlast the
+// detector's 50 ms confirmation, so the broken variant's false cycles
+// stay still long enough to pass it; the timing assumption is only that.
+func TestDeadlockNoFalseReport(t *testing.T) {
+	run := 2 * time.Second
+	if os.Getenv("LOCKWORD_LONG") != "" {
+		run = 20 * time.Second
+	}
+	for _, broken := range []bool{false, true} {
+		t.Run(fmt.Sprintf("broken=%v", broken), func(t *testing.T) {
+			path := tempRegionPath(t)
+			r := mustCreate(t, path, 0)
+			r.Mutex("a")
+			r.Mutex("b")
+			mode := ""
+			if broken {
+				mode = "broken"
+			}
+			start := func() *child {
+				c := startChild(t, "hand-over-hand", path, "150", mode)
+				c.expect(t, "started")
+				return c
+			}
+			children := []*child{start(), start(), start(), start()}
+			end := time.Now().Add(run)
+			if broken {
+				// The false cycle needs two children whose first waits were
+				// for different locks: give it the test's patience.
+				end = time.Now().Add(time.Hour)
+				if d, ok := t.Deadline(); ok {
+					end = d.Add(-testDeadlineMargin)
+				}
+			}
+			kill := time.Now()
+			reports := 0
+			for time.Now().Before(end) {
+				if ds := r.deadlocks(); len(ds) > 0 {
+					reports++
+					if !broken {
+						t.Errorf("false deadlock reported: %v", ds)
+					}
+					break
+				}
+				if time.Since(kill) > 200*time.Millisecond {
+					i := rand.IntN(len(children))
+					children[i].cmd.Process.Kill()
+					children[i].exit()
+					children[i] = start()
+					kill = time.Now()
+				}
+			}
+			if broken && reports == 0 {
+				t.Error("records never cleared: no false cycle reported, so this check cannot fail")
+			}
+		})
 	}
 }
