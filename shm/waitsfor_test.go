@@ -197,11 +197,13 @@ func awaitRecord(t *testing.T, r *Region, name string) {
 
 func init() { childModes["hand-over-hand"] = childHandOverHand }
 
-// childHandOverHand locks a then b, unlocks a, holds b for up to args[1]
+// childHandOverHand first takes args[3] ("a" or "b") alone and lets it go
+// (so that its first wait, the one a broken build's record keeps, is for
+// that lock), then locks a then b, unlocks a, holds b for up to args[1]
 // ms, unlocks b, and again until killed: every process takes the locks in
-// one order, so no deadlock can form. args[2] "broken" leaves its waits-for
-// records set. A lock taken from a dead holder is marked consistent (the
-// test kills children).
+// one order, so no deadlock can form. args[2] "broken" leaves its
+// waits-for records set. A lock taken from a dead holder is marked
+// consistent (the test kills children).
 func childHandOverHand(args []string) error {
 	r, err := Open(args[0], nil)
 	if err != nil {
@@ -222,6 +224,14 @@ func childHandOverHand(args []string) error {
 		return err
 	}
 	fmt.Println("started")
+	first := a
+	if args[3] == "b" {
+		first = b
+	}
+	if err := lock(first); err != nil {
+		return err
+	}
+	first.Unlock()
 	for {
 		if err := lock(a); err != nil {
 			return err
@@ -260,20 +270,18 @@ func TestDeadlockNoFalseReport(t *testing.T) {
 			if broken {
 				mode = "broken"
 			}
-			start := func() *child {
-				c := startChild(t, "hand-over-hand", path, "150", mode)
+			start := func(i int) *child {
+				c := startChild(t, "hand-over-hand", path, "150", mode, []string{"a", "b"}[i%2])
 				c.expect(t, "started")
 				return c
 			}
-			children := []*child{start(), start(), start(), start()}
+			children := []*child{start(0), start(1), start(2), start(3)}
 			end := time.Now().Add(run)
 			if broken {
-				// The false cycle needs two children whose first waits were
-				// for different locks: give it the test's patience.
-				end = time.Now().Add(time.Hour)
-				if d, ok := t.Deadline(); ok {
-					end = d.Add(-testDeadlineMargin)
-				}
+				// The false cycle needs the holder of b to have first
+				// waited for a and the waiter holding a to have first
+				// waited for b, and a hold of 50 ms or more: seconds.
+				end = time.Now().Add(time.Minute)
 			}
 			kill := time.Now()
 			reports := 0
@@ -289,7 +297,7 @@ func TestDeadlockNoFalseReport(t *testing.T) {
 					i := rand.IntN(len(children))
 					children[i].cmd.Process.Kill()
 					children[i].exit()
-					children[i] = start()
+					children[i] = start(i)
 					kill = time.Now()
 				}
 			}
