@@ -27,7 +27,8 @@ func init() {
 
 // childCycle locks args[1], prints "locked", waits until another process
 // holds args[2], then locks it: with its peers it deadlocks. args[3]
-// "broken" leaves its waits-for records set.
+// "broken" leaves its waits-for records set; args[4], if there, is the
+// stuck threshold in ms of its wait.
 func childCycle(args []string) error {
 	r, err := Open(args[0], nil)
 	if err != nil {
@@ -41,6 +42,13 @@ func childCycle(args []string) error {
 	want, err := r.Mutex(args[2])
 	if err != nil {
 		return err
+	}
+	if len(args) > 4 {
+		ms, err := strconv.Atoi(args[4])
+		if err != nil {
+			return err
+		}
+		want.SetStuckThreshold(time.Duration(ms) * time.Millisecond)
 	}
 	hold.Lock()
 	fmt.Println("locked")
@@ -106,10 +114,12 @@ func TestDeadlockCycleProcs(t *testing.T) {
 			r := mustCreate(t, path, 0)
 			locks := []string{"a", "b", "c"}[:n]
 			var pids []int
+			var children []*child
 			for i := range n {
-				c := startChild(t, "cycle", path, locks[i], locks[(i+1)%n])
+				c := startChild(t, "cycle", path, locks[i], locks[(i+1)%n], "", "100")
 				c.expect(t, "locked")
 				pids = append(pids, c.pid())
+				children = append(children, c)
 			}
 			d := awaitDeadlock(t, r)
 			if len(d.Members) != n {
@@ -128,6 +138,9 @@ func TestDeadlockCycleProcs(t *testing.T) {
 			if !slices.Equal(got, pids) {
 				t.Errorf("deadlock names PIDs %v, the cycle is %v", got, pids)
 			}
+			// The stuck report of the last child to wait (100 ms in) finds
+			// the others waiting already: it names the cycle.
+			awaitStuckDeadlock(t, children, d.String())
 			if s := d.String(); !strings.Contains(s, fmt.Sprintf("PID %d holds", pids[0])) || !strings.Contains(s, "; PID ") {
 				t.Errorf("deadlock text %q", s)
 			}
@@ -174,6 +187,23 @@ func TestDeadlockStaleRecord(t *testing.T) {
 				t.Fatal("records never cleared: the false cycle went unreported, so this check cannot fail")
 			}
 		})
+	}
+}
+
+// awaitStuckDeadlock waits until some child's stuck report names the
+// deadlock described as want.
+func awaitStuckDeadlock(t *testing.T, children []*child, want string) {
+	t.Helper()
+	for {
+		for _, c := range children {
+			if strings.Contains(c.output(), fmt.Sprintf("deadlock=%q", want)) {
+				return
+			}
+		}
+		if d, ok := t.Deadline(); ok && time.Until(d) < testDeadlineMargin {
+			t.Fatalf("no stuck report names the deadlock %q:\n%s", want, children[0].output())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
