@@ -337,3 +337,34 @@ func TestDeadlockNoFalseReport(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitsForLayout: the records lie in the header's reserved bytes,
+// after every header field, slot s's at 2048 + 2s (docs/abi.md), and a
+// change of one leaves its neighbour's alone; a set advances the sequence
+// and a clear keeps it.
+func TestWaitsForLayout(t *testing.T) {
+	if hdrWaitsFor < hdrPIDNamespace+8 || hdrWaitsFor+waitsForRecordLen*regionProcSlots > regionTableOffset {
+		t.Fatalf("records [%d, %d) overlap the header fields or the table", hdrWaitsFor, hdrWaitsFor+waitsForRecordLen*regionProcSlots)
+	}
+	r := mustCreate(t, tempRegionPath(t), 0)
+	for _, s := range []uint32{6, 7, 1023} {
+		r.swapWaitsFor(s, 0, 0x1234+uint16(s))
+	}
+	for _, s := range []uint32{6, 7, 1023} {
+		if got := ne.Uint16(r.data[hdrWaitsFor+2*s:]); got != 0x1234+uint16(s) {
+			t.Errorf("slot %d's record at %d: %#x", s, hdrWaitsFor+2*s, got)
+		}
+	}
+	slot := r.slot
+	rec := r.setWaitsFor(3)
+	if rec != 1<<waitsForSeqShift|3 || r.setWaitsFor(4) != 0 {
+		t.Fatalf("set: %#x, and a second sleeper's set must record nothing", rec)
+	}
+	r.clearWaitsFor(rec)
+	if got := r.waitsForRecord(slot); got != 1<<waitsForSeqShift {
+		t.Fatalf("cleared: %#x, want the sequence kept", got)
+	}
+	if rec := r.setWaitsFor(5); rec != 2<<waitsForSeqShift|5 {
+		t.Fatalf("second set: %#x", rec)
+	}
+}
