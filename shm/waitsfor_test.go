@@ -30,16 +30,7 @@ func init() {
 // "broken" leaves its waits-for records set; args[4], if there, is the
 // stuck threshold in ms of its wait.
 func childCycle(args []string) error {
-	r, err := Open(args[0], nil)
-	if err != nil {
-		return err
-	}
-	clearWaitsForBroken = len(args) > 3 && args[3] == "broken"
-	hold, err := r.Mutex(args[1])
-	if err != nil {
-		return err
-	}
-	want, err := r.Mutex(args[2])
+	r, hold, want, err := openTwoMutexes(args)
 	if err != nil {
 		return err
 	}
@@ -58,20 +49,24 @@ func childCycle(args []string) error {
 	return want.LockContext(context.Background())
 }
 
+// openTwoMutexes opens the region args[0] and its Mutexes args[1] and
+// args[2]; args[3] "broken" leaves this process's waits-for records set.
+func openTwoMutexes(args []string) (r *Region, m1, m2 *Mutex, err error) {
+	if r, err = Open(args[0], nil); err != nil {
+		return nil, nil, nil, err
+	}
+	clearWaitsForBroken = len(args) > 3 && args[3] == "broken"
+	if m1, err = r.Mutex(args[1]); err == nil {
+		m2, err = r.Mutex(args[2])
+	}
+	return r, m1, m2, err
+}
+
 // childWaitThenHold locks args[1] (which the parent holds, so it sleeps
 // and records the wait), unlocks it, locks args[2] and holds it, printing
 // "holding". args[3] "broken": the record of the first wait stays.
 func childWaitThenHold(args []string) error {
-	r, err := Open(args[0], nil)
-	if err != nil {
-		return err
-	}
-	clearWaitsForBroken = len(args) > 3 && args[3] == "broken"
-	first, err := r.Mutex(args[1])
-	if err != nil {
-		return err
-	}
-	second, err := r.Mutex(args[2])
+	_, first, second, err := openTwoMutexes(args)
 	if err != nil {
 		return err
 	}
