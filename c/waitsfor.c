@@ -23,7 +23,8 @@ static _Atomic uint32_t *waits_for_word(lw_region *r, uint32_t slot, uint32_t *s
 
 static uint16_t waits_for_record(lw_region *r, uint32_t slot) {
 	uint32_t shift;
-	return (uint16_t)(atomic_load(waits_for_word(r, slot, &shift)) >> shift);
+	_Atomic uint32_t *w = waits_for_word(r, slot, &shift); /* sets shift first: the order matters */
+	return (uint16_t)(atomic_load(w) >> shift);
 }
 
 /* swap_waits_for changes slot's record from old to new; false if it is not
