@@ -2,15 +2,24 @@
  * cycles across processes for c/ctest's detection tests (included by
  * cworker.c). */
 
+/* open_two_mutexes opens argv[2]'s mutexes argv[3] and argv[4], or dies. */
+static void open_two_mutexes(char **argv, lw_mutex **m1, lw_mutex **m2) {
+	lw_region *r;
+	*m1 = open_mutex(argv[2], argv[3], &r);
+	int err = lw_region_mutex(r, argv[4], m2);
+	if (err)
+		die("mutex", err);
+}
+
 /* cycle REGION HOLD WANT: lock HOLD, print "locked", wait until another
  * process holds WANT, then lock it: with its peers, a deadlock. */
 static int cmd_cycle(int argc, char **argv) {
 	if (argc != 5)
 		return 2;
-	lw_region *r;
-	lw_mutex *hold = open_mutex(argv[2], argv[3], &r), *want;
-	int err = lw_region_mutex(r, argv[4], &want);
-	if (err || (err = lw_mutex_lock(hold)) != 0)
+	lw_mutex *hold, *want;
+	open_two_mutexes(argv, &hold, &want);
+	int err = lw_mutex_lock(hold);
+	if (err)
 		die("lock", err);
 	printf("locked\n");
 	fflush(stdout);
@@ -26,11 +35,10 @@ static int cmd_cycle(int argc, char **argv) {
 static int cmd_wait_then_hold(int argc, char **argv) {
 	if (argc != 5)
 		return 2;
-	lw_region *r;
-	lw_mutex *first = open_mutex(argv[2], argv[3], &r), *second;
-	int err = lw_region_mutex(r, argv[4], &second);
-	if (err || (err = lw_mutex_lock(first)) != 0 || (err = lw_mutex_unlock(first)) != 0 ||
-	    (err = lw_mutex_lock(second)) != 0)
+	lw_mutex *first, *second;
+	open_two_mutexes(argv, &first, &second);
+	int err;
+	if ((err = lw_mutex_lock(first)) != 0 || (err = lw_mutex_unlock(first)) != 0 || (err = lw_mutex_lock(second)) != 0)
 		die("lock", err);
 	printf("holding\n");
 	fflush(stdout);
