@@ -111,6 +111,7 @@ struct lw_mutex {
 	 * states: 0 free, 1 held, 2 held with sleepers), so that one thread
 	 * per process sleeps on the shared word, as Go's gate does. */
 	_Atomic uint32_t gate;
+	uint32_t waits_for1; /* 1 + its table index: our waits-for record (waitsfor.c) */
 	char name[LW_ENTRY_NAME_MAX + 1];
 };
 
@@ -140,6 +141,12 @@ typedef struct {
 	bool allow_unsafe;       /* lw_region_options.allow_unsafe_permissions */
 } open_limits;
 
+
+/* The waits-for records (waitsfor.c): 16 bits per process slot in the
+ * header's reserved bytes, after every header field. */
+enum { hdr_waits_for = 2048 };
+_Static_assert(hdr_waits_for >= LW_HDR_PID_NAMESPACE + 8 && hdr_waits_for + 2 * LW_PROC_SLOTS <= LW_TABLE_OFFSET,
+	       "waits-for records in the header's reserved bytes");
 
 /* ---- Functions one room defines and another calls, by room ---- */
 
@@ -174,6 +181,12 @@ static unsigned char *slot_at(lw_region *r, uint32_t slot);
 static inline uint32_t token_gen(uint32_t t);
 static bool token_alive(lw_region *r, uint32_t token, uint32_t *pid);
 static int attach(lw_region *r, const lw_obj *objs, uint32_t n);
+
+/* waitsfor.c */
+static uint32_t table_index1(lw_region *r, uint64_t off);
+static uint16_t set_waits_for(lw_region *r, uint32_t idx1);
+static void clear_waits_for(lw_region *r, uint16_t rec);
+static void reset_waits_for(lw_region *r, uint32_t slot);
 
 /* regionopen.c */
 static void learn(lw_region *r, const lw_hdr *h);

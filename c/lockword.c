@@ -22,6 +22,7 @@
 #include "regionabi.c"
 #include "regionflock.c"
 #include "regionowner.c"
+#include "waitsfor.c"
 #include "regionopen.c"
 #include "region.c"
 #include "sharedmutex.c"

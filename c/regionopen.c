@@ -473,6 +473,7 @@ int lw_region_close(lw_region *r) {
 	if (err == 0) {
 		_Atomic uint32_t *state = w32(slot_at(r, r->slot), LW_PROC_STATE);
 		atomic_store(state, atomic_load(state) & ~LW_PROC_LIVE);
+		reset_waits_for(r, r->slot);
 		flock_retry(r->fd, LOCK_UN);
 	}
 	munmap(r->data, r->size);

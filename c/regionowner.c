@@ -138,6 +138,8 @@ static int attach(lw_region *r, const lw_obj *objs, uint32_t n) {
 	atomic_store(w64(sw, LW_PROC_START), r->me.start);
 	atomic_store(w64(sw, LW_PROC_BOOT), b0);
 	atomic_store(w64(sw, LW_PROC_BOOT + 8), b1);
+	/* A record left by the slot's previous process must not speak for us. */
+	reset_waits_for(r, slot);
 	/* Publish: from here on lock words may name (slot, gen). */
 	atomic_store(state, LW_PROC_LIVE | gen);
 	atomic_store(w32(r->data, LW_HDR_SLOT_HINT), (slot + 1) % LW_PROC_SLOTS);

@@ -29,6 +29,7 @@ int lw_region_mutex(lw_region *r, const char *name, lw_mutex **out) {
 			m->word = w32(m->obj, LW_MUTEX_WORD);
 			m->handoff = w32(m->obj, LW_MUTEX_HANDOFF);
 			m->token = r->token;
+			m->waits_for1 = table_index1(r, r->objs[i].offset);
 			strcpy(m->name, r->objs[i].name);
 			r->mutexes[i] = m;
 		}
@@ -291,6 +292,7 @@ static int lock_slow_wait(lw_mutex *m, int64_t deadline, int64_t *start, uint32_
 	bool slept = false, requested = false;
 	int64_t checked = 0, h_checked = 0, settling = 0;
 	const uint32_t mine = m->token | LW_HANDOFF_GRANTED;
+	uint16_t waits_for = 0; /* our waits-for record, 0 if none */
 	int err;
 	for (uint32_t i = 1;; i++) {
 		uint32_t w = atomic_load(m->word);
@@ -437,6 +439,9 @@ static int lock_slow_wait(lw_mutex *m, int64_t deadline, int64_t *start, uint32_
 			/* The first liveness check is one interval from now. */
 			slept = true;
 			checked = mono_ns();
+			/* Before the first sleep, kept across the slices: a
+			 * detector reads it twice, a slice apart or more. */
+			waits_for = set_waits_for(m->r, m->waits_for1);
 		}
 		if (requested) {
 			/* Asleep on our request: a grant changes it, and whoever
@@ -449,6 +454,7 @@ static int lock_slow_wait(lw_mutex *m, int64_t deadline, int64_t *start, uint32_
 			futex_wait(m->word, w, slice_until(deadline, slice), true);
 		}
 	}
+	clear_waits_for(m->r, waits_for); /* after the wait: holding is a self-edge */
 	gate_unlock(m);
 	return err;
 }

@@ -15,7 +15,7 @@ import (
 // so a new file is placed by whoever adds it, and the rules below cover it.
 var (
 	// The region: file, mapping, header, tables, processes, inspection.
-	regionFiles = []string{"region.go", "regionabi.go", "regionopen.go", "regionreclaim.go", "regionflock.go", "regionowner.go", "region_linux.go", "region_other.go", "proc_linux.go", "inspect.go", "regionvalue.go"}
+	regionFiles = []string{"region.go", "regionabi.go", "regionopen.go", "regionreclaim.go", "regionflock.go", "regionowner.go", "region_linux.go", "region_other.go", "proc_linux.go", "inspect.go", "regionvalue.go", "waitsfor.go"}
 	// The shared kinds, their common parts and their waiting helper.
 	sharedFiles = []string{"wait.go", "queue.go", "queue_inspect.go", "ownerdead.go", "diag.go",
 		"mutex.go", "mutexwaiter.go", "handoff.go", "ticket.go", "rwmutex.go", "rwreaders.go", "cond.go", "ring.go", "ringends.go", "seqlock.go",

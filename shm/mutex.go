@@ -229,6 +229,9 @@ type Mutex struct {
 	stuckNs atomic.Int64 // 0: DefaultStuckThreshold; <0: never
 	stuck   stuckEpisode
 	repair  atomic.Pointer[func() error]
+	// waitsFor1 is 1 + the object's table index: what our kernel
+	// sleeper records as the lock it waits for (waitsfor.go).
+	waitsFor1 uint32
 }
 
 var _ interface {
@@ -246,7 +249,8 @@ func (r *Region) Mutex(name string) (*Mutex, error) {
 }
 
 func newSharedMutex(r *Region, name string, obj []byte) *Mutex {
-	m := &Mutex{word: word32(obj, mutexObjWord), handoff: word32(obj, mutexObjHandoff), token: r.token, obj: obj, r: r, name: name}
+	m := &Mutex{word: word32(obj, mutexObjWord), handoff: word32(obj, mutexObjHandoff), token: r.token, obj: obj, r: r, name: name,
+		waitsFor1: r.tableIndex1(r.objects[name].offset)}
 	// The gate's own stuck reports would speak of an unnamed in-process
 	// Mutex; the Mutex reports instead, naming the holder process.
 	m.gate.SetStuckThreshold(-1)

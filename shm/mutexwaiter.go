@@ -42,6 +42,7 @@ type sharedMutexWaiter struct {
 	hChecked  time.Time // when another process's request was last checked
 	settling  time.Time // when a done context found us granted, not yet named
 	holderPID uint32    // the holder's PID at the last check, for reports
+	waitsFor  uint16    // our waits-for record while we sleep, 0 if none (waitsfor.go)
 }
 
 // lockSlowWait spins, then queues behind the process-local gate and sleeps
@@ -60,6 +61,7 @@ func (m *Mutex) lockSlowWait(ctx context.Context, start *time.Time) error {
 		return err
 	}
 	defer m.gate.Unlock()
+	defer wt.clearWaitsFor() // after the wait: a waiter holding is a self-edge
 	defer m.stuck.leave(&wt.stuck)
 	// The wait at the gate is the gate's own (an in-process Mutex),
 	// in the contention profile already: sample the rest.
@@ -71,6 +73,9 @@ func (m *Mutex) lockSlowWait(ctx context.Context, start *time.Time) error {
 		}
 	}
 }
+
+// clearWaitsFor withdraws our waits-for record once the wait has ended.
+func (wt *sharedMutexWaiter) clearWaitsFor() { wt.m.r.clearWaitsFor(wt.waitsFor) }
 
 // spin, the waiter's first step, tries a few times for a free word before
 // the waiter is made and queues: the holder is likely running in another
@@ -273,6 +278,9 @@ func (wt *sharedMutexWaiter) sleep(w, owner uint32) {
 		// holder that we merely outwaited by spinning is alive.
 		wt.slept = true
 		wt.checked = time.Now()
+		// Before the first sleep, and kept across the slices: a
+		// deadlock detector reads it twice, a slice apart or more.
+		wt.waitsFor = m.r.setWaitsFor(m.waitsFor1)
 	}
 	// A cancelled context ends the sleep at once, not at the next
 	// liveness check: it wakes this lock's sleepers (at most one per
@@ -311,6 +319,10 @@ func (m *Mutex) reportIfStuck(sw *stuckWait, start time.Time, owner, pid uint32)
 	} else {
 		alive, pid = m.r.tokenAlive(owner)
 	}
+	var extra []any
+	if d, ok := m.r.deadlockOf(); ok {
+		extra = append(extra, "deadlock", d.String())
+	}
 	logSharedStuck(sharedStuck{kind: "shm.Mutex", name: m.name, path: m.r.path, holderPID: pid, alive: alive,
-		heldFor: heldFor(m.obj, m.word.Load()&sharedTimed != 0), waiters: waiters, waited: waited, threshold: threshold})
+		heldFor: heldFor(m.obj, m.word.Load()&sharedTimed != 0), waiters: waiters, waited: waited, threshold: threshold}, extra...)
 }

@@ -589,6 +589,7 @@ func (r *Region) close() error {
 		guardFault(onFault, func() error {
 			state := word32(r.slotWord(r.slot), procState)
 			state.Store(state.Load() &^ procLive)
+			r.resetWaitsFor(r.slot)
 			return nil
 		})
 		flock(fd, lockUnlock)

@@ -106,6 +106,9 @@ func (r *Region) attach(objs []regionObject) error {
 	word64(sw, procStart).Store(me.start)
 	word64(sw, procBoot).Store(ne.Uint64(me.boot[:8]))
 	word64(sw, procBoot+8).Store(ne.Uint64(me.boot[8:]))
+	// A waits-for record left by the slot's previous process (killed
+	// waiting) must not speak for us.
+	r.resetWaitsFor(slot)
 	// Publish: from here on lock words may name (slot, gen).
 	state.Store(procLive | gen)
 	word32(r.data, hdrSlotHint).Store((slot + 1) % regionProcSlots)

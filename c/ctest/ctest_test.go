@@ -222,6 +222,21 @@ func helperMain(args []string) int {
 		return fail(err)
 	}
 	switch args[0] {
+	case "cycle":
+		// cycle REGION HOLD WANT: lock HOLD, print "locked", lock WANT
+		// (which the test has another process hold: a deadlock).
+		hold, err := r.Mutex(args[2])
+		if err != nil {
+			return fail(err)
+		}
+		want, err := r.Mutex(args[3])
+		if err != nil {
+			return fail(err)
+		}
+		hold.Lock()
+		fmt.Println("locked")
+		want.Lock()
+		return fail(errors.New("cycle: locked both"))
 	case "sem-hold":
 		// sem-hold REGION NAME PERMITS K: take K permits and sleep.
 		permits, _ := strconv.ParseInt(args[3], 10, 64)

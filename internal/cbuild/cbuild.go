@@ -45,7 +45,7 @@ var sourceFiles = func() []string {
 	if err != nil {
 		panic(err) // the pattern is constant and valid
 	}
-	return slices.Concat([]string{"lockword.h", "internal.h"}, rooms, []string{"test/cworker.c", "test/cworker_api.c", "test/cworker_nullargs.c", "test/cworker_sem.c", "python/lockword_worker.py"})
+	return slices.Concat([]string{"lockword.h", "internal.h"}, rooms, []string{"test/cworker.c", "test/cworker_api.c", "test/cworker_nullargs.c", "test/cworker_sem.c", "test/cworker_deadlock.c", "python/lockword_worker.py"})
 }()
 
 // SourceDir returns a directory holding the C sources: $LOCKWORD_C_DIR if
@@ -134,6 +134,9 @@ const (
 	// BrokenAlive declares every other process dead: tests show that
 	// their checks catch a liveness check that robs live holders.
 	BrokenAlive Variant = "broken-alive"
+	// BrokenWaitsFor never clears a waits-for record: tests show that
+	// the stale records make the false deadlock their check catches.
+	BrokenWaitsFor Variant = "broken-waits-for"
 )
 
 func (v Variant) flags() []string {
@@ -144,6 +147,8 @@ func (v Variant) flags() []string {
 		return []string{"-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"}
 	case BrokenAlive:
 		return []string{"-O2", "-DLW_TEST_BROKEN_ALIVE"}
+	case BrokenWaitsFor:
+		return []string{"-O2", "-DLW_TEST_BROKEN_WAITS_FOR"}
 	}
 	return []string{"-O2"}
 }
