@@ -60,7 +60,10 @@ var ErrPermitsMismatch = errors.New("lockword: shared semaphore exists with anot
 // safely across PID reuse (the token's generation and the process's start
 // time name one incarnation). The acquirer that took them back is told:
 // it returns a *SemaphoreOwnerDeadError (errors.Is lockword.ErrOwnerDead) naming the
-// dead PID and the permits recovered, holding what it asked for.
+// dead PID and the permits recovered, holding what it asked for. Every
+// Open and Close of the region reaps the same way, under the same guard
+// (so still once), without telling anyone: the permits come back even
+// if nobody acquires (semaphorereclaim.go).
 //
 // No MarkConsistent: a semaphore protects no data of its own. What the
 // dead process owned was a count, and the recovery restores the count
