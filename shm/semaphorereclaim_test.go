@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,12 +42,7 @@ func TestSharedSemaphoreHousekeepingCheckerFails(t *testing.T) {
 // for "close"); it checks the words and returns the permits recovered.
 func semHousekeeping(t *testing.T, step string) uint64 {
 	defer watchdog("shared semaphore housekeeping", 2*time.Minute)()
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	s, err := r.Semaphore("sem", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, s := semRegion(t)
 	var other *Region
 	if step == "close" {
 		other = must(Open(path, nil))
@@ -70,29 +66,17 @@ func semHousekeeping(t *testing.T, step string) uint64 {
 // (the recovered count is 3, one dead holder), whoever took them.
 func TestSharedSemaphoreHousekeepingRace(t *testing.T) {
 	defer watchdog("shared semaphore housekeeping race", 2*time.Minute)()
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	s, err := r.Semaphore("sem", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, s := semRegion(t)
 	killSemHolder(t, path, 3)
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
+	var stop atomic.Bool
 	for range 2 {
 		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				o, err := Open(path, nil)
-				if err != nil {
+			for !stop.Load() { // each Open and Close reaps
+				if o, err := Open(path, nil); err != nil {
 					t.Error(err)
 					return
-				}
-				if err := o.Close(); err != nil {
+				} else if err := o.Close(); err != nil {
 					t.Error(err)
 				}
 			}
@@ -100,8 +84,8 @@ func TestSharedSemaphoreHousekeepingRace(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deadReaderBound)
 	defer cancel()
-	err = s.Acquire(ctx, 4)
-	close(stop)
+	err := s.Acquire(ctx, 4)
+	stop.Store(true)
 	wg.Wait()
 	if err != nil && !errors.Is(err, lockword.ErrOwnerDead) {
 		t.Fatalf("Acquire(4) racing housekeeping: %v", err)
