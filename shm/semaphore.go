@@ -101,8 +101,9 @@ var ErrPermitsMismatch = errors.New("lockword: shared semaphore exists with anot
 // permits they and it ask for are released; no request that arrives after
 // it, in any process, is granted before it, so a stream of small requests
 // cannot starve a large one. A waiter whose context ends leaves the queue
-// and wakes those behind it; a waiter that dies is dropped from the queue
-// by the next checker, 10 ms or more after its death.
+// and wakes the new front if its request fits; a waiter that dies is
+// dropped from the queue by the next checker, 10 ms or more after its
+// death.
 //
 // Weights: Acquire(ctx, 0) returns nil; a negative weight or one above
 // the capacity gets a *lockword.WeightError (lockword.ErrWeight). Release(k) of more
