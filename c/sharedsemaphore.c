@@ -6,7 +6,8 @@
  * want), so that a dead process's permits are taken back, once, by the next
  * acquirer that finds the semaphore short; every change is made under the
  * guard, a SharedMutex embedded at offset 0; waiters queue FIFO by ticket and
- * sleep on the seq word, one thread per process (the gate).
+ * sleep on the seq word under their ticket's futex bit, one thread per
+ * process (the gate); a change wakes the front ticket's bit only.
  *
  * Go twin: shm/semaphore.go, shm/semaphorewaiter.go.
  */
@@ -69,12 +70,43 @@ static void sem_recount(lw_sem *s) {
 	sem_st(sem_w(s, LW_SEM_WAITERS), waiters);
 }
 
-/* bump_seq bumps seq under the guard and clears its sleepers bit,
- * returning whether it was set (Go: bumpSeq). */
-static bool sem_bump_seq(lw_sem *s) {
-	uint32_t old = sem_ld(sem_w(s, LW_SEM_SEQ));
-	sem_st(sem_w(s, LW_SEM_SEQ), (old + LW_SEM_SEQ_ONE) & ~(uint32_t)LW_SEM_SLEEPERS);
-	return old & LW_SEM_SLEEPERS;
+/* sem_front returns the earliest queued ticket, 0 if none, and what its
+ * waiter wants (Go: front). */
+static uint32_t sem_front(lw_sem *s, uint32_t *want) {
+	uint32_t f = 0;
+	*want = 0;
+	if (sem_ld(sem_w(s, LW_SEM_WAITERS)) == 0)
+		return 0;
+	for (uint32_t slot = 0; slot < LW_PROC_SLOTS; slot++) {
+		uint32_t t = sem_ld(sem_entry_w(s, slot, LW_SEM_SLOT_TICKET));
+		if (t != 0 && (f == 0 || (int32_t)(t - f) < 0)) {
+			f = t;
+			*want = sem_ld(sem_entry_w(s, slot, LW_SEM_SLOT_WANT));
+		}
+	}
+	return f;
+}
+
+/* sem_ticket_bit is ticket t's futex bit (Go: ticketBit). */
+static uint32_t sem_ticket_bit(uint32_t t) { return 1u << (t % 32); }
+
+static bool sem_fits(lw_sem *s, uint32_t n);
+
+/* bump_seq bumps seq under the guard and returns the futex bits to wake,
+ * 0 for none: the front ticket's, if a waiter may sleep and the front's
+ * request fits; the sleepers bit stays while a ticket queues (Go: bumpSeq,
+ * which argues why one wake-up per change is enough). */
+static uint32_t sem_bump_seq(lw_sem *s) {
+	uint32_t old = sem_ld(sem_w(s, LW_SEM_SEQ)), v = old + LW_SEM_SEQ_ONE, bits = 0, want;
+	if (old & LW_SEM_SLEEPERS) {
+		uint32_t front = sem_front(s, &want);
+		if (front == 0)
+			v &= ~(uint32_t)LW_SEM_SLEEPERS;
+		else if (sem_fits(s, want))
+			bits = sem_ticket_bit(front);
+	}
+	sem_st(sem_w(s, LW_SEM_SEQ), v);
+	return bits;
 }
 
 /* guard_lock takes the guard, repairing the counts after an owner death. */
@@ -97,10 +129,10 @@ static int sem_guard_lock(lw_sem *s, int64_t deadline) {
 
 
 static int sem_guard_unlock(lw_sem *s, bool bump, int ret) {
-	bool wake = bump && sem_bump_seq(s);
+	uint32_t bits = bump ? sem_bump_seq(s) : 0;
 	lw_mutex_unlock(&s->guard);
-	if (wake)
-		futex_wake(sem_w(s, LW_SEM_SEQ), INT32_MAX, true);
+	if (bits)
+		futex_wake_bits(sem_w(s, LW_SEM_SEQ), INT32_MAX, bits);
 	return ret;
 }
 
@@ -351,8 +383,9 @@ static int sem_wait_queued(lw_sem *s, uint32_t n, int64_t deadline, sem_rec *rec
 		int before = rec->entries, err = sem_check(s);
 		if (err == 0) {
 			err = sem_reap_if_due(s, rec);
-			if (rec->entries != before && sem_bump_seq(s))
-				futex_wake(sem_w(s, LW_SEM_SEQ), INT32_MAX, true);
+			uint32_t bits = rec->entries != before ? sem_bump_seq(s) : 0;
+			if (bits)
+				futex_wake_bits(sem_w(s, LW_SEM_SEQ), INT32_MAX, bits);
 		}
 		if (err == 0 && sem_ld(sem_me_w(s, LW_SEM_SLOT_TICKET)) != *ticket)
 			err = LW_ECORRUPT;
@@ -370,7 +403,8 @@ static int sem_wait_queued(lw_sem *s, uint32_t n, int64_t deadline, sem_rec *rec
 		uint32_t v = sem_ld(sem_w(s, LW_SEM_SEQ)) | LW_SEM_SLEEPERS;
 		sem_st(sem_w(s, LW_SEM_SEQ), v);
 		sem_guard_unlock(s, false, 0);
-		futex_wait(sem_w(s, LW_SEM_SEQ), v, slice_until(deadline, LW_OWNER_CHECK_INTERVAL_NS), true);
+		/* Under our ticket's bit: a bump wakes only the front's. */
+		futex_wait_bits(sem_w(s, LW_SEM_SEQ), v, sem_ticket_bit(*ticket), slice_until(deadline, LW_OWNER_CHECK_INTERVAL_NS));
 		if ((err = sem_guard_lock(s, deadline)) != 0) {
 			*queued = true;
 			return err;

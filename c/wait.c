@@ -34,6 +34,26 @@ static void futex_wake(_Atomic uint32_t *addr, int n, bool shared) {
 	syscall(SYS_futex, (void *)addr, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
+/* futex_wait_bits is futex_wait on the shared futex, filed under bits:
+ * only a futex_wake_bits whose bits meet them (or a plain futex_wake)
+ * wakes it. FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time. */
+static void futex_wait_bits(_Atomic uint32_t *addr, uint32_t val, uint32_t bits, int64_t timeout_ns) {
+	struct timespec ts, *tsp = NULL;
+	if (timeout_ns >= 0) {
+		int64_t at = mono_ns() + timeout_ns;
+		ts.tv_sec = at / 1000000000;
+		ts.tv_nsec = at % 1000000000;
+		tsp = &ts;
+	}
+	syscall(SYS_futex, (void *)addr, FUTEX_WAIT_BITSET, val, tsp, NULL, bits);
+}
+
+/* futex_wake_bits wakes up to n sleepers of the shared futex at addr
+ * whose bits meet bits (Go: wakeSharedBits). */
+static void futex_wake_bits(_Atomic uint32_t *addr, int n, uint32_t bits) {
+	syscall(SYS_futex, (void *)addr, FUTEX_WAKE_BITSET, n, NULL, NULL, bits);
+}
+
 static inline void cpu_pause(uint32_t n) {
 	for (uint32_t i = 0; i < n; i++) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -176,6 +176,7 @@ run mutex.pml      pass   safety         -DROUNDS=2 -O2
 run sharedmutex.pml pass  safety         -DSPURIOUS=0 -DNOREPAIR -O2
 run sharedticket.pml pass safety         -DSPURIOUS=0 -DNOREPAIR -O2
 run sharedsemaphore.pml pass safety      -O2
+run sharedsemaphore.pml pass safety      -DSPURIOUS=0 -DHOUSEKEEP -O2
 run etcdlock.pml   pass   safety         -DATTEMPTS=2 -DEXPIRE=0 -O2
 run etcdlock.pml   pass   safety         -DATTEMPTS=2 -DEXPIRE=1 -O2
 run etcdlock.pml   pass   ltl:all_done   -DATTEMPTS=2 -O2

@@ -2,13 +2,17 @@
  * sharedsemaphore.pml: shm.Semaphore, the robust weighted semaphore in a
  * region: a guard (a robust mutex) under which every word changes, the
  * permits in use, one entry per process (permits held, owner token, queue
- * ticket), a FIFO queue by ticket, and seq, the word waiters sleep on.
+ * ticket), a FIFO queue by ticket, and seq, the word waiters sleep on, each
+ * under its ticket's futex bit (keyed here by process): a bump wakes the
+ * front ticket's process only.
  *
  * Mirrors shm/semaphore.go and shm/semaphorewaiter.go:
  * models: shm/semaphore.go (*Semaphore).tryTake
  * models: shm/semaphore.go (*Semaphore).Release
  * models: shm/semaphore.go (*Semaphore).lock
  * models: shm/semaphore.go (*Semaphore).unlock
+ * models: shm/semaphore.go (*Semaphore).bumpSeq
+ * models: shm/semaphore.go (*Semaphore).front
  * models: shm/semaphore.go (*Semaphore).take
  * models: shm/semaphore.go (*Semaphore).reclaim
  * models: shm/semaphore.go (*Semaphore).reap
@@ -18,6 +22,7 @@
  * models: shm/semaphorewaiter.go (*sharedSemWaiter).round
  * models: shm/semaphorewaiter.go (*sharedSemWaiter).behind
  * models: shm/semaphorewaiter.go (*sharedSemWaiter).leave
+ * models: shm/semaphorereclaim.go (*Region).reapSemaphores
  *
  * Bounds: capacity C = 2; NP = 3 processes (one goroutine each: the
  * in-process gate is an ordinary Mutex and not modelled) wanting 2, 1 and
@@ -30,8 +35,10 @@
  * entry or guard is unrecovered, or the dead process had bumped seq and
  * died before its FUTEX_WAKE (TIMEOUT_OK: the 10 ms slices are what
  * covers that wake), so a lost wake-up among the living is an invalid
- * end state. No PID reuse (sharedmutex.pml models
- * generations), no cancellation (the in-process model does).
+ * end state. -DHOUSEKEEP adds the reap of a Region Close after each
+ * process's rounds (14.6 M states: nightly). No PID reuse
+ * (sharedmutex.pml models generations), no cancellation (the in-process
+ * model does).
  *
  * Properties:
  *   - permits in use never exceed C: at every entry to the critical
@@ -59,6 +66,12 @@
  *   -DBROKEN_TAKEOVER_NO_BUMP a guard taken from a dead holder is not
  *                        followed by a bump and wake: a Release cut after
  *                        freeing its permits leaves the waiters asleep.
+ *   -DBROKEN_WRONG_WAKE  a bump wakes the process after the front's (in
+ *                        process order) instead of the front's: the front
+ *                        sleeps on, a lost wake-up.
+ *   -DBROKEN_CLEAR_SLEEPERS a bump clears the sleepers flag although
+ *                        tickets still queue (the wake-all rule's bump): the
+ *                        waiter behind the front is never woken.
  */
 #define NP 3
 #define NG NP
@@ -89,6 +102,15 @@ bool done[NP];
 bool owes[NP];       /* ghost: bumped seq with sleepers, not yet woken them */
 
 #define sumheld (held[0] + held[1] + held[2])
+#define fits(n) (inuse + (n) <= C)
+/* The front: the process holding the earliest ticket (255: none queued). */
+#define tk(q) (ticket[q] == 0 -> 255 : ticket[q])
+#define FRONT (tk(0) <= tk(1) && tk(0) <= tk(2) -> 0 : (tk(1) <= tk(2) -> 1 : 2))
+#ifdef BROKEN_WRONG_WAKE
+#define WAKEKEY(f) ((f + 1) % NP + 1)
+#else
+#define WAKEKEY(f) (f + 1)
+#endif
 #define deadhold (killed == 255 -> 0 : held[killed])
 #define liveticket(q) (ticket[q] != 0 && !dead[q])
 
@@ -97,6 +119,31 @@ inline recount() {
 		inuse = sumheld;
 		waiters = (ticket[0] != 0) + (ticket[1] != 0) + (ticket[2] != 0)
 	}
+}
+
+/* bump: seq moves on (bumpSeq); fk is the key to wake, the front's
+ * process + 1 if its request fits, else 0 (none queued: the sleepers flag
+ * is then cleared; it stays while a ticket queues: those behind the front
+ * sleep on). owes[p]: the caller has yet to wake fk. */
+inline bump(p) {
+	atomic {
+		wk = sleepers; seq = seq + 1;
+		if
+		:: tk(FRONT) == 255 -> fk = 0; sleepers = false
+		:: else -> fk = (fits(need(FRONT)) -> WAKEKEY(FRONT) : 0);
+#ifdef BROKEN_CLEAR_SLEEPERS
+			sleepers = false
+#else
+			skip
+#endif
+		fi;
+		owes[p] = wk && fk != 0
+	}
+}
+
+/* bumpwake: the wake a bump owes: the front's process only. */
+inline bumpwake(p) {
+	if :: owes[p] -> atomic { wake_n(SEQ, NG, true, fk); owes[p] = false } :: else fi
 }
 
 inline glock(p) {
@@ -109,24 +156,22 @@ inline glock(p) {
 		/* The dead holder may have freed permits and died before its
 		 * bump: bump and wake for it. */
 #ifndef BROKEN_TAKEOVER_NO_BUMP
-		atomic { wk = sleepers; seq = seq + 1; sleepers = false; owes[p] = wk };
-		if :: wk -> atomic { wake_n(SEQ, NG, false, 0); owes[p] = false } :: else fi
+		bump(p);
+		/* rare: wake every sleeper (lock's wakeShared of all) */
+		if :: owes[p] -> atomic { wake_n(SEQ, NG, false, 0); owes[p] = false } :: else fi
 #endif
 	fi
 }
 
 /* gunlock: release the guard, bumping seq first if bump, then waking. */
-inline gunlock(p, bump) {
+inline gunlock(p, dobump) {
 	assert(inuse <= C && (inuse == sumheld || dead[0] || dead[1] || dead[2]));
 	if
-	:: bump -> atomic { wk = sleepers; seq = seq + 1; sleepers = false; owes[p] = wk }
-	:: else -> wk = false
+	:: dobump -> bump(p)
+	:: else
 	fi;
 	guard = 0;
-	if
-	:: wk -> atomic { wake_n(SEQ, NG, false, 0); owes[p] = false }
-	:: else
-	fi
+	bumpwake(p)
 }
 
 inline take(p, n) {
@@ -166,14 +211,13 @@ inline reap(p) {
 	}
 }
 
-#define fits(n) (inuse + (n) <= C)
 #define behind(p) ((ticket[0] != 0 && 0 != p && ticket[0] < ticket[p]) || \
                    (ticket[1] != 0 && 1 != p && ticket[1] < ticket[p]) || \
                    (ticket[2] != 0 && 2 != p && ticket[2] < ticket[p]))
 #define noliveticket(p) (!liveticket((p + 1) % NP) && !liveticket((p + 2) % NP))
 
 proctype P(byte p) {
-	byte n = need(p), v, h, q, r;
+	byte n = need(p), v, h, q, r, fk;
 	bool wk, reaped, err;
 	{
 	for (r : 1 .. ROUNDS) {
@@ -203,8 +247,7 @@ fast:			assert(noliveticket(p));
 		waiters = waiters + 1;
 round:		reap(p);
 		if
-		:: reaped -> atomic { wk = sleepers; seq = seq + 1; sleepers = false; owes[p] = wk };
-			if :: wk -> atomic { wake_n(SEQ, NG, false, 0); owes[p] = false } :: else fi
+		:: reaped -> bump(p); bumpwake(p)
 		:: else
 		fi;
 		if
@@ -215,7 +258,7 @@ round:		reap(p);
 		fi;
 		atomic { sleepers = true; v = seq };
 		gunlock(p, false);
-		wait_enqueue(p, SEQ, seq, v, 0);
+		wait_enqueue(p, SEQ, seq, v, p + 1);
 		wait_sleep(p, false, err);
 		glock(p);
 		goto round;
@@ -236,6 +279,14 @@ cs:		atomic {
 		gunlock(p, true)
 #endif
 	};
+#ifdef HOUSEKEEP
+	/* Close's housekeeping (semaphorereclaim.go): the guard is only
+	 * tried; if free, a reap under it, racing the others' reaps. */
+	if
+	:: atomic { guard == 0 -> guard = p + 1 }; reap(p); gunlock(p, reaped)
+	:: skip
+	fi;
+#endif
 	atomic { fin++; done[p] = true }
 	} unless { dead[p] }
 }

@@ -131,6 +131,20 @@ var liveKinds = []struct {
 			return err
 		}, err
 	}},
+	{"semaphore", func(r *Region, role int) (func(context.Context, liveObject) error, error) {
+		s, err := r.Semaphore("semaphore", 3)
+		k := int64(1 + role%2) // weights 1 and 2: some requests queue
+		return func(ctx context.Context, o liveObject) error {
+			w := o.writes.Load()
+			if err := s.Acquire(ctx, k); err != nil && !isOwnerDead(err) {
+				return err // nothing held: ctx.Err, a WeightError or a CorruptError
+			}
+			// Our entry or the counts overwritten during the hold
+			// make Release panic: as misuse (more than this process
+			// holds) or with the CorruptError; both name the kind.
+			return liveGuard(o, w, "Semaphore", func() { s.Release(k) })
+		}, err
+	}},
 }
 
 // errToleratedPanic counts a misuse panic on words the fuzzer overwrote.
@@ -184,7 +198,7 @@ func liveUsers(r *Region, role int, stop <-chan struct{}) (ops, tolerated int64,
 	var nOps, nTol atomic.Int64
 	for i, k := range liveKinds {
 		op, err := k.open(r, role)
-		if errors.Is(err, ErrRingCorrupt) || errors.Is(err, lockword.ErrCorrupt) || errors.Is(err, ErrRingBusy) {
+		if errors.Is(err, ErrRingCorrupt) || errors.Is(err, lockword.ErrCorrupt) || errors.Is(err, ErrRingBusy) || errors.Is(err, ErrPermitsMismatch) {
 			// The other process's writes got there first (a ring's
 			// indices overwritten before we attached, say): refusing a
 			// corrupt object is the right answer, not a failure.
@@ -332,6 +346,9 @@ func FuzzLiveWords(f *testing.F) {
 	f.Add(le(5, 0, 1, 5, 2, 0x3ff<<18|3))                        // seqlock: odd sequence, writer token
 	f.Add(le(0, 14, 1<<18|1, 0, 14, 2<<18|1|1<<31))              // mutex hand-off word: a user's request, a grant to another user
 	f.Add(le(0, 14, 1<<31, 0, 14, 7<<28|1<<18|1, 0, 14, 3<<18))  // mutex hand-off word: grant without token, reserved bits, generation 0
+	f.Add(le(6, 17, 3, 6, 18, 1, 6, 20, 5))                      // semaphore: all permits in use, sleepers bit, 5 waiters
+	f.Add(le(6, 16, 0, 6, 34, 9, 6, 32, 2))                      // semaphore: capacity 0, slot 0's ticket and held
+	f.Add(le(6, 0, 1<<18|2, 6, 19, 0, 6, 33, 0x3ff<<18|5))       // semaphore: guard, next ticket, an entry's token
 	f.Fuzz(func(t *testing.T, writes []byte) {
 		if len(writes) > 7*200 {
 			writes = writes[:7*200]
@@ -393,4 +410,25 @@ func childLiveUsers(args []string) error {
 	ops, tolerated, err := liveUsers(r, role, stop)
 	fmt.Fprintf(os.Stdout, "role %d: %d calls, %d tolerated misuse panics on overwritten words\n", role, ops, tolerated)
 	return err
+}
+
+// TestLiveWordsReachSemaphore: the fuzzer's writes of the semaphore kind
+// land in the Semaphore object's words (its in-use count here), so
+// FuzzLiveWords corrupts it under its users like every other kind.
+func TestLiveWordsReachSemaphore(t *testing.T) {
+	_, rs := liveRegion(t, 1)
+	objs, err := liveObjects(rs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveSetup(t, rs[0])
+	write := []byte{6, semObjInUse / 4, 0, 3, 0, 0, 0} // kind 6, offset 68: in use = 3
+	fuzzLiveWrites(rs[0], objs, write, 0)
+	o, ok := rs[0].objects["semaphore"]
+	if !ok || o.kind != kindSemaphore {
+		t.Fatalf("no semaphore among the live-word objects (%+v)", o)
+	}
+	if got := word32(rs[0].data, o.offset+semObjInUse).Load(); got != 3 {
+		t.Fatalf("the semaphore's in-use word reads %d after the fuzzer wrote 3 there", got)
+	}
 }

@@ -579,6 +579,16 @@ func (r *Region) close() error {
 			return err
 		}
 	}
+	if r.token != 0 && truncated == nil {
+		// Housekeeping (semaphorereclaim.go): what dead processes
+		// hold in the semaphores comes back.
+		guardFault(onFault, func() error {
+			if r.refreshObjects() == nil {
+				r.reapSemaphores(r.objects)
+			}
+			return nil
+		})
+	}
 	fd := int(r.file.Fd())
 	if r.token != 0 && truncated == nil {
 		// Nothing is closed if the file lock stays held: the caller

@@ -413,6 +413,7 @@ func mappedOpen(path string, f *os.File, fd int, data []byte, size int64, readOn
 	if err := r.attach(h.objects); err != nil {
 		return nil, err
 	}
+	r.reapSemaphores(r.objects) // housekeeping: semaphorereclaim.go
 	return r, nil
 }
 

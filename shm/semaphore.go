@@ -33,7 +33,7 @@ const (
 	semSlotTicket = 8  // uint32: its waiter's ticket; 0: none waits
 	semSlotWant   = 12 // uint32: what that waiter asks for (for inspection)
 
-	semSleepers = 1 // in seq: a waiter may sleep on it; whoever bumps it wakes all
+	semSleepers = 1 // in seq: a waiter may sleep on it; whoever bumps it wakes the front ticket's
 	semSeqOne   = 2 // one bump of seq
 )
 
@@ -60,7 +60,10 @@ var ErrPermitsMismatch = errors.New("lockword: shared semaphore exists with anot
 // safely across PID reuse (the token's generation and the process's start
 // time name one incarnation). The acquirer that took them back is told:
 // it returns a *SemaphoreOwnerDeadError (errors.Is lockword.ErrOwnerDead) naming the
-// dead PID and the permits recovered, holding what it asked for.
+// dead PID and the permits recovered, holding what it asked for. Every
+// Open and Close of the region reaps the same way, under the same guard
+// (so still once), without telling anyone: the permits come back even
+// if nobody acquires (semaphorereclaim.go).
 //
 // No MarkConsistent: a semaphore protects no data of its own. What the
 // dead process owned was a count, and the recovery restores the count
@@ -79,8 +82,10 @@ var ErrPermitsMismatch = errors.New("lockword: shared semaphore exists with anot
 //	word     meaning
 //	permits  capacity, written once (0 → N by the first handle)
 //	in use   sum of the entries' held (recomputed after a guard owner death)
-//	seq      bit 0: a waiter may sleep on seq; bits 1-31: bumped on every
-//	         release, recovery, and waiter leaving the queue
+//	seq      bit 0: a waiter may sleep on seq (kept while a ticket
+//	         queues); bits 1-31: bumped on every release, recovery, and
+//	         waiter leaving the queue; each bump wakes the process of the
+//	         front ticket only (FUTEX_WAKE_BITSET, the ticket's bit)
 //	next     next ticket; waiters: entries with a ticket
 //	entry s  held (by the incarnation named by token), token, ticket, want
 //
@@ -96,8 +101,9 @@ var ErrPermitsMismatch = errors.New("lockword: shared semaphore exists with anot
 // permits they and it ask for are released; no request that arrives after
 // it, in any process, is granted before it, so a stream of small requests
 // cannot starve a large one. A waiter whose context ends leaves the queue
-// and wakes those behind it; a waiter that dies is dropped from the queue
-// by the next checker, 10 ms or more after its death.
+// and wakes the new front if its request fits; a waiter that dies is
+// dropped from the queue by the next checker, 10 ms or more after its
+// death.
 //
 // Weights: Acquire(ctx, 0) returns nil; a negative weight or one above
 // the capacity gets a *lockword.WeightError (lockword.ErrWeight). Release(k) of more
@@ -296,6 +302,11 @@ var testBrokenSemNoFIFO bool
 // shown to fail on a lost wake-up.
 var testBrokenSemNoWake bool
 
+// testBrokenSemWrongWake, set by tests only, makes a bump wake the ticket
+// behind the front instead of the front, so that the wake-latency test is
+// shown to fail on the wrong ticket's wake-up.
+var testBrokenSemWrongWake bool
+
 // Release gives back n permits that this process holds, and wakes the
 // waiters if any sleep. It panics if n is negative or more than this
 // process holds, and with a *lockword.CorruptError if the words are corrupt.
@@ -342,7 +353,9 @@ func (s *Semaphore) lock(ctx context.Context) error {
 	if errors.Is(err, lockword.ErrOwnerDead) {
 		s.recount()
 		s.checkedNs.Store(0) // the counts now come from every entry
-		if s.bumpSeq() {
+		if s.bumpSeq() != 0 {
+			// Rare: wake every sleeper, whatever the dead
+			// holder left half-done in the queue.
 			wakeShared(word32(s.obj, semObjSeq), wakeAll)
 		}
 		if err = s.guard.MarkConsistent(); err != nil {
@@ -353,23 +366,62 @@ func (s *Semaphore) lock(ctx context.Context) error {
 }
 
 // unlock releases the guard, first bumping seq if bump (a change a waiter
-// may await), then waking its sleepers; it returns took and err.
+// may await), then waking the front waiter's process; it returns took and
+// err.
 func (s *Semaphore) unlock(bump, took bool, err error) (bool, error) {
-	wake := bump && s.bumpSeq()
+	var bits uint32
+	if bump {
+		bits = s.bumpSeq()
+	}
 	s.guard.Unlock()
-	if wake && !testBrokenSemNoWake {
-		wakeShared(word32(s.obj, semObjSeq), wakeAll)
+	if bits != 0 && !testBrokenSemNoWake {
+		wakeSharedBits(word32(s.obj, semObjSeq), wakeAll, bits)
 	}
 	return took, err
 }
 
-// bumpSeq bumps seq, under the guard, and clears its sleepers bit,
-// reporting whether it was set: then the caller must wake them.
-func (s *Semaphore) bumpSeq() bool {
+// bumpSeq bumps seq, under the guard, and returns the futex bits to wake
+// (0: none): those of the front ticket, if a waiter may sleep and the
+// front's request fits. Only the front can go after any change (a waiter
+// takes only once no earlier ticket waits, and only what fits), and every
+// change that could let it go (permits freed; the front taking, leaving
+// or being reaped) bumps again, after which this looks again: so at most
+// one process is woken per change, not every process's sleeper. The
+// sleepers bit stays set while a ticket is queued, since the waiters
+// behind the front sleep on through this bump.
+func (s *Semaphore) bumpSeq() uint32 {
 	seq := word32(s.obj, semObjSeq)
 	old := seq.Load()
-	seq.Store((old + semSeqOne) &^ semSleepers)
-	return old&semSleepers != 0
+	v, bits := old+semSeqOne, uint32(0)
+	if old&semSleepers != 0 {
+		switch front, want := s.front(); {
+		case front == 0:
+			v &^= semSleepers // nobody queued: nobody sleeps
+		case testBrokenSemWrongWake:
+			bits = ticketBit(front + 1) // the ticket behind the front (or none): a lost wake-up
+		case s.fits(want):
+			bits = ticketBit(front)
+		}
+	}
+	seq.Store(v)
+	return bits
+}
+
+// front returns, under the guard, the earliest ticket in the queue and
+// what its waiter wants (0, 0: none; tickets compare modulo 2^32, as in
+// behind).
+func (s *Semaphore) front() (ticket, want uint32) {
+	if word32(s.obj, semObjWaiters).Load() == 0 {
+		return 0, 0
+	}
+	for slot := range uint32(regionProcSlots) {
+		off := semSlotOff(slot)
+		t := word32(s.obj, off+semSlotTicket).Load()
+		if t != 0 && (ticket == 0 || int32(t-ticket) < 0) {
+			ticket, want = t, word32(s.obj, off+semSlotWant).Load()
+		}
+	}
+	return ticket, want
 }
 
 // fits reports, under the guard, whether n more permits are free.

@@ -174,12 +174,7 @@ func TestSharedSemaphoreProcs(t *testing.T) {
 // count, the object's recovered count), not a latency.
 func TestSharedSemaphoreDeadHolder(t *testing.T) {
 	defer watchdog("shared semaphore dead holder", 2*time.Minute)()
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	s, err := r.Semaphore("sem", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, s := semRegion(t)
 	pid := killSemHolder(t, path, 3)
 	info, err := Inspect(path)
 	if err != nil {
@@ -215,12 +210,7 @@ func TestSharedSemaphoreDeadHolder(t *testing.T) {
 // alive, the same Acquire must wait until its context ends, so the test
 // above can fail.
 func TestSharedSemaphoreDeadHolderCheckerFails(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	s, err := r.Semaphore("sem", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, s := semRegion(t)
 	killSemHolder(t, path, 3)
 	processAliveFunc = func(procIdentity) bool { return true }
 	defer func() { processAliveFunc = processAlive }()
@@ -267,6 +257,18 @@ func TestSharedSemaphoreDeadWaiter(t *testing.T) {
 
 // killSemHolder starts a child that holds k permits of "sem" (4 permits)
 // in path, kills and reaps it, and returns its PID.
+// semRegion creates a region with a Semaphore "sem" of 4 permits, the
+// one that killSemHolder's child holds.
+func semRegion(t *testing.T) (path string, s *Semaphore) {
+	t.Helper()
+	path = tempRegionPath(t)
+	s, err := mustCreate(t, path, 0).Semaphore("sem", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, s
+}
+
 func killSemHolder(t *testing.T, path string, k int) int {
 	t.Helper()
 	c := startChild(t, "sem-hold", path, "sem", "4", fmt.Sprint(k))

@@ -18,7 +18,13 @@ import (
 //	round    no earlier ticket, permits fit    leaves the queue, takes them, bumps seq: done
 //	round    ctx done                          leaves the queue, bumps seq: ctx.Err()
 //	round    otherwise                         sets seq's sleepers bit, sleeps on seq
+//	                                           under its ticket's futex bit
+//	any bump ticket f is the front             wakes f's bit only (bumpSeq)
 //	withdraw guard not had after ctx ended     leaves the queue from a background goroutine
+
+// testSemWoke, nil outside tests, is called by a waiter each time its
+// sleep on seq returns, so that a test counts which waiters a change woke.
+var testSemWoke func(s *Semaphore)
 
 // sharedSemWaiter is one slow Acquire of n permits.
 type sharedSemWaiter struct {
@@ -80,7 +86,11 @@ func (w *sharedSemWaiter) wait(ctx context.Context) (queued bool, err error) {
 		if done {
 			return false, err
 		}
-		sleepShared(ctx, word32(s.obj, semObjSeq), v, ownerCheckInterval)
+		// Filed under our ticket's bit: a bump wakes only the front's.
+		sleepSharedBits(ctx, word32(s.obj, semObjSeq), v, ticketBit(w.ticket), ownerCheckInterval)
+		if testSemWoke != nil {
+			testSemWoke(s)
+		}
 		if err := s.lock(ctx); err != nil {
 			return true, err
 		}
@@ -113,10 +123,12 @@ func (w *sharedSemWaiter) round(ctx context.Context) (v uint32, done bool, err e
 	err = s.check()
 	if before := w.rec.entries; err == nil {
 		err = s.reapIfDue(&w.rec)
-		if w.rec.entries != before && s.bumpSeq() {
-			// Freed permits or a dead waiter's place: whoever sleeps
-			// may go now (a rare wake under the guard).
-			wakeShared(word32(s.obj, semObjSeq), wakeAll)
+		if w.rec.entries != before {
+			// Freed permits or a dead waiter's place: the front may
+			// go now (a rare wake under the guard).
+			if bits := s.bumpSeq(); bits != 0 {
+				wakeSharedBits(word32(s.obj, semObjSeq), wakeAll, bits)
+			}
 		}
 	}
 	if err == nil && word32(s.me, semSlotTicket).Load() != w.ticket {

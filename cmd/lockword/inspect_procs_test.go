@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,6 +39,19 @@ func TestHoldChild(t *testing.T) {
 		m.EnableStats()
 	}
 	m.Lock()
+	if n := os.Getenv("LOCKWORD_HOLD_SEM"); n != "" {
+		// Also hold n permits of a 4-permit semaphore "gpus".
+		var k int64
+		fmt.Sscan(n, &k)
+		s, err := r.Semaphore("gpus", 4)
+		if err == nil {
+			err = s.Acquire(context.Background(), k)
+		}
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+	}
 	fmt.Println("locked")
 	if os.Getenv("LOCKWORD_HOLD_EXIT") != "" {
 		os.Exit(0) // holding: a zombie until the parent reaps it

@@ -88,7 +88,8 @@ Flags:
           whose file still starts with a region header (magic number and
           ABI version 1); each removal it forced is named on stderr with
           what it overrode: the live processes (PID, running or stopped,
-          the locks each held), the file lock's holder, or the damage
+          the locks and semaphore permits each held), the file lock's
+          holder, or the damage
 
 Exit status:
   0  every PATH was removed
@@ -295,8 +296,9 @@ func forceRemove(path string, refusal error, stderr io.Writer) error {
 }
 
 // liveProcesses names the live processes attached to a region, each with
-// its state and the locks it holds: "PID 41 (running), PID 42 (stopped,
-// holding "orders")".
+// its state, the locks it holds and the semaphore permits it holds:
+// "PID 41 (running), PID 42 (stopped, holding "orders", holding 3 permits
+// of "gpus")".
 func liveProcesses(info *shm.RegionInfo) string {
 	var ps []string
 	for _, p := range info.Processes {
@@ -307,6 +309,14 @@ func liveProcesses(info *shm.RegionInfo) string {
 		for _, o := range info.Objects {
 			if o.HolderPID == p.PID {
 				what = append(what, fmt.Sprintf("holding %q", o.Name))
+			}
+			if o.Semaphore == nil {
+				continue
+			}
+			for _, sp := range o.Semaphore.Processes {
+				if sp.PID == p.PID && sp.Held > 0 {
+					what = append(what, fmt.Sprintf("holding %d permits of %q", sp.Held, o.Name))
+				}
 			}
 		}
 		ps = append(ps, fmt.Sprintf("PID %d (%s)", p.PID, strings.Join(what, ", ")))

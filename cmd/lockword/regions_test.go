@@ -223,6 +223,20 @@ func TestRmForceSaysWhatItOverrode(t *testing.T) {
 	}
 }
 
+// TestRmForceListsPermits: rm -force over a stopped process holding 3
+// permits of a semaphore names them beside its locks.
+func TestRmForceListsPermits(t *testing.T) {
+	_, path := testRegion(t)
+	child := startHolder(t, path, "LOCKWORD_HOLD_SEM=3")
+	child.Process.Signal(unix.SIGSTOP)
+	waitProcState(t, child.Process.Pid, "stopped")
+	_, stderr, status := runCLI(t, "rm", "-force", path)
+	want := fmt.Sprintf(`PID %d (stopped, holding "orders", holding 3 permits of "gpus")`, child.Process.Pid)
+	if status != exitOK || !strings.Contains(stderr, want) {
+		t.Fatalf("rm -force over a stopped holder of 3 permits: status %d, stderr %q, want %q", status, stderr, want)
+	}
+}
+
 // TestLsEmpty: a directory without regions says so, rather than printing a
 // header over nothing; -json prints no line at all.
 func TestLsEmpty(t *testing.T) {

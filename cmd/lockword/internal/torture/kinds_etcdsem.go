@@ -374,18 +374,12 @@ func (r *etcdSemReport) writeText(w io.Writer) {
 
 func (r *etcdSemReport) writeJSON(w io.Writer) error {
 	return writeJSONLine(w, struct {
-		Lock         string   `json:"lock"`
-		Workers      int      `json:"workers"`
-		Permits      int      `json:"permits"`
-		Acquisitions int64    `json:"acquisitions"`
-		Want         int64    `json:"want"`
-		Deaths       int64    `json:"deaths"`
-		Lost         int64    `json:"permits_died_holding"`
-		Recovered    int64    `json:"permits_recovered"`
-		OverGrants   int64    `json:"over_grants"`
-		DurationS    float64  `json:"duration_s"`
-		Result       string   `json:"result"`
-		Failures     []string `json:"failures,omitempty"`
-	}{r.lock, r.workers, semTorturePermits, r.acquisitions, r.want, r.deaths, r.lostPermits, r.recovered,
-		r.violations, r.elapsed.Seconds(), verdict(r.failures()), r.failures()})
+		semJSONHead
+		Deaths     int64 `json:"deaths"`
+		Lost       int64 `json:"permits_died_holding"`
+		Recovered  int64 `json:"permits_recovered"`
+		OverGrants int64 `json:"over_grants"`
+		semJSONTail
+	}{semJSONHead{r.lock, r.workers, semTorturePermits, r.acquisitions, r.want}, r.deaths, r.lostPermits, r.recovered,
+		r.violations, semTail(r.elapsed, r.failures())})
 }

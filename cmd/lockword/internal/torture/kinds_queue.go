@@ -352,12 +352,7 @@ func (r *queueReport) failures() []string {
 
 func (r *queueReport) passed() bool { return len(r.failures()) == 0 }
 
-func (r *queueReport) throughput() float64 {
-	if r.elapsed <= 0 {
-		return 0
-	}
-	return float64(r.received) / r.elapsed.Seconds() / 1e6
-}
+func (r *queueReport) throughput() float64 { return millionsPerSecond(r.received, r.elapsed) }
 
 func (r *queueReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Lock: %s\n", r.lock)

@@ -167,11 +167,37 @@ func (r *semReport) failures() []string {
 
 func (r *semReport) passed() bool { return len(r.failures()) == 0 }
 
-func (r *semReport) rate() float64 {
-	if r.elapsed <= 0 {
+func (r *semReport) rate() float64 { return millionsPerSecond(r.acquisitions, r.elapsed) }
+
+// millionsPerSecond is a report's throughput: n in d, in millions per
+// second (0 before any time passed).
+func millionsPerSecond(n int64, d time.Duration) float64 {
+	if d <= 0 {
 		return 0
 	}
-	return float64(r.acquisitions) / r.elapsed.Seconds() / 1e6
+	return float64(n) / d.Seconds() / 1e6
+}
+
+// semJSONTail closes the JSON line of every semaphore kind: how long it
+// ran and the verdict (semTail fills it).
+type semJSONTail struct {
+	DurationS float64  `json:"duration_s"`
+	Result    string   `json:"result"`
+	Failures  []string `json:"failures,omitempty"`
+}
+
+func semTail(elapsed time.Duration, failures []string) semJSONTail {
+	return semJSONTail{elapsed.Seconds(), verdict(failures), failures}
+}
+
+// semJSONHead opens the JSON line of the semaphore kinds that count
+// workers in one process or cluster: what ran and how much it had to do.
+type semJSONHead struct {
+	Lock         string `json:"lock"`
+	Workers      int    `json:"workers"`
+	Permits      int    `json:"permits"`
+	Acquisitions int64  `json:"acquisitions"`
+	Want         int64  `json:"want"`
 }
 
 func (r *semReport) writeText(w io.Writer) {
@@ -192,22 +218,15 @@ func (r *semReport) writeText(w io.Writer) {
 
 func (r *semReport) writeJSON(w io.Writer) error {
 	return writeJSONLine(w, struct {
-		Lock         string   `json:"lock"`
-		Workers      int      `json:"workers"`
-		Permits      int      `json:"permits"`
-		Acquisitions int64    `json:"acquisitions"`
-		Want         int64    `json:"want"`
-		PermitsIn    int64    `json:"permits_acquired"`
-		PermitsOut   int64    `json:"permits_released"`
-		MaxInUse     int64    `json:"max_in_use"`
-		OverGrants   int64    `json:"over_grants"`
-		FreeAfter    int64    `json:"free_after"`
-		MPerS        float64  `json:"throughput_macq_s"`
-		WaitMaxNs    int64    `json:"wait_max_ns"`
-		DurationS    float64  `json:"duration_s"`
-		Result       string   `json:"result"`
-		Failures     []string `json:"failures,omitempty"`
-	}{r.lock, r.workers, semTorturePermits, r.acquisitions, r.want, r.permitsIn, r.permitsOut, r.maxInUse,
-		r.violations, r.freeAfter, r.rate(), r.stats.WaitMax.Nanoseconds(), r.elapsed.Seconds(),
-		verdict(r.failures()), r.failures()})
+		semJSONHead
+		PermitsIn  int64   `json:"permits_acquired"`
+		PermitsOut int64   `json:"permits_released"`
+		MaxInUse   int64   `json:"max_in_use"`
+		OverGrants int64   `json:"over_grants"`
+		FreeAfter  int64   `json:"free_after"`
+		MPerS      float64 `json:"throughput_macq_s"`
+		WaitMaxNs  int64   `json:"wait_max_ns"`
+		semJSONTail
+	}{semJSONHead{r.lock, r.workers, semTorturePermits, r.acquisitions, r.want}, r.permitsIn, r.permitsOut, r.maxInUse,
+		r.violations, r.freeAfter, r.rate(), r.stats.WaitMax.Nanoseconds(), semTail(r.elapsed, r.failures())})
 }

@@ -511,22 +511,24 @@ func (r *shSemReport) writeText(w io.Writer) {
 	writeResult(w, r.failures())
 }
 
+// shSemJSON is the -json line of a shared-semaphore run (its tests read
+// it back).
+type shSemJSON struct {
+	Lock         string `json:"lock"`
+	Procs        int    `json:"procs"`
+	Workers      int    `json:"workers"`
+	Acquisitions int64  `json:"acquisitions"`
+	Want         int64  `json:"want,omitempty"`
+	OverGrants   int64  `json:"over_grants"`
+	Kills        int    `json:"kills"`
+	HeldByKilled int64  `json:"held_by_killed"`
+	Recovered    int64  `json:"recovered"`
+	Told         int64  `json:"reported_recovered"`
+	InUseAfter   int64  `json:"in_use_after"`
+	semJSONTail
+}
+
 func (r *shSemReport) writeJSON(w io.Writer) error {
-	return writeJSONLine(w, struct {
-		Lock         string   `json:"lock"`
-		Procs        int      `json:"procs"`
-		Workers      int      `json:"workers"`
-		Acquisitions int64    `json:"acquisitions"`
-		Want         int64    `json:"want,omitempty"`
-		OverGrants   int64    `json:"over_grants"`
-		Kills        int      `json:"kills"`
-		HeldByKilled int64    `json:"held_by_killed"`
-		Recovered    int64    `json:"recovered"`
-		Told         int64    `json:"reported_recovered"`
-		InUseAfter   int64    `json:"in_use_after"`
-		DurationS    float64  `json:"duration_s"`
-		Result       string   `json:"result"`
-		Failures     []string `json:"failures,omitempty"`
-	}{r.lock, r.procs, r.workers, r.acquisitions, r.want, r.violations, r.kills, r.heldByKilled, r.recovered,
-		r.told, r.inUseAfter, r.elapsed.Seconds(), verdict(r.failures()), r.failures()})
+	return writeJSONLine(w, shSemJSON{r.lock, r.procs, r.workers, r.acquisitions, r.want, r.violations, r.kills, r.heldByKilled,
+		r.recovered, r.told, r.inUseAfter, semTail(r.elapsed, r.failures())})
 }

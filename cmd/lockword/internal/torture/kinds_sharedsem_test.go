@@ -11,19 +11,6 @@ import (
 	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
 )
 
-// shSemJSON is the -json report of a shared-semaphore run.
-type shSemJSON struct {
-	Acquisitions int64  `json:"acquisitions"`
-	Want         int64  `json:"want"`
-	OverGrants   int64  `json:"over_grants"`
-	Kills        int    `json:"kills"`
-	HeldByKilled int64  `json:"held_by_killed"`
-	Recovered    int64  `json:"recovered"`
-	Told         int64  `json:"reported_recovered"`
-	InUseAfter   int64  `json:"in_use_after"`
-	Result       string `json:"result"`
-}
-
 func runShSem(t *testing.T, bin string, args ...string) (shSemJSON, string) {
 	t.Helper()
 	out, _ := exec.Command(bin, append([]string{"torture", "-procs", "3", "-workers", "6", "-json"}, args...)...).Output()
