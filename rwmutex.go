@@ -199,11 +199,6 @@ func (rw *RWMutex) TryRLock() bool {
 	if deadlockBuilt && lockTracking.Load() != 0 {
 		return trackAcquire(nil, rw.trackRef("RWMutex (read)"), rw.tryRLock, nil) == nil
 	}
-	return rw.tryRLock()
-}
-
-// tryRLock is TryRLock without deadlock detection.
-func (rw *RWMutex) tryRLock() bool {
 	for {
 		s := rw.state.Load()
 		if s&rwWriter != 0 {
@@ -231,11 +226,33 @@ func (rw *RWMutex) RLockContext(ctx context.Context) error {
 	if deadlockBuilt && lockTracking.Load() != 0 {
 		return rw.rlockTracked(ctx)
 	}
-	return rw.rlockUntracked(ctx)
+	if s := rw.state.Add(rwReader); s&(rwWriter|rwStats|rwGuard) != 0 {
+		return rw.rlockSlowContext(ctx, s)
+	}
+	return nil
+}
+
+// tryRLock is TryRLock for tracked acquisitions (TryRLock keeps its own
+// loop: a call to this one would cost it a call frame). At the reader
+// limit it fails rather than panic: the blocking path that follows it in
+// RLock panics there.
+func (rw *RWMutex) tryRLock() bool {
+	for {
+		s := rw.state.Load()
+		if s&rwWriter != 0 || s>>rwCountOf >= rwMaxReaders {
+			return false
+		}
+		if rw.state.CompareAndSwap(s, s+rwReader) {
+			if s&rwStats != 0 {
+				rw.uncontended()
+			}
+			return true
+		}
+	}
 }
 
 // rlockUntracked is RLockContext (RLock if ctx is nil) without deadlock
-// detection.
+// detection (RLockContext keeps its own copy, for the call frame).
 func (rw *RWMutex) rlockUntracked(ctx context.Context) error {
 	if s := rw.state.Add(rwReader); s&(rwWriter|rwStats|rwGuard) != 0 {
 		return rw.rlockSlowContext(ctx, s)

@@ -283,11 +283,6 @@ func (t *TicketMutex) TryLock() bool {
 	if deadlockBuilt && lockTracking.Load() != 0 {
 		return trackAcquire(nil, t.ref(), t.tryAcquire, nil) == nil
 	}
-	return t.tryAcquire()
-}
-
-// tryAcquire is TryLock without deadlock detection.
-func (t *TicketMutex) tryAcquire() bool {
 	s := t.serving.Load()
 	if !t.next.CompareAndSwap(s, s+1) { // see ticketRef.tryLock
 		return false
@@ -337,6 +332,18 @@ func (t *TicketMutex) EnableStats() {
 
 // ref is t for deadlock detection.
 func (t *TicketMutex) ref() lockRef { return lockRef{t, "TicketMutex", &t.diag} }
+
+// tryAcquire is TryLock without deadlock detection (TryLock keeps its own
+// copy: a call to this one would cost it a call frame).
+func (t *TicketMutex) tryAcquire() bool {
+	if !t.words().tryLock() {
+		return false
+	}
+	if t.aux.Load() >= statsFlag {
+		t.uncontended()
+	}
+	return true
+}
 
 // lockTracked is LockContext (Lock if ctx is nil) with deadlock detection
 // (deadlock.go).
