@@ -38,7 +38,7 @@ import (
 // statements `if deadlockBuilt && lockTracking.Load() != 0 {...}`, which
 // the compiler drops, with the constant false, before it weighs a function
 // for inlining: without the tag the fast paths compile as before
-// (TestFastPathsInline; BENCHMARKS.md, "Deadlock detection"). go-deadlock
+// (TestFastPathsInline; docs/diagnostics.md, "What it costs"). go-deadlock
 // too asks for a rebuild (its types replace sync's). Goroutines are told
 // apart by the id that runtime.Stack prints, parsed once per tracked
 // acquisition, a microsecond paid only while detection is on (the
