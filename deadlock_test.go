@@ -33,34 +33,36 @@ func tracked(name string, lock any, plain, viaHook func(context.Context) error, 
 	return trackedLock{name, viaHook, func() { trackRelease(lock); unlock() }}
 }
 
-// trackedKinds makes a lock of each tracked kind, named and with a short
-// stuck threshold (the cycle tests wait for it to pass).
+// named names l and gives it a short stuck threshold (the cycle tests
+// wait for it to pass).
+func named[L interface {
+	SetName(string)
+	SetStuckThreshold(time.Duration)
+}](l L, name string) L {
+	l.SetName(name)
+	l.SetStuckThreshold(20 * time.Millisecond)
+	return l
+}
+
+// trackedKinds makes a named lock of each tracked kind.
 var trackedKinds = []struct {
 	kind string
 	make func(name string) trackedLock
 }{
 	{"Mutex", func(name string) trackedLock {
-		m := new(Mutex)
-		m.SetName(name)
-		m.SetStuckThreshold(20 * time.Millisecond)
+		m := named(new(Mutex), name)
 		return tracked(name, m, m.LockContext, m.lockTracked, m.Unlock)
 	}},
 	{"SpinMutex", func(name string) trackedLock {
-		s := new(SpinMutex)
-		s.SetName(name)
-		s.SetStuckThreshold(20 * time.Millisecond)
+		s := named(new(SpinMutex), name)
 		return tracked(name, s, s.LockContext, s.lockTracked, s.Unlock)
 	}},
 	{"TicketMutex", func(name string) trackedLock {
-		t := new(TicketMutex)
-		t.SetName(name)
-		t.SetStuckThreshold(20 * time.Millisecond)
+		t := named(new(TicketMutex), name)
 		return tracked(name, t, t.LockContext, t.lockTracked, t.Unlock)
 	}},
 	{"RWMutex", func(name string) trackedLock {
-		rw := new(RWMutex)
-		rw.SetName(name)
-		rw.SetStuckThreshold(20 * time.Millisecond)
+		rw := named(new(RWMutex), name)
 		return tracked(name, rw, rw.LockContext, rw.lockTracked, rw.Unlock)
 	}},
 }
@@ -68,8 +70,7 @@ var trackedKinds = []struct {
 // readLocked is an RWMutex read-locked (inversions only: readers do not
 // exclude each other).
 func readLocked(name string) trackedLock {
-	rw := new(RWMutex)
-	rw.SetName(name)
+	rw := named(new(RWMutex), name)
 	return tracked(name, rw, rw.RLockContext, rw.rlockTracked, rw.RUnlock)
 }
 
@@ -86,10 +87,18 @@ func detect(t *testing.T) <-chan DeadlockReport {
 		SetDeadlockHandler(nil)
 		setTracking(false)
 		setTracking(was)
-		recordEdge, findCycle = oldEdge, oldCycle
+		breakDetector(oldEdge, oldCycle)
 	})
 	locktest.CaptureSlog(t) // keep the reports out of the test's output
 	return reports
+}
+
+// breakDetector replaces the recorders (with broken ones, or back), under
+// tracker.mu as they are read: the stuck watcher may be walking.
+func breakDetector(edge func(orderEdge) (DeadlockReport, bool), cycle func(any) []DeadlockMember) {
+	tracker.mu.Lock()
+	defer tracker.mu.Unlock()
+	recordEdge, findCycle = edge, cycle
 }
 
 // lockBoth takes first, then second, and releases both, on a goroutine
@@ -163,7 +172,7 @@ func TestDeadlockInversion(t *testing.T) {
 // checkInversion says so.
 func TestDeadlockInversionCheckerFails(t *testing.T) {
 	reports := detect(t)
-	recordEdge = func(orderEdge) (DeadlockReport, bool) { return DeadlockReport{}, false }
+	breakDetector(func(orderEdge) (DeadlockReport, bool) { return DeadlockReport{}, false }, findCycle)
 	a, b := trackedKinds[0].make("a"), trackedKinds[0].make("b")
 	lockBoth(a, b)
 	lockBoth(b, a)
@@ -284,14 +293,14 @@ func testCycle(t *testing.T, locks []trackedLock, names []string) {
 // once the cycle has formed, so the check does not wait.
 func TestDeadlockCycleCheckerFails(t *testing.T) {
 	reports := detect(t)
-	findCycle = func(lock any) []DeadlockMember {
+	breakDetector(recordEdge, func(lock any) []DeadlockMember {
 		for _, h := range tracker.holders[lock] {
 			if g := tracker.goroutines[h.gid]; g != nil && g.waiting != nil && g.waiting.lock == lock {
 				return cycleMembers([]walkStep{{h.gid, h}})
 			}
 		}
 		return nil
-	}
+	})
 	a, b := trackedKinds[0].make("a"), trackedKinds[0].make("b")
 	stop := formCycle([]trackedLock{a, b})
 	defer stop()
