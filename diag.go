@@ -319,14 +319,20 @@ func logStuck(kind, name string, addr any, waited, threshold time.Duration, wait
 	if name == "" {
 		name = "(unnamed: call SetName to name it)"
 	}
-	slog.Warn("lockword: goroutines still waiting for a lock past the stuck threshold; the holder may be blocked, deadlocked, or may never call Unlock",
+	attrs := []any{
 		"lock", name,
 		"kind", kind,
 		"addr", fmt.Sprintf("%p", addr),
 		"waiters", waiters,
 		"waited", waited.Round(time.Millisecond),
 		"threshold", threshold,
-		"hint", "send SIGQUIT (or set GOTRACEBACK=all and panic) to dump every goroutine and find the holder")
+	}
+	if holders := holderAttrs(addr); holders != nil {
+		attrs = append(attrs, holders...) // deadlock detection is on (deadlock.go)
+	} else {
+		attrs = append(attrs, "hint", "send SIGQUIT (or set GOTRACEBACK=all and panic) to dump every goroutine and find the holder, or turn on lockword.SetDeadlockDetection")
+	}
+	slog.Warn("lockword: goroutines still waiting for a lock past the stuck threshold; the holder may be blocked, deadlocked, or may never call Unlock", attrs...)
 }
 
 // acquired ends a slow-path acquisition.

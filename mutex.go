@@ -128,6 +128,10 @@ var _ interface {
 
 // Lock locks m, waiting until it is available.
 func (m *Mutex) Lock() {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		m.lockTracked(context.Background())
+		return
+	}
 	// Fast path: a free lock, 0→1.
 	if m.state.CompareAndSwap(mutexUnlocked, mutexLocked) {
 		return
@@ -137,6 +141,9 @@ func (m *Mutex) Lock() {
 
 // TryLock tries to lock m without waiting and reports whether it did.
 func (m *Mutex) TryLock() bool {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		return trackAcquire(nil, m.ref(), m.tryAcquire, nil) == nil
+	}
 	if m.state.CompareAndSwap(mutexUnlocked, mutexLocked) {
 		return true
 	}
@@ -149,6 +156,9 @@ func (m *Mutex) TryLock() bool {
 // context.DeadlineExceeded holds) and the caller does not hold the lock.
 // A cancelled waiter never swallows the wake-up of another.
 func (m *Mutex) LockContext(ctx context.Context) error {
+	if deadlockBuilt && lockTracking.Load() != 0 && ctx != nil {
+		return m.lockTracked(ctx)
+	}
 	if ctx != nil && m.state.CompareAndSwap(mutexUnlocked, mutexLocked) {
 		return nil
 	}
@@ -162,6 +172,9 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 // error; a panic lets tests observe it, and must not be recovered from in
 // production: the lock's state is then unknown).
 func (m *Mutex) Unlock() {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		trackRelease(m) // before the release: see trackRelease
+	}
 	// Fast path: decrement, as Drepper's mutex #3 does; 1→0 means nobody
 	// waits and we are done.
 	if new := m.state.Add(^uint32(0)); new != mutexUnlocked {
@@ -287,6 +300,19 @@ func (m *Mutex) leaveStarving() {
 			return
 		}
 	}
+}
+
+// ref is m for deadlock detection.
+func (m *Mutex) ref() lockRef { return lockRef{m, "Mutex", &m.diag} }
+
+// lockTracked is LockContext with deadlock detection (deadlock.go).
+func (m *Mutex) lockTracked(ctx context.Context) error {
+	return trackAcquire(ctx, m.ref(), m.tryAcquire, m.lockSlowContext)
+}
+
+// tryAcquire is TryLock without deadlock detection.
+func (m *Mutex) tryAcquire() bool {
+	return m.state.CompareAndSwap(mutexUnlocked, mutexLocked) || m.tryLockSlow()
 }
 
 //go:noinline

@@ -169,6 +169,10 @@ var _ interface {
 // RLock locks rw for reading. It waits while a writer holds rw or waits
 // for the readers inside to leave.
 func (rw *RWMutex) RLock() {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		rw.rlockTracked(nil)
+		return
+	}
 	// Fast path: count ourselves in; no writer, no statistics, no
 	// overflow: done.
 	if s := rw.state.Add(rwReader); s&(rwWriter|rwStats|rwGuard) != 0 {
@@ -180,6 +184,9 @@ func (rw *RWMutex) RLock() {
 // RWMutex" if rw is not locked for reading (detected when the reader count
 // would go below zero).
 func (rw *RWMutex) RUnlock() {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		trackRelease(rw) // before the release: see trackRelease
+	}
 	// Fast path: count ourselves out; no writer waiting: done.
 	if s := rw.state.Add(rwUnread); s&(rwWriter|rwGuard) != 0 {
 		rw.runlockSlow(s)
@@ -189,6 +196,9 @@ func (rw *RWMutex) RUnlock() {
 // TryRLock locks rw for reading if no writer holds or awaits it, without
 // waiting, and reports whether it did.
 func (rw *RWMutex) TryRLock() bool {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		return trackAcquire(nil, rw.trackRef("RWMutex (read)"), rw.tryRLock, nil) == nil
+	}
 	for {
 		s := rw.state.Load()
 		if s&rwWriter != 0 {
@@ -213,11 +223,61 @@ func (rw *RWMutex) RLockContext(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		return rw.rlockTracked(ctx)
+	}
 	if s := rw.state.Add(rwReader); s&(rwWriter|rwStats|rwGuard) != 0 {
 		return rw.rlockSlowContext(ctx, s)
 	}
 	return nil
 }
+
+// tryRLock is TryRLock for tracked acquisitions (TryRLock keeps its own
+// loop: a call to this one would cost it a call frame). At the reader
+// limit it fails rather than panic: the blocking path that follows it in
+// RLock panics there.
+func (rw *RWMutex) tryRLock() bool {
+	for {
+		s := rw.state.Load()
+		if s&rwWriter != 0 || s>>rwCountOf >= rwMaxReaders {
+			return false
+		}
+		if rw.state.CompareAndSwap(s, s+rwReader) {
+			if s&rwStats != 0 {
+				rw.uncontended()
+			}
+			return true
+		}
+	}
+}
+
+// rlockUntracked is RLockContext (RLock if ctx is nil) without deadlock
+// detection (RLockContext keeps its own copy, for the call frame).
+func (rw *RWMutex) rlockUntracked(ctx context.Context) error {
+	if s := rw.state.Add(rwReader); s&(rwWriter|rwStats|rwGuard) != 0 {
+		return rw.rlockSlowContext(ctx, s)
+	}
+	return nil
+}
+
+// rlockTracked is RLockContext (RLock if ctx is nil) with deadlock
+// detection (deadlock.go).
+func (rw *RWMutex) rlockTracked(ctx context.Context) error {
+	return trackAcquire(ctx, rw.trackRef("RWMutex (read)"), rw.tryRLock, rw.rlockUntracked)
+}
+
+// lockTracked is LockContext (Lock if ctx is nil) with deadlock detection.
+func (rw *RWMutex) lockTracked(ctx context.Context) error {
+	return trackAcquire(ctx, rw.trackRef("RWMutex"), rw.tryLock, func(ctx context.Context) error {
+		return rw.ref().lock(ctx, &rw.diag, rw)
+	})
+}
+
+// trackRef is rw for deadlock detection; kind says read or write.
+func (rw *RWMutex) trackRef(kind string) lockRef { return lockRef{rw, kind, &rw.diag} }
+
+// tryLock is TryLock without deadlock detection.
+func (rw *RWMutex) tryLock() bool { return rw.ref().tryLock(&rw.diag) }
 
 // RLocker returns a sync.Locker whose Lock and Unlock call rw.RLock and
 // rw.RUnlock.
@@ -241,6 +301,10 @@ func (rw *RWMutex) runlockSlow(s uint32) { rw.ref().runlockSlow(s) }
 // Lock locks rw for writing, waiting for the writers ahead of it and then
 // for the readers inside to leave.
 func (rw *RWMutex) Lock() {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		rw.lockTracked(nil)
+		return
+	}
 	// Fast path: take the free writers' word, then close the door on an
 	// empty state (no reader, no writer, no statistics) with one CAS.
 	if rw.writers.CompareAndSwap(0, rwwLocked) {
@@ -278,17 +342,28 @@ func (rw *RWMutex) LockContext(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		return rw.lockTracked(ctx)
+	}
 	return rw.ref().lock(ctx, &rw.diag, rw)
 }
 
 // TryLock locks rw for writing if it is free (no writer, no reader),
 // without waiting, and reports whether it did.
-func (rw *RWMutex) TryLock() bool { return rw.ref().tryLock(&rw.diag) }
+func (rw *RWMutex) TryLock() bool {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		return trackAcquire(nil, rw.trackRef("RWMutex"), rw.tryLock, nil) == nil
+	}
+	return rw.tryLock()
+}
 
 // Unlock unlocks rw for writing: readers that arrived while it was held are
 // admitted, then the next writer may arrive. It panics with "lockword:
 // Unlock of unlocked RWMutex" if rw is not locked for writing.
 func (rw *RWMutex) Unlock() {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		trackRelease(rw) // before the release: see trackRelease
+	}
 	// Clear the writer and parked bits (keep phase: the next writer flips
 	// it); with no reader parked, free the writers' word: done.
 	s := rw.state.And(^uint32(rwWriter | rwParked))

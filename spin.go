@@ -103,6 +103,10 @@ var _ interface {
 
 // Lock locks s, spinning, then yielding, then sleeping until it is free.
 func (s *SpinMutex) Lock() {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		s.lockTracked(context.Background())
+		return
+	}
 	// Fast path: free, nobody asleep, no statistics: set the held bit.
 	if s.state.CompareAndSwap(0, spinHeld) {
 		return
@@ -112,6 +116,9 @@ func (s *SpinMutex) Lock() {
 
 // TryLock tries to lock s without waiting and reports whether it did.
 func (s *SpinMutex) TryLock() bool {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		return trackAcquire(nil, s.ref(), s.tryAcquireFree, nil) == nil
+	}
 	if s.state.CompareAndSwap(0, spinHeld) {
 		return true
 	}
@@ -122,6 +129,9 @@ func (s *SpinMutex) TryLock() bool {
 // is free it is taken even when ctx is already done. On failure it returns
 // ctx.Err() and the caller does not hold the lock.
 func (s *SpinMutex) LockContext(ctx context.Context) error {
+	if deadlockBuilt && lockTracking.Load() != 0 && ctx != nil {
+		return s.lockTracked(ctx)
+	}
 	if ctx != nil && s.state.CompareAndSwap(0, spinHeld) {
 		return nil
 	}
@@ -132,6 +142,9 @@ func (s *SpinMutex) LockContext(ctx context.Context) error {
 // to it (runtime.Gosched). Unlocking a free SpinMutex panics with the
 // message "lockword: Unlock of unlocked SpinMutex".
 func (s *SpinMutex) Unlock() {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		trackRelease(s) // before the release: see trackRelease
+	}
 	// Fast path: held with nobody asleep, 1→0.
 	if s.state.CompareAndSwap(spinHeld, 0) {
 		return
@@ -211,6 +224,19 @@ func (s *SpinMutex) leaveStarving() {
 // tryAcquire sets the held bit if it is clear, keeping the other bits.
 func (s *SpinMutex) tryAcquire(old uint32) bool {
 	return old&spinHeld == 0 && s.state.CompareAndSwap(old, old|spinHeld)
+}
+
+// ref is s for deadlock detection.
+func (s *SpinMutex) ref() lockRef { return lockRef{s, "SpinMutex", &s.diag} }
+
+// lockTracked is LockContext with deadlock detection (deadlock.go).
+func (s *SpinMutex) lockTracked(ctx context.Context) error {
+	return trackAcquire(ctx, s.ref(), s.tryAcquireFree, s.lockSlowContext)
+}
+
+// tryAcquireFree is TryLock without deadlock detection.
+func (s *SpinMutex) tryAcquireFree() bool {
+	return s.state.CompareAndSwap(0, spinHeld) || s.tryLockSlow()
 }
 
 //go:noinline

@@ -272,6 +272,9 @@ func stuckWatcher() {
 		due = looks.reports(due[:0], now)
 		for _, g := range due {
 			logStuck(g.kind, g.name, g.addr, now.Sub(g.oldest), g.threshold, g.waiters)
+			if lockTracking.Load() != 0 {
+				checkDeadlock(g.addr) // a wait past its threshold: walk the waits-for graph
+			}
 		}
 		if noted != 0 || stuckWaits.entries.Load() != 0 {
 			idle = 0

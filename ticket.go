@@ -264,6 +264,10 @@ func (t *TicketMutex) words() ticketRef { return ticketRef{&t.next, &t.serving, 
 // Lock locks t, waiting for its turn: Lock calls are served in the order
 // in which they take their tickets.
 func (t *TicketMutex) Lock() {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		t.lockTracked(nil)
+		return
+	}
 	// Fast path: take a ticket; if it is served at once, the lock was
 	// free. With statistics on, go and count it.
 	ticket := t.next.Add(1) - 1
@@ -276,6 +280,9 @@ func (t *TicketMutex) Lock() {
 // TryLock locks t if it is free, without waiting, and reports whether it
 // did. It never takes a ticket that would have to wait.
 func (t *TicketMutex) TryLock() bool {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		return trackAcquire(nil, t.ref(), t.tryAcquire, nil) == nil
+	}
 	s := t.serving.Load()
 	if !t.next.CompareAndSwap(s, s+1) { // see ticketRef.tryLock
 		return false
@@ -296,6 +303,9 @@ func (t *TicketMutex) LockContext(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		return t.lockTracked(ctx)
+	}
 	return t.wait(ctx, t.next.Add(1)-1)
 }
 
@@ -303,6 +313,9 @@ func (t *TicketMutex) LockContext(ctx context.Context) error {
 // TicketMutex panics with "lockword: Unlock of unlocked TicketMutex"
 // (detected when no ticket is outstanding).
 func (t *TicketMutex) Unlock() {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		trackRelease(t) // before the release: see trackRelease
+	}
 	// Fast path: serve the next ticket; if nobody holds it, done.
 	if t.serving.Add(1) != t.next.Load() {
 		t.unlockSlow()
@@ -315,6 +328,29 @@ func (t *TicketMutex) Unlock() {
 func (t *TicketMutex) EnableStats() {
 	t.enableStats()
 	t.aux.Or(statsFlag)
+}
+
+// ref is t for deadlock detection.
+func (t *TicketMutex) ref() lockRef { return lockRef{t, "TicketMutex", &t.diag} }
+
+// tryAcquire is TryLock without deadlock detection (TryLock keeps its own
+// copy: a call to this one would cost it a call frame).
+func (t *TicketMutex) tryAcquire() bool {
+	if !t.words().tryLock() {
+		return false
+	}
+	if t.aux.Load() >= statsFlag {
+		t.uncontended()
+	}
+	return true
+}
+
+// lockTracked is LockContext (Lock if ctx is nil) with deadlock detection
+// (deadlock.go).
+func (t *TicketMutex) lockTracked(ctx context.Context) error {
+	return trackAcquire(ctx, t.ref(), t.tryAcquire, func(ctx context.Context) error {
+		return t.wait(ctx, t.next.Add(1)-1)
+	})
 }
 
 // stuckInfo is for the stuck watcher (stuckOwner).

@@ -113,6 +113,14 @@ func Command(args []string, stdout, stderr io.Writer) int {
 	if opts.profile != "" {
 		defer lockword.SetContentionProfileRate(lockword.SetContentionProfileRate(ContentionProfileRate))
 	}
+	var deadlocks *deadlockWatch
+	if opts.deadlock {
+		var err error
+		if deadlocks, err = startDeadlockWatch(); err != nil {
+			fmt.Fprintf(stderr, "lockword torture: -deadlock: %v\n", err)
+			return exitUsage
+		}
+	}
 	failed, printed := false, 0
 	for _, k := range opts.kinds {
 		if opts.cfg.interrupt.Interrupted() {
@@ -148,6 +156,9 @@ func Command(args []string, stdout, stderr io.Writer) int {
 			failed = true
 		}
 	}
+	if deadlocks != nil && deadlocks.stop(stderr) {
+		failed = true
+	}
 	if in := opts.cfg.interrupt; in.Interrupted() {
 		fmt.Fprintf(stderr, "lockword torture: interrupted by %s: worker processes stopped, region released\n", in.Name())
 		return in.ExitStatus()
@@ -165,6 +176,8 @@ type tortureOptions struct {
 	json  bool
 	// profile is the file to write the contention profile to ("": none).
 	profile string
+	// deadlock: run with deadlock detection on; a report fails the run.
+	deadlock bool
 }
 
 // tortureFlagValues holds the torture flags as defined on a FlagSet.
@@ -181,6 +194,7 @@ type tortureFlagValues struct {
 	kill     *bool
 	kills    *int
 	profile  *string
+	deadlock *bool
 	etcd     etcdFlagValues
 }
 
@@ -233,6 +247,10 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 			"write this process's contention profile (pprof format, one wait\n"+
 				"in "+strconv.Itoa(ContentionProfileRate)+" sampled; see lockprof) to `FILE` after the run,\n"+
 				"for `go tool pprof -top FILE`. With -procs, the worker processes' waits are not in it."),
+		deadlock: fs.Bool("deadlock", false,
+			"run with lockword's deadlock detection on (in a binary built with\n"+
+				"-tags lockword_deadlock): a lock-order inversion or deadlock it\n"+
+				"reports fails the run. In-process kinds only."),
 		etcd: defineEtcdFlags(fs),
 	}
 }
@@ -362,7 +380,7 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 			return usageErr("%s: %v", k.name, err)
 		}
 	}
-	opts = tortureOptions{cfg: cfg, kinds: chosen, json: *f.json, profile: *f.profile}
+	opts = tortureOptions{cfg: cfg, kinds: chosen, json: *f.json, profile: *f.profile, deadlock: *f.deadlock}
 	if isTerminal(stderr) {
 		opts.cfg.progress = stderr
 	}
