@@ -16,7 +16,7 @@ const (
 	mpscProdWakes    = 152 // uint64
 	mpscMsgsSent     = 160 // uint64: messages published (atomic add, after the publish)
 	mpscRecovered    = 168 // uint64: claims of dead producers taken back from the claim word (anyone)
-	mpscHead         = 256 // uint64: bytes released by the consumer (free-running, a multiple of 8)
+	mpscHead         = 256 // uint64: bytes released by the consumer (free-running, a multiple of 16)
 	mpscNotFull      = 264 // uint32: the producers' wake word (every producer sleeps on it)
 	mpscConsSleeps   = 272 // uint64
 	mpscConsWakes    = 280 // uint64
@@ -27,7 +27,7 @@ const (
 
 	// The claim word (tail) has two states. Free: bit 63 clear, bits
 	// 0-62 the byte position where the next record goes (free-running, a
-	// multiple of 8). Claiming: bit 63 set, bits 28-62 that position
+	// multiple of 16). Claiming: bit 63 set, bits 28-62 that position
 	// divided by 8, modulo 2^35, and bits 0-27 the claimer's owner token;
 	// the claimer writes its record's header, then stores the free state
 	// with the position past its record. Bits 28-62 are rebuilt into a
@@ -36,12 +36,14 @@ const (
 	mpscTailPosShift = 28
 	mpscTailPosBits  = 35
 
-	// A record is a 16-byte header and its payload padded to 8 bytes; it
-	// starts at a multiple of 8 and never wraps. The header is two
+	// A record is a 16-byte header and its payload padded to 16 bytes; it
+	// starts at a multiple of 16 and never wraps (so the space left
+	// before the end of the buffer always holds a padding header). The header is two
 	// 64-bit words: the state word at 0, then the position word at 8.
 	mpscRecState     = 0  // uint64: bits 0-27 token, 28-29 state, 30-31 zero, 32-63 length
 	mpscRecPos       = 8  // uint64: the record's free-running position, written after the state word
 	mpscHeaderSize   = 16 // bytes before the payload
+	mpscRecAlign     = 16 // records start at multiples of this
 	mpscRecTokenMask = ownerMask
 	mpscRecStShift   = 28
 	mpscRecStMask    = 3 << mpscRecStShift
@@ -63,7 +65,7 @@ const (
 )
 
 // mpscRecordSize is the space a record of n payload bytes takes.
-func mpscRecordSize(n uint64) uint64 { return mpscHeaderSize + (n+7)&^7 }
+func mpscRecordSize(n uint64) uint64 { return mpscHeaderSize + (n+mpscRecAlign-1)&^(mpscRecAlign-1) }
 
 // mpscStateWord makes a record's state word.
 func mpscStateWord(token, state uint32, length uint64) uint64 {

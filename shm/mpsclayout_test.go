@@ -21,7 +21,7 @@ func TestMPSCLayout(t *testing.T) {
 		{"consumer sleeps", mpscConsSleeps, 272}, {"consumer wakes", mpscConsWakes, 280},
 		{"messages received", mpscMsgsRecvd, 288}, {"records lost", mpscLost, 296},
 		{"data", mpscData, 512}, {"alignment", mpscAlign, 128},
-		{"state word", mpscRecState, 0}, {"position word", mpscRecPos, 8}, {"header", mpscHeaderSize, 16},
+		{"state word", mpscRecState, 0}, {"position word", mpscRecPos, 8}, {"header", mpscHeaderSize, 16}, {"record alignment", mpscRecAlign, 16}, {"record of 17 bytes", mpscRecordSize(17), 48},
 		{"claimed", mpscRecClaimed, 1}, {"published", mpscRecPublished, 2}, {"padding", mpscRecPadding, 3},
 		{"claiming bit", mpscTailClaiming, 1 << 63}, {"claim position shift", mpscTailPosShift, 28},
 		{"claim position bits", mpscTailPosBits, 35},
