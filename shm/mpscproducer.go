@@ -228,7 +228,7 @@ func (p *MPSCProducer) trySend(ctx context.Context, msg []byte) (sent bool, need
 		}
 		off := t & q.mask
 		need = rec
-		pad := q.capacity - off < rec
+		pad := q.capacity-off < rec
 		if pad {
 			need = q.capacity - off // at least 16: off is a multiple of 16
 		}
