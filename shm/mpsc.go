@@ -127,7 +127,11 @@ func (q *mpscQueue) claimEnd(w, h uint64) (uint64, error) {
 // from w: of two takers, or a taker and a claimer that was alive after
 // all, only one moves the word.
 func (q *mpscQueue) takeBack(w uint64) {
+	// Head first, then w again: a w still current lies at or past head.
 	h := q.head.Load()
+	if q.tail.Load() != w {
+		return
+	}
 	p, err := q.claimEnd(w, h)
 	if err != nil {
 		return

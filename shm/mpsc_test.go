@@ -32,11 +32,22 @@ func mpscConsumer(t *testing.T, capacity int) (*Region, *MPSCConsumer) {
 // receiveN receives until chk has seen n messages, or fails the test.
 func receiveN(t *testing.T, c *MPSCConsumer, chk *msgcheck.Checker, n int) {
 	t.Helper()
+	ctx := context.Background()
+	if d, ok := t.Deadline(); ok {
+		// A hang is reported with the queue's words, before the test
+		// binary's timeout would hide them.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-testDeadlineMargin))
+		defer cancel()
+	}
 	buf := make([]byte, c.MaxMessage())
 	for chk.Received < n {
-		msg, err := c.Receive(context.Background(), buf)
+		msg, err := c.Receive(ctx, buf)
 		if err != nil {
-			t.Fatalf("after %v: %v", chk, err)
+			q := &c.q
+			st := q.state(c.head & q.mask).Load()
+			t.Fatalf("after %v (next %v): %v; head %d, end %d, tail %#x, record at head %#x (position %d), notEmpty %d, notFull %d",
+				chk, chk.Next, err, c.head, c.end, q.tail.Load(), st, q.pos(c.head&q.mask).Load(), q.notEmpty.Load(), q.notFull.Load())
 		}
 		chk.Check(msg)
 	}

@@ -288,13 +288,23 @@ func (p *MPSCProducer) wakeConsumer() {
 	}
 }
 
-// refreshHead reads and validates the consumer's index against the free
-// tail t and reports whether need bytes are free. An impossible head sets
-// the sticky error.
+// refreshHead reads and validates the consumer's index, and reports
+// whether need bytes are free past the free tail t, or that the tail moved
+// on (the claim would fail: look again). Tail, head, then tail again: only
+// a tail unchanged around the head's load is checked against it (a head
+// read before a tail may be more than capacity behind it; one read after,
+// past it), so a valid queue is never reported corrupt. An impossible pair
+// sets the sticky error.
 func (p *MPSCProducer) refreshHead(t, need uint64) bool {
 	h := p.q.head.Load()
-	if t-h > p.q.capacity || h%mpscRecAlign != 0 || t%mpscRecAlign != 0 {
-		p.q.corrupt("head %d with tail %d (capacity %d)", h, t, p.q.capacity)
+	w := p.q.tail.Load()
+	if w != t {
+		return true
+	}
+	if _, err := p.q.claimEnd(w, h); err != nil || h%mpscRecAlign != 0 {
+		if err == nil {
+			p.q.corrupt("head %d", h)
+		}
 		return false
 	}
 	p.headCache = h
@@ -365,7 +375,9 @@ func (c *claimWait) wait(ctx context.Context, q *mpscQueue, w uint64) (busy bool
 			return false, nil
 		}
 	}
-	if _, err := q.claimEnd(w, q.head.Load()); err != nil {
+	if h := q.head.Load(); q.tail.Load() != w {
+		return false, nil // the claim is over: w may lie behind head now
+	} else if _, err := q.claimEnd(w, h); err != nil {
 		return false, err
 	}
 	if q.claimDead(w) {
