@@ -101,6 +101,10 @@ func (c *MPSCConsumer) MaxMessage() int { return int(c.q.maxMsg) }
 // publishing them.
 func (c *MPSCConsumer) Lost() uint64 { return c.q.lost.Load() }
 
+// ClaimsRecovered returns how many claim words of producers that died
+// while holding them have been taken back since the queue was created.
+func (c *MPSCConsumer) ClaimsRecovered() uint64 { return c.q.recovered.Load() }
+
 // Receive removes the oldest published message from the queue, waiting
 // while there is none, and returns it appended to buf[:0] (pass a buffer of
 // MaxMessage bytes to avoid allocating). If a message is there it is
