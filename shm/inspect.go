@@ -127,6 +127,10 @@ type ObjectInfo struct {
 	// State is ""), its roles, fill level and traffic. Nil for other
 	// kinds.
 	Ring *RingInfo `json:"ring,omitempty"`
+	// MPSC is, for a shared MPSC byte queue (kind "mpsc queue", not a
+	// lock: State is ""), its consumer, producers, fill and lost records.
+	// Nil for other kinds.
+	MPSC *MPSCInfo `json:"mpsc_queue,omitempty"`
 	// Semaphore is, for a Semaphore (kind "semaphore"), its
 	// permits in use by each process, dead holders and waiters; the
 	// fields above give its State and Queued (waiting processes). Nil
@@ -182,7 +186,7 @@ type RingInfo struct {
 
 // MarshalJSON encodes a lock with every field, and an object that is not a
 // lock (State "") with name, kind, offset and size_bytes only, and ring
-// for a ring.
+// for a ring, mpsc_queue for an MPSC queue.
 func (o ObjectInfo) MarshalJSON() ([]byte, error) {
 	type fields ObjectInfo // the same fields, without this method
 	if o.State != "" {
@@ -194,7 +198,8 @@ func (o ObjectInfo) MarshalJSON() ([]byte, error) {
 		Offset int64     `json:"offset"`
 		Size   int       `json:"size_bytes"`
 		Ring   *RingInfo `json:"ring,omitempty"`
-	}{o.Name, o.Kind, o.Offset, o.Size, o.Ring})
+		MPSC   *MPSCInfo `json:"mpsc_queue,omitempty"`
+	}{o.Name, o.Kind, o.Offset, o.Size, o.Ring, o.MPSC})
 }
 
 // ProcessInfo is one attached process of a region.

@@ -100,6 +100,10 @@ const (
 // kindSemaphore is SharedSemaphore (sharedsemaphore.go).
 const kindSemaphore objectKind = 10
 
+// kindMPSC is the shared multi-producer byte queue (MPSCProducer,
+// MPSCConsumer; mpsc.go).
+const kindMPSC objectKind = 11
+
 // kindInfo describes one kind of region object: its fixed size and
 // alignment, and where its words carry owner tokens (for robust kinds).
 // Adding a kind is an entry here plus a (*Region).Kind(name) constructor

@@ -83,6 +83,13 @@ its fill level in the table, and a "Rings:" table after it: capacity, fill
 (record bytes published and not yet received), closed, the producer's and
 the consumer's PID and whether each lives ("-" for a role nobody holds),
 and the messages and record bytes sent and received since it was created.
+An MPSC queue (kind mpsc queue: MPSCProducer/MPSCConsumer) shows open
+or closed and its fill in the table, and an "MPSC queues:" table: capacity,
+fill (record bytes claimed and not yet received), closed, the consumer's
+PID and whether it lives, the producer handles attached, the process
+holding the claim word if one does, messages sent and received, records
+lost (their producer died between claim and publish) and claims taken
+back from dead producers.
 A seqlock (shm.NewSeqLock) shows its writers' lock in the table, and a
 "Seqlocks:" table: the sequence, the Stores completed, and the writer:
 idle, storing (PID, alive), or died mid-Store (the value is torn until the
@@ -290,6 +297,8 @@ func corruptStatus(info *shm.RegionInfo, stderr io.Writer) int {
 			bad = append(bad, fmt.Sprintf("%s (%s)", shownName(o.Name), o.Reason))
 		case o.Ring != nil && o.Ring.Corrupt:
 			bad = append(bad, fmt.Sprintf("%s (ring indices impossible: ErrRingCorrupt)", shownName(o.Name)))
+		case o.MPSC != nil && o.MPSC.Corrupt:
+			bad = append(bad, fmt.Sprintf("%s (MPSC queue indices impossible)", shownName(o.Name)))
 		}
 	}
 	if len(bad) == 0 {
@@ -332,7 +341,7 @@ func writeInspectText(w io.Writer, info *shm.RegionInfo, all bool) {
 		fmt.Fprintln(w, "Read-only: no write access to the file, so nothing was stamped: HELD FOR is unknown for holds that began on the fast path")
 	}
 	fmt.Fprintf(w, "Objects: %d\n", len(info.Objects))
-	var rings, seqlocks, sems []shm.ObjectInfo
+	var rings, seqlocks, sems, queues []shm.ObjectInfo
 	if len(info.Objects) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  NAME\tKIND\tOFFSET\tSTATE\tHOLDER\tALIVE\tHELD FOR\tWAITERS\tSTATS")
@@ -342,6 +351,11 @@ func writeInspectText(w io.Writer, info *shm.RegionInfo, all bool) {
 			}
 			if o.Semaphore != nil {
 				sems = append(sems, o)
+			}
+			if o.MPSC != nil {
+				queues = append(queues, o)
+				mpscObjectRow(tw, o)
+				continue
 			}
 			if ri := o.Ring; ri != nil {
 				rings = append(rings, o)
@@ -402,6 +416,7 @@ func writeInspectText(w io.Writer, info *shm.RegionInfo, all bool) {
 		tw.Flush()
 	}
 	writeRings(w, rings)
+	writeMPSCQueues(w, queues)
 	writeSeqLocks(w, seqlocks)
 	writeSemaphores(w, sems)
 	writeProcesses(w, info.Processes, all)

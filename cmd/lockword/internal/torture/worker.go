@@ -27,6 +27,10 @@ func ServeWorker() {
 		nameWorkerProcess()
 		os.Exit(sharedRingWorkerMain(spec))
 	}
+	if spec := os.Getenv(sharedQueueWorkerEnv); spec != "" {
+		nameWorkerProcess()
+		os.Exit(sharedQueueWorkerMain(spec))
+	}
 	if spec := os.Getenv(shSemWorkerEnv); spec != "" {
 		nameWorkerProcess()
 		os.Exit(shSemWorkerMain(spec))

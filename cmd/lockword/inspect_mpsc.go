@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/lockword/lockword/shm"
+)
+
+// What lockword inspect shows of a shared MPSC queue: a row in the objects
+// table and a "MPSC queues:" table.
+
+// mpscObjectRow is an MPSC queue's row in the objects table.
+func mpscObjectRow(w io.Writer, o shm.ObjectInfo) {
+	mi := o.MPSC
+	state := "open"
+	switch {
+	case mi.Corrupt:
+		state = "corrupt"
+	case mi.Closed:
+		state = "closed"
+	}
+	fmt.Fprintf(w, "  %s\t%s\t%d\t%s\t-\t-\t-\t-\t%s full, see MPSC queues\n", shownName(o.Name), o.Kind, o.Offset, state, mpscFill(mi))
+}
+
+// mpscFill is how full an MPSC queue is: bytes claimed and not yet
+// received, and the share of capacity.
+func mpscFill(mi *shm.MPSCInfo) string {
+	if mi.Corrupt {
+		return "corrupt indices"
+	}
+	return fmt.Sprintf("%d B (%.0f%%)", mi.Used, 100*float64(mi.Used)/float64(mi.Capacity))
+}
+
+// writeMPSCQueues prints the MPSC queues table.
+func writeMPSCQueues(w io.Writer, queues []shm.ObjectInfo) {
+	var rows []string
+	for _, o := range queues {
+		mi := o.MPSC
+		claiming := "-"
+		if mi.Claiming != nil {
+			claiming = roleText(mi.Claiming)
+		}
+		rows = append(rows, fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d\t%d", shownName(o.Name), mi.Capacity, mpscFill(mi), yesNo(mi.Closed),
+			roleText(mi.Consumer), mi.Producers, claiming, mi.MessagesSent, mi.MessagesReceived, mi.Lost, mi.ClaimsRecovered))
+	}
+	writeSection(w, "MPSC queues", "NAME\tCAPACITY\tFILL\tCLOSED\tCONSUMER\tPRODUCERS\tCLAIMING\tMESSAGES SENT/RECEIVED\tLOST\tCLAIMS RECOVERED", rows)
+}

@@ -1,0 +1,283 @@
+package torture
+
+// torture -lock shared-queue -procs N [-kill]: lockword's shared MPSC
+// byte queue, N producer processes and one consumer process (this binary,
+// re-executed). Each producer sends its messages 0..items-1, each naming
+// its producer and number with a body drawn from both; the consumer checks
+// that, per producer, every number arrives once, in order, every byte
+// right. With -kill the supervisor SIGKILLs half the producers at random
+// moments: their published messages must still arrive whole and in order
+// (a prefix of their numbers), and the claims they abandoned are counted.
+// shared-queue-broken runs the same over a queue that stores a record's
+// header before its payload: it must FAIL.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+)
+
+const (
+	defaultSharedQueueItems = 1_000_000 // messages per producer unless -items says otherwise
+	sharedQueueCapacity     = 1 << 16   // bytes of record space
+	sharedQueueMaxMsg       = 256       // messages are 16..256 bytes
+	sharedQueueName         = "torture-queue"
+	sharedQueueStateName    = "torture-queue-state"
+	sharedQueueWorkerEnv    = "LOCKWORD_TORTURE_QUEUE_WORKER"
+	sharedQueueMaxProcs     = 64
+)
+
+// The torture's state, a Bytes object of plain uint64 words.
+const (
+	sqGo       = 0  // supervisor: 1 releases the workers
+	sqStop     = 8  // supervisor: 1 once every producer has exited: the consumer drains and ends
+	sqReceived = 16 // consumer: messages received so far (every publishEvery)
+	sqReady    = 24 // +8*i: 1 once worker i (0 the consumer, 1.. the producers) has attached
+	sqSize     = sqReady + 8*(sharedQueueMaxProcs+1)
+)
+
+func init() {
+	for _, broken := range []bool{false, true} {
+		name, desc := "shared-queue", "shm.MPSCProducer/MPSCConsumer: N producer processes, 1 consumer (-procs N, -kill)"
+		if broken {
+			name, desc = "shared-queue-broken", "shared-queue over a queue that publishes the header before the payload: must FAIL"
+		}
+		register(kind{name: name, procs: true, desc: desc, usage: sharedQueueUsage,
+			run: func(cfg *config) (report, error) { return tortureSharedQueue(cfg, broken) }})
+	}
+	kindHelp = append(kindHelp, fmt.Sprintf(`Shared queue (-lock shared-queue -procs N [-kill]):
+  N producer processes send their messages 0..M-1 (M = -items, default
+  %d) through one shared MPSC queue of %d bytes to a consumer process;
+  each message is 16 to %d bytes, naming its producer and number, with a
+  body drawn from both. The consumer checks, per producer, that every
+  number arrives once, in order, every byte right. -kill SIGKILLs half
+  the producers at random moments: their published messages must arrive,
+  and the records they abandoned between claim and publish are counted
+  (Lost, Claims recovered). shared-queue-broken publishes each record's
+  header before its payload, and must FAIL. A run that moves no message for
+  %v fails as stalled.
+`, defaultSharedQueueItems, sharedQueueCapacity, sharedQueueMaxMsg, stallTimeout))
+}
+
+// sharedQueueUsage checks -procs: 1 to 64 producers.
+func sharedQueueUsage(cfg *config) error {
+	if cfg.procs < 1 || cfg.procs > sharedQueueMaxProcs {
+		return fmt.Errorf("-procs is the number of producer processes, 1 to %d, not %d", sharedQueueMaxProcs, cfg.procs)
+	}
+	if cfg.kill && cfg.procs < 2 {
+		return fmt.Errorf("-kill kills half the producers and keeps the rest: use -procs 2 or more")
+	}
+	if cfg.timed() {
+		return fmt.Errorf("the shared queue runs -items messages per producer; -duration does not apply")
+	}
+	return nil
+}
+
+// sharedQueueReport is the outcome of one run.
+type sharedQueueReport struct {
+	name      string
+	producers int
+	items     int64
+	killed    map[int]bool // producers killed
+	recv      sharedQueueResult
+	sent      []sharedQueueResult
+	stalled   bool
+	errs      []string
+}
+
+func tortureSharedQueue(cfg *config, broken bool) (report, error) {
+	exe, err := workerExe()
+	if err != nil {
+		return nil, err
+	}
+	items := cfg.items
+	if items == 0 {
+		items = defaultSharedQueueItems
+	}
+	r, cleanup, err := tortureRegion("lockword-torture-queue", 1<<20+2*sharedQueueCapacity)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	st, err := r.Bytes(sharedQueueStateName, sqSize)
+	if err != nil {
+		return nil, err
+	}
+	rep := &sharedQueueReport{name: "shared-queue", producers: cfg.procs, items: items, killed: map[int]bool{}}
+	if broken {
+		rep.name += "-broken"
+	}
+	procs := make([]*workerProc, cfg.procs+1) // the consumer, then the producers
+	defer func() { killWorkers(procs) }()
+	for i := range procs {
+		js, _ := json.Marshal(sharedQueueSpec{Region: r.Path(), ID: i - 1, Producers: cfg.procs, Items: items, Broken: broken})
+		cmd := workerCommand(exe, rep.name, fmt.Sprint(i-1), r.Path())
+		cmd.Env = append(os.Environ(), sharedQueueWorkerEnv+"="+string(js))
+		if procs[i], err = startWorker(cmd, nil, workerFiles(r), true); err != nil {
+			return nil, err
+		}
+	}
+	attached := func() bool {
+		for i := range procs {
+			if get(st, sqReady+8*i) == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	if err := awaitAttach(procs, attached, time.Millisecond, cfg.interrupt,
+		"queue worker process", "the queue's processes", "queue worker processes did not attach within a minute"); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	put(st, sqGo, 1)
+	prog := startProgress(cfg.progress, runProgress(cfg, rep.name, start, items*int64(cfg.procs),
+		func() int64 { return int64(get(st, sqReceived)) }, "items"))
+	// -kill: half the producers (never all), each at a random moment in
+	// the first part of the run.
+	kills := make([]time.Time, 0, cfg.procs/2)
+	if cfg.kill {
+		for range cfg.procs / 2 {
+			kills = append(kills, start.Add(time.Duration(rand.IntN(200)+5)*time.Millisecond))
+		}
+	}
+	last, since := uint64(0), time.Now()
+	for {
+		for id, at := range kills { // producer id is procs[id+1]
+			if !at.IsZero() && time.Now().After(at) {
+				if !exited(procs[id+1]) {
+					procs[id+1].cmd.Process.Kill()
+					rep.killed[id] = true
+				}
+				kills[id] = time.Time{}
+			}
+		}
+		all := true
+		for _, p := range procs[1:] {
+			all = all && exited(p)
+		}
+		if all {
+			break
+		}
+		if cfg.interrupt.Interrupted() {
+			break
+		}
+		if n := get(st, sqReceived); n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) >= stallTimeout {
+			rep.stalled = true
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	put(st, sqStop, 1)
+	select {
+	case <-procs[0].done:
+	case <-time.After(stallTimeout):
+		rep.stalled = true
+	}
+	killWorkers(procs)
+	prog.stop()
+	for i, p := range procs {
+		var res sharedQueueResult
+		lines := strings.Split(strings.TrimSpace(p.out.String()), "\n")
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+			if i == 0 || !rep.killed[i-1] {
+				rep.errs = append(rep.errs, fmt.Sprintf("worker %d (PID %d) gave no report: %v %s", i-1, p.cmd.Process.Pid, p.cmd.ProcessState, strings.TrimSpace(p.errOut.String())))
+			}
+		} else if res.Err != "" {
+			rep.errs = append(rep.errs, fmt.Sprintf("worker %d: %s", i-1, res.Err))
+		}
+		if i == 0 {
+			rep.recv = res
+		} else {
+			rep.sent = append(rep.sent, res)
+		}
+	}
+	procs = nil
+	return rep, nil
+}
+
+func (r *sharedQueueReport) failures() []string {
+	var why []string
+	if r.recv.Gaps > 0 {
+		why = append(why, fmt.Sprintf("%d messages out of order or after lost ones", r.recv.Gaps))
+	}
+	if r.recv.Dups > 0 {
+		why = append(why, fmt.Sprintf("%d duplicated", r.recv.Dups))
+	}
+	if r.recv.Mangled > 0 {
+		why = append(why, fmt.Sprintf("%d mangled", r.recv.Mangled))
+	}
+	if r.stalled {
+		why = append(why, fmt.Sprintf("stalled: no message moved for %v", stallTimeout))
+	}
+	why = append(why, r.errs...)
+	for id := range r.producers {
+		if r.killed[id] || id >= len(r.recv.Next) {
+			continue
+		}
+		if n := r.recv.Next[id]; n != uint64(r.items) {
+			why = append(why, fmt.Sprintf("producer %d: %d of %d messages arrived in order", id, n, r.items))
+		}
+	}
+	return why
+}
+
+func (r *sharedQueueReport) passed() bool { return len(r.failures()) == 0 }
+
+// killedArrived is the messages of the killed producers that arrived.
+func (r *sharedQueueReport) killedArrived() (n uint64) {
+	for id := range r.killed {
+		if id < len(r.recv.Next) {
+			n += r.recv.Next[id]
+		}
+	}
+	return n
+}
+
+func (r *sharedQueueReport) throughput() float64 {
+	if r.recv.ElapsedNs <= 0 {
+		return 0
+	}
+	return float64(r.recv.Received) / (float64(r.recv.ElapsedNs) / 1e9) / 1e6
+}
+
+func (r *sharedQueueReport) writeText(w io.Writer) {
+	fmt.Fprintf(w, "Lock: %s\n", r.name)
+	fmt.Fprintf(w, "Processes: %d producers, 1 consumer; capacity %d bytes; messages 16..%d bytes\n", r.producers, sharedQueueCapacity, sharedQueueMaxMsg)
+	fmt.Fprintf(w, "Items: %d per producer\n", r.items)
+	fmt.Fprintf(w, "Received: %d\n", r.recv.Received)
+	fmt.Fprintf(w, "Killed producers: %d; their messages received: %d\n", len(r.killed), r.killedArrived())
+	fmt.Fprintf(w, "Out of order or gaps: %d\n", r.recv.Gaps)
+	fmt.Fprintf(w, "Duplicates: %d\n", r.recv.Dups)
+	fmt.Fprintf(w, "Mangled: %d\n", r.recv.Mangled)
+	fmt.Fprintf(w, "Lost (abandoned records skipped): %d\n", r.recv.Lost)
+	fmt.Fprintf(w, "Claims recovered: %d\n", r.recv.Recovered)
+	fmt.Fprintf(w, "Throughput: %.2f M messages/s\n", r.throughput())
+	writeResult(w, r.failures())
+}
+
+func (r *sharedQueueReport) writeJSON(w io.Writer) error {
+	return writeJSONLine(w, struct {
+		Lock            string   `json:"lock"`
+		Producers       int      `json:"producers"`
+		Items           int64    `json:"items_per_producer"`
+		Received        int64    `json:"received"`
+		Killed          int      `json:"killed"`
+		KilledArrived   uint64   `json:"killed_received"`
+		Gaps            int64    `json:"gaps"`
+		Duplicates      int64    `json:"duplicates"`
+		Mangled         int64    `json:"mangled"`
+		Lost            uint64   `json:"lost"`
+		ClaimsRecovered uint64   `json:"claims_recovered"`
+		ThroughputM     float64  `json:"throughput_mitems_s"`
+		Result          string   `json:"result"`
+		Failures        []string `json:"failures,omitempty"`
+	}{r.name, r.producers, r.items, r.recv.Received, len(r.killed), r.killedArrived(), r.recv.Gaps, r.recv.Dups, r.recv.Mangled,
+		r.recv.Lost, r.recv.Recovered, r.throughput(), verdict(r.failures()), r.failures()})
+}

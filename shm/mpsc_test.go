@@ -1,0 +1,262 @@
+//go:build linux
+
+package shm
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/msgcheck"
+	"github.com/lockword/lockword/internal/ringindex"
+)
+
+// The shared MPSC queue within one process (producer handles in
+// goroutines), its checker against a broken producer, and corrupt words.
+// The cross-process tests are mpsc_procs_test.go's.
+
+// mpscQueuePair creates a region with a consumer of queue "q".
+func mpscConsumer(t *testing.T, capacity int) (*Region, *MPSCConsumer) {
+	t.Helper()
+	r := mustCreate(t, tempRegionPath(t), 0)
+	c, err := r.MPSCConsumer("q", capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, c
+}
+
+// receiveN receives until chk has seen n messages, or fails the test.
+func receiveN(t *testing.T, c *MPSCConsumer, chk *msgcheck.Checker, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if d, ok := t.Deadline(); ok {
+		// A hang is reported with the queue's words, before the test
+		// binary's timeout would hide them.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-testDeadlineMargin))
+		defer cancel()
+	}
+	buf := make([]byte, c.MaxMessage())
+	for chk.Received < n {
+		msg, err := c.Receive(ctx, buf)
+		if err != nil {
+			q := &c.q
+			st := q.state(c.head & q.mask).Load()
+			t.Fatalf("after %v (next %v): %v; head %d, end %d, tail %#x, record at head %#x (position %d), notEmpty %d, notFull %d",
+				chk, chk.Next, err, c.head, c.end, q.tail.Load(), st, q.pos(c.head&q.mask).Load(), q.notEmpty.Load(), q.notFull.Load())
+		}
+		chk.Check(msg)
+	}
+}
+
+// TestMPSCInProcess: producer handles in goroutines, a small queue (many
+// wraps, padding records, full and empty waits): every message arrives
+// once, whole, in each producer's order, and the counts add up.
+func TestMPSCInProcess(t *testing.T) {
+	const capacity, maxLen, producers = 1024, 200, 4
+	n := scaled(100_000)
+	r, c := mpscConsumer(t, capacity)
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for id := range uint32(producers) {
+		p, err := r.MPSCProducer("q", capacity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			defer p.Close()
+			buf := make([]byte, 0, maxLen)
+			for seq := range uint64(n) {
+				if err := p.Send(context.Background(), msgcheck.Msg(buf, id, seq, maxLen)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	chk := msgcheck.NewChecker(producers, maxLen)
+	receiveN(t, c, chk, producers*n)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for id, next := range chk.Next {
+		if next != uint64(n) {
+			t.Errorf("producer %d: %d in order, want %d", id, next, n)
+		}
+	}
+	if !chk.OK() {
+		t.Fatal(chk)
+	}
+	if got := c.q.sent.Load(); got != uint64(producers*n) || c.q.recvd.Load() != got || c.Lost() != 0 {
+		t.Fatalf("counts: sent %d, received %d, lost %d; want %d, %d, 0", got, c.q.recvd.Load(), c.Lost(), producers*n, producers*n)
+	}
+	if _, ok, err := c.TryReceive(nil); ok || err != nil {
+		t.Fatalf("TryReceive on the drained queue: %v, %v", ok, err)
+	}
+}
+
+// brokenSend publishes msg's record before copying its payload (the order
+// a broken producer might pick), calling between the two: the checker
+// must see the torn message.
+func (p *MPSCProducer) brokenSend(msg []byte, between func()) error {
+	q := &p.q
+	n := uint64(len(msg))
+	t := q.tail.Load()
+	off := t & q.mask
+	if room := q.capacity - off; room < mpscRecordSize(n) {
+		// Pad to the end as a good producer does.
+		q.state(off).Store(mpscStateWord(q.token, mpscRecPadding, room-mpscHeaderSize))
+		q.pos(off).Store(t)
+		t += room
+		q.tail.Store(t)
+		off = 0
+	}
+	if !q.tail.CompareAndSwap(t, mpscClaimWord(t, q.token)) {
+		return errors.New("claim lost")
+	}
+	q.state(off).Store(mpscStateWord(q.token, mpscRecPublished, n))
+	q.pos(off).Store(t)
+	q.tail.Store(t + mpscRecordSize(n))
+	between()
+	copy(q.data[off+mpscHeaderSize:], msg)
+	return nil
+}
+
+// TestMPSCCheckerCatchesTornPublish: a producer that publishes the header
+// before the payload is caught, so the tests above can fail.
+func TestMPSCCheckerCatchesTornPublish(t *testing.T) {
+	const capacity, maxLen = 1024, 100
+	r, c := mpscConsumer(t, capacity)
+	p, err := r.MPSCProducer("q", capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chk := msgcheck.NewChecker(1, maxLen)
+	buf := make([]byte, 0, maxLen)
+	for seq := range uint64(50) { // past one lap: stale bytes under the header
+		err := p.brokenSend(msgcheck.Msg(buf, 0, seq, maxLen), func() {
+			msg, ok, err := c.TryReceive(make([]byte, maxLen))
+			if !ok || err != nil {
+				t.Fatalf("TryReceive of a published record: %v, %v", ok, err)
+			}
+			chk.Check(msg)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if chk.Mangled == 0 {
+		t.Fatalf("a producer that publishes before writing passed: %v", chk)
+	}
+}
+
+// TestMPSCCorrupt writes words no valid history produces into a queue with
+// one message: the consumer (or producer) returns lockword.ErrCorrupt at
+// once, never a panic, a message, or a wait for its context.
+func TestMPSCCorrupt(t *testing.T) {
+	const capacity = 1024
+	for _, tc := range []struct {
+		name     string
+		producer bool // the producer's Send sees it (else the consumer's Receive)
+		spoil    func(q *mpscQueue)
+	}{
+		{"position word", false, func(q *mpscQueue) { q.pos(0).Store(4096) }},
+		{"length beyond capacity", false, func(q *mpscQueue) {
+			q.state(0).Store(mpscStateWord(q.token, mpscRecPublished, capacity))
+		}},
+		{"invalid token", false, func(q *mpscQueue) { q.state(0).Store(mpscStateWord(0, mpscRecPublished, 20)) }},
+		{"state 0", false, func(q *mpscQueue) { q.state(0).Store(mpscStateWord(q.token, 0, 20)) }},
+		{"reserved state bits", false, func(q *mpscQueue) { q.state(0).Add(1 << 30) }},
+		{"padding at offset 0", false, func(q *mpscQueue) {
+			q.state(0).Store(mpscStateWord(q.token, mpscRecPadding, capacity-mpscHeaderSize))
+		}},
+		{"tail misaligned", false, func(q *mpscQueue) { q.tail.Store(q.tail.Load() + 8) }},
+		{"tail beyond capacity", false, func(q *mpscQueue) { q.tail.Store(2 * capacity) }},
+		{"claim word with invalid token", false, func(q *mpscQueue) { q.tail.Store(mpscClaimWord(48, 0)) }},
+		{"head ahead of tail", true, func(q *mpscQueue) { q.head.Store(q.tail.Load() + 2*capacity) }},
+		{"head misaligned", true, func(q *mpscQueue) { q.head.Store(8) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, c := mpscConsumer(t, capacity)
+			p, err := r.MPSCProducer("q", capacity)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Send(context.Background(), make([]byte, 20)); err != nil {
+				t.Fatal(err)
+			}
+			tc.spoil(&c.q)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			start := time.Now()
+			if tc.producer {
+				err = p.Send(ctx, make([]byte, capacity-mpscHeaderSize))
+			} else {
+				var msg []byte
+				msg, err = c.Receive(ctx, nil)
+				if len(msg) != 0 {
+					t.Errorf("delivered %d bytes", len(msg))
+				}
+			}
+			if !errors.Is(err, lockword.ErrCorrupt) {
+				t.Fatalf("%v after %v, want lockword.ErrCorrupt", err, time.Since(start))
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// TestMPSCClosedAndReopened: the consumer's Close fails producers' Sends
+// with ErrRingClosed; a new consumer opens the queue again and receives
+// what was left.
+func TestMPSCClosedAndReopened(t *testing.T) {
+	const capacity = 1024
+	r, c := mpscConsumer(t, capacity)
+	p, err := r.MPSCProducer("q", capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.MPSCConsumer("q", capacity); !errors.Is(err, ErrRingBusy) {
+		t.Fatalf("second consumer: %v, want ErrRingBusy", err)
+	}
+	c.Close()
+	if err := p.Send(context.Background(), []byte("x")); !errors.Is(err, lockword.ErrRingClosed) {
+		t.Fatalf("Send after the consumer's Close: %v", err)
+	}
+	if _, err := c.Receive(context.Background(), nil); !errors.Is(err, lockword.ErrRingClosed) {
+		t.Fatalf("Receive on a closed handle: %v", err)
+	}
+	c2, err := r.MPSCConsumer("q", capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.q.notFull.Load()&ringindex.Closed != 0 {
+		t.Fatal("still closed")
+	}
+	if msg, err := c2.Receive(context.Background(), nil); err != nil || string(msg) != "kept" {
+		t.Fatalf("%q, %v", msg, err)
+	}
+	if err := p.Send(context.Background(), []byte("again")); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := c2.Receive(context.Background(), nil); err != nil || string(msg) != "again" {
+		t.Fatalf("%q, %v", msg, err)
+	}
+	if _, err := r.MPSCProducer("q", 2048); !errors.Is(err, ErrObjectBounds) {
+		t.Fatalf("other capacity: %v", err)
+	}
+	if err := p.Send(context.Background(), make([]byte, capacity)); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("too large: %v", err)
+	}
+	p.Close()
+	c2.Close()
+}
