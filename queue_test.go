@@ -5,6 +5,7 @@ import (
 	"errors"
 	"github.com/lockword/lockword/internal/wait"
 	"math/bits"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -256,7 +257,7 @@ func TestQueueContext(t *testing.T) {
 	if v, err := q.Pop(done); v != 1 || err != nil {
 		t.Fatalf("Pop with an item and a done ctx = %d, %v", v, err)
 	}
-	if q.poppers.parked.Load() != 0 || q.pushers.parked.Load() != 0 {
+	if q.poppers.state.Load() != 0 || q.pushers.state.Load() != 0 {
 		t.Fatal("a cancelled call left its announcement behind")
 	}
 }
@@ -281,5 +282,49 @@ func TestQueueStatsAndLen(t *testing.T) {
 	}
 	if s := q.Stats(); s.PopSleeps == 0 || s.Wakes == 0 {
 		t.Fatalf("a Pop that waited 20 ms did not count a sleep and a wake: %+v", s)
+	}
+}
+
+// TestQueueWakesOncePerSleep: a goroutine parked on one side is woken once,
+// however many releases the other side makes before it runs again. The run
+// is crafted so that it cannot run: GOMAXPROCS is 1 while this goroutine,
+// which never blocks, makes 100 releases (pushes to a parked consumer, pops
+// from under a parked producer); a woken goroutine that still counted as
+// parked drew a wake call from each of them. No timing is assumed: if the
+// woken goroutine does run (a preemption), it leaves, and later releases
+// find nobody parked.
+func TestQueueWakesOncePerSleep(t *testing.T) {
+	const releases = 100
+	for _, side := range []string{"pop", "push"} {
+		t.Run(side, func(t *testing.T) {
+			ctx := context.Background()
+			q := mustQueue[int](t, 128)
+			done := make(chan error, 1)
+			if side == "pop" {
+				go func() { _, err := q.Pop(ctx); done <- err }()
+				waitParked(t, &q.poppers, 1)
+			} else {
+				for q.TryPush(0) {
+				}
+				go func() { done <- q.Push(ctx, 1) }()
+				waitParked(t, &q.pushers, 1)
+			}
+			prev := runtime.GOMAXPROCS(1)
+			for i := range releases {
+				if side == "pop" {
+					q.TryPush(i)
+				} else {
+					q.TryPop()
+				}
+			}
+			runtime.GOMAXPROCS(prev)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			s := q.Stats()
+			if sleeps := s.PopSleeps + s.PushSleeps; s.Wakes > sleeps {
+				t.Fatalf("%d wake calls for %d sleeps over %d releases: a woken goroutine drew more wake-ups", s.Wakes, sleeps, releases)
+			}
+		})
 	}
 }
