@@ -390,23 +390,54 @@ func (q *Queue[T]) Close() {
 	q.poppers.wakeAll()
 }
 
+// queueLookHook, nil outside tests, runs in hasRoom and hasItems between
+// the load of the position and the load of its slot's sequence: where
+// another goroutine's claim makes the position stale.
+var queueLookHook func()
+
 // hasRoom reports whether a push may succeed now: the slot at tail is free,
-// or the queue is closed (the caller then sees it).
+// or the queue is closed (the caller then sees it). A slot already
+// published for tail means another producer claimed tail since the load:
+// it looks again at the new tail, since the room it waits for may be
+// there, freed before the caller announced itself, and no release would
+// wake it.
 func (q *Queue[T]) hasRoom() (ready bool, err error) {
 	t := q.tail.Load()
-	if t&queueClosed != 0 {
-		return true, ErrQueueClosed
+	for {
+		if t&queueClosed != 0 {
+			return true, ErrQueueClosed
+		}
+		if queueLookHook != nil {
+			queueLookHook()
+		}
+		d := int64(q.slots[t&q.mask].seq.Load() - t)
+		if d <= 0 {
+			return d == 0, nil
+		}
+		t = q.tail.Load()
 	}
-	return q.slots[t&q.mask].seq.Load() == t, nil
 }
 
 // hasItems reports whether a pop may succeed now: the slot at head holds
-// its item, or the queue is closed and every claimed position popped.
+// its item, or the queue is closed and every claimed position popped. A
+// slot already freed for the next lap means another consumer claimed head
+// since the load: it looks again, as hasRoom does (the item it waits for,
+// or the end of a closed queue, may be past it).
 func (q *Queue[T]) hasItems() (ready bool, err error) {
 	t := q.tail.Load() // first: once closed, its value is final
 	h := q.head.Load()
-	if q.slots[h&q.mask].seq.Load() == h+1 {
-		return true, nil
+	for {
+		if queueLookHook != nil {
+			queueLookHook()
+		}
+		d := int64(q.slots[h&q.mask].seq.Load() - (h + 1))
+		if d == 0 {
+			return true, nil
+		}
+		if d < 0 {
+			break
+		}
+		h = q.head.Load()
 	}
 	if t&queueClosed != 0 && h >= t&^queueClosed {
 		return true, ErrQueueClosed

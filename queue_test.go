@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -324,6 +325,74 @@ func TestQueueWakesOncePerSleep(t *testing.T) {
 			s := q.Stats()
 			if sleeps := s.PopSleeps + s.PushSleeps; s.Wakes > sleeps {
 				t.Fatalf("%d wake calls for %d sleeps over %d releases: a woken goroutine drew more wake-ups", s.Wakes, sleeps, releases)
+			}
+		})
+	}
+}
+
+// TestQueueLookAfterStalePosition: a goroutine that looks at the queue
+// after announcing its sleep, and finds its position taken by another
+// goroutine between the load of the position and the load of the slot
+// (the hook makes that claim there), must look again at the new position
+// instead of sleeping: the release it waits for may have happened before
+// it announced, and nobody will wake it. Consumer: the last item of a
+// closed queue is popped under it, and it must return ErrQueueClosed.
+// Producer: the queue has room at the next position, freed before it
+// announced, and it must push. The test does not wait for a time-out: it
+// fails as soon as the goroutine is parked with its call unfinished.
+func TestQueueLookAfterStalePosition(t *testing.T) {
+	for _, side := range []string{"pop", "push"} {
+		t.Run(side, func(t *testing.T) {
+			defer func() { queueLookHook = nil }()
+			ctx := context.Background()
+			q := mustQueue[int](t, 2)
+			w := &q.poppers
+			done := make(chan error, 1)
+			if side == "pop" {
+				q.tail.Store(1) // a producer has claimed position 0, not yet written it
+				go func() { _, err := q.Pop(ctx); done <- err }()
+			} else {
+				w = &q.pushers
+				q.TryPushSlice([]int{1, 2})
+				go func() { done <- q.Push(ctx, 3) }()
+			}
+			waitParked(t, w, 1)
+			var fired atomic.Bool
+			queueLookHook = func() {
+				if fired.Load() {
+					return
+				}
+				if side == "pop" {
+					_, ok := q.TryPop() // another consumer takes the last item
+					fired.Store(ok)
+				} else {
+					fired.Store(q.TryPush(4)) // another producer takes the freed slot
+				}
+			}
+			if side == "pop" {
+				q.Close() // woken: the slot is still unwritten, parked again
+				waitParked(t, w, 1)
+				s := &q.slots[0]
+				s.v = 7
+				s.seq.Swap(1) // publish; the wake-up makes it look
+				q.wakePoppers(1)
+			} else {
+				q.TryPop() // wakes the producer
+				q.TryPop() // frees the next slot too
+			}
+			for {
+				select {
+				case err := <-done:
+					if side == "pop" && err != ErrQueueClosed || side == "push" && err != nil {
+						t.Fatalf("%s returned %v", side, err)
+					}
+					return
+				default:
+				}
+				if fired.Load() && wait.Parked(&w.gen) == 1 {
+					t.Fatalf("the %s call parked after its position went stale: %+v, fired %v", side, q.Stats(), fired.Load())
+				}
+				time.Sleep(100 * time.Microsecond)
 			}
 		})
 	}
