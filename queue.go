@@ -395,6 +395,10 @@ func (q *Queue[T]) Close() {
 // another goroutine's claim makes the position stale.
 var queueLookHook func()
 
+// queueAnnounceHook, nil outside tests, runs in await just after the
+// goroutine announced itself: where a release may count it woken.
+var queueAnnounceHook func()
+
 // hasRoom reports whether a push may succeed now: the slot at tail is free,
 // or the queue is closed (the caller then sees it). A slot already
 // published for tail means another producer claimed tail since the load:
@@ -479,10 +483,10 @@ func (q *Queue[T]) wakePoppers(n int) {
 // The counts need not match identities: whichever goroutine leaves first
 // takes one woken off, so woken ≤ announced always holds, and a goroutine
 // still asleep is never covered by a wake-up that went to no one (a wake-up
-// that finds nobody asleep belongs to a goroutine that has not parked yet
-// and will see gen changed, or one that will leave).
+// that finds nobody asleep belongs to a goroutine that has not parked yet:
+// it loaded gen before it announced itself, so it sees gen changed).
 //
-// No lost wake-up: a goroutine announces itself, loads gen, and only then
+// No lost wake-up: a goroutine loads gen, announces itself, and only then
 // looks at the queue once more; the other side stores the slot's sequence
 // and then loads state. Go's atomics are sequentially consistent, so either
 // the look sees the new slot, or the other side sees the announcement and
@@ -576,8 +580,16 @@ func (q *Queue[T]) await(ctx context.Context, w *queueWaiters, ready func() (boo
 		}
 	}
 	for {
-		w.announce() // announce, then look again (the Dekker pair)
+		// Load gen before announcing: a release that counts us woken
+		// bumps gen after it sees the announcement, so the park below
+		// cannot sleep through it. (Loaded after, it could be the bumped
+		// value, and we would sleep counted woken: no release would wake
+		// us again.)
 		gen := w.gen.Load()
+		w.announce() // announce, then look again (the Dekker pair)
+		if queueAnnounceHook != nil {
+			queueAnnounceHook()
+		}
 		if ok, err := ready(); ok {
 			w.leave()
 			return err

@@ -397,3 +397,44 @@ func TestQueueLookAfterStalePosition(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueWokenBeforeItSleeps: a producer counted woken by a release
+// that comes between its announcement and its sleep, and that then finds
+// the queue full again (other producers took the room), must still be
+// woken by the next release. If it loaded gen after that release bumped
+// it, it would sleep counted as woken, and every later release would pass
+// it by. The hook plays the other goroutines at that point; the last pop
+// must make a wake call, and the producer must then push.
+func TestQueueWokenBeforeItSleeps(t *testing.T) {
+	defer func() { queueAnnounceHook = nil }()
+	ctx := context.Background()
+	q := mustQueue[int](t, 2)
+	q.TryPushSlice([]int{1, 2})
+	done := make(chan error, 1)
+	go func() { done <- q.Push(ctx, 3) }()
+	waitParked(t, &q.pushers, 1)
+	var fired atomic.Bool
+	queueAnnounceHook = func() {
+		if fired.CompareAndSwap(false, true) {
+			q.TryPop()                  // counts the producer woken, bumps gen
+			q.TryPushSlice([]int{4, 5}) // other producers fill the queue again
+		}
+	}
+	q.TryPop() // wakes the producer; it announces again and the hook runs
+	for !fired.Load() || wait.Parked(&q.pushers.gen) != 1 {
+		select {
+		case err := <-done:
+			t.Fatalf("Push returned %v on a full queue", err)
+		default:
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	before := q.Stats().Wakes
+	q.TryPop() // room for the parked producer
+	if after := q.Stats().Wakes; after == before {
+		t.Fatalf("the pop that made room for a parked producer made no wake call (%+v): it sleeps for ever", q.Stats())
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
