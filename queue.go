@@ -63,8 +63,9 @@ const queueClosed = 1 << 63
 // queue is full (empty): they yield and spin briefly, as the Ring's do, then
 // park on a wake word (internal/wait), using no CPU while idle. A side that
 // frees a slot (publishes an item) wakes one parked producer (consumer) per
-// slot, but only if one is announced, so a busy queue makes no wake calls;
-// see QueueStats. The announcement, a count of parked goroutines, and the
+// slot, but only if one is announced and not already woken, so a busy queue
+// makes no wake calls and a sleep costs one wake call; see QueueStats and
+// queueWaiters. The announcement, a count of parked goroutines, and the
 // slot's sequence form a Dekker pair, as in Ring, so no wake-up is lost.
 //
 // In the terminology of the Go memory model, a push of an item synchronizes
@@ -83,7 +84,7 @@ type Queue[T any] struct {
 	head atomic.Uint64 // next position a pop claims
 	_    [falseSharingRange - 8]byte
 	// pushers are the producers parked on a full queue; consumers read
-	// pushers.parked after each release. poppers likewise.
+	// pushers.state after each release. poppers likewise.
 	pushers queueWaiters
 	_       [falseSharingRange]byte
 	poppers queueWaiters
@@ -389,23 +390,58 @@ func (q *Queue[T]) Close() {
 	q.poppers.wakeAll()
 }
 
+// queueLookHook, nil outside tests, runs in hasRoom and hasItems between
+// the load of the position and the load of its slot's sequence: where
+// another goroutine's claim makes the position stale.
+var queueLookHook func()
+
+// queueAnnounceHook, nil outside tests, runs in await just after the
+// goroutine announced itself: where a release may count it woken.
+var queueAnnounceHook func()
+
 // hasRoom reports whether a push may succeed now: the slot at tail is free,
-// or the queue is closed (the caller then sees it).
+// or the queue is closed (the caller then sees it). A slot already
+// published for tail means another producer claimed tail since the load:
+// it looks again at the new tail, since the room it waits for may be
+// there, freed before the caller announced itself, and no release would
+// wake it.
 func (q *Queue[T]) hasRoom() (ready bool, err error) {
 	t := q.tail.Load()
-	if t&queueClosed != 0 {
-		return true, ErrQueueClosed
+	for {
+		if t&queueClosed != 0 {
+			return true, ErrQueueClosed
+		}
+		if queueLookHook != nil {
+			queueLookHook()
+		}
+		d := int64(q.slots[t&q.mask].seq.Load() - t)
+		if d <= 0 {
+			return d == 0, nil
+		}
+		t = q.tail.Load()
 	}
-	return q.slots[t&q.mask].seq.Load() == t, nil
 }
 
 // hasItems reports whether a pop may succeed now: the slot at head holds
-// its item, or the queue is closed and every claimed position popped.
+// its item, or the queue is closed and every claimed position popped. A
+// slot already freed for the next lap means another consumer claimed head
+// since the load: it looks again, as hasRoom does (the item it waits for,
+// or the end of a closed queue, may be past it).
 func (q *Queue[T]) hasItems() (ready bool, err error) {
 	t := q.tail.Load() // first: once closed, its value is final
 	h := q.head.Load()
-	if q.slots[h&q.mask].seq.Load() == h+1 {
-		return true, nil
+	for {
+		if queueLookHook != nil {
+			queueLookHook()
+		}
+		d := int64(q.slots[h&q.mask].seq.Load() - (h + 1))
+		if d == 0 {
+			return true, nil
+		}
+		if d < 0 {
+			break
+		}
+		h = q.head.Load()
 	}
 	if t&queueClosed != 0 && h >= t&^queueClosed {
 		return true, ErrQueueClosed
@@ -418,52 +454,115 @@ func (q *Queue[T]) hasItems() (ready bool, err error) {
 // may be the last, after which a parked consumer must wake to see the
 // queue drained, and no later publish will wake it.
 func (q *Queue[T]) wakePoppers(n int) {
-	if q.poppers.parked.Load() != 0 {
+	if q.poppers.unwoken(q.poppers.state.Load()) {
 		if q.Closed() {
-			n = math.MaxInt32
+			q.poppers.wakeAll()
+			return
 		}
 		q.poppers.wakeSlow(n)
 	}
 }
 
 // queueWaiters are the goroutines of one side of a Queue parked until the
-// other side makes progress, around one wake word.
+// other side makes progress, around one wake word and one count word.
 //
-//	word     written by                        read by
-//	gen      every wake, +1                    a parking goroutine: it parks
-//	                                           only while gen is unchanged
-//	parked   a goroutine announcing, +1, and   the other side after each
-//	         leaving, -1                       publish (release)
+//	word            written by                        read by
+//	gen             every wake, +1                    a parking goroutine: it
+//	                                                  parks only while gen is
+//	                                                  unchanged
+//	state, low 32   a goroutine announcing, +1, and   the other side after
+//	(announced)     leaving, -1                       each publish (release)
+//	state, high 32  a waker, +k for the k goroutines  the same; a goroutine
+//	(woken)         it wakes; a goroutine leaving,    leaving
+//	                -1 while above 0
 //
-// No lost wake-up: a goroutine announces itself (parked+1), loads gen, and
-// only then looks at the queue once more; the other side stores the slot's
-// sequence and then loads parked. Go's atomics are sequentially
-// consistent, so either the look sees the new slot, or the other side sees
-// the announcement and bumps gen, after which the park (which compares gen
-// under the waiting layer's lock) does not sleep.
+// A release wakes only while announced > woken. A woken goroutine stays
+// announced until it runs and leaves, which on a loaded machine is long
+// after the wake: without the woken count, every release meanwhile made a
+// wake call for it (1.69 M wake calls for 2,630 sleeps in one benchmark).
+// The counts need not match identities: whichever goroutine leaves first
+// takes one woken off, so woken ≤ announced always holds, and a goroutine
+// still asleep is never covered by a wake-up that went to no one (a wake-up
+// that finds nobody asleep belongs to a goroutine that has not parked yet:
+// it loaded gen before it announced itself, so it sees gen changed).
+//
+// No lost wake-up: a goroutine loads gen, announces itself, and only then
+// looks at the queue once more; the other side stores the slot's sequence
+// and then loads state. Go's atomics are sequentially consistent, so either
+// the look sees the new slot, or the other side sees the announcement and
+// bumps gen, after which the park (which compares gen under the waiting
+// layer's lock) does not sleep. models/queue.pml checks this protocol.
 type queueWaiters struct {
 	gen    atomic.Uint32
-	parked atomic.Int32
+	state  atomic.Uint64 // announced | woken<<32
 	sleeps atomic.Uint64 // times a goroutine parked
 	wakes  atomic.Uint64 // wake calls
 }
 
-// wake wakes up to n parked goroutines, if any are announced: one load on a
-// busy queue.
+// queueWoken is one woken goroutine in queueWaiters.state.
+const queueWoken = 1 << 32
+
+// unwoken reports whether state counts an announced goroutine that no
+// wake-up has been made for.
+func (w *queueWaiters) unwoken(state uint64) bool {
+	return uint32(state) > uint32(state>>32)
+}
+
+// announce counts the calling goroutine as parked (before it loads gen).
+func (w *queueWaiters) announce() { w.state.Add(1) }
+
+// leave withdraws an announcement, taking one woken off if any is counted.
+func (w *queueWaiters) leave() {
+	for {
+		s := w.state.Load()
+		d := uint64(1)
+		if s>>32 != 0 {
+			d += queueWoken
+		}
+		if w.state.CompareAndSwap(s, s-d) {
+			return
+		}
+	}
+}
+
+// wake wakes up to n parked goroutines, if any is announced and not yet
+// woken: one load on a busy queue.
 func (w *queueWaiters) wake(n int) {
-	if w.parked.Load() != 0 {
+	if w.unwoken(w.state.Load()) {
 		w.wakeSlow(n)
 	}
 }
 
+// wakeSlow counts up to n announced goroutines as woken and, if it counted
+// any (a concurrent waker may have taken them), wakes them.
+//
 //go:noinline
 func (w *queueWaiters) wakeSlow(n int) {
-	w.gen.Add(1)
-	w.wakes.Add(1)
-	wait.Wake(&w.gen, n)
+	for {
+		s := w.state.Load()
+		k := uint64(uint32(s) - uint32(s>>32)) // announced, not yet woken
+		if k == 0 {
+			return
+		}
+		k = min(k, uint64(n))
+		if w.state.CompareAndSwap(s, s+k*queueWoken) {
+			w.gen.Add(1)
+			w.wakes.Add(1)
+			wait.Wake(&w.gen, int(k))
+			return
+		}
+	}
 }
 
-func (w *queueWaiters) wakeAll() { w.wakeSlow(math.MaxInt32) }
+// wakeAll wakes every parked goroutine (Close): it bumps gen whatever the
+// counts say, so a goroutine already counted woken but not yet asleep on
+// the old gen does not sleep either, and the woken count is not raised
+// (leavers only lower it, so at worst later releases wake once more).
+func (w *queueWaiters) wakeAll() {
+	w.gen.Add(1)
+	w.wakes.Add(1)
+	wait.Wake(&w.gen, math.MaxInt32)
+}
 
 // await waits until ready reports true, or an error: ready's (the queue is
 // closed), ErrNilContext, or ctx's. It yields and spins as a Ring does,
@@ -481,10 +580,18 @@ func (q *Queue[T]) await(ctx context.Context, w *queueWaiters, ready func() (boo
 		}
 	}
 	for {
-		w.parked.Add(1) // announce, then look again (the Dekker pair)
+		// Load gen before announcing: a release that counts us woken
+		// bumps gen after it sees the announcement, so the park below
+		// cannot sleep through it. (Loaded after, it could be the bumped
+		// value, and we would sleep counted woken: no release would wake
+		// us again.)
 		gen := w.gen.Load()
+		w.announce() // announce, then look again (the Dekker pair)
+		if queueAnnounceHook != nil {
+			queueAnnounceHook()
+		}
 		if ok, err := ready(); ok {
-			w.parked.Add(-1)
+			w.leave()
 			return err
 		}
 		w.sleeps.Add(1)
@@ -492,7 +599,7 @@ func (q *Queue[T]) await(ctx context.Context, w *queueWaiters, ready func() (boo
 		// ends meanwhile (internal/wait), so an error here took no
 		// wake-up from another parked goroutine.
 		err := wait.Wait(ctx, &w.gen, gen)
-		w.parked.Add(-1)
+		w.leave()
 		if err != nil {
 			return err
 		}

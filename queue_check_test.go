@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword/internal/locktest"
+	"github.com/lockword/lockword/internal/locktest/brokenqueue"
 )
 
 // mpmcQueue is what the stream checker drives: Queue[uint64] and the broken
@@ -168,102 +169,6 @@ func TestQueueStream(t *testing.T) {
 	}
 }
 
-// brokenQueue is Vyukov's queue with a non-atomic claim: a producer checks
-// the slot at tail and then moves tail past it, instead of one CAS, so two
-// producers can claim one slot and one item is overwritten. Its items are atomics so that the race detector stays quiet and
-// the checker, not -race, has to catch it; its calls give up at ctx's end.
-type brokenQueue struct {
-	tail, head atomic.Uint64
-	closed     atomic.Bool
-	seq, v     []atomic.Uint64
-}
-
-func newBrokenQueue(capacity int) *brokenQueue {
-	b := &brokenQueue{seq: make([]atomic.Uint64, capacity), v: make([]atomic.Uint64, capacity)}
-	for i := range b.seq {
-		b.seq[i].Store(uint64(i))
-	}
-	return b
-}
-
-func (b *brokenQueue) TryPush(v uint64) bool {
-	t := b.tail.Load()
-	i := t % uint64(len(b.seq))
-	if b.closed.Load() || b.seq[i].Load() != t {
-		return false
-	}
-	runtime.Gosched() // widen the window a descheduled producer opens
-	// The bug: the claim checks the slot and then moves tail on, instead
-	// of one CAS from t, so two producers can claim position t. (tail
-	// only ever grows, so the queue stays consistent and the checker
-	// sees the lost item, not a stall.)
-	for cur := b.tail.Load(); cur < t+1 && !b.tail.CompareAndSwap(cur, t+1); cur = b.tail.Load() {
-	}
-	b.v[i].Store(v)
-	b.seq[i].Store(t + 1)
-	return true
-}
-
-func (b *brokenQueue) TryPop() (uint64, bool) {
-	h := b.head.Load()
-	i := h % uint64(len(b.seq))
-	if b.seq[i].Load() != h+1 || !b.head.CompareAndSwap(h, h+1) {
-		return 0, false
-	}
-	v := b.v[i].Load()
-	b.seq[i].Store(h + uint64(len(b.seq)))
-	return v, true
-}
-
-func (b *brokenQueue) Push(ctx context.Context, v uint64) error {
-	for !b.TryPush(v) {
-		if b.closed.Load() {
-			return ErrQueueClosed
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		runtime.Gosched()
-	}
-	return nil
-}
-
-func (b *brokenQueue) Pop(ctx context.Context) (uint64, error) {
-	for {
-		if v, ok := b.TryPop(); ok {
-			return v, nil
-		}
-		if b.closed.Load() && b.head.Load() >= b.tail.Load() {
-			return 0, ErrQueueClosed
-		}
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		runtime.Gosched()
-	}
-}
-
-// The batched calls move one item at a time: the bug is in the claim.
-func (b *brokenQueue) PushSlice(ctx context.Context, src []uint64) (int, error) {
-	if len(src) == 0 {
-		return 0, nil
-	}
-	if err := b.Push(ctx, src[0]); err != nil {
-		return 0, err
-	}
-	return 1, nil
-}
-
-func (b *brokenQueue) PopSlice(ctx context.Context, dst []uint64) (n int, err error) {
-	dst[0], err = b.Pop(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return 1, nil
-}
-
-func (b *brokenQueue) Close() { b.closed.Store(true) }
-
 // TestQueueStreamCatchesBrokenQueue: the checker must fail a queue whose
 // claim is not atomic, in at least one of a few short runs (the double
 // claim needs two producers between the check and the move of tail, which
@@ -274,7 +179,7 @@ func (b *brokenQueue) Close() { b.closed.Store(true) }
 func TestQueueStreamCatchesBrokenQueue(t *testing.T) {
 	for attempt := 1; attempt <= 5; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		r := checkMPMC(ctx, newBrokenQueue(16), 8, 2, 2000)
+		r := checkMPMC(ctx, brokenqueue.New(16, brokenqueue.SplitClaim, ErrQueueClosed), 8, 2, 2000)
 		cancel()
 		if !r.ok() {
 			t.Logf("caught on attempt %d: %v", attempt, r)

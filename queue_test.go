@@ -5,7 +5,9 @@ import (
 	"errors"
 	"github.com/lockword/lockword/internal/wait"
 	"math/bits"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -256,7 +258,7 @@ func TestQueueContext(t *testing.T) {
 	if v, err := q.Pop(done); v != 1 || err != nil {
 		t.Fatalf("Pop with an item and a done ctx = %d, %v", v, err)
 	}
-	if q.poppers.parked.Load() != 0 || q.pushers.parked.Load() != 0 {
+	if q.poppers.state.Load() != 0 || q.pushers.state.Load() != 0 {
 		t.Fatal("a cancelled call left its announcement behind")
 	}
 }
@@ -281,5 +283,158 @@ func TestQueueStatsAndLen(t *testing.T) {
 	}
 	if s := q.Stats(); s.PopSleeps == 0 || s.Wakes == 0 {
 		t.Fatalf("a Pop that waited 20 ms did not count a sleep and a wake: %+v", s)
+	}
+}
+
+// TestQueueWakesOncePerSleep: a goroutine parked on one side is woken once,
+// however many releases the other side makes before it runs again. The run
+// is crafted so that it cannot run: GOMAXPROCS is 1 while this goroutine,
+// which never blocks, makes 100 releases (pushes to a parked consumer, pops
+// from under a parked producer); a woken goroutine that still counted as
+// parked drew a wake call from each of them. No timing is assumed: if the
+// woken goroutine does run (a preemption), it leaves, and later releases
+// find nobody parked.
+func TestQueueWakesOncePerSleep(t *testing.T) {
+	const releases = 100
+	for _, side := range []string{"pop", "push"} {
+		t.Run(side, func(t *testing.T) {
+			ctx := context.Background()
+			q := mustQueue[int](t, 128)
+			done := make(chan error, 1)
+			if side == "pop" {
+				go func() { _, err := q.Pop(ctx); done <- err }()
+				waitParked(t, &q.poppers, 1)
+			} else {
+				for q.TryPush(0) {
+				}
+				go func() { done <- q.Push(ctx, 1) }()
+				waitParked(t, &q.pushers, 1)
+			}
+			prev := runtime.GOMAXPROCS(1)
+			for i := range releases {
+				if side == "pop" {
+					q.TryPush(i)
+				} else {
+					q.TryPop()
+				}
+			}
+			runtime.GOMAXPROCS(prev)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			s := q.Stats()
+			if sleeps := s.PopSleeps + s.PushSleeps; s.Wakes > sleeps {
+				t.Fatalf("%d wake calls for %d sleeps over %d releases: a woken goroutine drew more wake-ups", s.Wakes, sleeps, releases)
+			}
+		})
+	}
+}
+
+// TestQueueLookAfterStalePosition: a goroutine that looks at the queue
+// after announcing its sleep, and finds its position taken by another
+// goroutine between the load of the position and the load of the slot
+// (the hook makes that claim there), must look again at the new position
+// instead of sleeping: the release it waits for may have happened before
+// it announced, and nobody will wake it. Consumer: the last item of a
+// closed queue is popped under it, and it must return ErrQueueClosed.
+// Producer: the queue has room at the next position, freed before it
+// announced, and it must push. The test does not wait for a time-out: it
+// fails as soon as the goroutine is parked with its call unfinished.
+func TestQueueLookAfterStalePosition(t *testing.T) {
+	for _, side := range []string{"pop", "push"} {
+		t.Run(side, func(t *testing.T) {
+			defer func() { queueLookHook = nil }()
+			ctx := context.Background()
+			q := mustQueue[int](t, 2)
+			w := &q.poppers
+			done := make(chan error, 1)
+			if side == "pop" {
+				q.tail.Store(1) // a producer has claimed position 0, not yet written it
+				go func() { _, err := q.Pop(ctx); done <- err }()
+			} else {
+				w = &q.pushers
+				q.TryPushSlice([]int{1, 2})
+				go func() { done <- q.Push(ctx, 3) }()
+			}
+			waitParked(t, w, 1)
+			var fired atomic.Bool
+			queueLookHook = func() {
+				if fired.Load() {
+					return
+				}
+				if side == "pop" {
+					_, ok := q.TryPop() // another consumer takes the last item
+					fired.Store(ok)
+				} else {
+					fired.Store(q.TryPush(4)) // another producer takes the freed slot
+				}
+			}
+			if side == "pop" {
+				q.Close() // woken: the slot is still unwritten, parked again
+				waitParked(t, w, 1)
+				s := &q.slots[0]
+				s.v = 7
+				s.seq.Swap(1) // publish; the wake-up makes it look
+				q.wakePoppers(1)
+			} else {
+				q.TryPop() // wakes the producer
+				q.TryPop() // frees the next slot too
+			}
+			for {
+				select {
+				case err := <-done:
+					if side == "pop" && err != ErrQueueClosed || side == "push" && err != nil {
+						t.Fatalf("%s returned %v", side, err)
+					}
+					return
+				default:
+				}
+				if fired.Load() && wait.Parked(&w.gen) == 1 {
+					t.Fatalf("the %s call parked after its position went stale: %+v, fired %v", side, q.Stats(), fired.Load())
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+		})
+	}
+}
+
+// TestQueueWokenBeforeItSleeps: a producer counted woken by a release
+// that comes between its announcement and its sleep, and that then finds
+// the queue full again (other producers took the room), must still be
+// woken by the next release. If it loaded gen after that release bumped
+// it, it would sleep counted as woken, and every later release would pass
+// it by. The hook plays the other goroutines at that point; the last pop
+// must make a wake call, and the producer must then push.
+func TestQueueWokenBeforeItSleeps(t *testing.T) {
+	defer func() { queueAnnounceHook = nil }()
+	ctx := context.Background()
+	q := mustQueue[int](t, 2)
+	q.TryPushSlice([]int{1, 2})
+	done := make(chan error, 1)
+	go func() { done <- q.Push(ctx, 3) }()
+	waitParked(t, &q.pushers, 1)
+	var fired atomic.Bool
+	queueAnnounceHook = func() {
+		if fired.CompareAndSwap(false, true) {
+			q.TryPop()                  // counts the producer woken, bumps gen
+			q.TryPushSlice([]int{4, 5}) // other producers fill the queue again
+		}
+	}
+	q.TryPop() // wakes the producer; it announces again and the hook runs
+	for !fired.Load() || wait.Parked(&q.pushers.gen) != 1 {
+		select {
+		case err := <-done:
+			t.Fatalf("Push returned %v on a full queue", err)
+		default:
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	before := q.Stats().Wakes
+	q.TryPop() // room for the parked producer
+	if after := q.Stats().Wakes; after == before {
+		t.Fatalf("the pop that made room for a parked producer made no wake call (%+v): it sleeps for ever", q.Stats())
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/locktest/brokenqueue"
 )
 
 const (
@@ -37,7 +38,7 @@ func init() {
 			}},
 		kind{name: "queue-broken", desc: "a queue that frees each slot before reading its item: must FAIL",
 			run: func(cfg *config) (report, error) {
-				return tortureQueue(cfg, "queue-broken", newBrokenQueue(queueTortureCapacity)), nil
+				return tortureQueue(cfg, "queue-broken", brokenqueue.New(queueTortureCapacity, brokenqueue.FreeBeforeRead, lockword.ErrQueueClosed)), nil
 			}},
 	)
 	kindHelp = append(kindHelp, fmt.Sprintf(`Queues (not in all, which means the locks; name them with -lock):
@@ -56,7 +57,7 @@ func init() {
 }
 
 // mpmcQueue is what the queue experiment drives: *lockword.Queue[uint64],
-// or brokenQueue.
+// or a brokenqueue.Queue.
 type mpmcQueue interface {
 	TryPush(uint64) bool
 	TryPop() (uint64, bool)
