@@ -260,3 +260,35 @@ func TestMPSCClosedAndReopened(t *testing.T) {
 	p.Close()
 	c2.Close()
 }
+
+// TestMPSCPublishedThenDied: a producer that publishes and then dies
+// between the consumer's load of its claimed record and the consumer's
+// liveness check: the message is delivered, not skipped as lost (the
+// consumer reads the final state word again once the claimer is dead).
+// The hook publishes at exactly that point. Found by models/mpsc.pml
+// (-DBROKEN_STALE_STATE is the old consumer).
+func TestMPSCPublishedThenDied(t *testing.T) {
+	r, c := mpscConsumer(t, 1024)
+	q := &c.q
+	dead := deadToken(t, r, (r.slot+1)%regionProcSlots)
+	msg := []byte("published just before its producer died")
+	n := uint64(len(msg))
+	copy(q.data[mpscHeaderSize:], msg)
+	q.state(0).Store(mpscStateWord(dead, mpscRecClaimed, n))
+	q.pos(0).Store(0)
+	q.tail.Store(mpscRecordSize(n))
+	fired := false
+	mpscTestHook = func(step string) {
+		if step == "claimer-dead" && !fired {
+			fired = true
+			q.state(0).Store(mpscStateWord(dead, mpscRecPublished, n))
+		}
+	}
+	defer func() { mpscTestHook = nil }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := c.Receive(ctx, nil)
+	if err != nil || string(got) != string(msg) || c.Lost() != 0 || !fired {
+		t.Fatalf("Receive: %q, %v; lost %d (hook fired %v); want the message and none lost", got, err, c.Lost(), fired)
+	}
+}

@@ -178,6 +178,14 @@ func (c *MPSCConsumer) tryReceive(buf []byte) (msg []byte, ok bool, err error) {
 				if !c.claimerDead(h, tok) {
 					return buf[:0], false, nil
 				}
+				if mpscTestHook != nil {
+					mpscTestHook("claimer-dead")
+				}
+				// Dead, its state word is final; but it may have
+				// published between our load and the liveness check.
+				if q.state(off).Load() != st {
+					continue
+				}
 				q.lost.Add(1)
 				c.release(h + size)
 				continue
