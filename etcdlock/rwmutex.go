@@ -2,8 +2,11 @@ package etcdlock
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,7 +120,10 @@ func NewRWMutex(ctx context.Context, cli *clientv3.Client, prefix string, opts *
 // that arrived before it, until ctx is done or rw's lease is lost. It
 // returns Mutex.LockContext's results: nil, or an *OwnerDeadError with
 // the write lock held (repair, MarkConsistent, Unlock), or an error with
-// nothing held.
+// nothing held: among them lockword.ErrCorrupt (a *CorruptError naming
+// the key) for a key under P/readers/ that no RWMutex writes (misnamed,
+// or not attached to the lease it names), reported when the writer
+// would wait for it, not at its deadline.
 func (rw *RWMutex) LockContext(ctx context.Context) error {
 	dead := rw.m.LockContext(ctx)
 	if dead != nil && !errors.Is(dead, lockword.ErrOwnerDead) {
@@ -143,10 +149,37 @@ func (rw *RWMutex) waitReaders(ctx context.Context, token int64) error {
 		if len(r.Kvs) == 0 {
 			return nil
 		}
+		// A key no RWMutex wrote would never go: report it, not wait.
+		if err := checkReaderKey(m.prefix, string(r.Kvs[0].Key), r.Kvs[0].Lease); err != nil {
+			return corrupt(m.prefix, err)
+		}
 		if err := rw.waitGone(ctx, string(r.Kvs[0].Key), r.Header.Revision); err != nil {
 			return err
 		}
 	}
+}
+
+// checkReaderKey returns an error unless key is named as RLockContext
+// names its keys (readerDir, then the reader's queue key name: lease and
+// nonce, "-" and a decimal count) and is attached to the lease it names:
+// a key that no RWMutex wrote may be attached to no lease, so that it
+// would never go.
+func checkReaderKey(prefix, key string, lease int64) error {
+	name, _ := strings.CutPrefix(key, prefix+readerDir)
+	qname, n, _ := strings.Cut(name, "-") // qname: the lease for now
+	nonce, n, ok := strings.Cut(n, "-")
+	named, err := strconv.ParseUint(qname, 16, 64)
+	_, errNonce := hex.DecodeString(nonce)
+	_, errN := strconv.ParseUint(n, 10, 64)
+	switch {
+	case !ok || len(qname) != 16 || len(nonce) != 8 || err != nil || errNonce != nil || errN != nil:
+		return fmt.Errorf("read key %s is not named as an RWMutex names its keys", key)
+	case lease == 0:
+		return fmt.Errorf("read key %s has no lease: it would never expire", key)
+	case int64(named) != lease:
+		return fmt.Errorf("read key %s is attached to lease %s, not the one it names", key, leaseText(lease))
+	}
+	return nil
 }
 
 // waitGone waits until key is deleted or changed after revision rev.

@@ -279,3 +279,32 @@ func TestRWMutexForeignQueueKey(t *testing.T) {
 		})
 	}
 }
+
+// TestRWMutexForeignReaderKey: a key under readers/ that no RWMutex
+// writes (misnamed, or without a lease) would hold every writer behind it
+// for ever; LockContext reports it as ErrCorrupt naming the key well
+// before its deadline (hostileWait), and leaves the writers' queue empty.
+func TestRWMutexForeignReaderKey(t *testing.T) {
+	for _, key := range []string{"/readers/zz", "/readers/00000000000000aa-0badcafe-1"} {
+		t.Run(strings.ReplaceAll(key, "/", "_"), func(t *testing.T) {
+			cli, p := parallelClient(t)
+			if _, err := cli.Put(context.Background(), p+key, "x"); err != nil {
+				t.Fatal(err)
+			}
+			rw := newRW(t, cli, p, DefaultTTL)
+			ctx, cancel := context.WithTimeout(context.Background(), hostileWait)
+			defer cancel()
+			t0 := time.Now()
+			err := rw.LockContext(ctx)
+			var ce *lockword.CorruptError
+			if !errors.Is(err, lockword.ErrCorrupt) || !errors.As(err, &ce) || !strings.Contains(err.Error(), p+key) {
+				t.Fatalf("LockContext after %v: %v, want ErrCorrupt naming %s", time.Since(t0), err, p+key)
+			}
+			rw.m.waitIdle()
+			r, err := cli.Get(context.Background(), p+queueDir, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil || r.Count != 0 {
+				t.Fatalf("queue keys left after the failed LockContext: %v, %v", r, err)
+			}
+		})
+	}
+}
