@@ -91,8 +91,12 @@ func tortureElection(cfg *config, name string, fenced bool) (report, error) {
 	defer stopObservers()
 	obs := make([]*electionObserver, electionObservers)
 	for i := range obs {
+		ch, err := etcdlock.Observe(octx, r.cli, r.election())
+		if err != nil {
+			return nil, err
+		}
 		obs[i] = &electionObserver{}
-		go obs[i].run(etcdlock.Observe(octx, r.cli, r.election()))
+		go obs[i].run(ch)
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
