@@ -7,11 +7,11 @@ import "errors"
 
 func init() {
 	register(
-		kind{name: "etcd-election",
-			desc:  "etcdlock.Election: leaders deposed mid-term, fenced writes, observers (in-process)",
+		kind{name: "etcd-election", both: true,
+			desc:  "etcdlock.Election: leaders deposed mid-term, fenced writes, observers (-procs, -kill, -pause)",
 			usage: electionUsage,
 			run:   func(cfg *config) (report, error) { return tortureElection(cfg, "etcd-election", true) }},
-		kind{name: "etcd-election-unfenced",
+		kind{name: "etcd-election-unfenced", both: true,
 			desc:  "etcd-election with plain, unguarded writes: must FAIL (a deposed leader's write lands)",
 			usage: electionUsage,
 			run:   func(cfg *config) (report, error) { return tortureElection(cfg, "etcd-election-unfenced", false) }},
@@ -27,10 +27,10 @@ func init() {
 	kindHelp = append(kindHelp, electionHelp, etcdRWHelp)
 }
 
-// electionUsage refuses what these in-process kinds cannot do.
+// electionUsage refuses what these kinds cannot do.
 func electionUsage(cfg *config) error {
 	if cfg.etcd.chaos {
-		return errors.New("-chaos is not supported by this kind (it runs in-process: no -chaos, -procs, -kill or -pause)")
+		return errors.New("-chaos is not supported by this kind")
 	}
 	return nil
 }
@@ -47,6 +47,13 @@ const electionHelp = `etcd-election kinds (etcd-election, etcd-election-unfenced
   landing after its successor's, every observer seeing every leader
   record once, in order. etcd-election-unfenced writes plain puts and
   must FAIL. Without -etcd an embedded server runs, as for etcd.
+  -procs N runs the campaigners in N worker processes (leaders write
+  30 ms apart) and deposes leaders for real: -kill SIGKILLs the leader's
+  process (-kills, default 6; a replacement takes its place), -pause
+  SIGSTOPs it until its lease has expired and a successor leads, then
+  SIGCONTs it, mid-term (-pauses, default 3); both may be given. With
+  -kill alone every other deposition revokes the lease instead, so that
+  etcd-election-unfenced still shows a deposed leader's write landing.
 `
 
 const etcdRWHelp = `etcd-rw kinds (etcd-rw, etcd-rw-broken):
