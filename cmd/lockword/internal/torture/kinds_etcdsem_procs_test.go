@@ -1,0 +1,36 @@
+//go:build linux
+
+package torture
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestTortureEtcdSemaphoreProcs: workers in processes, some SIGKILLed
+// holding permits: the permits their hold records showed come back by
+// ErrOwnerDead exactly once, with no over-grant; the broken twin (a
+// permit too many) must FAIL across processes too (three runs: whether it
+// over-grants depends on the schedule).
+func TestTortureEtcdSemaphoreProcs(t *testing.T) {
+	t.Parallel()
+	args := []string{"-procs", "2", "-workers", "6", "-kill", "-kills", "6"}
+	stdout, stderr, status := runCLI(t, append([]string{"torture", "-lock", "etcd-semaphore"}, args...)...)
+	if status != exitOK || !strings.Contains(stdout, "Processes: 2; SIGKILLed: 6") || !strings.Contains(stdout, "Over-grants: 0") {
+		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
+	}
+	m := regexp.MustCompile(`Dead holders reported: (\d+), permits recovered: (\d+) \(want (\d+), (\d+)`).FindStringSubmatch(stdout)
+	if m == nil || m[1] != m[3] || m[2] != m[4] {
+		t.Fatalf("the dead holders' permits did not come back exactly once:\n%s", stdout)
+	}
+	for attempt := 1; ; attempt++ {
+		stdout, _, status = runCLI(t, append([]string{"torture", "-lock", "etcd-semaphore-broken"}, args...)...)
+		if status == exitFail && strings.Contains(stdout, "over-grants") {
+			return
+		}
+		if attempt == 3 {
+			t.Fatalf("the broken semaphore passed 3 runs across processes; the checker does not see an over-grant:\n%s", stdout)
+		}
+	}
+}
