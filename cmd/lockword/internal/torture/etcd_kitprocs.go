@@ -213,6 +213,8 @@ func etcdKitWorkerMain(specJSON string) int {
 	switch spec.Kind {
 	case "election":
 		errs = electionProcWorkers(cli, &spec, &stop)
+	case "rw":
+		errs = etcdRWProcWorkers(cli, &spec, &stop)
 	case "semaphore":
 		errs = etcdSemProcWorkers(cli, &spec, &stop)
 	default:
