@@ -66,4 +66,13 @@ const etcdRWHelp = `etcd-rw kinds (etcd-rw, etcd-rw-broken):
   inside) must show readers only or one writer; the counter must equal
   value × the committed totals. etcd-rw-broken reads without the lock and
   must FAIL. Without -etcd an embedded server runs, as for etcd.
+  -procs N runs the workers in N processes; the owner slot is a key in
+  etcd, set and cleared by each writer under its hold, that a reader must
+  never see set. -kill SIGKILLs one at random moments (-kills, default
+  20; half the time the writer or a reader inside, read while the victim
+  is stopped): each dead writer must be reported (ErrOwnerDead) to one
+  next writer, no dead reader to anyone. -pause SIGSTOPs the writer
+  inside until another writer holds, then SIGCONTs it: its late guarded
+  write must be refused (a reader in the same process whose lease ended
+  under it is counted apart: no lock can stop a paused reader).
 `

@@ -42,10 +42,10 @@ const (
 
 func init() {
 	register(
-		kind{name: "etcd-semaphore", both: true,
+		kind{name: "etcd-semaphore", both: true, usage: etcdSemUsage,
 			desc: fmt.Sprintf("etcdlock.Semaphore of %d permits on an embedded etcd (or -etcd): owner slots in etcd, holders that die", semTorturePermits),
 			run:  func(cfg *config) (report, error) { return tortureEtcdSem(cfg, "etcd-semaphore", semTorturePermits) }},
-		kind{name: "etcd-semaphore-broken", both: true,
+		kind{name: "etcd-semaphore-broken", both: true, usage: etcdSemUsage,
 			desc: fmt.Sprintf("etcd-semaphore on a semaphore of %d permits checked as one of %d: must FAIL", semTorturePermits+1, semTorturePermits),
 			run: func(cfg *config) (report, error) {
 				return tortureEtcdSem(cfg, "etcd-semaphore-broken", semTorturePermits+1)
@@ -69,6 +69,14 @@ func init() {
   worker got), and the owner slots must never show an over-grant.
 `, etcdSemTTL, semTorturePermits, semTortureMaxWeight, etcdDefaultIters, semTorturePermits, semTorturePermits,
 		etcdSemDeathEvery, semTorturePermits+1, etcdDefaultKills))
+}
+
+// etcdSemUsage refuses what the semaphore kinds cannot do.
+func etcdSemUsage(cfg *config) error {
+	if cfg.etcd.pause || cfg.etcd.chaos {
+		return errors.New("-pause and -chaos are not supported by the etcd semaphore kinds (-procs N -kill is)")
+	}
+	return nil
 }
 
 // etcdSemReport is the outcome of one etcd semaphore run.
