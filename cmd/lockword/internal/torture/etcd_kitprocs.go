@@ -15,11 +15,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -191,16 +189,10 @@ func (k *etcdKitProcs) errors() []string {
 // the stop key appears. Their errors go to standard error, and make the
 // exit status exitFail.
 func etcdKitWorkerMain(specJSON string) int {
-	signal.Ignore(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP) // the supervisor stops us through etcd
 	var spec etcdKitSpec
-	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
-		fmt.Fprintln(os.Stderr, "lockword torture etcd worker:", err)
-		return exitUsage
-	}
-	cli, err := newEtcdClient(spec.Endpoints)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lockword torture etcd worker:", err)
-		return exitFail
+	cli, status := etcdWorkerStart(specJSON, &spec, &spec.Endpoints)
+	if cli == nil {
+		return status
 	}
 	defer cli.Close()
 	keys := etcdKeys{spec.Data}
