@@ -15,6 +15,7 @@ package torture
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/etcdlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -114,7 +116,35 @@ func (w *etcdRWRun) runProcs(env *etcdEnv) (*etcdRWProcs, error) {
 			<-wp.done // they end after their iterations
 		}
 	}
+	if err := p.lastWriter(); err != nil {
+		return nil, err
+	}
 	return p, p.tally()
+}
+
+// lastWriter takes the write lock once after the workers have stopped,
+// so that a writer killed after the last acquisition is reported too: to
+// it, recorded as the workers record theirs.
+func (p *etcdRWProcs) lastWriter() error {
+	rw, err := p.newRW()
+	if err != nil {
+		return err
+	}
+	defer rw.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), etcdHangBound()+2*p.cfg.etcd.ttl)
+	defer cancel()
+	switch err := rw.LockContext(ctx); {
+	case errors.Is(err, lockword.ErrOwnerDead):
+		if err := rw.Put(ctx, fmt.Sprintf("%s%d", p.keys.list("ownerdead"), rw.Token()), "1"); err != nil {
+			return err
+		}
+		if err := rw.MarkConsistent(); err != nil {
+			return err
+		}
+	case err != nil:
+		return fmt.Errorf("the last writer: %w", err)
+	}
+	return rw.UnlockContext(ctx)
 }
 
 // progressSince waits until the committed additions exceed *last, and
