@@ -160,6 +160,11 @@ func (r *electionRun) depose(k *etcdKitProcs, way string, t etcdlock.Term) error
 	if err := pauseProcess(t.Leader.PID); err != nil {
 		return fmt.Errorf("pausing the leader: %w", err)
 	}
+	// It may have resigned before the signal landed: look again, stopped.
+	if now, err := r.leader(); err != nil || now.Token != t.Token {
+		resumeProcess(t.Leader.PID)
+		return nil
+	}
 	// Stopped until its lease has expired and a successor leads: when
 	// it resumes, it still believes it leads, mid-term.
 	err := r.awaitSuccessor(t)

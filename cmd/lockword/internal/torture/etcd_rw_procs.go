@@ -253,6 +253,11 @@ func (p *etcdRWProcs) pauseWriter() {
 	if err != nil || writer <= 0 || p.k.slotOf(writer) < 0 || pauseProcess(writer) != nil {
 		return
 	}
+	// It may have unlocked before the signal landed: look again, stopped.
+	if now, _, err := p.inside(); err != nil || now != writer {
+		resumeProcess(writer)
+		return
+	}
 	stopped := time.Now()
 	for time.Since(stopped) < etcdHangBound()+2*p.cfg.etcd.ttl {
 		time.Sleep(50 * time.Millisecond)
