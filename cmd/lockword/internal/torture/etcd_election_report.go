@@ -4,7 +4,6 @@ package torture
 // run's keys, and their report.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -113,27 +112,9 @@ func (r *electionRun) check(startRev int64, obs []*electionObserver) {
 }
 
 // history returns every event on the run's keys after startRev, in
-// commit order, up to an end marker it writes.
+// commit order.
 func (r *electionRun) history(startRev int64) ([]*clientv3.Event, error) {
-	end := r.data + "/end"
-	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
-	defer cancel()
-	if _, err := r.cli.Put(ctx, end, "1"); err != nil {
-		return nil, err
-	}
-	var events []*clientv3.Event
-	for wr := range r.cli.Watch(ctx, r.data+"/", clientv3.WithPrefix(), clientv3.WithRev(startRev+1)) {
-		if err := wr.Err(); err != nil {
-			return nil, err
-		}
-		for _, ev := range wr.Events {
-			if string(ev.Kv.Key) == end {
-				return events, nil
-			}
-			events = append(events, ev)
-		}
-	}
-	return nil, fmt.Errorf("the watch ended before the end marker: %v", ctx.Err())
+	return etcdHistory(r.cli, r.data, startRev)
 }
 
 // compare waits (up to hangTimeout) until o has seen as many records as

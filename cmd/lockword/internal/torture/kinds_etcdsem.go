@@ -88,6 +88,9 @@ type etcdSemReport struct {
 	firstError                       string
 	procs, kills                     int // -procs: processes; -kill: kills
 	hangs                            int
+	// Across processes: reports (dead holders, permits) given to an
+	// acquirer that was killed before it could record them.
+	lostWithRecoverer, lostPermitsWithRecoverer int64
 }
 
 // etcdSemRun is the state the workers share.
@@ -96,7 +99,8 @@ type etcdSemRun struct {
 	data, lock, slots    string
 	permits              int // the semaphore's (the broken twin's is one more)
 	ttl                  time.Duration
-	stop                 *atomic.Bool // in a worker process: set by the stop key; nil in-process
+	stop                 *atomic.Bool // across processes: set by the stop key; nil in-process
+	killedPIDs           map[int]bool // across processes: the PIDs the supervisor killed
 	inUse, maxInUse, bad atomic.Int64
 	r                    *etcdSemReport
 	mu                   sync.Mutex
@@ -180,8 +184,8 @@ func (run *etcdSemRun) acquire(s *etcdlock.Semaphore, k int) error {
 	var od *etcdlock.SemOwnerDeadError
 	if errors.As(err, &od) && run.stop != nil {
 		// A worker process may be killed before its end: the report
-		// goes to etcd at once.
-		run.event("recovered", fmt.Sprintf("%d:%d", len(od.Dead), od.Permits))
+		// goes to etcd at once, named by the acquisition's token.
+		run.record(s.Token(), len(od.Dead), od.Permits)
 		return nil
 	}
 	if errors.As(err, &od) {
@@ -399,7 +403,8 @@ func (r *etcdSemReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Permits: %d (weights 1-%d)\n", semTorturePermits, semTortureMaxWeight)
 	if r.procs > 0 {
 		fmt.Fprintf(w, "Processes: %d; SIGKILLed: %d, of them %d holding permits (%d permits)\n", r.procs, r.kills, r.deaths, r.lostPermits)
-		fmt.Fprintf(w, "Dead holders reported: %d, permits recovered: %d (want %d, %d: exactly once)\n", r.reports, r.recovered, r.deaths, r.lostPermits)
+		fmt.Fprintf(w, "Dead holders reported: %d, permits recovered: %d; told to recoverers killed before recording: %d, %d (want %d, %d in all: exactly once)\n",
+			r.reports, r.recovered, r.lostWithRecoverer, r.lostPermitsWithRecoverer, r.deaths, r.lostPermits)
 	} else {
 		fmt.Fprintf(w, "Acquisitions: %d (want %d)\n", r.acquisitions, r.want)
 		fmt.Fprintf(w, "Permits acquired/released/died holding: %d/%d/%d\n", r.permitsIn, r.permitsOut, r.lostPermits)

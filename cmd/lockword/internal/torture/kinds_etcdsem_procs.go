@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -34,6 +35,16 @@ func (run *etcdSemRun) overGrant() {
 	}
 }
 
+// record writes an ErrOwnerDead report (dead holders, permits) under
+// P/recovered/<token of the acquisition that got it>.
+func (run *etcdSemRun) record(token int64, dead, permits int) {
+	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+	defer cancel()
+	if _, err := run.cli.Put(ctx, fmt.Sprintf("%s/recovered/%d", run.data, token), fmt.Sprintf("%d:%d", dead, permits)); err != nil {
+		run.fail(fmt.Errorf("recording an owner-death report: %w", err))
+	}
+}
+
 // event records what a worker process saw under P/<what>/.
 func (run *etcdSemRun) event(what, val string) {
 	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
@@ -42,6 +53,30 @@ func (run *etcdSemRun) event(what, val string) {
 	if _, err := run.cli.Put(ctx, key, val); err != nil {
 		run.fail(fmt.Errorf("recording a %s: %w", what, err))
 	}
+}
+
+// etcdHistory returns every event under prefix/ after startRev, in commit
+// order, up to an end marker it writes.
+func etcdHistory(cli *clientv3.Client, prefix string, startRev int64) ([]*clientv3.Event, error) {
+	end := prefix + "/end"
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	defer cancel()
+	if _, err := cli.Put(ctx, end, "1"); err != nil {
+		return nil, err
+	}
+	var events []*clientv3.Event
+	for wr := range cli.Watch(ctx, prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(startRev+1)) {
+		if err := wr.Err(); err != nil {
+			return nil, err
+		}
+		for _, ev := range wr.Events {
+			if string(ev.Kv.Key) == end {
+				return events, nil
+			}
+			events = append(events, ev)
+		}
+	}
+	return nil, fmt.Errorf("the watch ended before the end marker: %v", ctx.Err())
 }
 
 // etcdSemProcWorkers runs spec's workers in this worker process until
@@ -70,6 +105,7 @@ func tortureEtcdSemProcs(cfg *config, name string, permits int) (report, error) 
 	defer env.close()
 	r := &etcdSemReport{semReport: semReport{lock: name, workers: cfg.workers}, endpoints: env.endpoints, procs: cfg.procs}
 	run := newEtcdSemRun(env.cli, env.keys.data, permits, cfg.etcd.ttl, r)
+	run.stop, run.killedPIDs = new(atomic.Bool), map[int]bool{} // the last acquirer records as the workers do
 	spec := etcdKitSpec{Kind: "semaphore", Endpoints: env.eps, Data: env.keys.data, TTL: cfg.etcd.ttl, Permits: permits}
 	start := time.Now()
 	k, err := startKitProcs(cfg, env.cli, env.keys, spec)
@@ -102,7 +138,7 @@ func tortureEtcdSemProcs(cfg *config, name string, permits int) (report, error) 
 	if err := run.collect(); err != nil { // the reports no worker got
 		run.fail(err)
 	}
-	if err := run.readEvents(); err != nil {
+	if err := run.readEvents(env.startRev); err != nil {
 		run.fail(err)
 	}
 	r.elapsed = time.Since(start)
@@ -127,35 +163,21 @@ func (run *etcdSemRun) killOne(k *etcdKitProcs) error {
 	k.mu.Lock()
 	pid := k.procs[victim].cmd.Process.Pid
 	k.mu.Unlock()
-	// Stopped, it can neither take nor release permits: its hold records
-	// are read as they stand at its death. The assumption: the read ends
-	// before its lease expires (at least two thirds of a TTL after its
-	// last keep-alive), after which a successor could take a record first.
-	if err := pauseProcess(pid); err != nil {
-		return err
-	}
-	holds, err = run.holds()
-	if err != nil {
-		resumeProcess(pid)
-		return err
-	}
+	// What it held is read from the history at the end (readEvents): a
+	// request in flight at its death may still commit.
 	if err := k.kill(victim); err != nil {
 		return err
 	}
+	run.killedPIDs[pid] = true
 	run.r.kills++
-	for _, h := range holds {
-		if h.PID == pid {
-			run.r.deaths++
-			run.r.lostPermits += int64(h.N)
-		}
-	}
 	return nil
 }
 
 // semHold is the part of a hold record the checks read.
 type semHold struct {
-	PID int `json:"pid"`
-	N   int `json:"n"`
+	PID   int   `json:"pid"`
+	N     int   `json:"n"`
+	Token int64 `json:"token"`
 }
 
 // holds returns the semaphore's hold records.
@@ -176,8 +198,67 @@ func (run *etcdSemRun) holds() ([]semHold, error) {
 	return out, nil
 }
 
-// readEvents adds the worker processes' reports to the run's counts.
-func (run *etcdSemRun) readEvents() error {
+// readEvents checks the reports against the history of the hold
+// records since startRev. A claim (one transaction) writes the claimer's
+// hold record and deletes the records of the dead holders it is told
+// of; a Release deletes its record with its queue key, writing none. So
+// a hold record deleted in a revision that writes another is a death
+// reported: it must be a killed process's, and reported once; the
+// acquisition that wrote the other must have recorded that report, with
+// the same dead holders and permits, unless it was killed itself before
+// it could. Every record of a killed process must be reported by the end
+// (a last acquirer of every permit ran). It also counts the over-grants
+// the workers recorded.
+func (run *etcdSemRun) readEvents(startRev int64) error {
+	events, err := etcdHistory(run.cli, run.data, startRev)
+	if err != nil {
+		return err
+	}
+	holds := run.lock + "/holds/"
+	puts := map[int64][]semHold{} // hold records written, by revision
+	for _, ev := range events {
+		var h semHold
+		if ev.Type == mvccpb.PUT && strings.HasPrefix(string(ev.Kv.Key), holds) && json.Unmarshal(ev.Kv.Value, &h) == nil {
+			puts[ev.Kv.ModRevision] = append(puts[ev.Kv.ModRevision], h)
+		}
+	}
+	type told struct{ dead, permits int }
+	want := map[int64]told{} // by the token of the acquisition told
+	consumer := map[int64]int{}
+	last := map[string]semHold{} // each hold record as last written
+	run.r.deaths, run.r.lostPermits = 0, 0
+	for _, ev := range events {
+		key := string(ev.Kv.Key)
+		if !strings.HasPrefix(key, holds) {
+			continue
+		}
+		if ev.Type == mvccpb.PUT {
+			var h semHold
+			json.Unmarshal(ev.Kv.Value, &h)
+			last[key] = h
+			continue
+		}
+		claim := puts[ev.Kv.ModRevision]
+		dead := last[key]
+		delete(last, key)
+		if len(claim) != 1 {
+			continue // a Release (or a failed attempt's clean-up)
+		}
+		if !run.killedPIDs[dead.PID] {
+			run.fail(fmt.Errorf("the hold record %s of PID %d, never killed, was reported dead (token %d)", key, dead.PID, claim[0].Token))
+			continue
+		}
+		run.r.deaths++
+		run.r.lostPermits += int64(dead.N)
+		t := want[claim[0].Token]
+		want[claim[0].Token] = told{t.dead + 1, t.permits + dead.N}
+		consumer[claim[0].Token] = claim[0].PID
+	}
+	for key, h := range last {
+		if run.killedPIDs[h.PID] {
+			run.fail(fmt.Errorf("the hold record %s of killed PID %d was never reported", key, h.PID))
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
 	defer cancel()
 	g, err := run.cli.Txn(ctx).Then(
@@ -187,12 +268,29 @@ func (run *etcdSemRun) readEvents() error {
 	if err != nil {
 		return err
 	}
+	got := map[int64]told{}
 	for _, kv := range g.Responses[0].GetResponseRange().Kvs {
+		tok, _ := strconv.ParseInt(strings.TrimPrefix(string(kv.Key), run.data+"/recovered/"), 10, 64)
 		dead, permits, _ := strings.Cut(string(kv.Value), ":")
 		d, _ := strconv.Atoi(dead)
 		n, _ := strconv.Atoi(permits)
+		got[tok] = told{d, n}
 		run.r.reports += int64(d)
 		run.r.recovered += int64(n)
+	}
+	for tok, w := range want {
+		switch g, ok := got[tok]; {
+		case !ok && run.killedPIDs[consumer[tok]]:
+			run.r.lostWithRecoverer += int64(w.dead) // told, then killed before it could record
+			run.r.lostPermitsWithRecoverer += int64(w.permits)
+		case g != w:
+			run.fail(fmt.Errorf("the acquisition with token %d was told of %d dead holders and %d permits, want %d and %d", tok, g.dead, g.permits, w.dead, w.permits))
+		}
+	}
+	for tok := range got {
+		if _, ok := want[tok]; !ok {
+			run.fail(fmt.Errorf("the acquisition with token %d reported owner deaths of no killed holder", tok))
+		}
 	}
 	run.bad.Add(g.Responses[1].GetResponseRange().Count)
 	return nil
@@ -201,8 +299,9 @@ func (run *etcdSemRun) readEvents() error {
 // procsFailures are the checks of a run across processes.
 func (r *etcdSemReport) procsFailures() []string {
 	var why []string
-	if r.recovered != r.lostPermits || r.reports != r.deaths {
-		why = append(why, fmt.Sprintf("%d permits of %d dead holders reported recovered by ErrOwnerDead, want %d of %d", r.recovered, r.reports, r.lostPermits, r.deaths))
+	if r.recovered+r.lostPermitsWithRecoverer != r.lostPermits || r.reports+r.lostWithRecoverer != r.deaths {
+		why = append(why, fmt.Sprintf("%d permits of %d dead holders reported recovered by ErrOwnerDead (and %d of %d told to recoverers killed before they recorded it), want %d of %d",
+			r.recovered, r.reports, r.lostPermitsWithRecoverer, r.lostWithRecoverer, r.lostPermits, r.deaths))
 	}
 	if r.hangs > 0 {
 		why = append(why, fmt.Sprintf("%d hangs", r.hangs))

@@ -4,14 +4,14 @@ package torture
 
 import (
 	"os"
-	"regexp"
 	"strings"
 	"testing"
 )
 
 // TestTortureEtcdSemaphoreProcs: workers in processes, some SIGKILLed
 // holding permits: the permits their hold records showed come back by
-// ErrOwnerDead exactly once, with no over-grant. With LOCKWORD_LONG=1
+// ErrOwnerDead exactly once (the run's own check, from etcd's history),
+// with no over-grant. With LOCKWORD_LONG=1
 // also the broken twin (a permit too many), which must FAIL across
 // processes too (three runs: whether it over-grants depends on the
 // schedule).
@@ -21,10 +21,6 @@ func TestTortureEtcdSemaphoreProcs(t *testing.T) {
 	stdout, stderr, status := runCLI(t, append([]string{"torture", "-lock", "etcd-semaphore"}, args...)...)
 	if status != exitOK || !strings.Contains(stdout, "Processes: 2; SIGKILLed: 6") || !strings.Contains(stdout, "Over-grants: 0") {
 		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
-	}
-	m := regexp.MustCompile(`Dead holders reported: (\d+), permits recovered: (\d+) \(want (\d+), (\d+)`).FindStringSubmatch(stdout)
-	if m == nil || m[1] != m[3] || m[2] != m[4] {
-		t.Fatalf("the dead holders' permits did not come back exactly once:\n%s", stdout)
 	}
 	if os.Getenv("LOCKWORD_LONG") != "1" {
 		return // the twin costs up to three runs more: nightly
