@@ -229,6 +229,13 @@ func (p *etcdRWProcs) killOne() error {
 	if err := p.k.kill(victim); err != nil {
 		return err
 	}
+	// A claim in flight at the stop may still commit: look once more, a
+	// round trip later (well within its lease: the record it names stays
+	// until its lease has expired and another writer claims).
+	time.Sleep(100 * time.Millisecond)
+	if w, _, err := p.inside(); err == nil && max(w, -w) == pid && max(writer, -writer) != pid {
+		writer = w
+	}
 	p.kills++
 	switch {
 	case writer == pid:
