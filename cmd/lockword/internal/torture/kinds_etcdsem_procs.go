@@ -147,15 +147,20 @@ func tortureEtcdSemProcs(cfg *config, name string, permits int) (report, error) 
 }
 
 // killOne kills a worker process, half the time one that holds permits,
-// counting what its hold records show it held.
+// (what it held is read from etcd's history at the end: readEvents).
 func (run *etcdSemRun) killOne(k *etcdKitProcs) error {
-	holds, err := run.holds()
-	if err != nil {
-		return err
-	}
 	victim := -1
-	if rand.IntN(2) == 0 && len(holds) > 0 {
-		victim = k.slotOf(holds[rand.IntN(len(holds))].PID)
+	// A holder: holds are brief and most workers wait, so look for one
+	// for up to half a TTL.
+	holder := rand.IntN(2) == 0
+	for look := time.Now(); holder && victim < 0 && time.Since(look) < run.ttl/2; time.Sleep(5 * time.Millisecond) {
+		holds, err := run.holds()
+		if err != nil {
+			return err
+		}
+		if len(holds) > 0 {
+			victim = k.slotOf(holds[rand.IntN(len(holds))].PID)
+		}
 	}
 	if victim < 0 {
 		victim = rand.IntN(len(k.procs))
