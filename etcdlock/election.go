@@ -66,6 +66,17 @@ var ErrNoLeader = errors.New("etcdlock: the election has no leader")
 // Campaign waits for it), bounded as Mutex's Unlock is. It returns within
 // ctx's deadline.
 //
+// # Statistics, names, stuck reports
+//
+// An Election keeps Stats (EnableStats) as every lockword lock does: its
+// acquisitions are the campaigns it won, its waits a standby's time in
+// reserve. It logs no stuck reports: a campaigner waiting behind a
+// leader is a standby, and waits by design for as long as the leader
+// leads; a leader that stops working is ended by its lease (Lost,
+// ErrOwnerDead), and Leader and lockword inspect show who leads and for
+// how long. Like every etcdlock type it is named by its prefix (Name),
+// which other processes see too, so it has no SetName.
+//
 // # Memory model
 //
 // Terms are totally ordered by their tokens, which are etcd revisions: a
@@ -117,8 +128,22 @@ func NewElection(ctx context.Context, cli *clientv3.Client, prefix string, opts 
 	if err != nil {
 		return nil, err
 	}
+	// A campaigner waiting behind a leader is a standby, waiting by
+	// design: a stuck report would fire for every one (see the type's
+	// "Statistics, names, stuck reports").
+	m.SetStuckThreshold(-1)
 	return &Election{m: m, leaderKey: m.prefix + leaderKey}, nil
 }
+
+// EnableStats starts collecting statistics of e's campaigns: Acquisitions
+// counts the campaigns won, SlowPath those that waited for another
+// leader's term to end, WaitTotal and WaitMax how long they waited (a
+// standby's time in reserve), Parks its waits on the campaigner queued
+// before it.
+func (e *Election) EnableStats() { e.m.EnableStats() }
+
+// Stats returns e's statistics since EnableStats.
+func (e *Election) Stats() lockword.Stats { return e.m.Stats() }
 
 // Campaign waits until e is elected leader with value, ctx is done, or e's
 // lease is lost. It returns:

@@ -4,6 +4,8 @@ package etcdlock
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -27,25 +29,48 @@ import (
 // or sent twice. If it falls so far behind that etcd has compacted the
 // history it has not read yet, the records in between are gone: Observe
 // resumes from the current record, which it sends with Gap set.
-func (e *Election) Observe(ctx context.Context) <-chan Term {
+//
+// Observe returns an error, and no channel, if its first read fails: see
+// the package-level Observe.
+func (e *Election) Observe(ctx context.Context) (<-chan Term, error) {
 	return Observe(ctx, e.m.cli, e.m.prefix)
 }
 
+// observeFirstWait bounds Observe's first read: an endpoint that is not
+// etcd (or none that answers) is reported within it, not at the end of
+// the caller's context, which may never come. Later reads retry until
+// the context ends: etcd answered once, so an outage is presumed to pass.
+const observeFirstWait = requestTimeout
+
 // Observe is Election.Observe for a process that only watches the
-// election named by prefix; a bad name or nil client gives a channel that
-// is closed at once.
-func Observe(ctx context.Context, cli *clientv3.Client, prefix string) <-chan Term {
-	ch := make(chan Term)
+// election named by prefix. It returns lockword.ErrNilContext for a nil
+// context, an error wrapping ErrBadArgument for a nil client or a bad
+// name, and, if the first read of the leader record fails within the
+// context or 5 s (observeFirstWait), whichever ends first, an error
+// naming the endpoints and wrapping the client's (for an endpoint that
+// is not etcd, context.DeadlineExceeded or a transport error).
+func Observe(ctx context.Context, cli *clientv3.Client, prefix string) (<-chan Term, error) {
+	if err := checkClient(ctx, cli); err != nil {
+		return nil, err
+	}
 	prefix, err := lockName(prefix)
-	if err != nil || cli == nil || ctx == nil {
-		close(ch)
-		return ch
+	if err != nil {
+		return nil, err
 	}
 	// The first read is made here, so that the stream starts at the
-	// leader as of the call (if etcd answers; else the goroutine retries).
-	first, _ := cli.Get(ctx, prefix+leaderKey)
+	// leader as of the call.
+	rctx, cancel := context.WithTimeout(ctx, observeFirstWait)
+	first, err := cli.Get(rctx, prefix+leaderKey)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			err = fmt.Errorf("no answer within %v (is it an etcd server?): %w", observeFirstWait, err)
+		}
+		return nil, fmt.Errorf("etcdlock: Observe %q: reading the leader record from %s: %w", prefix, strings.Join(cli.Endpoints(), ","), err)
+	}
+	ch := make(chan Term)
 	go observe(ctx, cli, prefix, ch, first)
-	return ch
+	return ch, nil
 }
 
 // observe feeds ch until ctx is done, starting with first (nil: not read

@@ -3,6 +3,8 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,7 +160,14 @@ func TestElectionObserve(t *testing.T) {
 	if err := a.Campaign(ctx, "a0"); err != nil {
 		t.Fatal(err)
 	}
-	live, slow := Observe(ctx, cli, p), a.Observe(ctx)
+	live, err := Observe(ctx, cli, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := a.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var want []Term
 	got := <-live // the current leader first
 	want = append(want, got)
@@ -227,6 +236,53 @@ func TestElectionNilContext(t *testing.T) {
 	for _, name := range []string{p + "/readers", p + "/rfence/x"} {
 		if _, err := NewMutex(context.Background(), cli, name, nil); !errors.Is(err, ErrBadArgument) {
 			t.Errorf("NewMutex(%q): %v, want ErrBadArgument (its keys would count as an RWMutex's readers)", name, err)
+		}
+	}
+}
+
+// TestObserveNotEtcd: Observe against an endpoint that is not etcd (it
+// answers HTTP) returns an error naming the endpoint within its first
+// read's bound (5 s), not when its context ends (a minute here).
+func TestObserveNotEtcd(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	cli := newClient(t, []string{ln.Addr().String()})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	ch, err := Observe(ctx, cli, "/obs")
+	// observeFirstWait, and 5 s for a loaded host to schedule the return.
+	if took := time.Since(t0); ch != nil || err == nil || took > observeFirstWait+5*time.Second || !strings.Contains(err.Error(), ln.Addr().String()) {
+		t.Fatalf("Observe against a non-etcd endpoint: %v, %v after %v; want no channel and an error naming %s within %v",
+			ch, err, took.Round(time.Millisecond), ln.Addr(), observeFirstWait)
+	}
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		cli  *clientv3.Client
+		p    string
+		want error
+	}{
+		{"nil context", nil, cli, "/obs", lockword.ErrNilContext},
+		{"nil client", ctx, nil, "/obs", ErrBadArgument},
+		{"bad name", ctx, cli, "/", ErrBadArgument},
+	} {
+		if ch, err := Observe(c.ctx, c.cli, c.p); ch != nil || !errors.Is(err, c.want) {
+			t.Errorf("Observe, %s: %v, %v; want %v", c.name, ch, err, c.want)
 		}
 	}
 }

@@ -2,8 +2,11 @@ package etcdlock
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +84,21 @@ func init() { reservedNames = append(reservedNames, "readers", "rfence") }
 // attempt survives; the fence key goes with the lease (Close). Both return
 // within their context's deadline.
 //
+// # sync.Locker, statistics, stuck reports
+//
+// Lock, Unlock, RLock, RUnlock and RLocker are the sync.Locker forms, as
+// for sync.RWMutex: Lock follows Mutex.Lock (a dead writer's data is
+// repaired by the function given to SetRepair, or Lock unlocks it
+// unrepaired and panics; ErrNotRecoverable, ErrCorrupt and ErrLeaseLost
+// panic; network errors are logged and retried), and RLock likewise.
+// EnableStats and Stats count read and write acquisitions together, as
+// lockword.RWMutex does. An acquisition that waits past the stuck
+// threshold (SetStuckThreshold; lockword.DefaultStuckThreshold, 2 s)
+// logs one report naming the process it waits for: the writer, or the
+// reader, or the writer whose death is being repaired. Like every
+// etcdlock type it is named by its prefix (Name), which every process
+// sees, so it has no SetName.
+//
 // # Memory model
 //
 // As for sync.RWMutex, across processes: the n'th Unlock's transaction
@@ -100,6 +118,8 @@ type RWMutex struct {
 
 	mu    sync.Mutex
 	reads []string // read keys held
+
+	stats stats // read and write acquisitions together
 }
 
 // NewRWMutex returns an RWMutex on the lock named by prefix (as a
@@ -117,23 +137,33 @@ func NewRWMutex(ctx context.Context, cli *clientv3.Client, prefix string, opts *
 // that arrived before it, until ctx is done or rw's lease is lost. It
 // returns Mutex.LockContext's results: nil, or an *OwnerDeadError with
 // the write lock held (repair, MarkConsistent, Unlock), or an error with
-// nothing held.
+// nothing held: among them lockword.ErrCorrupt (a *CorruptError naming
+// the key) for a key under P/readers/ that no RWMutex writes (misnamed,
+// or not attached to the lease it names), reported when the writer
+// would wait for it, not at its deadline.
 func (rw *RWMutex) LockContext(ctx context.Context) error {
+	w := rw.newWait()
+	slow0, parks0 := rw.m.stats.slow.Load(), rw.m.stats.parks.Load()
 	dead := rw.m.LockContext(ctx)
 	if dead != nil && !errors.Is(dead, lockword.ErrOwnerDead) {
 		return dead
 	}
+	// Write holds are serialized by the Mutex's gate: what its statistics
+	// counted since slow0 and parks0 is this acquisition's.
+	w.slow = rw.m.stats.slow.Load() != slow0
+	w.parks += rw.m.stats.parks.Load() - parks0
 	tok := rw.m.Token()
-	if err := rw.waitReaders(ctx, tok); err != nil {
+	if err := rw.waitReaders(ctx, tok, w); err != nil {
 		rw.abandonWrite()
 		return err
 	}
 	rw.writer.Store(tok)
+	w.acquired()
 	return dead
 }
 
 // waitReaders waits until no reader key created before token remains.
-func (rw *RWMutex) waitReaders(ctx context.Context, token int64) error {
+func (rw *RWMutex) waitReaders(ctx context.Context, token int64, w *rwWait) error {
 	m := rw.m
 	for {
 		r, err := m.cli.Get(ctx, m.prefix+readerDir, append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(token-1))...)
@@ -143,29 +173,37 @@ func (rw *RWMutex) waitReaders(ctx context.Context, token int64) error {
 		if len(r.Kvs) == 0 {
 			return nil
 		}
-		if err := rw.waitGone(ctx, string(r.Kvs[0].Key), r.Header.Revision); err != nil {
+		// A key no RWMutex wrote would never go: report it, not wait.
+		if err := checkReaderKey(m.prefix, string(r.Kvs[0].Key), r.Kvs[0].Lease); err != nil {
+			return corrupt(m.prefix, err)
+		}
+		if err := w.gone(ctx, r.Kvs[0], r.Header.Revision); err != nil {
 			return err
 		}
 	}
 }
 
-// waitGone waits until key is deleted or changed after revision rev.
-func (rw *RWMutex) waitGone(ctx context.Context, key string, rev int64) error {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wch := rw.m.cli.Watch(clientv3.WithRequireLeader(wctx), key, clientv3.WithRev(rev+1))
-	for {
-		select {
-		case wr, ok := <-wch:
-			if !ok || wr.Err() != nil || wr.Canceled || len(wr.Events) > 0 {
-				return ctx.Err() // nil: look again
-			}
-		case <-rw.m.lost:
-			return ErrLeaseLost
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+// checkReaderKey returns an error unless key is named as RLockContext
+// names its keys (readerDir, then the reader's queue key name: lease and
+// nonce, "-" and a decimal count) and is attached to the lease it names:
+// a key that no RWMutex wrote may be attached to no lease, so that it
+// would never go.
+func checkReaderKey(prefix, key string, lease int64) error {
+	name, _ := strings.CutPrefix(key, prefix+readerDir)
+	qname, n, _ := strings.Cut(name, "-") // qname: the lease for now
+	nonce, n, ok := strings.Cut(n, "-")
+	named, err := strconv.ParseUint(qname, 16, 64)
+	_, errNonce := hex.DecodeString(nonce)
+	_, errN := strconv.ParseUint(n, 10, 64)
+	switch {
+	case !ok || len(qname) != 16 || len(nonce) != 8 || err != nil || errNonce != nil || errN != nil:
+		return fmt.Errorf("read key %s is not named as an RWMutex names its keys", key)
+	case lease == 0:
+		return fmt.Errorf("read key %s has no lease: it would never expire", key)
+	case int64(named) != lease:
+		return fmt.Errorf("read key %s is attached to lease %s, not the one it names", key, leaseText(lease))
 	}
+	return nil
 }
 
 // abandonWrite releases the writers' Mutex after a failed LockContext:
@@ -248,11 +286,12 @@ func (rw *RWMutex) RLockContext(ctx context.Context) error {
 	if m.leaseLost() {
 		return ErrLeaseLost
 	}
+	w := rw.newWait()
 	for {
 		n := rw.seq.Add(1)
 		key := fmt.Sprintf("%s%s%s-%d", m.prefix, readerDir, rw.nonce, n)
 		fence := fmt.Sprintf("%s%s%s-%d", m.prefix, readerFenceDir, rw.nonce, n)
-		held, err := rw.rlock(ctx, key, fence)
+		held, err := rw.rlock(ctx, key, fence, w)
 		if err != nil {
 			rw.fenceRead(ctx, key, fence)
 			return err
@@ -261,6 +300,7 @@ func (rw *RWMutex) RLockContext(ctx context.Context) error {
 			rw.mu.Lock()
 			rw.reads = append(rw.reads, key)
 			rw.mu.Unlock()
+			w.acquired()
 			return nil
 		}
 	}
@@ -271,7 +311,7 @@ func (rw *RWMutex) RLockContext(ctx context.Context) error {
 // dead writer's data unrepaired: it withdrew its key (so that the writer
 // that repairs does not wait for it), waited for the hold record to
 // change, and the reader must arrive again.
-func (rw *RWMutex) rlock(ctx context.Context, key, fence string) (held bool, err error) {
+func (rw *RWMutex) rlock(ctx context.Context, key, fence string, w *rwWait) (held bool, err error) {
 	m := rw.m
 	lease := clientv3.WithLease(clientv3.LeaseID(m.me.Lease))
 	r, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.Version(fence), "=", 0)).Then(
@@ -295,7 +335,7 @@ func (rw *RWMutex) rlock(ctx context.Context, key, fence string) (held bool, err
 			if err := checkQueueKey(m.prefix, string(writers[0].Key), writers[0].Lease); err != nil {
 				return false, corrupt(m.prefix, err)
 			}
-			if err := rw.waitGone(ctx, string(writers[0].Key), rev); err != nil {
+			if err := w.gone(ctx, writers[0], rev); err != nil {
 				return false, err
 			}
 		case len(owner) == 1:
@@ -315,7 +355,7 @@ func (rw *RWMutex) rlock(ctx context.Context, key, fence string) (held bool, err
 			if _, err := m.cli.Delete(ctx, key); err != nil {
 				return false, err
 			}
-			return false, rw.waitGone(ctx, m.ownerKey, rev)
+			return false, w.gone(ctx, owner[0], rev)
 		default:
 			return true, nil
 		}

@@ -251,30 +251,36 @@ func rwActivityRun(t *testing.T, cli *clientv3.Client, p string, workers, iters 
 	return violations.Load()
 }
 
-// TestRWMutexForeignQueueKey: a key in the writers' queue that no Mutex
-// writes (misnamed, or without a lease) would hold every reader behind it
-// for ever; RLockContext reports it as ErrCorrupt naming the key, as
-// LockContext does, well before its deadline (hostileWait), and leaves no
-// read key behind.
-func TestRWMutexForeignQueueKey(t *testing.T) {
-	for _, key := range []string{"/queue/zz", "/queue/00000000000000aa-0badcafe"} {
+// TestRWMutexForeignKeys: a key in the writers' queue, or under
+// readers/, that no Mutex or RWMutex writes (misnamed, or without a
+// lease) would hold every reader (or writer) behind it for ever;
+// RLockContext (or LockContext) reports it as ErrCorrupt naming the key
+// well before its deadline (hostileWait), and leaves no read key (or
+// queue key) behind.
+func TestRWMutexForeignKeys(t *testing.T) {
+	for _, key := range []string{"/queue/zz", "/queue/00000000000000aa-0badcafe", "/readers/zz", "/readers/00000000000000aa-0badcafe-1"} {
 		t.Run(strings.ReplaceAll(key, "/", "_"), func(t *testing.T) {
 			cli, p := parallelClient(t)
 			if _, err := cli.Put(context.Background(), p+key, "x"); err != nil {
 				t.Fatal(err)
 			}
 			rw := newRW(t, cli, p, DefaultTTL)
+			acquire, what, left := rw.RLockContext, "RLockContext", readerDir
+			if strings.HasPrefix(key, readerDir) {
+				acquire, what, left = rw.LockContext, "LockContext", queueDir
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), hostileWait)
 			defer cancel()
 			t0 := time.Now()
-			err := rw.RLockContext(ctx)
+			err := acquire(ctx)
 			var ce *lockword.CorruptError
 			if !errors.Is(err, lockword.ErrCorrupt) || !errors.As(err, &ce) || !strings.Contains(err.Error(), p+key) {
-				t.Fatalf("RLockContext after %v: %v, want ErrCorrupt naming %s", time.Since(t0), err, p+key)
+				t.Fatalf("%s after %v: %v, want ErrCorrupt naming %s", what, time.Since(t0), err, p+key)
 			}
-			r, err := cli.Get(context.Background(), p+readerDir, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			rw.m.waitIdle()
+			r, err := cli.Get(context.Background(), p+left, clientv3.WithPrefix(), clientv3.WithCountOnly())
 			if err != nil || r.Count != 0 {
-				t.Fatalf("read keys left after the failed RLockContext: %v, %v", r, err)
+				t.Fatalf("keys under %s left after the failed %s: %v, %v", left, what, r, err)
 			}
 		})
 	}

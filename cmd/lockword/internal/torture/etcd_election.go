@@ -57,10 +57,11 @@ type electionRun struct {
 	terms  atomic.Int64 // terms ended so far
 	stop   atomic.Bool
 
-	mu     sync.Mutex
-	x      electionExtra
-	errs   []string
-	deaths int // Campaigns that returned ErrOwnerDead
+	window time.Duration // between a leader's data records: electionWindow, or longer across processes
+
+	mu   sync.Mutex
+	x    electionExtra
+	errs []string
 }
 
 func (r *electionRun) election() string { return r.data + "/election" }
@@ -77,7 +78,7 @@ func tortureElection(cfg *config, name string, fenced bool) (report, error) {
 		return nil, err
 	}
 	defer env.close()
-	r := &electionRun{cfg: cfg, fenced: fenced, cli: env.cli, data: env.keys.data}
+	r := &electionRun{cfg: cfg, fenced: fenced, cli: env.cli, data: env.keys.data, window: electionWindow}
 	r.x.Endpoints = env.endpoints
 	startRev := env.startRev
 	terms := cfg.iters
@@ -91,17 +92,27 @@ func tortureElection(cfg *config, name string, fenced bool) (report, error) {
 	defer stopObservers()
 	obs := make([]*electionObserver, electionObservers)
 	for i := range obs {
+		ch, err := etcdlock.Observe(octx, r.cli, r.election())
+		if err != nil {
+			return nil, err
+		}
 		obs[i] = &electionObserver{}
-		go obs[i].run(etcdlock.Observe(octx, r.cli, r.election()))
+		go obs[i].run(ch)
 	}
 	start := time.Now()
-	var wg sync.WaitGroup
-	for id := 1; id <= cfg.workers; id++ {
-		wg.Go(func() { r.worker(id) })
+	if cfg.procs > 0 {
+		if err := r.runProcs(env); err != nil {
+			return nil, err
+		}
+	} else {
+		var wg sync.WaitGroup
+		for id := 1; id <= cfg.workers; id++ {
+			wg.Go(func() { r.worker(id) })
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		r.deposeLoop(done)
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	r.deposeLoop(done)
 	elapsed := time.Since(start)
 	r.check(startRev, obs)
 	stopObservers()
@@ -180,9 +191,9 @@ func (r *electionRun) term(id int, e *etcdlock.Election) bool {
 	err := e.Campaign(ctx, fmt.Sprint(id))
 	switch {
 	case errors.Is(err, lockword.ErrOwnerDead):
-		r.mu.Lock()
-		r.deaths++
-		r.mu.Unlock()
+		// Counted from the history (check): a process may die before
+		// its end, with nothing to report then.
+		r.cli.Put(ctx, fmt.Sprintf("%s/ownerdead/%020d", r.data, e.Token()), fmt.Sprint(id))
 	case errors.Is(err, etcdlock.ErrLeaseLost), errors.Is(err, etcdlock.ErrNotHolder):
 		return false
 	case errors.Is(err, context.DeadlineExceeded):
@@ -199,7 +210,7 @@ func (r *electionRun) term(id int, e *etcdlock.Election) bool {
 		r.fail("term %d: worker %d elected, but worker %s had the term record already", tok, id, resp.Responses[0].GetResponseRange().Kvs[0].Value)
 	}
 	for i := range electionWrites {
-		time.Sleep(electionWindow)
+		time.Sleep(r.window)
 		op := clientv3.OpPut(fmt.Sprintf("%s/writes/%020d-%d-%d", r.data, tok, id, i), fmt.Sprint(tok))
 		if r.fenced {
 			_, err = e.Txn(ctx, op)
@@ -207,9 +218,7 @@ func (r *electionRun) term(id int, e *etcdlock.Election) bool {
 			_, err = r.cli.Do(ctx, op)
 		}
 		if errors.Is(err, etcdlock.ErrNotHolder) {
-			r.mu.Lock()
-			r.x.LateRejects++
-			r.mu.Unlock()
+			r.cli.Put(ctx, fmt.Sprintf("%s/rejected/%020d-%d-%d", r.data, tok, id, i), "1") // counted by check
 			break
 		}
 	}

@@ -4,7 +4,6 @@ package torture
 // run's keys, and their report.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,7 +21,10 @@ type electionExtra struct {
 	Endpoints   string   `json:"endpoints"`
 	TTLSeconds  float64  `json:"ttl_s"`
 	Terms       int      `json:"terms"`        // leader records with a new token in P/leader's history
-	Depositions int      `json:"depositions"`  // leases revoked under a leader
+	Depositions int      `json:"depositions"`  // leaders deposed: killed, paused or their lease revoked
+	Kills       int      `json:"kills"`        // -procs -kill: leader processes SIGKILLed
+	Pauses      int      `json:"pauses"`       // -procs -pause: leader processes SIGSTOPped past their lease
+	Processes   int      `json:"processes"`    // -procs: worker processes at the start
 	OwnerDeaths int      `json:"owner_deaths"` // Campaigns that returned ErrOwnerDead
 	LateRejects int      `json:"late_writes_rejected"`
 	LateLanded  int      `json:"late_writes_landed"`
@@ -39,7 +41,6 @@ type electionExtra struct {
 func (r *electionRun) check(startRev int64, obs []*electionObserver) {
 	r.mu.Lock()
 	r.x.Errors = append([]string{}, r.errs...)
-	r.x.OwnerDeaths = r.deaths
 	r.mu.Unlock()
 	r.x.Violations = []string{}
 	violate := func(format string, args ...any) {
@@ -78,6 +79,10 @@ func (r *electionRun) check(startRev int64, obs []*electionObserver) {
 				r.x.Terms++
 			}
 			ref = append(ref, etcdlock.Term{Token: rec.Token, Leader: etcdlock.Holder{Lease: rec.Lease}, Revision: ev.Kv.ModRevision})
+		case strings.HasPrefix(key, r.data+"/ownerdead/"):
+			r.x.OwnerDeaths++
+		case strings.HasPrefix(key, r.data+"/rejected/"):
+			r.x.LateRejects++
 		case strings.HasPrefix(key, r.data+"/terms/"):
 			tok, _ := strconv.ParseInt(key[len(r.data+"/terms/"):], 10, 64)
 			if tok <= lastTerm {
@@ -107,27 +112,9 @@ func (r *electionRun) check(startRev int64, obs []*electionObserver) {
 }
 
 // history returns every event on the run's keys after startRev, in
-// commit order, up to an end marker it writes.
+// commit order.
 func (r *electionRun) history(startRev int64) ([]*clientv3.Event, error) {
-	end := r.data + "/end"
-	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
-	defer cancel()
-	if _, err := r.cli.Put(ctx, end, "1"); err != nil {
-		return nil, err
-	}
-	var events []*clientv3.Event
-	for wr := range r.cli.Watch(ctx, r.data+"/", clientv3.WithPrefix(), clientv3.WithRev(startRev+1)) {
-		if err := wr.Err(); err != nil {
-			return nil, err
-		}
-		for _, ev := range wr.Events {
-			if string(ev.Kv.Key) == end {
-				return events, nil
-			}
-			events = append(events, ev)
-		}
-	}
-	return nil, fmt.Errorf("the watch ended before the end marker: %v", ctx.Err())
+	return etcdHistory(r.cli, r.data, startRev)
 }
 
 // compare waits (up to hangTimeout) until o has seen as many records as
@@ -199,7 +186,10 @@ func (e *electionReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Workers: %d\n", e.workers)
 	fmt.Fprintf(w, "etcd: %s; lease TTL %v\n", x.Endpoints, time.Duration(x.TTLSeconds*float64(time.Second)))
 	fmt.Fprintf(w, "Terms: %d in %v\n", x.Terms, e.elapsed.Round(time.Millisecond))
-	fmt.Fprintf(w, "Depositions: %d (lease revoked under a leader); owner deaths reported: %d\n", x.Depositions, x.OwnerDeaths)
+	if x.Processes > 0 {
+		fmt.Fprintf(w, "Processes: %d; leaders SIGKILLed: %d, SIGSTOPped past their lease: %d\n", x.Processes, x.Kills, x.Pauses)
+	}
+	fmt.Fprintf(w, "Depositions: %d (killed, paused, or lease revoked under a leader); owner deaths reported: %d\n", x.Depositions, x.OwnerDeaths)
 	fmt.Fprintf(w, "Writes landed: %d; late writes rejected by the fence: %d\n", x.Writes, x.LateRejects)
 	fmt.Fprintf(w, "Late writes landed: %d\n", x.LateLanded)
 	fmt.Fprintf(w, "Observers complete: %d of %d (every leader record once, in order)\n", x.ObserverOK, x.Observers)

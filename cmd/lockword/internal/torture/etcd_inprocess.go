@@ -1,6 +1,6 @@
 package torture
 
-// The set-up the in-process etcd kinds (etcd-election, etcd-rw) share:
+// The set-up the etcd toolkit kinds (etcd-election, etcd-rw) share:
 // the server (embedded, or -etcd), a client, and the run's data prefix,
 // removed at the end.
 
@@ -18,6 +18,7 @@ import (
 // etcdEnv is an in-process etcd kind's server, client and keys.
 type etcdEnv struct {
 	cli       *clientv3.Client
+	eps       []string // the client's endpoints
 	keys      etcdKeys
 	endpoints string // as the report shows them
 	startRev  int64  // the revision before the run wrote anything
@@ -44,6 +45,7 @@ func startEtcdEnv(cfg *config) (*etcdEnv, error) {
 		env.close()
 		return nil, err
 	}
+	env.eps = eps
 	stop := env.close
 	env.cli = cli
 	env.keys = etcdKeys{fmt.Sprintf("%s%d-%08x", EtcdDataRoot, os.Getpid(), rand.Uint32())}

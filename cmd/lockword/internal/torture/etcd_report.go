@@ -148,10 +148,17 @@ type etcdReport struct {
 	base  *counterReport
 	extra etcdExtra
 	cfg   *config
+	// lines and checks are what a kind adds: lines before the result,
+	// checks' failures to it (etcd-rw across processes).
+	lines  []string
+	checks func() []string
 }
 
 func (e *etcdReport) failures() []string {
 	why := e.base.failures()
+	if e.checks != nil {
+		why = append(why, e.checks()...)
+	}
 	if e.extra.Hangs > 0 {
 		why = append(why, fmt.Sprintf("%d hangs", e.extra.Hangs))
 	}
@@ -217,6 +224,9 @@ func (e *etcdReport) writeExtra(w io.Writer) {
 	}
 	if e.base.killed == nil {
 		fmt.Fprintf(w, "Hangs: %d\n", x.Hangs)
+	}
+	for _, l := range e.lines {
+		fmt.Fprintln(w, l)
 	}
 	for i, v := range x.Violations {
 		if i == 5 {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/etcdlock"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -44,19 +45,26 @@ func tortureEtcdRW(cfg *config, name string, broken bool) (report, error) {
 	if !cfg.etcd.itersSet {
 		iters = etcdDefaultIters
 	}
-	w := &etcdRWRun{cfg: cfg, cli: cli, keys: keys, iters: iters, broken: broken}
+	w := &etcdRWRun{cfg: cfg, cli: cli, keys: keys, iters: iters, broken: broken, window: etcdRWWindow}
 	start := time.Now()
-	var wg sync.WaitGroup
-	for id := 1; id <= cfg.workers; id++ {
-		wg.Go(func() {
-			if err := w.worker(id); err != nil {
-				w.mu.Lock()
-				extra.Errors = append(extra.Errors, fmt.Sprintf("worker %d: %v", id, err))
-				w.mu.Unlock()
-			}
-		})
+	var procs *etcdRWProcs
+	if cfg.procs > 0 {
+		if procs, err = w.runProcs(env); err != nil {
+			return nil, err
+		}
+	} else {
+		var wg sync.WaitGroup
+		for id := 1; id <= cfg.workers; id++ {
+			wg.Go(func() {
+				if err := w.worker(id); err != nil {
+					w.mu.Lock()
+					extra.Errors = append(extra.Errors, fmt.Sprintf("worker %d: %v", id, err))
+					w.mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	elapsed := time.Since(start)
 
 	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
@@ -82,7 +90,11 @@ func tortureEtcdRW(cfg *config, name string, broken bool) (report, error) {
 	base.noStats = "the RWMutex kinds keep none"
 	extra.Recoveries = int(w.deaths.Load())
 	extra.Acquisitions = uint64(base.total() + reads)
-	return &etcdReport{base: base, extra: extra, cfg: cfg}, nil
+	rep := &etcdReport{base: base, extra: extra, cfg: cfg}
+	if procs != nil {
+		procs.report(rep)
+	}
+	return rep, nil
 }
 
 // etcdRWRun is one etcd-rw run's shared state: the activity word and the
@@ -94,31 +106,53 @@ type etcdRWRun struct {
 	iters  int64
 	broken bool
 	mu     sync.Mutex
+	// stop, in a worker process (-procs), is set by the stop key; nil
+	// in-process. Across processes the counts below are also written to
+	// etcd as they happen (note), since a killed process reports nothing.
+	stop *atomic.Bool
 
 	activity         atomic.Int64 // +1 per reader inside, +10000 per writer
 	reads            atomic.Int64
 	readViolations   atomic.Int64
 	writerViolations atomic.Int64
 	deaths           atomic.Int64
+	rejected         atomic.Int64
+	lostReads        atomic.Int64
+	window           time.Duration // a writer's wait between its read and its write
 }
+
+// errLostHold ends a worker's RWMutex after a refused late write.
+var errLostHold = errors.New("the write hold was lost")
 
 const rwWriterMark = 10000
 
-func (w *etcdRWRun) worker(id int) error {
+func (w *etcdRWRun) newRW() (*etcdlock.RWMutex, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
-	rw, err := etcdlock.NewRWMutex(ctx, w.cli, w.keys.lock(), &etcdlock.Options{TTL: w.cfg.etcd.ttl})
-	cancel()
+	defer cancel()
+	return etcdlock.NewRWMutex(ctx, w.cli, w.keys.lock(), &etcdlock.Options{TTL: w.cfg.etcd.ttl})
+}
+
+func (w *etcdRWRun) worker(id int) error {
+	rw, err := w.newRW()
 	if err != nil {
 		return err
 	}
-	defer rw.Close()
-	for range w.iters {
+	defer func() { rw.Close() }()
+	for i := int64(0); (w.iters == 0 || i < w.iters) && (w.stop == nil || !w.stop.Load()); i++ {
+		var err error
 		if rand.IntN(2) == 0 {
-			if err := w.read(rw); err != nil {
-				return err
-			}
+			err = w.read(rw)
 		}
-		if err := w.write(rw, id); err != nil {
+		if err == nil {
+			err = w.write(rw, id)
+		}
+		// Across processes a paused process loses its leases: its
+		// workers go on with new RWMutexes.
+		if w.stop != nil && (errors.Is(err, errLostHold) || errors.Is(err, etcdlock.ErrLeaseLost)) {
+			rw.Close()
+			rw, err = w.newRW()
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -137,42 +171,81 @@ func (w *etcdRWRun) read(rw *etcdlock.RWMutex) error {
 	}
 	bad := w.activity.Add(1) >= rwWriterMark
 	defer w.activity.Add(-1)
-	g1, err := w.cli.Get(ctx, w.keys.counter())
-	if err != nil {
-		return err
+	// The counter and the owner slot, twice: the slot shows a writer
+	// inside in any process.
+	var seen [2]string
+	for i := range seen {
+		if i == 1 {
+			time.Sleep(rand.N(etcdRWWindow))
+		}
+		g, err := w.cli.Txn(ctx).Then(clientv3.OpGet(w.keys.counter()), clientv3.OpGet(w.keys.owner())).Commit()
+		if err != nil {
+			return err
+		}
+		seen[i] = counterOf(g.Responses[0].GetResponseRange())
+		if len(g.Responses[1].GetResponseRange().Kvs) > 0 {
+			bad = true
+		}
 	}
-	time.Sleep(rand.N(etcdRWWindow))
-	g2, err := w.cli.Get(ctx, w.keys.counter())
-	if err != nil {
-		return err
-	}
-	if w.activity.Load() >= rwWriterMark || counterOf(g1) != counterOf(g2) {
+	if w.activity.Load() >= rwWriterMark || seen[0] != seen[1] {
 		bad = true
 	}
+	if bad && w.stop != nil && w.leaseGone(ctx, rw) {
+		// Paused past its lease (-pause stops a whole process): the read
+		// hold ended under it, as a paused writer's hold does, and no
+		// lock can prevent that; a reader's reads are not fenced.
+		w.note("lostread", &w.lostReads)
+		bad = false
+	}
 	if bad {
-		w.readViolations.Add(1)
+		w.note("readviolation", &w.readViolations)
 	}
 	w.reads.Add(1)
 	return nil
 }
 
-func counterOf(g *clientv3.GetResponse) string {
-	if len(g.Kvs) == 0 {
-		return "0"
+// leaseGone reports whether rw's lease has expired.
+func (w *etcdRWRun) leaseGone(ctx context.Context, rw *etcdlock.RWMutex) bool {
+	r, err := w.cli.TimeToLive(ctx, clientv3.LeaseID(rw.Identity().Lease))
+	return err == nil && r.TTL <= 0
+}
+
+// note counts an event in c and, in a worker process, in etcd too.
+func (w *etcdRWRun) note(what string, c *atomic.Int64) {
+	c.Add(1)
+	if w.stop == nil {
+		return
 	}
-	return string(g.Kvs[0].Value)
+	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+	defer cancel()
+	w.cli.Put(ctx, fmt.Sprintf("%s%d-%08x", w.keys.list(what), time.Now().UnixNano(), rand.Uint32()), "1")
+}
+
+func counterOf(g interface{ GetKvs() []*mvccpb.KeyValue }) string {
+	if kvs := g.GetKvs(); len(kvs) > 0 {
+		return string(kvs[0].Value)
+	}
+	return "0"
 }
 
 // write adds value to the counter and 1 to the worker's total under the
-// write lock, in one transaction guarded by the hold.
+// write lock, in one transaction guarded by the hold. The owner slot,
+// set on entry and cleared on exit under the hold, must be empty on entry
+// (unless a writer died inside: then ErrOwnerDead) and still the
+// writer's own on exit.
 func (w *etcdRWRun) write(rw *etcdlock.RWMutex, id int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
 	defer cancel()
 	err := rw.LockContext(ctx)
-	if errors.Is(err, lockword.ErrOwnerDead) {
-		// Nobody dies in these runs unless a lease expired on a starved
-		// host: the data is whole (every update is one transaction).
+	dead := errors.Is(err, lockword.ErrOwnerDead)
+	if dead {
+		// The data is whole (every update is one transaction); the
+		// report is recorded under the hold, so that it is in etcd if
+		// and only if this writer got it while still holding.
 		w.deaths.Add(1)
+		if err := rw.Put(ctx, fmt.Sprintf("%s%d", w.keys.list("ownerdead"), rw.Token()), "1"); err != nil {
+			return fmt.Errorf("recording an owner death: %w", err)
+		}
 		err = rw.MarkConsistent()
 	}
 	if err != nil {
@@ -180,18 +253,39 @@ func (w *etcdRWRun) write(rw *etcdlock.RWMutex, id int) error {
 	}
 	defer rw.Unlock()
 	if w.activity.Add(rwWriterMark) != rwWriterMark {
-		w.writerViolations.Add(1)
+		w.note("writeviolation", &w.writerViolations)
 	}
 	defer w.activity.Add(-rwWriterMark)
-	committed := w.keys.committed(id)
-	r, err := w.cli.Txn(ctx).Then(clientv3.OpGet(w.keys.counter()), clientv3.OpGet(committed)).Commit()
+	committed, me := w.keys.committed(id), strconv.Itoa(id)
+	r, err := rw.Txn(ctx, clientv3.OpGet(w.keys.counter()), clientv3.OpGet(committed), clientv3.OpGet(w.keys.owner()),
+		clientv3.OpPut(w.keys.owner(), me))
 	if err != nil {
-		return err
+		return w.late(err)
+	}
+	if len(r.Responses[2].GetResponseRange().Kvs) > 0 && !dead {
+		w.note("writeviolation", &w.writerViolations) // another writer inside
 	}
 	c, n := kvInt(r.Responses[0]), kvInt(r.Responses[1])
-	time.Sleep(rand.N(etcdRWWindow))
-	_, err = rw.Txn(ctx,
-		clientv3.OpPut(w.keys.counter(), strconv.FormatInt(c+w.cfg.value, 10)),
-		clientv3.OpPut(committed, strconv.FormatInt(n+1, 10)))
-	return err
+	time.Sleep(rand.N(w.window))
+	r, err = rw.Txn(ctx, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(w.keys.owner()), "=", me)},
+		[]clientv3.Op{clientv3.OpPut(w.keys.counter(), strconv.FormatInt(c+w.cfg.value, 10)),
+			clientv3.OpPut(committed, strconv.FormatInt(n+1, 10)), clientv3.OpDelete(w.keys.owner())}, nil))
+	if err != nil {
+		return w.late(err)
+	}
+	if !r.Responses[0].GetResponseTxn().Succeeded {
+		w.note("writeviolation", &w.writerViolations) // the slot was taken while we held
+	}
+	return nil
+}
+
+// late counts a guarded write refused because the hold ended (a writer
+// paused past its lease, in -pause runs) and returns nil for it: the
+// worker goes on with a new RWMutex.
+func (w *etcdRWRun) late(err error) error {
+	if !errors.Is(err, etcdlock.ErrNotHolder) || w.stop == nil {
+		return err
+	}
+	w.note("rejected", &w.rejected)
+	return errLostHold
 }

@@ -155,6 +155,8 @@ func TestTortureEtcdUsage(t *testing.T) {
 		{"-lock", "etcd", "-pauses", "2"},
 		{"-lock", "etcd", "-chaos", "-procs", "2"},
 		{"-lock", "etcd", "-chaos", "-etcd", "127.0.0.1:2379"},
+		{"-lock", "etcd-semaphore", "-procs", "2", "-pause"},
+		{"-lock", "etcd-rw", "-chaos"},
 	} {
 		if _, stderr, status := runCLI(t, append([]string{"torture"}, args...)...); status != exitUsage || stderr == "" {
 			t.Errorf("%v: status %d, want %d with a message; stderr %q", args, status, exitUsage, stderr)

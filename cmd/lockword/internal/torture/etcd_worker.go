@@ -78,18 +78,31 @@ func newEtcdClient(endpoints []string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 }
 
-// etcdWorkerMain is a worker process.
-func etcdWorkerMain(specJSON string) int {
-	signal.Ignore(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP) // the supervisor stops us through etcd
-	var spec etcdWorkerSpec
-	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+// etcdWorkerStart begins an etcd worker process (etcdWorkerMain,
+// etcdKitWorkerMain): it ignores the signals the supervisor's terminal
+// sends (the supervisor stops it through etcd), decodes specJSON into
+// spec, and connects to the endpoints it names (*eps, within spec). A nil
+// client comes with the exit status.
+func etcdWorkerStart(specJSON string, spec any, eps *[]string) (*clientv3.Client, int) {
+	signal.Ignore(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	if err := json.Unmarshal([]byte(specJSON), spec); err != nil {
 		fmt.Fprintln(os.Stderr, "lockword torture etcd worker:", err)
-		return exitUsage
+		return nil, exitUsage
 	}
-	cli, err := newEtcdClient(spec.Endpoints)
+	cli, err := newEtcdClient(*eps)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lockword torture etcd worker:", err)
-		return exitFail
+		return nil, exitFail
+	}
+	return cli, exitOK
+}
+
+// etcdWorkerMain is a worker process.
+func etcdWorkerMain(specJSON string) int {
+	var spec etcdWorkerSpec
+	cli, status := etcdWorkerStart(specJSON, &spec, &spec.Endpoints)
+	if cli == nil {
+		return status
 	}
 	defer cli.Close()
 	st, err := runEtcdWorkers(cli, &spec)

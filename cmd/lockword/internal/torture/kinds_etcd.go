@@ -11,6 +11,7 @@ package torture
 // (etcd-cluster: three members, whose leader is stopped mid-run).
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -45,13 +46,13 @@ const (
 
 func init() {
 	register(
-		kind{name: "etcd", both: true,
+		kind{name: "etcd", both: true, usage: etcdMutexUsage,
 			desc: "etcdlock.Mutex on an embedded etcd server (or -etcd): counter in etcd, fenced writes (-procs, -kill, -pause)",
 			run:  func(cfg *config) (report, error) { return tortureEtcd(cfg, "etcd", true, false) }},
-		kind{name: "etcd-unfenced", both: true,
+		kind{name: "etcd-unfenced", both: true, usage: etcdMutexUsage,
 			desc: "etcd with plain, unguarded writes: passes, but must FAIL under -pause",
 			run:  func(cfg *config) (report, error) { return tortureEtcd(cfg, "etcd-unfenced", false, false) }},
-		kind{name: "etcd-cluster", both: true,
+		kind{name: "etcd-cluster", both: true, usage: etcdMutexUsage,
 			desc: "etcd on a three-member embedded cluster whose leader is stopped mid-run",
 			run:  func(cfg *config) (report, error) { return tortureEtcd(cfg, "etcd-cluster", true, true) }},
 	)
@@ -84,6 +85,16 @@ const etcdHelp = `etcd kinds (etcd, etcd-unfenced, etcd-cluster):
   or queue key left when every Mutex is closed) and the false owner-death
   reports (nobody dies): both must be 0, and the total exact.
 `
+
+// etcdMutexUsage refuses what the Mutex kinds cannot do: their -kill and
+// -pause runs each stop workers their own way (etcd-election combines
+// them).
+func etcdMutexUsage(cfg *config) error {
+	if cfg.kill && cfg.etcd.pause {
+		return errors.New("-pause and -kill cannot be combined")
+	}
+	return nil
+}
 
 // etcdFlagValues are the etcd kinds' flags as defined on a FlagSet.
 type etcdFlagValues struct {
@@ -145,8 +156,6 @@ func (f etcdFlagValues) parse(set map[string]bool, procs int) (c etcdConfig, msg
 		return c, "-chaos runs in-process workers on its own embedded cluster: no -procs, -pause, -kill or -etcd"
 	case c.pause && procs < 1:
 		return c, "-pause needs -procs N: it stops worker processes"
-	case c.pause && set["kill"]:
-		return c, "-pause and -kill cannot be combined"
 	case set["pauses"] && !c.pause:
 		return c, "-pauses needs -pause"
 	case c.pauses < 1:

@@ -7,19 +7,19 @@ import "errors"
 
 func init() {
 	register(
-		kind{name: "etcd-election",
-			desc:  "etcdlock.Election: leaders deposed mid-term, fenced writes, observers (in-process)",
+		kind{name: "etcd-election", both: true,
+			desc:  "etcdlock.Election: leaders deposed mid-term, fenced writes, observers (-procs, -kill, -pause)",
 			usage: electionUsage,
 			run:   func(cfg *config) (report, error) { return tortureElection(cfg, "etcd-election", true) }},
-		kind{name: "etcd-election-unfenced",
+		kind{name: "etcd-election-unfenced", both: true,
 			desc:  "etcd-election with plain, unguarded writes: must FAIL (a deposed leader's write lands)",
 			usage: electionUsage,
 			run:   func(cfg *config) (report, error) { return tortureElection(cfg, "etcd-election-unfenced", false) }},
-		kind{name: "etcd-rw",
-			desc:  "etcdlock.RWMutex: readers check the counter holds still, writers add under fenced writes (in-process)",
+		kind{name: "etcd-rw", both: true,
+			desc:  "etcdlock.RWMutex: readers check the counter holds still, writers add under fenced writes (-procs, -kill, -pause)",
 			usage: electionUsage,
 			run:   func(cfg *config) (report, error) { return tortureEtcdRW(cfg, "etcd-rw", false) }},
-		kind{name: "etcd-rw-broken",
+		kind{name: "etcd-rw-broken", both: true,
 			desc:  "etcd-rw with readers that take no lock: must FAIL (readers see writers inside)",
 			usage: electionUsage,
 			run:   func(cfg *config) (report, error) { return tortureEtcdRW(cfg, "etcd-rw-broken", true) }},
@@ -27,10 +27,10 @@ func init() {
 	kindHelp = append(kindHelp, electionHelp, etcdRWHelp)
 }
 
-// electionUsage refuses what these in-process kinds cannot do.
+// electionUsage refuses what these kinds cannot do.
 func electionUsage(cfg *config) error {
 	if cfg.etcd.chaos {
-		return errors.New("-chaos is not supported by this kind (it runs in-process: no -chaos, -procs, -kill or -pause)")
+		return errors.New("-chaos is not supported by this kind")
 	}
 	return nil
 }
@@ -47,6 +47,13 @@ const electionHelp = `etcd-election kinds (etcd-election, etcd-election-unfenced
   landing after its successor's, every observer seeing every leader
   record once, in order. etcd-election-unfenced writes plain puts and
   must FAIL. Without -etcd an embedded server runs, as for etcd.
+  -procs N runs the campaigners in N worker processes (leaders write
+  30 ms apart) and deposes leaders for real: -kill SIGKILLs the leader's
+  process (-kills, default 6; a replacement takes its place), -pause
+  SIGSTOPs it until its lease has expired and a successor leads, then
+  SIGCONTs it, mid-term (-pauses, default 3); both may be given. With
+  -kill alone every other deposition revokes the lease instead, so that
+  etcd-election-unfenced still shows a deposed leader's write landing.
 `
 
 const etcdRWHelp = `etcd-rw kinds (etcd-rw, etcd-rw-broken):
@@ -59,4 +66,13 @@ const etcdRWHelp = `etcd-rw kinds (etcd-rw, etcd-rw-broken):
   inside) must show readers only or one writer; the counter must equal
   value × the committed totals. etcd-rw-broken reads without the lock and
   must FAIL. Without -etcd an embedded server runs, as for etcd.
+  -procs N runs the workers in N processes; the owner slot is a key in
+  etcd, set and cleared by each writer under its hold, that a reader must
+  never see set. -kill SIGKILLs one at random moments (-kills, default
+  20; half the time the writer or a reader inside, read while the victim
+  is stopped): each dead writer must be reported (ErrOwnerDead) to one
+  next writer, no dead reader to anyone. -pause SIGSTOPs the writer
+  inside until another writer holds, then SIGCONTs it: its late guarded
+  write must be refused (a reader in the same process whose lease ended
+  under it is counted apart: no lock can stop a paused reader).
 `

@@ -42,10 +42,10 @@ const (
 
 func init() {
 	register(
-		kind{name: "etcd-semaphore",
+		kind{name: "etcd-semaphore", both: true, usage: etcdSemUsage,
 			desc: fmt.Sprintf("etcdlock.Semaphore of %d permits on an embedded etcd (or -etcd): owner slots in etcd, holders that die", semTorturePermits),
 			run:  func(cfg *config) (report, error) { return tortureEtcdSem(cfg, "etcd-semaphore", semTorturePermits) }},
-		kind{name: "etcd-semaphore-broken",
+		kind{name: "etcd-semaphore-broken", both: true, usage: etcdSemUsage,
 			desc: fmt.Sprintf("etcd-semaphore on a semaphore of %d permits checked as one of %d: must FAIL", semTorturePermits+1, semTorturePermits),
 			run: func(cfg *config) (report, error) {
 				return tortureEtcdSem(cfg, "etcd-semaphore-broken", semTorturePermits+1)
@@ -61,8 +61,22 @@ func init() {
   late guarded write must be refused, and the permits it held must be
   reported back by ErrOwnerDead exactly once. etcd-semaphore-broken runs
   the same checks on a semaphore of %d permits and must FAIL.
+  -procs N runs the workers in N processes (lease TTL -ttl) and -kill
+  SIGKILLs one at random moments (-kills, default %d; half the time one
+  that holds permits): the permits its hold records show, read while it
+  is stopped just before the kill, must be reported back by ErrOwnerDead
+  exactly once (a last acquirer of every permit collects the reports no
+  worker got), and the owner slots must never show an over-grant.
 `, etcdSemTTL, semTorturePermits, semTortureMaxWeight, etcdDefaultIters, semTorturePermits, semTorturePermits,
-		etcdSemDeathEvery, semTorturePermits+1))
+		etcdSemDeathEvery, semTorturePermits+1, etcdDefaultKills))
+}
+
+// etcdSemUsage refuses what the semaphore kinds cannot do.
+func etcdSemUsage(cfg *config) error {
+	if cfg.etcd.pause || cfg.etcd.chaos {
+		return errors.New("-pause and -chaos are not supported by the etcd semaphore kinds (-procs N -kill is)")
+	}
+	return nil
 }
 
 // etcdSemReport is the outcome of one etcd semaphore run.
@@ -72,19 +86,30 @@ type etcdSemReport struct {
 	deaths, lostPermits, recovered   int64
 	reports, lateRefused, errorsSeen int64
 	firstError                       string
+	procs, kills                     int // -procs: processes; -kill: kills
+	hangs                            int
+	// Across processes: reports (dead holders, permits) given to an
+	// acquirer that was killed before it could record them.
+	lostWithRecoverer, lostPermitsWithRecoverer int64
 }
 
 // etcdSemRun is the state the workers share.
 type etcdSemRun struct {
 	cli                  *clientv3.Client
-	lock, slots          string
+	data, lock, slots    string
 	permits              int // the semaphore's (the broken twin's is one more)
+	ttl                  time.Duration
+	stop                 *atomic.Bool // across processes: set by the stop key; nil in-process
+	killedPIDs           map[int]bool // across processes: the PIDs the supervisor killed
 	inUse, maxInUse, bad atomic.Int64
 	r                    *etcdSemReport
 	mu                   sync.Mutex
 }
 
 func tortureEtcdSem(cfg *config, name string, permits int) (report, error) {
+	if cfg.procs > 0 {
+		return tortureEtcdSemProcs(cfg, name, permits)
+	}
 	eps := cfg.etcd.endpoints
 	r := &etcdSemReport{semReport: semReport{lock: name, workers: cfg.workers}}
 	if len(eps) == 0 {
@@ -113,7 +138,7 @@ func tortureEtcdSem(cfg *config, name string, permits int) (report, error) {
 	if !cfg.etcd.itersSet {
 		iters = etcdDefaultIters
 	}
-	run := &etcdSemRun{cli: cli, lock: data + "/sem", slots: data + "/slot/", permits: permits, r: r}
+	run := newEtcdSemRun(cli, data, permits, etcdSemTTL, r)
 	r.want = int64(cfg.workers) * iters
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -132,6 +157,10 @@ func tortureEtcdSem(cfg *config, name string, permits int) (report, error) {
 	return r, nil
 }
 
+func newEtcdSemRun(cli *clientv3.Client, data string, permits int, ttl time.Duration, r *etcdSemReport) *etcdSemRun {
+	return &etcdSemRun{cli: cli, data: data, lock: data + "/sem", slots: data + "/slot/", permits: permits, ttl: ttl, r: r}
+}
+
 func (run *etcdSemRun) fail(err error) {
 	run.mu.Lock()
 	defer run.mu.Unlock()
@@ -144,7 +173,7 @@ func (run *etcdSemRun) fail(err error) {
 func (run *etcdSemRun) newSem() (*etcdlock.Semaphore, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
 	defer cancel()
-	return etcdlock.NewSemaphore(ctx, run.cli, run.lock, run.permits, &etcdlock.Options{TTL: etcdSemTTL})
+	return etcdlock.NewSemaphore(ctx, run.cli, run.lock, run.permits, &etcdlock.Options{TTL: run.ttl})
 }
 
 // acquire acquires k permits, counting a death reported to it.
@@ -153,6 +182,12 @@ func (run *etcdSemRun) acquire(s *etcdlock.Semaphore, k int) error {
 	defer cancel()
 	err := s.Acquire(ctx, k)
 	var od *etcdlock.SemOwnerDeadError
+	if errors.As(err, &od) && run.stop != nil {
+		// A worker process may be killed before its end: the report
+		// goes to etcd at once, named by the acquisition's token.
+		run.record(s.Token(), len(od.Dead), od.Permits)
+		return nil
+	}
 	if errors.As(err, &od) {
 		run.mu.Lock()
 		run.r.reports += int64(len(od.Dead))
@@ -171,7 +206,7 @@ func (run *etcdSemRun) worker(w int, iters int64) {
 	}
 	defer func() { s.Close() }()
 	rnd := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
-	for range iters {
+	for i := int64(0); run.stop == nil && i < iters || run.stop != nil && !run.stop.Load(); i++ {
 		k := 1 + rnd.IntN(semTortureMaxWeight)
 		if err := run.acquire(s, k); err != nil {
 			run.fail(fmt.Errorf("worker %d: Acquire(%d): %w", w, k, err))
@@ -179,7 +214,7 @@ func (run *etcdSemRun) worker(w int, iters int64) {
 		}
 		now := run.inUse.Add(int64(k))
 		if now > semTorturePermits {
-			run.bad.Add(1)
+			run.overGrant()
 		}
 		for m := run.maxInUse.Load(); now > m && !run.maxInUse.CompareAndSwap(m, now); m = run.maxInUse.Load() {
 		}
@@ -191,7 +226,7 @@ func (run *etcdSemRun) worker(w int, iters int64) {
 		run.inUse.Add(-int64(k))
 		atomic.AddInt64(&run.r.permitsIn, int64(k))
 		atomic.AddInt64(&run.r.acquisitions, 1)
-		if rnd.IntN(etcdSemDeathEvery) == 0 {
+		if run.stop == nil && rnd.IntN(etcdSemDeathEvery) == 0 { // across processes, deaths are kills
 			if s, err = run.die(s, slots, k); err != nil {
 				run.fail(fmt.Errorf("worker %d: %w", w, err))
 				return
@@ -282,7 +317,7 @@ func (run *etcdSemRun) claimSlots(s *etcdlock.Semaphore, k int) ([]string, error
 			ops = append(ops, clientv3.OpPut(key, tok))
 		}
 		if len(mine) < k {
-			run.bad.Add(1) // more permits granted than slots
+			run.overGrant() // more permits granted than slots
 			return nil, nil
 		}
 		ctx, cancel = context.WithTimeout(context.Background(), etcdOpTimeout)
@@ -312,7 +347,7 @@ func (run *etcdSemRun) freeSlots(ctx context.Context, s *etcdlock.Semaphore, slo
 		return err
 	}
 	if !resp.Responses[0].GetResponseTxn().Succeeded {
-		run.bad.Add(1) // another holder took a slot of ours: over-granted
+		run.overGrant() // another holder took a slot of ours: over-granted
 	}
 	return nil
 }
@@ -337,6 +372,9 @@ func (r *etcdSemReport) failures() []string {
 	var why []string
 	if r.violations > 0 {
 		why = append(why, fmt.Sprintf("%d over-grants (more than %d permits in use, or an owner slot taken twice)", r.violations, semTorturePermits))
+	}
+	if r.procs > 0 {
+		return append(why, r.procsFailures()...)
 	}
 	if r.acquisitions != r.want {
 		why = append(why, fmt.Sprintf("%d acquisitions, want %d", r.acquisitions, r.want))
@@ -363,10 +401,16 @@ func (r *etcdSemReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Endpoints: %s\n", r.endpoints)
 	fmt.Fprintf(w, "Workers: %d\n", r.workers)
 	fmt.Fprintf(w, "Permits: %d (weights 1-%d)\n", semTorturePermits, semTortureMaxWeight)
-	fmt.Fprintf(w, "Acquisitions: %d (want %d)\n", r.acquisitions, r.want)
-	fmt.Fprintf(w, "Permits acquired/released/died holding: %d/%d/%d\n", r.permitsIn, r.permitsOut, r.lostPermits)
-	fmt.Fprintf(w, "Deaths: %d; reported: %d, permits recovered: %d; late writes refused: %d\n", r.deaths, r.reports, r.recovered, r.lateRefused)
-	fmt.Fprintf(w, "Most permits in use at once: %d\n", r.maxInUse)
+	if r.procs > 0 {
+		fmt.Fprintf(w, "Processes: %d; SIGKILLed: %d, of them %d holding permits (%d permits)\n", r.procs, r.kills, r.deaths, r.lostPermits)
+		fmt.Fprintf(w, "Dead holders reported: %d, permits recovered: %d; told to recoverers killed before recording: %d, %d (want %d, %d in all: exactly once)\n",
+			r.reports, r.recovered, r.lostWithRecoverer, r.lostPermitsWithRecoverer, r.deaths, r.lostPermits)
+	} else {
+		fmt.Fprintf(w, "Acquisitions: %d (want %d)\n", r.acquisitions, r.want)
+		fmt.Fprintf(w, "Permits acquired/released/died holding: %d/%d/%d\n", r.permitsIn, r.permitsOut, r.lostPermits)
+		fmt.Fprintf(w, "Deaths: %d; reported: %d, permits recovered: %d; late writes refused: %d\n", r.deaths, r.reports, r.recovered, r.lateRefused)
+		fmt.Fprintf(w, "Most permits in use at once: %d\n", r.maxInUse)
+	}
 	fmt.Fprintf(w, "Over-grants: %d\n", r.violations)
 	fmt.Fprintf(w, "Duration: %v\n", r.elapsed.Round(time.Millisecond))
 	writeResult(w, r.failures())

@@ -13,7 +13,8 @@ import (
 // ServeWorker runs this process as a torture worker and exits when the
 // environment holds a worker's orders ($LOCKWORD_TORTURE_WORKER for the
 // shared and mixed kinds, $LOCKWORD_TORTURE_RING_WORKER for a side of the
-// shared ring, $LOCKWORD_TORTURE_ETCD_WORKER for an etcd worker process);
+// shared ring, $LOCKWORD_TORTURE_ETCD_WORKER for an etcd worker process,
+// $LOCKWORD_TORTURE_ETCDKIT_WORKER for one of the etcd toolkit kinds');
 // otherwise it returns at once. Call it from an init function of package
 // main, before main parses a command line: a worker ignores its arguments,
 // and a test binary that runs torture in-process re-executes itself as
@@ -37,6 +38,9 @@ func ServeWorker() {
 	}
 	if spec := os.Getenv(etcdWorkerEnv); spec != "" {
 		os.Exit(etcdWorkerMain(spec))
+	}
+	if spec := os.Getenv(etcdKitWorkerEnv); spec != "" {
+		os.Exit(etcdKitWorkerMain(spec))
 	}
 }
 
