@@ -136,6 +136,11 @@ run ring.pml       pass   ltl:all_done   -DDRAIN -DSHARED
 # return, items still queued (1.5 M, 5.8 CPU s), and two consumers racing
 # (-DTWOC, 9.6 M states).
 run queue.pml      pass   safety         -DDRAIN -O2
+# mpsc.pml: two producer processes (3 messages, one killed at any step)
+# and the consumer of the shared MPSC queue; 1.1 M states. Nightly: two
+# messages each with either size at each send (-DFULL -DSIZES), and the
+# liveness formula (1.1 M states, 7.8 M visited under weak fairness).
+run mpsc.pml       pass   safety         -O2
 run sharedmutex.pml pass  safety         -DSPURIOUS=0 -O2
 run sharedmutex.pml pass  ltl:all_done   -DONEDEATH -O2
 # A taker that unlocks without MarkConsistent: not recoverable for everyone
@@ -190,6 +195,8 @@ run rwwriters.pml  pass   safety         -O2
 run rwwriters.pml  pass   ltl:all_done   -O2
 run queue.pml      pass   safety
 run queue.pml      pass   safety         -DTWOC -O2
+run mpsc.pml       pass   ltl:all_done   -O2
+run mpsc.pml       pass   safety         -DFULL -DSIZES -O2
 fi
 # etcdlock: a flaky client A (gives up, loses requests) and a reliable B;
 # one attempt of A, or two (the fence's version carried to the next), and a
