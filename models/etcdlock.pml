@@ -16,8 +16,8 @@
  * models: etcdlock/acquire.go (*attempt).reread
  * models: etcdlock/fence.go (*attempt).abandon
  * models: etcdlock/fence.go (*attempt).fenceOnce
- * models: etcdlock/fence.go (*attempt).fenceInBackground
- * models: etcdlock/fence.go (*Mutex).giveUp
+ * models: etcdlock/handle.go (*handle).retry
+ * models: etcdlock/handle.go (*handle).giveUp
  * models: etcdlock/release.go (*Mutex).Unlock
  * models: etcdlock/release.go (*Mutex).unlockTxn
  * models: etcdlock/release.go (*Mutex).unlockInBackground
@@ -100,7 +100,7 @@
 #define EXPIRE 2
 #endif
 #ifndef FENCE_TRIES
-#define FENCE_TRIES 2 /* fenceInBackground's tries in one TTL (and Unlock's) */
+#define FENCE_TRIES 2 /* the background retry's tries (handle.retry) in one TTL (and Unlock's) */
 #endif
 
 #define NC 2
