@@ -134,8 +134,19 @@ func (r *Region) MPSCProducer(name string, capacity int) (*MPSCProducer, error) 
 		return nil, err
 	}
 	p.sl = mpscSleeper{q: &p.q, peerDead: p.consumerDead}
-	p.headCache = p.q.head.Load()
-	if _, err := p.q.claimEnd(p.q.tail.Load(), p.headCache); err != nil {
+	// Tail, head, tail: a head judged against a tail read on either side
+	// of it alone may be ahead of it, or more than the capacity behind,
+	// on a busy queue. Equal tails make the pair one moment's.
+	w := p.q.tail.Load()
+	for i := 0; ; i++ {
+		p.headCache = p.q.head.Load()
+		again := p.q.tail.Load()
+		if again == w || i == 1000 {
+			break
+		}
+		w = again
+	}
+	if _, err := p.q.claimEnd(w, p.headCache); err != nil {
 		return nil, err
 	}
 	p.q.producers.Add(1)
