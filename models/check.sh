@@ -113,6 +113,13 @@ run spinmutex.pml  pass   ltl:handoff_ends -DROUNDS0=1 -O2
 run ticket.pml     pass   safety         -DSPURIOUS=0 -O2
 run ticket.pml     pass   ltl:nostarve   -DROUNDS=1
 run slot.pml       pass   safety         -O2
+# slot's liveness with 2 waiters (the collision, the parking-lot fall-back,
+# a cancel, the scanner's pin: 81 K states, 2 CPU s). Every loop of the
+# model consumes a change of serving or a token, both finite, so its only
+# infinite runs stutter in an end state: the safety run's end-state check
+# at 3 waiters covers the rest (3 waiters without the scanner, 1.8 M
+# states, is nightly; with it, over 42 M states).
+run slot.pml       pass   ltl:all_done   -DNW=2
 run cond.pml       pass   safety
 run cond.pml       pass   safety         -DBROADCAST
 run cond.pml       pass   safety         -DONEBCAST
@@ -181,6 +188,7 @@ run etcdlock.pml   pass   safety         -DATTEMPTS=2 -DEXPIRE=1 -O2
 run etcdlock.pml   pass   ltl:all_done   -DATTEMPTS=2 -O2
 run rwwriters.pml  pass   safety         -O2
 run rwwriters.pml  pass   ltl:all_done   -O2
+run slot.pml       pass   ltl:all_done   -DNW=3 -DSCANS=0 -O2
 fi
 # etcdlock: a flaky client A (gives up, loses requests) and a reliable B;
 # one attempt of A, or two (the fence's version carried to the next), and a
