@@ -441,7 +441,9 @@ inline hlock(p) {
 	slept = false; req = false;
 	do
 	:: true ->
+#if CANCEL
 		if :: CANCELS(p) && !ctx -> ctx = true :: true -> skip fi; /* ctx done, read once a round */
+#endif
 		w = word;
 		atomic { /* one load; the rest is local */
 			h = hw;
@@ -572,7 +574,7 @@ inline hlock(p) {
 		fi
 	od;
 hlocked:
-	w = 0; h = 0; slept = false; req = false; ctx = false; err = false
+	w = 0; h = 0; slept = false; req = false
 }
 
 inline hunlock(p) {
