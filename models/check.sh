@@ -148,8 +148,8 @@ run sharedmutex.pml pass  safety         -DSPURIOUS=0 -DONEDEATH -DNOREPAIR -O2
 # the model's header).
 run sharedmutex.pml pass  safety         -DHANDOFF -DUROUNDS=1 -DSPURIOUS=0 -O2
 # LockContext's cancellation there (-DCANCEL: T may give up at any round,
-# its context ends its sleeps), without deaths: 6.7 M states, 31 CPU s
-# built -O0 (-O2 about halves it). With one death (over 1 M states after 160 s at load 25, not run to
+# its context ends its sleeps), without deaths: 7.9 M states, 21 CPU s
+# of search (-O2). With one death (over 1 M states after 160 s at load 25, not run to
 # its end yet) and its liveness claim: by hand, see README.md.
 run sharedmutex.pml pass  safety         -DHANDOFF -DUROUNDS=1 -DSPURIOUS=0 -DCANCEL -DDEATHS=0 -O2
 run sharedticket.pml pass safety         -DNO_C
