@@ -19,6 +19,7 @@
  * models: shm/mutexwaiter.go (*sharedMutexWaiter).checkHolder
  * models: shm/mutexwaiter.go (*sharedMutexWaiter).takeOver
  * models: shm/mutexwaiter.go (*sharedMutexWaiter).sleep
+ * models: shm/mutexwaiter.go (*sharedMutexWaiter).giveUp
  * models: shm/mutex.go (*Mutex).take
  * models: shm/mutex.go (*Mutex).Unlock
  * models: shm/mutex.go (*Mutex).unlockSlow
@@ -72,43 +73,35 @@
  * too, at any step, including while it repairs after taking the lock from
  * B and in MarkConsistent. Every goroutine locks once (Lock with the
  * repair function: ErrOwnerDead → repair → MarkConsistent → Unlock).
- * With -DNOREPAIR a taker unlocks without MarkConsistent: the lock
- * becomes not recoverable, and every other acquirer must learn it (10 M
- * states: run by hand, not by check.sh).
+ * -DNOREPAIR: a taker unlocks without MarkConsistent; the lock becomes
+ * not recoverable, and every other acquirer must learn it.
  *
- * A kernel sleep ends by a wake-up, by the one spurious return, or by its
- * 10 ms slice once some process is dead (the slices exist to notice
- * deaths; the model grants them only then, so a lost wake-up among the
- * living still hangs). The liveness check runs at any time after a first
- * sleep (Go: every 10 ms): more often only adds interleavings.
+ * A kernel sleep ends by a wake-up, the one spurious return, or its 10 ms
+ * slice once some process is dead (the model grants slices only then, so
+ * a lost wake-up among the living still hangs). The liveness check runs at
+ * any time after a first sleep (Go: every 10 ms): a superset.
  *
  * Bounds: 2 processes at a time, 3 incarnations, 4 goroutines, 2 deaths
- * (check.sh: safety with no spurious wake-up, 5 M states, where the 10 ms
- * slices after a death already end sleeps early; the liveness claim with
- * one death, -DONEDEATH, 3 M states).
+ * (-DONEDEATH: one; check.sh's runs and their states: README.md).
  * Enough for a death at every step of Lock, Unlock, MarkConsistent and
  * the repair, a waiter of each kind (gate-queued, kernel sleeper, other
  * process), and a token whose slot is reused; generations wrap after 3
  * (nextGen skips any that a lock word names). Not covered: more slots,
  * the PID-namespace and boot-ID checks, a stopped (not dead) holder
- * (tokenAlive says alive, and waiters wait: nothing to check), TryLock,
- * LockContext's cancellation (mutex.pml checks that shape).
+ * (alive: waiters wait), TryLock, LockContext's cancellation (-DCANCEL).
  *
  * Properties: never two holders (assert); ErrOwnerDead exactly once per
- * death of a holder, to one acquirer (assert at the end); with
- * -DNOREPAIR, every acquirer after the unrepaired unlock gets
- * ErrNotRecoverable; no invalid end state (no waiter asleep forever,
- * whether the holder unlocked or died); ltl all_done under weak fairness
- * (every live goroutine finishes).
+ * death of a holder, to one acquirer (assert at the end); with -DNOREPAIR,
+ * every acquirer after the unrepaired unlock gets ErrNotRecoverable; no
+ * invalid end state (no waiter asleep forever); ltl all_done under weak
+ * fairness (every live goroutine finishes).
  *
  * Negative controls:
  *   -DBROKEN_NO_WAITERS  the take after a sleep drops the waiters bit
  *                        (a second sleeper is never woken).
- *   -DBROKEN_PID_TOKEN   tokenAlive trusts the slot alone, not its
- *                        generation: a reused slot makes a dead holder
- *                        look alive, and its waiters wait forever
- *                        (all_done fails; they keep waking every slice,
- *                        so it is a livelock, not an end state).
+ *   -DBROKEN_PID_TOKEN   tokenAlive trusts the slot, not its generation: a
+ *                        reused slot makes a dead holder look alive; its
+ *                        waiters wake every slice for ever (all_done fails).
  *   -DBROKEN_TAKEOVER    a taker from a dead holder does not mark the
  *                        lock inconsistent (the death goes unreported).
  *   -DBROKEN_NO_NOTREC   (with -DNOREPAIR) an Unlock of an inconsistent
@@ -120,12 +113,9 @@
  * below the first: three processes U (slot 0, UROUNDS rounds, default 2:
  * the greedy re-locker), T and V (slots 1, 2, one round each), one
  * goroutine each, no slot reuse, any one (DEATHS=1, the default) or two
- * (-DDEATHS=2) of them dying at any step. check.sh runs UROUNDS=1,
- * DEATHS=1, safety (13 M states, ~25 s); by hand, UROUNDS=1 DEATHS=2
- * safety passes (48 M states, 95 s) and ltl all_done with one death
- * passes (56 M states stored, 3.5e8 visited, 548 s; with DEATHS=0, 6 M
- * states, ~1 min). A waiter that has slept may file a request at any time (the 1 ms is
- * time, which SPIN does not have: any moment after a first sleep is a
+ * (-DDEATHS=2) of them dying at any step (states and times: README.md;
+ * ltl all_done with one death, 56 M states, 548 s, runs by hand). A
+ * waiter that has slept may file a request at any time (the 1 ms: a
  * superset), also replacing a dead process's request; Unlock grants a
  * request (hand-off word CAS, then the lock word CAS) or releases and then
  * withdraws a request that it missed; a granted waiter waits for the word
@@ -138,10 +128,19 @@
  * that ends it, the release CAS or, for a granter, its second CAS, the one
  * on the lock word) reported by a later ErrOwnerDead, and no ErrOwnerDead
  * without such a death since the last one (so none for a dead grantee: the
- * plain take-back; a granter dead between its CASes is reported); no invalid end state (no
- * waiter asleep for ever: nobody stranded); ltl all_done. Not covered: a request from the holder's own
- * process (T = U: the same steps, but the lock word keeps its owner),
- * contexts that end (the withdraw CAS), the 1 s grace for forged words.
+ * plain take-back; a granter dead between its CASes is reported); no
+ * invalid end state (nobody stranded), the word free or a dead process's
+ * at the end; ltl all_done. -DCANCEL: T's context may end before any
+ * round, and it ends T's sleeps: a round that finds it done takes a free
+ * word or a dead holder's, settles a grant, or gives up (giveUp's
+ * withdraw CAS: lost, a grant came: look again). ctx.Err() only with no
+ * grant to T and the word not T's (assert). Giving up at the gate changes
+ * no shared word (the gate is mutex.pml's). -DTAKEFREE_WITHDRAW: takeFree
+ * (C: lock_slow_wait) as it stands: a lost take CAS with ctx done
+ * withdraws and returns ctx.Err() though a grant may have come: SPIN
+ * strands the lock on T (a bug; the passing runs give up via giveUp).
+ * Not covered: T = U (a request from the holder's own process), the 1 s
+ * grace for forged words.
  * Negative controls:
  *   -DBROKEN_NO_PLAIN      every take from a dead holder is inconsistent:
  *                          a dead grantee's lock cries ErrOwnerDead.
@@ -156,6 +155,7 @@
  *                          version of takeFromDead): the holder granted
  *                          and died in between, and a consistent lock is
  *                          reported ErrOwnerDead.
+ *   -DBROKEN_GIVEUP_GRANTED (CANCEL) giveUp ignores its lost withdraw CAS.
  */
 #ifdef HANDOFF
 #define NG 3
@@ -407,6 +407,12 @@ byte want = 3;
 #define tslot(t) ((t) >> 2)
 #define tokenAlive(t) (!dead[tslot(t)])
 #define isRequest(h) ((h) != 0 && !((h) & GRANTED))
+#ifndef CANCEL
+#define CANCEL 0
+#endif
+#define CANCELS(p) (CANCEL && (p) == 1) /* T calls LockContext */
+/* ctx.Err() returned: no grant to us stands, the word is not ours */
+#define GAVE_UP(p) atomic { assert(hw != (tok(p) | GRANTED) && (word & OWNER) != tok(p)) }
 
 /* hold starts: the decisive step of an acquisition. Never while the
    hand-off word is granted: that is what makes the plain take-back sound
@@ -415,6 +421,19 @@ byte want = 3;
 /* hold ends: the first step of Unlock that gives the lock up */
 #define UNHOLD(p) cs[p] = false; holders--
 
+/* giveUp: withdraw our request, res = 2 (a lost CAS is a grant: look again) */
+inline hgiveup(p) {
+	atomic {
+		if
+#ifndef BROKEN_GIVEUP_GRANTED
+		:: req && hw != tok(p) -> skip
+#endif
+		:: else -> if :: req && hw == tok(p) -> hw = 0 :: else -> skip fi; res = 2
+		fi
+	};
+	if :: res == 2 && slept -> wake_n(W, 1, false, 0) :: else -> skip fi /* pass on a wake-up we took */
+}
+
 /* hlock: res 0 nil, 1 ErrOwnerDead; no not-recoverable (every report is
    repaired: MarkConsistent is the inconsistent bit's CAS, below) */
 inline hlock(p) {
@@ -422,6 +441,9 @@ inline hlock(p) {
 	slept = false; req = false;
 	do
 	:: true ->
+#if CANCEL
+		if :: CANCELS(p) && !ctx -> ctx = true :: true -> skip fi; /* ctx done, read once a round */
+#endif
 		w = word;
 		atomic { /* one load; the rest is local */
 			h = hw;
@@ -448,9 +470,16 @@ inline hlock(p) {
 			:: res == 0 ->
 				if :: req -> atomic { if :: hw == tok(p) || hw == (tok(p) | GRANTED) -> hw = 0 :: else -> skip fi } :: else -> skip fi;
 				break
+			:: res == 9 && ctx -> /* the CAS lost, ctx done */
+#ifdef TAKEFREE_WITHDRAW
+				atomic { if :: req && hw == tok(p) -> hw = 0 :: else -> skip fi; res = 2 };
+#else
+				hgiveup(p);
+#endif
+				if :: res == 2 -> GAVE_UP(p); break :: else -> skip fi
 			:: else -> skip
 			fi
-		:: (w & OWNER) != 0 && (w & OWNER) != tok(p) && slept && !tokenAlive(w & OWNER) ->
+		:: (w & OWNER) != 0 && (w & OWNER) != tok(p) && (slept || ctx) && !tokenAlive(w & OWNER) ->
 			/* takeFromDead: CAS the word to us, inconsistent; then read
 			   the hand-off word (after the CAS: see sharedmutex.go) and,
 			   granted, take plainly: clear the inconsistent bit, then the
@@ -494,13 +523,17 @@ inline hlock(p) {
 				break
 			fi
 		:: req && h == (tok(p) | GRANTED) && (w & OWNER) != tok(p) &&
-		   !(slept && !tokenAlive(w & OWNER)) ->
+		   !((slept || ctx) && !tokenAlive(w & OWNER)) ->
 			/* granted, the word not ours yet: wait for the granter's CAS
 			   (or its death, which the liveness check above takes) */
 			slept = true;
 			(word != w || !tokenAlive(w & OWNER));
 			w = 0; h = 0
-		:: (w & OWNER) != 0 && !(req && h == (tok(p) | GRANTED)) &&
+		:: (w & OWNER) != 0 && !(req && h == (tok(p) | GRANTED)) && ctx &&
+		   !((w & OWNER) != tok(p) && !tokenAlive(w & OWNER)) ->
+			hgiveup(p);
+			if :: res == 2 -> GAVE_UP(p); break :: else -> skip fi
+		:: (w & OWNER) != 0 && !(req && h == (tok(p) | GRANTED)) && !ctx &&
 		   !(slept && (w & OWNER) != tok(p) && !tokenAlive(w & OWNER)) ->
 			/* (a holder found dead after a sleep is taken over above: Go
 			   checks every 10 ms, so a waiter cannot sleep past it) */
@@ -527,13 +560,13 @@ inline hlock(p) {
 					h = 0;
 					wait_enqueue(p, HW, hw, tok(p), 0);
 					w = 0;
-					wait_sleep(p, false, err);
+					wait_sleep(p, CANCELS(p), err);
 					slept = true
 				:: w != 255 && !req ->
 					h = 0;
 					wait_enqueue(p, W, word, w, 0);
 					w = 0;
-					wait_sleep(p, false, err);
+					wait_sleep(p, CANCELS(p), err);
 					slept = true
 				fi
 			fi
@@ -604,12 +637,12 @@ inline hunlock(p) {
 inline hround(p) {
 	hlock(p);
 	if :: res == 1 -> atomic { assert((word & OWNER) == tok(p)); word = word & ~INCONS } :: else -> skip fi;
-	hunlock(p)
+	if :: res != 2 -> hunlock(p) :: else -> res = 0 fi
 }
 
 active proctype U() {
 	byte w, h, res;
-	bool slept, req, err;
+	bool slept, req, err, ctx;
 	{ hround(0);
 #if UROUNDS > 1
 	  hround(0);
@@ -619,13 +652,13 @@ active proctype U() {
 
 active proctype T() {
 	byte w, h, res;
-	bool slept, req, err;
+	bool slept, req, err, ctx;
 	{ hround(1); atomic { fin++; finished[1] = true } } unless { dead[1] }
 }
 
 active proctype V() {
 	byte w, h, res;
-	bool slept, req, err;
+	bool slept, req, err, ctx;
 	{ hround(2); atomic { fin++; finished[2] = true } } unless { dead[2] }
 }
 
@@ -657,7 +690,8 @@ active proctype Killer() {
 active proctype Check() {
 end:	atomic {
 		fin == want ->
-		assert(!unreported || ((word & OWNER) != 0 && !tokenAlive(word & OWNER)))
+		assert(!unreported || ((word & OWNER) != 0 && !tokenAlive(word & OWNER)));
+		assert(!CANCEL || (word & OWNER) == 0 || !tokenAlive(word & OWNER)) /* not stranded */
 	}
 }
 

@@ -23,6 +23,7 @@
  * models: shm/queue.go (*ticketQueue).acceptHold
  * models: shm/queue.go (*ticketQueue).release
  * models: shm/queue.go (*ticketQueue).markConsistent
+ * models: shm/ticket.go (*TicketMutex).LockContext
  *
  * Words: next and serving count mod 16 from 12 (so runs wrap; Go: 2^32);
  * R = 2 records (Go: 64) at ticket mod 2, each (ticket, owner token,
@@ -30,9 +31,13 @@
  * not recoverable (statistics not modelled).
  *
  * Processes, one goroutine each (the gate in front, a process-local
- * TicketMutex, is ticket.pml's): A (token 1) calls LockContext, which may
- * give up while it waits, then Lock, which adopts A's abandoned ticket if
- * nobody skipped it yet; B (token 2) calls Lock once and may die at any
+ * TicketMutex, is ticket.pml's: giving up there changes no shared word):
+ * A (token 1) calls LockContext, then Lock, which adopts A's abandoned
+ * ticket if nobody skipped it yet. LockContext's context may end at every
+ * step where the Go code looks at it: in take (after an undone claim, or
+ * any try: no record is A's then), at every look at serving in the wait
+ * (also served meanwhile: abandon's look at serving passes the turn on),
+ * and in the kernel sleep, which it ends; B (token 2) calls Lock once and may die at any
  * step (of take, the wait, the hold, Unlock: so also after its Unlock
  * moved serving and before it freed its record); once B is dead, C
  * (token 3) calls Lock once. Lock runs the repair on ErrOwnerDead
@@ -90,6 +95,9 @@
  *                           locks again (its next Lock adopts the ticket):
  *                           rejected with -DA_LEAVES -DB_TWICE, where A
  *                           gives up and leaves while B locks twice.
+ *   -DBROKEN_CLAIM_CANCEL   take looks at ctx after a valid claim too and
+ *                           returns ctx.Err() with the ticket claimed, not
+ *                           abandoned: nobody is served after it.
  */
 #define NG 3
 #ifndef SPURIOUS
@@ -250,11 +258,17 @@ inline take() {
 				atomic { if :: next == n -> next = (n + 1) % MOD :: else -> skip fi;
 					tk[me] = n; waiting[me] = !held }; /* ghost: a valid claim */
 				t = n; n = 0; i = 0; lt = 0; lo = 0; ls = 0; lsl = false;
+#ifdef BROKEN_CLAIM_CANCEL
+				if :: mayCancel && !held -> res = 2; mayCancel = false :: else -> skip fi; /* ctx looked at after a valid claim */
+#endif
 				break
 			:: else -> skip
 			fi
 		fi;
-retake:		n = 0
+retake:		n = 0;
+		/* ctx looked at (every retryCheckEvery tries, and after an undone
+		   claim: any try here); no record is ours */
+		if :: mayCancel -> res = 2; mayCancel = false; break :: true -> skip fi
 	od
 }
 
@@ -267,7 +281,7 @@ inline lock(mayCancel) {
 }
 
 inline lock_body(mayCancel) {
-	held = false;
+	held = false; err = false;
 	/* adopt */
 	if
 	:: hasAbandoned ->
@@ -284,7 +298,7 @@ inline lock_body(mayCancel) {
 	if :: !adopted -> take() :: else -> skip fi;
 	adopted = false;
 	if
-	:: held -> skip
+	:: held || res == 2 -> skip
 	:: else ->
 		/* waitServing(done: s == t), then hold */
 		slept = false;
@@ -299,7 +313,7 @@ inline lock_body(mayCancel) {
 			if
 			:: mayCancel ->
 				/* ctx.Err(): abandon(t) */
-				mayCancel = false;
+				mayCancel = false; err = false;
 				res = 2;
 #ifdef BROKEN_DROP_TURN
 				waiting[me] = false;
@@ -323,7 +337,7 @@ inline lock_body(mayCancel) {
 				fi;
 #endif
 				break
-			:: true -> skip
+			:: !err -> skip /* a sleep that ctx ended (err) gives up */
 			fi;
 			if
 			:: slept -> retireIfStalled(s); slept = false /* a slice ended with serving still s */
@@ -331,7 +345,7 @@ inline lock_body(mayCancel) {
 				/* markSleeping, then FutexWaitBitset(serving, s, bit t) */
 				atomic { if :: REC_IS(t % R, t, me, WAITING, false) -> rsl[t % R] = true :: else -> skip fi };
 				wait_enqueue(me - 1, SERVING, serving, s, t);
-				wait_sleep(me - 1, false, err);
+				wait_sleep(me - 1, mayCancel, err);
 				slept = true
 			fi;
 			s = 0
