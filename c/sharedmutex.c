@@ -233,6 +233,17 @@ static void withdraw(lw_mutex *m, bool requested) {
 		atomic_compare_exchange_strong(m->handoff, &mine, 0);
 }
 
+/* give_up is giveUp: end a wait past its deadline without the lock;
+ * false if a grant came first (look again, and take it). */
+static bool give_up(lw_mutex *m, bool requested, bool slept) {
+	uint32_t mine = m->token;
+	if (requested && !atomic_compare_exchange_strong(m->handoff, &mine, 0))
+		return false;
+	if (slept) /* we may have consumed a wake-up: pass it on */
+		futex_wake(m->word, 1, true);
+	return true;
+}
+
 /* take_from_dead is takeFromDead: take word w from its dead holder
  * (false: the word changed first), marked inconsistent; then, if the
  * hand-off word (read after the CAS: the holder may have granted just
@@ -344,7 +355,8 @@ static int lock_slow_wait(lw_mutex *m, int64_t deadline, int64_t *start, uint32_
 			/* Lost the race (or the word changed): a word that keeps
 			 * changing must not outlast the deadline. */
 			if (i % retry_check_every == 0 && deadline >= 0 && mono_ns() >= deadline) {
-				withdraw(m, requested);
+				if (!give_up(m, requested, slept))
+					continue; /* granted meanwhile: take it */
 				err = LW_ETIMEDOUT;
 				break;
 			}
@@ -403,11 +415,8 @@ static int lock_slow_wait(lw_mutex *m, int64_t deadline, int64_t *start, uint32_
 			continue;
 		}
 		if (done) {
-			uint32_t r1 = m->token;
-			if (requested && !atomic_compare_exchange_strong(m->handoff, &r1, 0))
+			if (!give_up(m, requested, slept))
 				continue; /* granted meanwhile: take it */
-			if (slept) /* we may have consumed a wake-up: pass it on */
-				futex_wake(m->word, 1, true);
 			err = LW_ETIMEDOUT;
 			break;
 		}

@@ -136,9 +136,9 @@
  * withdraw CAS: lost, a grant came: look again). ctx.Err() only with no
  * grant to T and the word not T's (assert). Giving up at the gate changes
  * no shared word (the gate is mutex.pml's). -DTAKEFREE_WITHDRAW: takeFree
- * (C: lock_slow_wait) as it stands: a lost take CAS with ctx done
- * withdraws and returns ctx.Err() though a grant may have come: SPIN
- * strands the lock on T (a bug; the passing runs give up via giveUp).
+ * (C: lock_slow_wait) before the fix: a lost take CAS with ctx done
+ * withdrew and returned ctx.Err() though a grant may have come: SPIN
+ * strands the lock on T (the code now gives up via giveUp, as modelled).
  * Not covered: T = U (a request from the holder's own process), the 1 s
  * grace for forged words.
  * Negative controls:

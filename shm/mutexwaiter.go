@@ -173,7 +173,7 @@ func (wt *sharedMutexWaiter) round(i int) (done bool, err error) {
 //	free       T or T|granted CAS → T|waiters, then h → 0; return holding
 //	free       other          CAS → T|waiters; return holding
 //	changed                   look again (every retryCheckEvery rounds,
-//	                          a done context ends the wait)
+//	                          a done context gives up: giveUp)
 func (wt *sharedMutexWaiter) takeFree(w uint32, i int) (done bool, err error) {
 	m := wt.m
 	if m.take(w, sharedWaiters) {
@@ -191,10 +191,12 @@ func (wt *sharedMutexWaiter) takeFree(w uint32, i int) (done bool, err error) {
 		return true, nil
 	}
 	// Lost the race to another taker (or the word changed):
-	// a word that keeps changing must not outlast ctx.
+	// a word that keeps changing must not outlast ctx. Give up as
+	// any done wait does: the taker may already have unlocked and
+	// granted us the lock, and a plain withdraw would leave it
+	// stranded on our token (models/sharedmutex.pml, -DCANCEL).
 	if i%retryCheckEvery == 0 && wt.ctx.Err() != nil {
-		wt.withdraw()
-		return true, wt.ctx.Err()
+		return wt.giveUp()
 	}
 	return false, nil
 }
