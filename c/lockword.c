@@ -27,4 +27,5 @@
 #include "sharedmutex.c"
 #include "sharedring.c"
 #include "sharedsemaphore.c"
+#include "mpscqueue.c"
 #include "errors.c"
