@@ -601,6 +601,8 @@ static int cmd_wait(int argc, char **argv) {
 
 #include "cworker_sem.c"
 
+#include "cworker_mpsc.c"
+
 static void flocked_report(const char *call, int code, int64_t start_ms) {
 	int stopped = -1;
 	uint32_t pid = lw_region_lock_holder(&stopped);
@@ -644,7 +646,8 @@ static const struct {
 	{"torture", cmd_torture}, {"open", cmd_open}, {"stress", cmd_stress}, {"send", cmd_send}, {"recv", cmd_recv},
 	{"hold", cmd_hold}, {"wait", cmd_wait}, {"create", cmd_create}, {"bench-child", cmd_bench_child}, {"api", cmd_api},
 	{"nullargs", cmd_nullargs}, {"flocked", cmd_flocked}, {"sem-hold", cmd_sem_hold}, {"sem-acquire", cmd_sem_acquire},
-	{"sem-stress", cmd_sem_stress}, {"sem-torture", cmd_sem_torture},
+	{"sem-stress", cmd_sem_stress}, {"sem-torture", cmd_sem_torture}, {"mpsc-send", cmd_mpsc_send},
+	{"mpsc-recv", cmd_mpsc_recv}, {"mpsc-stress", cmd_mpsc_stress},
 };
 
 int main(int argc, char **argv) {
