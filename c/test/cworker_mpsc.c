@@ -47,6 +47,9 @@ static void *mpsc_prod_thread(void *p) {
 		a->err = s % 4 == 3 ? lw_mpsc_try_send(q, buf, n) : lw_mpsc_send(q, buf, n, 60000000000);
 		if (a->err == LW_EBUSY) /* no room now: send it blocking */
 			a->err = lw_mpsc_send(q, buf, n, 60000000000);
+		if (a->err) /* now: the consumer waits for this producer's rest */
+			printf("FAIL producer %llu message %llu: %d %s\n", (unsigned long long)a->id, (unsigned long long)s,
+			       a->err, lw_strerror(a->err));
 	}
 	lw_mpsc_free(q);
 	return NULL;
