@@ -300,10 +300,12 @@ static int mpsc_try_send(lw_mpsc *q, const void *msg, uint64_t n, int64_t deadli
 	for (;;) {
 		uint64_t t = atomic_load(q->tail);
 		if (t & MPSC_CLAIMING) {
-			*err = mpsc_claim_wait(q, t, &spins, &check, deadline);
-			if (*err == LW_EBUSY)
-				*need = 1, *err = 0;
-			if (*err || *need)
+			int e = mpsc_claim_wait(q, t, &spins, &check, deadline);
+			if (e == LW_EBUSY) /* try: held by a live claimer past the spin */
+				*need = 1;
+			else
+				*err = e;
+			if (e)
 				return 0;
 			continue;
 		}
