@@ -205,3 +205,49 @@ func TestMPSCCProducerKilledBetweenClaimAndPublish(t *testing.T) {
 		})
 	}
 }
+
+// TestMPSCCorruptInC: C validates the queue's words as Go does, and a
+// corrupt queue is LW_ECORRUPT, never a read outside it or a hang: a tail
+// not a multiple of 16 or more than capacity ahead of head refuses the
+// attach; a record at head whose position word is not head fails the
+// receive.
+func TestMPSCCorruptInC(t *testing.T) {
+	b := cBuild(t, "plain")
+	capStr := strconv.Itoa(mpscCap)
+	for _, tc := range []struct {
+		name   string
+		writes map[int64]uint64 // object offset: word
+		cmd    []string
+		want   string
+	}{
+		{"unaligned tail", map[int64]uint64{128: 8}, []string{"mpsc-recv", "mq", capStr, "1", "1"}, "consumer: lockword: corrupt shared object"},
+		{"tail past capacity", map[int64]uint64{128: 2 * mpscCap}, []string{"mpsc-send", "mq", capStr, "0", "1", "1"}, "send: lockword: corrupt shared object"},
+		{"position word", map[int64]uint64{128: 32, 512: 2<<28 | 1<<32 | 1<<18 | 1, 520: 4096}, []string{"mpsc-recv", "mq", capStr, "1", "1"}, "FAIL receive after 0: 1023"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, r := goRegion(t)
+			if _, err := r.MPSCProducer("mq", mpscCap); err != nil {
+				t.Fatal(err)
+			}
+			info, err := r.Inspect()
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for off, v := range tc.writes {
+				if _, err := f.WriteAt(binary.NativeEndian.AppendUint64(nil, v), info.Objects[0].Offset+off); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.Close()
+			p := startC(t, b.Worker, append([]string{tc.cmd[0], path}, tc.cmd[1:]...)...)
+			rest, err := p.wait(30 * time.Second)
+			if err == nil || !strings.Contains(err.Error()+strings.Join(rest, "\n"), tc.want) {
+				t.Errorf("%v %q, want %q", err, rest, tc.want)
+			}
+		})
+	}
+}
