@@ -35,6 +35,15 @@ enum {
 	mpsc_claim_spins = 64, /* looks at a held claim word (three stores) before yielding */
 	mpsc_claimed = 1, mpsc_published = 2, mpsc_padding = 3, /* record states, bits 28-29 */
 };
+/* Test hook steps, named by LOCKWORD_MPSC_TEST_STOP (read at attach; a
+ * predictable branch per step otherwise): the process stops itself
+ * (SIGSTOP) there, for a test to kill or continue it. */
+static const char *const mpsc_stop_steps[5] = {
+	"", "claiming",     /* a producer holding the claim word, no header yet */
+	"claimed",          /* a producer whose header is written, no payload */
+	"claimed-exit",     /* "claimed", and once continued, exit after publishing */
+	"dead-check",       /* the consumer, once: a claimed record read, its claimer not yet asked about */
+};
 #define MPSC_CLAIMING (1ull << 63)
 #define MPSC_POS_SHIFT 28
 #define MPSC_POS_MASK ((1ull << 35) - 1)
@@ -50,7 +59,7 @@ struct lw_mpsc {
 	_Atomic uint64_t *tail, *head, *sleeps, *wakes, *sent, *received, *recovered, *lost;
 	uint32_t token;
 	int err;           /* sticky: corrupt, or closed */
-	int stop_at;       /* test hook (LOCKWORD_MPSC_TEST_STOP): 1 claiming, 2 claimed */
+	int stop_at;       /* test hook (LOCKWORD_MPSC_TEST_STOP), mpsc_stop_steps */
 	uint64_t head_c;   /* producer: last head validated; consumer: our head */
 	uint64_t end;      /* consumer: where records end, from the claim word */
 	int64_t peer_next; /* producer: next consumer liveness check (mono ns) */
@@ -197,7 +206,9 @@ static int mpsc_attach(lw_region *r, const char *name, size_t capacity, bool pro
 		.token = r->token,
 	};
 	const char *stop = getenv("LOCKWORD_MPSC_TEST_STOP");
-	q->stop_at = !stop ? 0 : !strcmp(stop, "claiming") ? 1 : !strcmp(stop, "claimed") ? 2 : 0;
+	for (int k = 1; stop && k < 5; k++)
+		if (!strcmp(stop, mpsc_stop_steps[k]))
+			q->stop_at = k;
 	bool claimed = producer;
 	for (int k = 0; k < retry_limit && !claimed; k++) { /* a CAS fails only if another claimant moved it */
 		uint32_t w = atomic_load(q->role), pid;
@@ -282,8 +293,8 @@ static int mpsc_claim_wait(lw_mpsc *q, uint64_t w, int *spins, int64_t *check, i
 }
 
 static void mpsc_stop_here(lw_mpsc *q, int step) {
-	if (q->stop_at == step)
-		raise(SIGSTOP); /* a test kills us here */
+	if (q->stop_at == step || (step == 2 && q->stop_at == 3))
+		raise(SIGSTOP); /* a test kills or continues us here */
 }
 
 /* mpsc_try_send is trySend: 1 sent; 0 with *err, or with *need the bytes to
@@ -342,7 +353,7 @@ static int mpsc_try_send(lw_mpsc *q, const void *msg, uint64_t n, int64_t deadli
 			*need = 0;
 			return 0;
 		}
-		mpsc_stop_here(q, 2);
+		mpsc_stop_here(q, 2); /* and 3 */
 		if (n > 0)
 			memcpy(q->data + off + mpsc_hdr, msg, n);
 		/* Publish: the payload is written before this store; a seq_cst
@@ -350,6 +361,8 @@ static int mpsc_try_send(lw_mpsc *q, const void *msg, uint64_t n, int64_t deadli
 		atomic_store(mpsc_rec_state(q, off), mpsc_st_word(q->token, mpsc_published, n));
 		atomic_fetch_add(q->sent, 1);
 		mpsc_wake(q, q->not_empty, 1);
+		if (q->stop_at == 3)
+			_exit(0); /* the test's producer that publishes, then dies */
 		return 1;
 	}
 }
@@ -444,7 +457,11 @@ static int mpsc_try_receive(lw_mpsc *q, unsigned char *buf, size_t bufsize, size
 			return *err = mpsc_corrupt(q), 0;
 		}
 		if ((st >> MPSC_ST_SHIFT & 3) == mpsc_claimed) {
-			if (!mpsc_blocked_due(q, h) || !mpsc_claimer_dead(q, tok))
+			if (!mpsc_blocked_due(q, h))
+				return 0;
+			if (q->stop_at == 4 && !(q->stop_at = 0))
+				raise(SIGSTOP); /* between the state word's read and the liveness check */
+			if (!mpsc_claimer_dead(q, tok))
 				return 0;
 			/* Point d: it may have published, then died, since our read. */
 			if (atomic_load(mpsc_rec_state(q, off)) != st)

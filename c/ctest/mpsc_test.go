@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -249,5 +250,41 @@ func TestMPSCCorruptInC(t *testing.T) {
 				t.Errorf("%v %q, want %q", err, rest, tc.want)
 			}
 		})
+	}
+}
+
+// TestMPSCCConsumerClaimerPublishedThenDied: the C consumer reads a
+// claimed record at head and stops (LOCKWORD_MPSC_TEST_STOP=dead-check)
+// before asking whether its producer lives; the producer, stopped between
+// claim and publish, is continued, publishes and exits; then the consumer
+// is continued and finds the producer dead. The message was published:
+// the consumer must read the state word again and deliver it, not count
+// it lost. No timing assumption: every step waits for the process state
+// it needs.
+func TestMPSCCConsumerClaimerPublishedThenDied(t *testing.T) {
+	b := cBuild(t, "plain")
+	path, r := goRegion(t)
+	if _, err := r.MPSCProducer("mq", mpscCap); err != nil { // create it
+		t.Fatal(err)
+	}
+	capStr := strconv.Itoa(mpscCap)
+	cmd := exec.Command(b.Worker, "mpsc-recv", path, "mq", capStr, "1", "1")
+	cmd.Env = append(os.Environ(), "LOCKWORD_MPSC_TEST_STOP=dead-check")
+	c := start(t, cmd)
+	c.line(30 * time.Second) // attached
+	p := startC(t, b.Worker, "mpsc-send", path, "mq", capStr, "0", "1", "0", "claimed-exit")
+	if l := p.line(30 * time.Second); l != "sent" {
+		t.Fatalf("C producer: %q", l)
+	}
+	waitStopped(t, p.cmd.Process.Pid) // between claim and publish
+	waitStopped(t, c.cmd.Process.Pid) // read the claimed record, about to ask
+	p.cmd.Process.Signal(syscall.SIGCONT)
+	if rest, err := p.wait(30 * time.Second); err != nil {
+		t.Fatalf("C producer: %v %q", err, rest)
+	}
+	c.cmd.Process.Signal(syscall.SIGCONT)
+	rest, err := c.wait(90 * time.Second)
+	if err != nil || len(rest) != 1 || rest[0] != "received 1 lost 0" {
+		t.Fatalf("C consumer: %v %q, want the published message received and none lost", err, rest)
 	}
 }
