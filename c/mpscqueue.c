@@ -22,8 +22,7 @@
  *    state word, read again after the liveness check, is still that
  *    claim: the producer may have published and then died.
  *
- * Go twin: shm/mpsc.go, shm/mpscproducer.go, shm/mpscconsumer.go,
- * shm/mpsclayout.go.
+ * Go twin: shm/mpsc.go, shm/mpscproducer.go, shm/mpscconsumer.go, shm/mpsclayout.go.
  */
 #include "internal.h"
 
