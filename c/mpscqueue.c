@@ -217,9 +217,17 @@ static int mpsc_attach(lw_region *r, const char *name, size_t capacity, bool pro
 		}
 		claimed = atomic_compare_exchange_strong(q->role, &w, q->token);
 	}
-	uint64_t end;
-	q->head_c = q->end = atomic_load(q->head);
-	if (!claimed || !mpsc_claim_end(q, atomic_load(q->tail), q->head_c, &end)) {
+	/* Tail, head, tail again (point a): a tail read before a head that
+	 * other producers and the consumer moved since may lie more than
+	 * capacity past it. The consumer's head is its own: one pass. */
+	uint64_t end, w = 0;
+	for (int k = 0; k < retry_limit; k++) {
+		w = atomic_load(q->tail);
+		q->head_c = q->end = atomic_load(q->head);
+		if (!producer || atomic_load(q->tail) == w)
+			break;
+	}
+	if (!claimed || !mpsc_claim_end(q, w, q->head_c, &end)) {
 		uint32_t mine = q->token;
 		if (claimed && !producer)
 			atomic_compare_exchange_strong(q->role, &mine, 0);

@@ -44,6 +44,13 @@ static void *mpsc_prod_thread(void *p) {
 	if ((a->err = lw_region_mpsc_producer(a->r, a->name, a->cap, &q)) != 0)
 		return NULL;
 	for (uint64_t s = 0; s < a->count && !a->err; s++) {
+		if (s % 64 == 63) { /* attach again: attaching while the queue moves is checked too */
+			lw_mpsc_free(q);
+			if ((a->err = lw_region_mpsc_producer(a->r, a->name, a->cap, &q)) != 0) {
+				printf("FAIL producer %llu attach: %d %s\n", (unsigned long long)a->id, a->err, lw_strerror(a->err));
+				return NULL;
+			}
+		}
 		size_t n = mpsc_msg(buf, a->id, a->dup && s == 2 ? 1 : s);
 		a->err = s % 4 == 3 ? lw_mpsc_try_send(q, buf, n) : lw_mpsc_send(q, buf, n, 60000000000);
 		if (a->err == LW_EBUSY) /* no room now: send it blocking */
