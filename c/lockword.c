@@ -28,4 +28,5 @@
 #include "sharedmutex.c"
 #include "sharedring.c"
 #include "sharedsemaphore.c"
+#include "mpscqueue.c"
 #include "errors.c"

@@ -203,6 +203,12 @@ extern "C" {
 #define LW_SEM_SLEEPERS 1u
 #define LW_SEM_SEQ_ONE 2u
 
+/* MPSC queue (kind 11, 512 + capacity bytes): docs/abi.md, c/mpscqueue.c. */
+#define LW_KIND_MPSC 11
+#define LW_MPSC_ALIGN 128
+#define LW_MPSC_MIN_CAPACITY 128
+#define LW_MPSC_MAX_CAPACITY (1 << 30)
+
 /* ---- The layout as C structs, for readers of a mapping ---- */
 
 struct lw_header {
@@ -632,6 +638,58 @@ int lw_ring_receive(lw_ring *q, void *buf, size_t bufsize, size_t *len, int64_t 
 void lw_ring_close(lw_ring *q);
 void lw_ring_detach(lw_ring *q);
 void lw_ring_free(lw_ring *q);
+
+/* ---- Shared MPSC byte queue (kind 11) ----
+ * Many producers (threads or processes), one consumer; variable-length
+ * messages. Named lw_mpsc, not lw_queue: the name carries the contract
+ * (one consumer at a time) and matches the Go twin, shm.MPSCProducer and
+ * MPSCConsumer. A producer dead between claim and publish costs its one
+ * record (skipped, counted by lw_mpsc_lost); none is delivered torn. */
+typedef struct lw_mpsc lw_mpsc;
+
+/* lw_region_mpsc_producer attaches a producer (any number may) and
+ * lw_region_mpsc_consumer the consumer (LW_ERINGBUSY if a live process
+ * is it; a dead one's role is taken over) of queue name, creating it with
+ * capacity bytes of records (a power of two, LW_MPSC_MIN_CAPACITY to
+ * LW_MPSC_MAX_CAPACITY, else LW_EOBJBOUNDS, also when it exists with
+ * another) if absent. LW_ECORRUPT for impossible indices. Non-NULL: r,
+ * name, out. A handle is used by one thread at a time. */
+int lw_region_mpsc_producer(lw_region *r, const char *name, size_t capacity, lw_mpsc **out);
+int lw_region_mpsc_consumer(lw_region *r, const char *name, size_t capacity, lw_mpsc **out);
+
+/* capacity - 16 bytes; records skipped since creation. 0 for NULL. */
+size_t lw_mpsc_max_message(const lw_mpsc *q);
+uint64_t lw_mpsc_lost(const lw_mpsc *q);
+
+/* lw_mpsc_send copies len bytes into the queue as one message, waiting
+ * while it lacks room, at most timeout_ns (negative: no limit); sent if
+ * there is room even with a timeout of 0. 0 once published, or, with
+ * nothing sent: LW_ERINGCLOSED (the consumer closed the queue),
+ * LW_EPEERDEAD (no room, the consumer died), LW_EMSGSIZE, LW_ECORRUPT,
+ * LW_ETIMEDOUT, LW_EINVAL (a consumer handle). lw_mpsc_try_send never
+ * sleeps: LW_EBUSY when there is no room now. Non-NULL: q; msg unless
+ * len is 0. */
+int lw_mpsc_send(lw_mpsc *q, const void *msg, size_t len, int64_t timeout_ns);
+int lw_mpsc_try_send(lw_mpsc *q, const void *msg, size_t len);
+
+/* lw_mpsc_receive removes the oldest published message into buf, storing
+ * its length in *len, waiting while there is none, at most timeout_ns.
+ * 0, or: LW_EMSGSIZE (bufsize too small; *len says how much is needed,
+ * nothing removed), LW_ECORRUPT (never reads outside the queue),
+ * LW_ERINGCLOSED (this handle was closed), LW_ETIMEDOUT, LW_EINVAL (a
+ * producer handle). lw_mpsc_try_receive: LW_EBUSY when none is ready.
+ * Non-NULL: q, len; buf unless bufsize is 0. */
+int lw_mpsc_receive(lw_mpsc *q, void *buf, size_t bufsize, size_t *len, int64_t timeout_ns);
+int lw_mpsc_try_receive(lw_mpsc *q, void *buf, size_t bufsize, size_t *len);
+
+/* lw_mpsc_close: on the consumer, closes the queue (producers then get
+ * LW_ERINGCLOSED until a consumer attaches; what is queued stays) and
+ * gives up the role; on a producer, gives up that handle. lw_mpsc_detach
+ * gives up the consumer role without closing. lw_mpsc_free detaches if
+ * still attached and frees q. Each does nothing for a NULL q. */
+void lw_mpsc_close(lw_mpsc *q);
+void lw_mpsc_detach(lw_mpsc *q);
+void lw_mpsc_free(lw_mpsc *q);
 
 #ifdef __cplusplus
 }

@@ -46,6 +46,7 @@ static const kind_info *kind_of(uint32_t kind) {
 		[LW_KIND_RWMUTEX] = {12992, 64, 64, 128, 8, 1024, 8896, 4},
 		[LW_KIND_VALUE] = {0, 64, 0, 0, 0, 0, 0, 0},
 		[LW_KIND_SEMAPHORE] = {LW_SEM_OBJ_SIZE, 64, 1, 0, 0, LW_PROC_SLOTS, LW_SEM_SLOTS + LW_SEM_SLOT_TOKEN, LW_SEM_SLOT_SIZE},
+		[LW_KIND_MPSC] = {0, LW_MPSC_ALIGN, 1, 0, 0, 0, 0, 0},
 	};
 	if (kind == 0 || kind >= sizeof kinds / sizeof kinds[0])
 		return NULL;

@@ -15,7 +15,7 @@ import "embed"
 
 // Sources holds the C sources at their paths relative to this directory:
 // lockword.h, internal.h, the library's rooms (*.c, joined by lockword.c),
-// test/cworker.c (with test/cworker_api.c, test/cworker_nullargs.c, test/cworker_sem.c and test/cworker_deadlock.c), python/lockword_worker.py.
+// test/cworker.c (with the test/cworker_*.c it includes), python/lockword_worker.py.
 //
-//go:embed lockword.h internal.h *.c test/cworker.c test/cworker_api.c test/cworker_nullargs.c test/cworker_sem.c test/cworker_deadlock.c python/lockword_worker.py
+//go:embed lockword.h internal.h *.c test/cworker.c test/cworker_api.c test/cworker_nullargs.c test/cworker_sem.c test/cworker_deadlock.c test/cworker_mpsc.c python/lockword_worker.py
 var Sources embed.FS

@@ -602,6 +602,7 @@ static int cmd_wait(int argc, char **argv) {
 #include "cworker_sem.c"
 
 #include "cworker_deadlock.c"
+#include "cworker_mpsc.c"
 
 static void flocked_report(const char *call, int code, int64_t start_ms) {
 	int stopped = -1;
@@ -648,6 +649,8 @@ static const struct {
 	{"nullargs", cmd_nullargs}, {"flocked", cmd_flocked}, {"sem-hold", cmd_sem_hold}, {"sem-acquire", cmd_sem_acquire},
 	{"sem-stress", cmd_sem_stress}, {"sem-torture", cmd_sem_torture}, {"cycle", cmd_cycle},
 	{"wait-then-hold", cmd_wait_then_hold},
+	{"mpsc-send", cmd_mpsc_send},
+	{"mpsc-recv", cmd_mpsc_recv}, {"mpsc-stress", cmd_mpsc_stress},
 };
 
 int main(int argc, char **argv) {

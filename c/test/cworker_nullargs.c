@@ -15,6 +15,7 @@ struct null_env {
 	lw_region *r;
 	lw_mutex *m;    /* "m": lw_region_mutex(r, "m", NULL) finds it */
 	lw_ring *p, *c; /* producer and consumer of the empty ring "q" */
+	lw_mpsc *mp, *mc; /* producer and consumer of the empty MPSC queue "mq" */
 };
 
 /* null_case describes call i of the table below, and makes it if run:
@@ -30,6 +31,7 @@ static int null_case(int i, bool run, const struct null_env *e, const char **wha
 	lw_mutex *mm;
 	lw_sem *ss;
 	lw_ring *p = e->p, *c = e->c, *qq;
+	lw_mpsc *mp = e->mp, *mc = e->mc, *mq;
 	void *v;
 	char buf[8] = "x";
 	size_t len;
@@ -116,6 +118,32 @@ static int null_case(int i, bool run, const struct null_env *e, const char **wha
 	NULL_CASE(lw_ring_receive(c, buf, sizeof buf, &len, 0), 0)
 	NULL_CASE(lw_ring_send(p, buf, 0, 0), 0)
 	NULL_CASE(lw_ring_receive(c, NULL, 0, &len, 0), 0)
+	NULL_CASE(lw_region_mpsc_producer(NULL, "mq2", 256, &mq), LW_EINVAL)
+	NULL_CASE(lw_region_mpsc_producer(r, NULL, 256, &mq), LW_EINVAL)
+	NULL_CASE(lw_region_mpsc_producer(r, "mq2", 256, NULL), LW_EINVAL)
+	NULL_CASE(lw_region_mpsc_consumer(NULL, "mq2", 256, &mq), LW_EINVAL)
+	NULL_CASE(lw_region_mpsc_consumer(r, NULL, 256, &mq), LW_EINVAL)
+	NULL_CASE(lw_region_mpsc_consumer(r, "mq2", 256, NULL), LW_EINVAL)
+	NULL_CASE(lw_mpsc_max_message(NULL), 0)
+	NULL_CASE(lw_mpsc_lost(NULL), 0)
+	NULL_CASE(lw_mpsc_send(NULL, buf, 1, 0), LW_EINVAL)
+	NULL_CASE(lw_mpsc_send(mp, NULL, 8, 0), LW_EINVAL)
+	NULL_CASE(lw_mpsc_try_send(NULL, buf, 1), LW_EINVAL)
+	NULL_CASE(lw_mpsc_try_send(mp, NULL, 8), LW_EINVAL)
+	NULL_CASE(lw_mpsc_receive(NULL, buf, sizeof buf, &len, 0), LW_EINVAL)
+	NULL_CASE(lw_mpsc_receive(mc, NULL, sizeof buf, &len, 0), LW_EINVAL)
+	NULL_CASE(lw_mpsc_receive(mc, buf, sizeof buf, NULL, 0), LW_EINVAL)
+	NULL_CASE(lw_mpsc_try_receive(NULL, buf, sizeof buf, &len), LW_EINVAL)
+	NULL_CASE(lw_mpsc_try_receive(mc, NULL, sizeof buf, &len), LW_EINVAL)
+	NULL_CASE(lw_mpsc_try_receive(mc, buf, sizeof buf, NULL), LW_EINVAL)
+	NULL_CASE(lw_mpsc_send(mc, buf, 1, 0), LW_EINVAL) /* the other role */
+	NULL_CASE(lw_mpsc_receive(mp, buf, sizeof buf, &len, 0), LW_EINVAL)
+	NULL_VOID(lw_mpsc_close(NULL))
+	NULL_VOID(lw_mpsc_detach(NULL))
+	NULL_VOID(lw_mpsc_free(NULL))
+	/* An empty message, sent with a NULL msg, arrives in a NULL buf. */
+	NULL_CASE(lw_mpsc_send(mp, NULL, 0, 0), 0)
+	NULL_CASE(lw_mpsc_try_receive(mc, NULL, 0, &len), 0)
 #undef NULL_CASE
 #undef NULL_VOID
 	return 0;
@@ -136,6 +164,7 @@ static int cmd_nullargs(int argc, char **argv) {
 	int failures = 0;
 	if (lw_region_create(e.path, 0, &e.r) != 0 || lw_region_mutex(e.r, "m", &e.m) != 0 ||
 	    lw_region_ring_producer(e.r, "q", 256, &e.p) != 0 || lw_region_ring_consumer(e.r, "q", 256, &e.c) != 0 ||
+	    lw_region_mpsc_producer(e.r, "mq", 256, &e.mp) != 0 || lw_region_mpsc_consumer(e.r, "mq", 256, &e.mc) != 0 ||
 	    (e.fd = open(e.path, O_RDWR | O_CLOEXEC)) < 0) {
 		printf("FAIL set-up of %s\n", e.path);
 		return 1;
@@ -183,6 +212,8 @@ static int cmd_nullargs(int argc, char **argv) {
 	}
 	lw_ring_free(e.p);
 	lw_ring_free(e.c);
+	lw_mpsc_free(e.mp);
+	lw_mpsc_free(e.mc);
 	close(e.fd);
 	if (lw_region_close(e.r) != 0) {
 		printf("FAIL close after the NULL calls\n");

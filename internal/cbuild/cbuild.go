@@ -45,7 +45,7 @@ var sourceFiles = func() []string {
 	if err != nil {
 		panic(err) // the pattern is constant and valid
 	}
-	return slices.Concat([]string{"lockword.h", "internal.h"}, rooms, []string{"test/cworker.c", "test/cworker_api.c", "test/cworker_nullargs.c", "test/cworker_sem.c", "test/cworker_deadlock.c", "python/lockword_worker.py"})
+	return slices.Concat([]string{"lockword.h", "internal.h"}, rooms, []string{"test/cworker.c", "test/cworker_api.c", "test/cworker_nullargs.c", "test/cworker_sem.c", "test/cworker_deadlock.c", "test/cworker_mpsc.c", "python/lockword_worker.py"})
 }()
 
 // SourceDir returns a directory holding the C sources: $LOCKWORD_C_DIR if
