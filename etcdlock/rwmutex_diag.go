@@ -81,8 +81,20 @@ func (w *rwWait) gone(ctx context.Context, kv *mvccKV, rev int64) error {
 
 // reportStuck logs the stuck report of a wait for kv's process.
 func (w *rwWait) reportStuck(kv *mvccKV) {
-	var h Holder
-	json.Unmarshal(kv.Value, &h) // an unreadable value names nobody
+	h := Holder{Lease: kv.Lease}
+	if len(kv.Value) > 0 {
+		json.Unmarshal(kv.Value, &h) // an unreadable value names only the lease
+	} else {
+		// A writer that took the lock on its fast path writes no value in
+		// its key: the writers' hold record names it.
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		defer cancel()
+		var rec ownerRecord
+		if r, err := w.rw.m.cli.Get(ctx, w.rw.m.ownerKey); err == nil && len(r.Kvs) == 1 &&
+			json.Unmarshal(r.Kvs[0].Value, &rec) == nil && rec.Key == string(kv.Key) {
+			h = rec.Holder
+		}
+	}
 	w.rw.m.log.Warn("etcdlock: still waiting for an etcd RWMutex past the stuck threshold; the process waited for may be slow, stopped, or cut off (its lease ends its hold)",
 		"lock", w.rw.m.prefix, "waited", time.Since(w.start).Round(time.Millisecond), "waiter", w.rw.m.me.String(),
 		"waiting_for", string(kv.Key), "holder_host", h.Host, "holder_pid", h.PID, "holder_lease", leaseText(h.Lease))
