@@ -61,6 +61,7 @@ func TestCHeaderConstants(t *testing.T) {
 		"LW_SEM_SLOTS": semObjSlots, "LW_SEM_SLOT_SIZE": semSlotSize, "LW_SEM_SLOT_HELD": semSlotHeld,
 		"LW_SEM_SLOT_TOKEN": semSlotToken, "LW_SEM_SLOT_TICKET": semSlotTicket, "LW_SEM_SLOT_WANT": semSlotWant,
 		"LW_SEM_SLEEPERS": semSleepers, "LW_SEM_SEQ_ONE": semSeqOne,
+		"LW_KIND_MPSC": uint64(kindMPSC), "LW_MPSC_ALIGN": mpscAlign, "LW_MPSC_MIN_CAPACITY": MinMPSCCapacity, "LW_MPSC_MAX_CAPACITY": MaxMPSCCapacity,
 	}
 	define := regexp.MustCompile(`(?m)^#define (LW_[A-Z0-9_]+) (.+?)\s*(?:/\*.*)?$`)
 	seen := map[string]bool{}
