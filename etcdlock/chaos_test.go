@@ -271,8 +271,6 @@ func closeMutex(m *Mutex) error {
 // revocation of its own (logged by the storm).
 var closesTimedOut atomic.Int64
 
-// increment adds one to the counter at key, holding m: read, then a write
-// guarded by m's hold.
 // serverTimedOut reports whether err is etcd's own request timeout: the
 // server took the request but could not commit it in time, which a loaded
 // host or a member stop causes; the call failed, as a cancelled one does.
@@ -285,6 +283,8 @@ func serverTimedOut(err error) bool {
 	return false
 }
 
+// increment adds one to the counter at key, holding m: read, then a write
+// guarded by m's hold.
 func increment(m *Mutex, cli *clientv3.Client, key string) error {
 	read := func() (int, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)

@@ -150,7 +150,8 @@ func waitOneWaiterSem(t *testing.T, cli *clientv3.Client, p string, want int) {
 // permits, a third of the acquisitions cancelled at random points; the
 // permits in use (counted in the process, under the permits) never exceed
 // 3, and nothing is left once all are closed. It proves nothing about
-// speed: a loaded host only makes it slower.
+// speed: a loaded host only makes it slower (and may make etcd time a
+// request out, which fails that Acquire like a cancellation).
 func TestSemaphoreContention(t *testing.T) {
 	cli, p := parallelClient(t)
 	const permits, holders, rounds = 3, 6, 8
@@ -174,7 +175,9 @@ func TestSemaphoreContention(t *testing.T) {
 				err := s.Acquire(ctx, k)
 				cancel()
 				if err != nil {
-					if !errors.Is(err, context.DeadlineExceeded) {
+					// etcd's own request timeout (a loaded host)
+					// fails the call as a cancellation does.
+					if !errors.Is(err, context.DeadlineExceeded) && !serverTimedOut(err) {
 						t.Errorf("Acquire(%d): %v", k, err)
 					}
 					if s.Held() != 0 {
