@@ -200,9 +200,12 @@ func (m *Mutex) SetName(name string) { m.diag.SetName(name) }
 // Name returns the name given by SetName, or "".
 func (m *Mutex) Name() string { return m.diag.Name() }
 
-// SetStuckThreshold sets how long a waiter waits before it logs one stuck
-// report (a log/slog warning) and keeps waiting. Zero restores
-// DefaultStuckThreshold; a negative duration disables reports for this lock.
+// SetStuckThreshold sets how long a waiter waits before the lock's stuck
+// report (a log/slog warning) is logged; the waiter keeps waiting. One
+// report covers every waiter of the lock, repeated only when the longest
+// wait or the number of waiters doubles (docs/in-process.md). Zero
+// restores DefaultStuckThreshold; a negative duration disables reports
+// for this lock.
 func (m *Mutex) SetStuckThreshold(threshold time.Duration) { m.diag.SetStuckThreshold(threshold) }
 
 // Stats returns a snapshot of the statistics collected since EnableStats;

@@ -158,6 +158,11 @@ func (r *Region) MPSCProducer(name string, capacity int) (*MPSCProducer, error) 
 func (p *MPSCProducer) Cap() int { return int(p.q.capacity) }
 
 // MaxMessage returns the largest message Send accepts, in bytes: Cap()-16.
+// Records never wrap: a message longer than the space left before the end
+// of the buffer waits (TrySend: no room) until the consumer has passed the
+// padding record that fills it, even in an empty queue. So a message over
+// about Cap()/2 may need a Receive before it fits; size the capacity at
+// least twice the largest message where that matters.
 func (p *MPSCProducer) MaxMessage() int { return int(p.q.maxMsg) }
 
 // Send copies msg into the queue as one message, waiting while the queue

@@ -621,7 +621,9 @@ func (rw *RWMutex) SetRepair(fn func() error) { setRepair(&rw.q.repair, fn) }
 func (rw *RWMutex) Name() string { return rw.q.name }
 
 // SetStuckThreshold sets how long a waiter of this process, reader or
-// writer, waits before it logs one stuck report; zero restores
+// writer, waits before the lock's stuck report is logged (one report for
+// all its waiters, repeated only as the longest wait or their number
+// doubles); zero restores
 // DefaultStuckThreshold, a negative duration disables reports.
 func (rw *RWMutex) SetStuckThreshold(threshold time.Duration) {
 	rw.q.stuckNs.Store(int64(threshold))
