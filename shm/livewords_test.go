@@ -150,22 +150,42 @@ var liveKinds = []struct {
 // errToleratedPanic counts a misuse panic on words the fuzzer overwrote.
 var errToleratedPanic = errors.New("tolerated misuse panic on overwritten words")
 
+// errLivePanic marks any other panic of a user: it fails the run.
+var errLivePanic = errors.New("panic in a live-word user")
+
 // liveGuard runs fn (an unlock); a panic is tolerated (errToleratedPanic)
 // only if it is a lockword panic naming want and the fuzzer wrote o's
-// words since before the acquisition (its write count is no longer w).
+// words since before the acquisition: its write count is no longer w, or
+// w is odd (a write was under way when the acquisition began; see
+// fuzzLiveWrites). Any other panic is returned as an error, so that the
+// fuzzer prints it (a panic in a user goroutine would kill the fuzzing
+// process with no message).
 func liveGuard(o liveObject, w uint64, want string, fn func()) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			msg := fmt.Sprint(p)
-			if strings.HasPrefix(msg, "lockword: ") && strings.Contains(msg, want) && o.writes.Load() != w {
+			now := o.writes.Load()
+			if strings.HasPrefix(msg, "lockword: ") && strings.Contains(msg, want) && (now != w || w%2 == 1) {
 				err = errToleratedPanic
 				return
 			}
-			panic(fmt.Sprintf("%s: %v (fuzzer writes %d then %d)", o.name, p, w, o.writes.Load()))
+			err = fmt.Errorf("%w: %s: %v (fuzzer write count %d then %d)", errLivePanic, o.name, p, w, now)
 		}
 	}()
 	fn()
 	return nil
+}
+
+// liveCall runs op and turns a panic that liveGuard did not handle (one
+// in the acquisition itself, say) into an error that fails the run with
+// its message.
+func liveCall(op func(context.Context, liveObject) error, ctx context.Context, o liveObject) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %s: %v", errLivePanic, o.name, p)
+		}
+	}()
+	return op(ctx, o)
 }
 
 // liveCounters is the bytes object holding each kind's write count.
@@ -225,11 +245,14 @@ func liveUsers(r *Region, role int, stop <-chan struct{}) (ops, tolerated int64,
 					}
 					ctx, cancel := context.WithTimeout(context.Background(), liveOpTimeout)
 					start := time.Now()
-					err := op(ctx, objs[i])
+					err := liveCall(op, ctx, objs[i])
 					cancel()
 					nOps.Add(1)
 					if errors.Is(err, errToleratedPanic) {
 						nTol.Add(1)
+					}
+					if errors.Is(err, errLivePanic) {
+						failed.CompareAndSwap(nil, &err)
 					}
 					if took := time.Since(start); took > liveOpTimeout+liveSlack {
 						e := fmt.Errorf("%s: a call returned %v after it began (context %v): %v", k.name, took, liveOpTimeout, err)
@@ -257,6 +280,10 @@ func fuzzLiveWrites(r *Region, objs []liveObject, writes []byte, gap time.Durati
 		k := int(writes[0]) % len(liveKinds)
 		o := r.objects[liveKinds[k].name]
 		off := uint64(binary.LittleEndian.Uint16(writes[1:])) * 4 % uint64(o.size)
+		// The count is odd while the write is under way: a user that
+		// reads it before the store and panics after it (the count not
+		// yet moved on) still sees that its words were written.
+		objs[k].writes.Add(1)
 		word32(r.data, o.offset+off).Store(binary.LittleEndian.Uint32(writes[3:]))
 		objs[k].writes.Add(1)
 		time.Sleep(gap)
