@@ -95,9 +95,8 @@ func init() { reservedNames = append(reservedNames, "readers", "rfence") }
 // lockword.RWMutex does. An acquisition that waits past the stuck
 // threshold (SetStuckThreshold; lockword.DefaultStuckThreshold, 2 s)
 // logs one report naming the process it waits for: the writer, or the
-// reader, or the writer whose death is being repaired. Like every
-// etcdlock type it is named by its prefix (Name), which every process
-// sees, so it has no SetName.
+// reader, or the writer whose death is being repaired, and the lock by
+// its prefix and the name SetName gave it.
 //
 // # Memory model
 //
@@ -475,8 +474,15 @@ func (rw *RWMutex) Close() error { return rw.m.Close() }
 // Lost returns a channel that is closed when rw's lease is lost.
 func (rw *RWMutex) Lost() <-chan struct{} { return rw.m.Lost() }
 
-// Name returns the lock's prefix, normalised.
-func (rw *RWMutex) Name() string { return rw.m.prefix }
+// SetName names rw in its log lines (stuck reports, failed unlocks and
+// clean-ups), beside its prefix, as every lockword lock takes a name:
+// for whoever reads this process's logs. Other processes do not see it;
+// inspect shows the prefix and the holder's host, PID and lease.
+func (rw *RWMutex) SetName(name string) { rw.m.setName(name) }
+
+// Name returns the name given by SetName, or the prefix (normalised) if
+// none was.
+func (rw *RWMutex) Name() string { return rw.m.nameOr() }
 
 // Identity returns what other processes see of rw's holder.
 func (rw *RWMutex) Identity() Holder { return rw.m.me }
