@@ -142,16 +142,18 @@ func exampleClient() *clientv3.Client {
 	return cli
 }
 
-// fresh deletes keys: the examples' output is the same in every run.
-func fresh(ctx context.Context, cli *clientv3.Client, keys ...string) {
+// run runs call against the tests' etcd, after deleting keys (the
+// examples' output is the same in every run), and prints its error or
+// the values of keys.
+func run(call func(context.Context, *clientv3.Client) error, keys ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cli := exampleClient()
+	defer cli.Close()
 	for _, k := range keys {
 		cli.Delete(ctx, k)
 	}
-}
-
-// show prints err, or the values of keys.
-func show(ctx context.Context, cli *clientv3.Client, err error, keys ...string) {
-	if err != nil {
+	if err := call(ctx, cli); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -166,53 +168,32 @@ func show(ctx context.Context, cli *clientv3.Client, err error, keys ...string) 
 }
 
 func ExampleMutex() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cli := exampleClient()
-	defer cli.Close()
-	fresh(ctx, cli, "/orders/42")
-	show(ctx, cli, updateOrder(ctx, cli, "42", "paid"), "/orders/42")
+	run(func(ctx context.Context, cli *clientv3.Client) error { return updateOrder(ctx, cli, "42", "paid") }, "/orders/42")
 	// Output: /orders/42 = paid
 }
 
 func ExampleSession() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cli := exampleClient()
-	defer cli.Close()
-	fresh(ctx, cli, "/stock/42")
-	show(ctx, cli, reserveStock(ctx, cli), "/stock/42")
+	run(reserveStock, "/stock/42")
 	// Output: /stock/42 = reserved
 }
 
 func ExampleSemaphore() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cli := exampleClient()
-	defer cli.Close()
-	fresh(ctx, cli, "/jobs/42/state")
-	show(ctx, cli, runGPUJob(ctx, cli), "/jobs/42/state")
+	run(runGPUJob, "/jobs/42/state")
 	// Output: /jobs/42/state = running
 }
 
 func ExampleElection() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cli := exampleClient()
-	defer cli.Close()
-	fresh(ctx, cli, "/orders-db/primary")
-	show(ctx, cli, lead(ctx, cli, "db-1:5432"), "/orders-db/primary")
+	run(func(ctx context.Context, cli *clientv3.Client) error { return lead(ctx, cli, "db-1:5432") }, "/orders-db/primary")
 	// Output: /orders-db/primary = db-1:5432
 }
 
 func ExampleRWMutex() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cli := exampleClient()
-	defer cli.Close()
-	fresh(ctx, cli, "/cache/42/price")
-	cli.Put(ctx, "/catalog/42/price", "16.00")
-	show(ctx, cli, reprice(ctx, cli), "/cache/42/price", "/catalog/42/price")
+	run(func(ctx context.Context, cli *clientv3.Client) error {
+		if _, err := cli.Put(ctx, "/catalog/42/price", "16.00"); err != nil {
+			return err
+		}
+		return reprice(ctx, cli)
+	}, "/cache/42/price", "/catalog/42/price")
 	// Output:
 	// /cache/42/price = 16.00
 	// /catalog/42/price = 17.50
