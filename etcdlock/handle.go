@@ -10,6 +10,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockword/lockword"
@@ -22,8 +23,10 @@ type handle struct {
 	ownSession bool          // sess is the value's alone: Close revokes it
 	ttl        time.Duration // granted
 	log        *slog.Logger
-	logName    []any         // how log lines name the value: "lock", prefix
-	closing    chan struct{} // closed by Close on a shared Session
+	kind       string                 // the log attribute naming the value: "lock", "semaphore"
+	prefix     string                 // the value's lock name, normalised
+	named      atomic.Pointer[string] // SetName's; nil: none
+	closing    chan struct{}          // closed by Close on a shared Session
 	closeOnce  sync.Once
 	lost       chan struct{} // closed when the lease is lost or Close ran
 
@@ -35,11 +38,11 @@ type handle struct {
 }
 
 // init makes h the handle of a value on sess, logged as kind (the log
-// attribute: "lock", "semaphore") named name, and closes lost when the
-// lease is lost or Close begins.
-func (h *handle) init(sess *Session, own bool, log *slog.Logger, kind, name string) {
+// attribute: "lock", "semaphore") with its prefix, and closes lost when
+// the lease is lost or Close begins.
+func (h *handle) init(sess *Session, own bool, log *slog.Logger, kind, prefix string) {
 	h.sess, h.ownSession, h.ttl, h.log = sess, own, sess.ttl, log
-	h.logName = []any{kind, name}
+	h.kind, h.prefix = kind, prefix
 	h.closing, h.lost = make(chan struct{}), make(chan struct{})
 	h.gate.SetStuckThreshold(-1) // the value reports, naming the holder
 	go func() {
@@ -65,7 +68,7 @@ func (h *handle) closeWait(ctx context.Context) {
 	select {
 	case <-idle:
 	case <-ctx.Done():
-		h.log.Warn("etcdlock: Close: a clean-up is still running; the lease's end ends it", h.logName...)
+		h.log.Warn("etcdlock: Close: a clean-up is still running; the lease's end ends it", h.logAttrs()...)
 	}
 }
 
@@ -128,7 +131,7 @@ func tryContext(deadline time.Time) (context.Context, context.CancelFunc) {
 // within a TTL), so that the value's keys go with it; the value is lost
 // (ErrLeaseLost), and so is every other on its Session.
 func (h *handle) giveUp(what string, err error) {
-	h.log.Warn("etcdlock: "+what+" within the lease TTL; giving the lease up, which removes its keys (and ends its Session's other locks)", append(h.logName, "err", err)...)
+	h.log.Warn("etcdlock: "+what+" within the lease TTL; giving the lease up, which removes its keys (and ends its Session's other locks)", append(h.logAttrs(), "err", err)...)
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	h.sess.revoke(ctx)
@@ -136,4 +139,24 @@ func (h *handle) giveUp(what string, err error) {
 	case <-h.lost:
 	case <-ctx.Done():
 	}
+}
+
+// setName and nameOr are SetName and Name of every etcdlock type (see
+// Mutex.SetName).
+func (h *handle) setName(name string) { h.named.Store(&name) }
+
+func (h *handle) nameOr() string {
+	if n := h.named.Load(); n != nil {
+		return *n
+	}
+	return h.prefix
+}
+
+// logAttrs are the attributes that name the value in a log line: kind,
+// prefix, and "name" if SetName gave one.
+func (h *handle) logAttrs() []any {
+	if n := h.named.Load(); n != nil {
+		return []any{h.kind, h.prefix, "name", *n}
+	}
+	return []any{h.kind, h.prefix}
 }
