@@ -8,6 +8,7 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ type handle struct {
 	sess       *Session      // the lease
 	ownSession bool          // sess is the value's alone: Close revokes it
 	ttl        time.Duration // granted
+	typeName   string        // "Mutex", "Semaphore": what a lost lease's error names
 	log        *slog.Logger
 	logName    []any         // how log lines name the value: "lock", prefix
 	closing    chan struct{} // closed by Close on a shared Session
@@ -34,11 +36,13 @@ type handle struct {
 	bg   sync.WaitGroup // background clean-ups and unlocks
 }
 
-// init makes h the handle of a value on sess, logged as kind (the log
-// attribute: "lock", "semaphore") named name, and closes lost when the
-// lease is lost or Close begins.
-func (h *handle) init(sess *Session, own bool, log *slog.Logger, kind, name string) {
+// init makes h the handle of a value of type typeName ("Mutex",
+// "Semaphore") on sess, logged as kind (the log attribute: "lock",
+// "semaphore") named name, and closes lost when the lease is lost or
+// Close begins.
+func (h *handle) init(sess *Session, own bool, log *slog.Logger, typeName, kind, name string) {
 	h.sess, h.ownSession, h.ttl, h.log = sess, own, sess.ttl, log
+	h.typeName = typeName
 	h.logName = []any{kind, name}
 	h.closing, h.lost = make(chan struct{}), make(chan struct{})
 	h.gate.SetStuckThreshold(-1) // the value reports, naming the holder
@@ -136,4 +140,32 @@ func (h *handle) giveUp(what string, err error) {
 	case <-h.lost:
 	case <-ctx.Done():
 	}
+}
+
+// leaseLostError is ErrLeaseLost as a Mutex or a Semaphore returns it: the
+// sentinel is shared by every kind, so the message names the one whose
+// lease is gone and what to make instead.
+type leaseLostError struct {
+	typeName string
+	err      error // ErrLeaseLost, or an error wrapping it with the server's reason
+}
+
+func (e *leaseLostError) Error() string {
+	msg := "etcdlock: the " + e.typeName + "'s lease is lost (expired or revoked); make a new " + e.typeName
+	if e.err != ErrLeaseLost {
+		msg += " (" + e.err.Error() + ")"
+	}
+	return msg
+}
+
+func (e *leaseLostError) Unwrap() error { return e.err }
+
+// named returns err, naming h's type if err is ErrLeaseLost: every public
+// call of a Mutex or a Semaphore returns its errors through it.
+func (h *handle) named(err error) error {
+	var named *leaseLostError
+	if err == nil || !errors.Is(err, ErrLeaseLost) || errors.As(err, &named) {
+		return err
+	}
+	return &leaseLostError{typeName: h.typeName, err: err}
 }
