@@ -36,6 +36,25 @@ static int cmd_sem_hold(int argc, char **argv) {
 		pause();
 }
 
+/* sem-open-close REGION: open the region (no handle, no acquisition),
+ * print "open CODE", wait for a line on stdin, close, print "close CODE":
+ * the housekeeping of open and close, each alone. */
+static int cmd_sem_open_close(int argc, char **argv) {
+	if (argc != 3)
+		return 2;
+	lw_region *r;
+	int err = lw_region_open(argv[2], &r);
+	printf("open %d\n", err);
+	fflush(stdout);
+	if (err)
+		return 1;
+	char line[16];
+	if (!fgets(line, sizeof line, stdin))
+		return 1;
+	printf("close %d\n", lw_region_close(r));
+	return 0;
+}
+
 /* sem-acquire REGION NAME PERMITS K TIMEOUT_MS: one timed acquisition;
  * prints "CODE HOLDERS PERMITS PID HELD", then releases what it holds. */
 static int cmd_sem_acquire(int argc, char **argv) {
