@@ -560,7 +560,10 @@ typedef struct {
  * free if absent; LW_EPERMITS if it exists with another number, and
  * LW_ECORRUPT if its words are corrupt. Every
  * call with one name returns the same handle, freed by lw_region_close,
- * which refuses (LW_EREGIONBUSY) while this process holds permits. Other
+ * which refuses (LW_EREGIONBUSY) while this process holds permits. Each
+ * region open and close (C or Go) gives back, once, the permits of dead
+ * processes in every semaphore of the region whose guard it finds free,
+ * with nobody told but the semaphore's counts. Other
  * errors as lw_region_bytes. Non-NULL: r, name, out. Go twin:
  * (*Region).Semaphore. */
 int lw_region_sem(lw_region *r, const char *name, int64_t permits, lw_sem **out);
