@@ -568,8 +568,11 @@ typedef struct {
  * (*Region).Semaphore. */
 int lw_region_sem(lw_region *r, const char *name, int64_t permits, lw_sem **out);
 
-/* lw_sem_timedacquire takes n permits, waiting (FIFO across processes)
- * at most timeout_ns (negative: no limit). 0: held; LW_EOWNERDEAD: held,
+/* lw_sem_timedacquire takes n permits, waiting (FIFO by ticket across
+ * processes, one ticket per process: this process's other waiting threads
+ * wait behind its ticket holder on the handle's gate, holding no ticket,
+ * so other processes' requests queued meanwhile are granted first) at most
+ * timeout_ns (negative: no limit). 0: held; LW_EOWNERDEAD: held,
  * and permits of processes that died holding them were taken back on the
  * way (*dead says which, if dead is not NULL; no consistent step follows:
  * a semaphore has no data of its own to repair); LW_ETIMEDOUT; LW_EINVAL
