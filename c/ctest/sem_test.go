@@ -151,9 +151,20 @@ func TestCSemaphoreDeadHolderAcrossLanguages(t *testing.T) {
 	if l := ghold.line(10 * time.Second); l != "held" {
 		t.Fatalf("Go holder: %q", l)
 	}
+	// The C acquirer attaches first: its open would otherwise take the
+	// permits back itself, telling nobody.
+	cmd := exec.Command(b.Worker, "sem-acquire", path, "sem", "3", "3", "10000", "wait")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := start(t, cmd)
+	if l := w.line(10 * time.Second); l != "open" {
+		t.Fatalf("C acquirer: %q", l)
+	}
 	ghold.cmd.Process.Kill()
 	<-ghold.done
-	w := startC(t, b.Worker, "sem-acquire", path, "sem", "3", "3", "10000")
+	io.WriteString(in, "go\n")
 	f := strings.Fields(w.line(15 * time.Second))
 	want := []string{"130", "1", "2", strconv.Itoa(ghold.cmd.Process.Pid), "3"}
 	if strings.Join(f, " ") != strings.Join(want, " ") {

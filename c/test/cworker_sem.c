@@ -55,13 +55,22 @@ static int cmd_sem_open_close(int argc, char **argv) {
 	return 0;
 }
 
-/* sem-acquire REGION NAME PERMITS K TIMEOUT_MS: one timed acquisition;
- * prints "CODE HOLDERS PERMITS PID HELD", then releases what it holds. */
+/* sem-acquire REGION NAME PERMITS K TIMEOUT_MS [wait]: one timed
+ * acquisition; prints "CODE HOLDERS PERMITS PID HELD", then releases what
+ * it holds. With wait, it first prints "open" and waits for a line on
+ * stdin: attached before a holder dies, so that its open does not reap. */
 static int cmd_sem_acquire(int argc, char **argv) {
-	if (argc != 7)
+	if (argc != 7 && !(argc == 8 && !strcmp(argv[7], "wait")))
 		return 2;
 	lw_region *r;
 	lw_sem *s = sem_open_args(argv, &r);
+	if (argc == 8) {
+		char line[16];
+		printf("open\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof line, stdin))
+			return 1;
+	}
 	lw_sem_recovery dead = {0};
 	int err = lw_sem_timedacquire(s, strtoll(argv[5], NULL, 10), strtoll(argv[6], NULL, 10) * 1000000, &dead);
 	printf("%d %d %lld %u %lld\n", err, dead.holders, (long long)dead.permits, dead.pid, (long long)lw_sem_held(s));
