@@ -160,9 +160,9 @@ func (e *leaseLostError) Error() string {
 
 func (e *leaseLostError) Unwrap() error { return e.err }
 
-// named returns err, naming h's type if err is ErrLeaseLost: every public
+// typedErr returns err, naming h's type if err is ErrLeaseLost: every public
 // call of a Mutex or a Semaphore returns its errors through it.
-func (h *handle) named(err error) error {
+func (h *handle) typedErr(err error) error {
 	var named *leaseLostError
 	if err == nil || !errors.Is(err, ErrLeaseLost) || errors.As(err, &named) {
 		return err
