@@ -14,7 +14,11 @@ import (
 // within that, and when the holder waits for our own core every spin is
 // wasted. Measured there, longer spins, yielding the processor in ticket
 // order, and waking the waiter after the new holder ahead of its turn all
-// lost throughput to a plain park and a targeted wake-up.
+// lost throughput to a plain park and a targeted wake-up. Unlock must not
+// yield after its wake-up either (as Mutex's does): the unlocker would take
+// its next ticket only when it ran again, after the queue drained, and one
+// goroutine would then re-lock uncontended for a whole time slice
+// (TestTicketMutexFairShares fails that variant).
 const (
 	ticketSpinIterations = 8 // looks at serving, next in line only
 	ticketSpinPause      = 1 // PAUSE/YIELD hints between looks

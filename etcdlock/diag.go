@@ -78,7 +78,7 @@ func (m *Mutex) stuckThreshold() time.Duration {
 
 // reportStuck logs the stuck report of a wait that began at start.
 func (m *Mutex) reportStuck(ctx context.Context, start time.Time) {
-	args := []any{"lock", m.prefix, "waited", time.Since(start).Round(time.Millisecond), "waiter", m.me.String()}
+	args := append(m.logAttrs(), "waited", time.Since(start).Round(time.Millisecond), "waiter", m.me.String())
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	if r, err := m.cli.Get(rctx, m.ownerKey); err == nil && len(r.Kvs) == 1 {

@@ -74,8 +74,8 @@ var ErrNoLeader = errors.New("etcdlock: the election has no leader")
 // leader is a standby, and waits by design for as long as the leader
 // leads; a leader that stops working is ended by its lease (Lost,
 // ErrOwnerDead), and Leader and lockword inspect show who leads and for
-// how long. Like every etcdlock type it is named by its prefix (Name),
-// which other processes see too, so it has no SetName.
+// how long. SetName names it in its log lines (a clean-up that failed),
+// beside its prefix.
 //
 // # Memory model
 //
@@ -344,8 +344,15 @@ func parseTerm(prefix string, kv *mvccKV) (Term, error) {
 // TTL returns the lease TTL the server granted e.
 func (e *Election) TTL() time.Duration { return e.m.ttl }
 
-// Name returns the election's prefix, normalised.
-func (e *Election) Name() string { return e.m.prefix }
+// SetName names e in its log lines (stuck reports, failed unlocks and
+// clean-ups), beside its prefix, as every lockword lock takes a name:
+// for whoever reads this process's logs. Other processes do not see it;
+// inspect shows the prefix and the holder's host, PID and lease.
+func (e *Election) SetName(name string) { e.m.setName(name) }
+
+// Name returns the name given by SetName, or the prefix (normalised) if
+// none was.
+func (e *Election) Name() string { return e.m.nameOr() }
 
 // Identity returns what other processes see of e's leader.
 func (e *Election) Identity() Holder { return e.m.me }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockword/lockword"
@@ -22,10 +23,12 @@ type handle struct {
 	sess       *Session      // the lease
 	ownSession bool          // sess is the value's alone: Close revokes it
 	ttl        time.Duration // granted
-	typeName   string        // "Mutex", "Semaphore": what a lost lease's error names
 	log        *slog.Logger
-	logName    []any         // how log lines name the value: "lock", prefix
-	closing    chan struct{} // closed by Close on a shared Session
+	typeName   string                 // "Mutex", "Semaphore": what a lost lease's error names
+	kind       string                 // the log attribute naming the value: "lock", "semaphore"
+	prefix     string                 // the value's lock name, normalised
+	named      atomic.Pointer[string] // SetName's; nil: none
+	closing    chan struct{}          // closed by Close on a shared Session
 	closeOnce  sync.Once
 	lost       chan struct{} // closed when the lease is lost or Close ran
 
@@ -38,12 +41,12 @@ type handle struct {
 
 // init makes h the handle of a value of type typeName ("Mutex",
 // "Semaphore") on sess, logged as kind (the log attribute: "lock",
-// "semaphore") named name, and closes lost when the lease is lost or
+// "semaphore") with its prefix, and closes lost when the lease is lost or
 // Close begins.
-func (h *handle) init(sess *Session, own bool, log *slog.Logger, typeName, kind, name string) {
+func (h *handle) init(sess *Session, own bool, log *slog.Logger, typeName, kind, prefix string) {
 	h.sess, h.ownSession, h.ttl, h.log = sess, own, sess.ttl, log
 	h.typeName = typeName
-	h.logName = []any{kind, name}
+	h.kind, h.prefix = kind, prefix
 	h.closing, h.lost = make(chan struct{}), make(chan struct{})
 	h.gate.SetStuckThreshold(-1) // the value reports, naming the holder
 	go func() {
@@ -69,7 +72,7 @@ func (h *handle) closeWait(ctx context.Context) {
 	select {
 	case <-idle:
 	case <-ctx.Done():
-		h.log.Warn("etcdlock: Close: a clean-up is still running; the lease's end ends it", h.logName...)
+		h.log.Warn("etcdlock: Close: a clean-up is still running; the lease's end ends it", h.logAttrs()...)
 	}
 }
 
@@ -132,7 +135,7 @@ func tryContext(deadline time.Time) (context.Context, context.CancelFunc) {
 // within a TTL), so that the value's keys go with it; the value is lost
 // (ErrLeaseLost), and so is every other on its Session.
 func (h *handle) giveUp(what string, err error) {
-	h.log.Warn("etcdlock: "+what+" within the lease TTL; giving the lease up, which removes its keys (and ends its Session's other locks)", append(h.logName, "err", err)...)
+	h.log.Warn("etcdlock: "+what+" within the lease TTL; giving the lease up, which removes its keys (and ends its Session's other locks)", append(h.logAttrs(), "err", err)...)
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	h.sess.revoke(ctx)
@@ -168,4 +171,24 @@ func (h *handle) typedErr(err error) error {
 		return err
 	}
 	return &leaseLostError{typeName: h.typeName, err: err}
+}
+
+// setName and nameOr are SetName and Name of every etcdlock type (see
+// Mutex.SetName).
+func (h *handle) setName(name string) { h.named.Store(&name) }
+
+func (h *handle) nameOr() string {
+	if n := h.named.Load(); n != nil {
+		return *n
+	}
+	return h.prefix
+}
+
+// logAttrs are the attributes that name the value in a log line: kind,
+// prefix, and "name" if SetName gave one.
+func (h *handle) logAttrs() []any {
+	if n := h.named.Load(); n != nil {
+		return []any{h.kind, h.prefix, "name", *n}
+	}
+	return []any{h.kind, h.prefix}
 }

@@ -383,8 +383,15 @@ func (m *Mutex) Lost() <-chan struct{} { return m.lost }
 // TTL returns the lease TTL the server granted.
 func (m *Mutex) TTL() time.Duration { return m.ttl }
 
-// Name returns the lock's prefix, normalised.
-func (m *Mutex) Name() string { return m.prefix }
+// SetName names m in its log lines (stuck reports, failed unlocks and
+// clean-ups), beside its prefix, as every lockword lock takes a name:
+// for whoever reads this process's logs. Other processes do not see it;
+// inspect shows the prefix and the holder's host, PID and lease.
+func (m *Mutex) SetName(name string) { m.setName(name) }
+
+// Name returns the name given by SetName, or the prefix (normalised) if
+// none was.
+func (m *Mutex) Name() string { return m.nameOr() }
 
 // Identity returns what other processes see of m's holder.
 func (m *Mutex) Identity() Holder { return m.me }
@@ -415,7 +422,7 @@ func (m *Mutex) Lock() {
 		case errors.Is(err, lockword.ErrNotRecoverable), errors.Is(err, lockword.ErrCorrupt), errors.Is(err, ErrLeaseLost):
 			panic(err)
 		}
-		m.log.Warn("etcdlock: Lock failed, retrying", "lock", m.prefix, "err", err, "retry_in", pause)
+		m.log.Warn("etcdlock: Lock failed, retrying", append(m.logAttrs(), "err", err, "retry_in", pause)...)
 		time.Sleep(pause)
 		pause = min(2*pause, lockRetryMax)
 	}

@@ -466,6 +466,7 @@ func TestMutexStuckReport(t *testing.T) {
 	}
 	defer b.Close()
 	b.SetStuckThreshold(100 * time.Millisecond)
+	b.SetName("orders-writer")
 	if err := lockCtx(t, a); err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +486,7 @@ func TestMutexStuckReport(t *testing.T) {
 	}
 	a.Unlock()
 	out := buf.String()
-	for _, want := range []string{"stuck threshold", p, fmt.Sprintf("holder_pid=%d", os.Getpid()), "holder_lease=" + leaseText(a.Identity().Lease), "held_for="} {
+	for _, want := range []string{"stuck threshold", p, "name=orders-writer", fmt.Sprintf("holder_pid=%d", os.Getpid()), "holder_lease=" + leaseText(a.Identity().Lease), "held_for="} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("stuck report %q lacks %q", out, want)
 		}

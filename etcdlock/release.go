@@ -32,7 +32,7 @@ func (m *Mutex) Unlock() {
 	if err == nil || errors.Is(err, ErrNotHolder) {
 		return
 	}
-	m.log.Warn("etcdlock: Unlock not confirmed; retrying in the background", "lock", m.prefix, "err", err)
+	m.log.Warn("etcdlock: Unlock not confirmed; retrying in the background", append(m.logAttrs(), "err", err)...)
 	m.token.Store(0) // the caller has unlocked: no guarded write from here on
 	inconsistent := m.inconsistent
 	m.bg.Add(1)

@@ -36,8 +36,8 @@ func init() { reservedNames = append(reservedNames, "readers", "rfence") }
 // them (Unlock without MarkConsistent makes the lock not recoverable for
 // readers and writers alike). A reader that dies holding is dropped when
 // its lease expires, and nobody is told: readers do not write, so there
-// is nothing to repair. The writer's Txn and Put write to etcd only while
-// its hold lasts, and Token is its fencing token, as Mutex's.
+// is nothing to repair. Txn and Put write to etcd only while rw's hold
+// lasts, a read hold as a write hold (see "Fencing").
 //
 // Get one with NewRWMutex. Every RWMutex on the same prefix P, in any
 // process, shares the lock. The writers are a Mutex on P (its queue, hold
@@ -84,6 +84,26 @@ func init() { reservedNames = append(reservedNames, "readers", "rfence") }
 // attempt survives; the fence key goes with the lease (Close). Both return
 // within their context's deadline.
 //
+// # Fencing
+//
+// A holder paused past its lease (a GC pause, SIGSTOP, a partition) loses
+// its hold while it sleeps: a writer's to the next writer, a reader's to
+// the writer that was waiting for it. Either may then resume and write.
+// Txn and Put commit only while the hold they are conditioned on still
+// lasts: the write hold's queue key with its token (as Mutex.Txn), or,
+// without one, the latest read hold's key with its create revision. A
+// read key exists from before the read hold began until it ends, and a
+// writer that arrives while it exists waits for it to go, so a write
+// guarded by a read hold never commits while a later writer holds, nor
+// after one has held: the late write fails with ErrNotHolder. Token is
+// the write hold's fencing token, RToken the read hold's (its key's
+// create revision): every writer that held before the read hold began
+// has a smaller token, every writer that holds after it a larger one, so
+// a store outside etcd that remembers the largest writer's token it has
+// seen and refuses a reader's write with a smaller token refuses a
+// paused reader's late write once a writer has written after it (readers
+// hold together: compare a reader's token with the writers' only).
+//
 // # sync.Locker, statistics, stuck reports
 //
 // Lock, Unlock, RLock, RUnlock and RLocker are the sync.Locker forms, as
@@ -95,9 +115,8 @@ func init() { reservedNames = append(reservedNames, "readers", "rfence") }
 // lockword.RWMutex does. An acquisition that waits past the stuck
 // threshold (SetStuckThreshold; lockword.DefaultStuckThreshold, 2 s)
 // logs one report naming the process it waits for: the writer, or the
-// reader, or the writer whose death is being repaired. Like every
-// etcdlock type it is named by its prefix (Name), which every process
-// sees, so it has no SetName.
+// reader, or the writer whose death is being repaired, and the lock by
+// its prefix and the name SetName gave it.
 //
 // # Memory model
 //
@@ -117,9 +136,15 @@ type RWMutex struct {
 	writer atomic.Int64 // token of the write hold once readers have left; 0: none
 
 	mu    sync.Mutex
-	reads []string // read keys held
+	reads []readHold // read holds, latest last
 
 	stats stats // read and write acquisitions together
+}
+
+// A readHold is one read hold: its key and the key's create revision.
+type readHold struct {
+	key   string
+	token int64
 }
 
 // NewRWMutex returns an RWMutex on the lock named by prefix (as a
@@ -251,20 +276,51 @@ func (rw *RWMutex) MarkConsistent() error { return rw.m.MarkConsistent() }
 // the write lock.
 func (rw *RWMutex) Token() int64 { return rw.writer.Load() }
 
-// Txn commits ops if rw still holds the write lock, else returns
-// ErrNotHolder and writes nothing, as Mutex.Txn.
+// RToken returns the fencing token of rw's latest read hold (its key's
+// create revision), 0 when rw holds no read lock. See the type's
+// "Fencing" for how a store outside etcd uses it.
+func (rw *RWMutex) RToken() int64 {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	if len(rw.reads) == 0 {
+		return 0
+	}
+	return rw.reads[len(rw.reads)-1].token
+}
+
+// Txn commits ops if rw still holds the write lock (as Mutex.Txn) or,
+// holding no write lock, its latest read lock, and otherwise returns
+// ErrNotHolder and writes nothing: a reader or writer paused past its
+// lease writes nothing once its hold has ended (see the type's
+// "Fencing"). ops must not touch keys under the lock's prefix.
 func (rw *RWMutex) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	if ctx == nil {
 		return nil, lockword.ErrNilContext
 	}
-	if rw.writer.Load() == 0 {
+	if rw.writer.Load() != 0 {
+		return rw.m.Txn(ctx, ops...)
+	}
+	rw.mu.Lock()
+	var hold readHold
+	if len(rw.reads) > 0 {
+		hold = rw.reads[len(rw.reads)-1]
+	}
+	rw.mu.Unlock()
+	if hold.token == 0 {
 		return nil, ErrNotHolder
 	}
-	return rw.m.Txn(ctx, ops...)
+	resp, err := rw.m.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(hold.key), "=", hold.token)).Then(ops...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	if !resp.Succeeded {
+		return resp, ErrNotHolder
+	}
+	return resp, nil
 }
 
-// Put writes key = val if rw still holds the write lock (Txn with one
-// put).
+// Put writes key = val if rw still holds the write lock or a read lock
+// (Txn with one put).
 func (rw *RWMutex) Put(ctx context.Context, key, val string, opts ...clientv3.OpOption) error {
 	_, err := rw.Txn(ctx, clientv3.OpPut(key, val, opts...))
 	return err
@@ -291,14 +347,14 @@ func (rw *RWMutex) RLockContext(ctx context.Context) error {
 		n := rw.seq.Add(1)
 		key := fmt.Sprintf("%s%s%s-%d", m.prefix, readerDir, rw.nonce, n)
 		fence := fmt.Sprintf("%s%s%s-%d", m.prefix, readerFenceDir, rw.nonce, n)
-		held, err := rw.rlock(ctx, key, fence, w)
+		token, err := rw.rlock(ctx, key, fence, w)
 		if err != nil {
 			rw.fenceRead(ctx, key, fence)
 			return err
 		}
-		if held {
+		if token != 0 {
 			rw.mu.Lock()
-			rw.reads = append(rw.reads, key)
+			rw.reads = append(rw.reads, readHold{key, token})
 			rw.mu.Unlock()
 			w.acquired()
 			return nil
@@ -307,11 +363,12 @@ func (rw *RWMutex) RLockContext(ctx context.Context) error {
 }
 
 // rlock is one arrival of RLockContext: it puts key and waits for the
-// writers before it. held false with a nil error means that it found a
-// dead writer's data unrepaired: it withdrew its key (so that the writer
-// that repairs does not wait for it), waited for the hold record to
-// change, and the reader must arrive again.
-func (rw *RWMutex) rlock(ctx context.Context, key, fence string, w *rwWait) (held bool, err error) {
+// writers before it. It returns the read hold's token (key's create
+// revision) once it holds. 0 with a nil error means that it found a dead
+// writer's data unrepaired: it withdrew its key (so that the writer that
+// repairs does not wait for it), waited for the hold record to change,
+// and the reader must arrive again.
+func (rw *RWMutex) rlock(ctx context.Context, key, fence string, w *rwWait) (token int64, err error) {
 	m := rw.m
 	lease := clientv3.WithLease(clientv3.LeaseID(m.me.Lease))
 	r, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.Version(fence), "=", 0)).Then(
@@ -320,10 +377,10 @@ func (rw *RWMutex) rlock(ctx context.Context, key, fence string, w *rwWait) (hel
 		clientv3.OpGet(m.ownerKey),
 	).Commit()
 	if err != nil {
-		return false, leaseErr(err)
+		return 0, leaseErr(err)
 	}
 	if !r.Succeeded {
-		return false, ErrLeaseLost // only our own clean-up writes the fence key
+		return 0, ErrLeaseLost // only our own clean-up writes the fence key
 	}
 	mine := r.Header.Revision // our key's create revision
 	writers, owner, rev := r.Responses[1].GetResponseRange().Kvs, r.Responses[2].GetResponseRange().Kvs, r.Header.Revision
@@ -333,38 +390,38 @@ func (rw *RWMutex) rlock(ctx context.Context, key, fence string, w *rwWait) (hel
 			// A writer arrived before us: wait until it has unlocked,
 			// unless no Mutex wrote its key (it would never go).
 			if err := checkQueueKey(m.prefix, string(writers[0].Key), writers[0].Lease); err != nil {
-				return false, corrupt(m.prefix, err)
+				return 0, corrupt(m.prefix, err)
 			}
 			if err := w.gone(ctx, writers[0], rev); err != nil {
-				return false, err
+				return 0, err
 			}
 		case len(owner) == 1:
 			rec, err := parseRecord(owner[0].Value)
 			if err != nil {
-				return false, corrupt(m.prefix, fmt.Errorf("hold record %s: %v", m.ownerKey, err))
+				return 0, corrupt(m.prefix, fmt.Errorf("hold record %s: %v", m.ownerKey, err))
 			}
 			if rec.State == stateNotRecoverable {
-				return false, fmt.Errorf("%w (etcd lock %q)", lockword.ErrNotRecoverable, m.prefix)
+				return 0, fmt.Errorf("%w (etcd lock %q)", lockword.ErrNotRecoverable, m.prefix)
 			}
 			if rec.State == stateHeld && rec.token(owner[0].CreateRevision) > mine {
-				return true, nil // a writer after us: it waits for us
+				return mine, nil // a writer after us: it waits for us
 			}
 			// A writer before us died holding (its key is gone: it is not
 			// in the queue before ours), or one is repairing after such a
 			// death: stay out until the record changes.
 			if _, err := m.cli.Delete(ctx, key); err != nil {
-				return false, err
+				return 0, err
 			}
-			return false, w.gone(ctx, owner[0], rev)
+			return 0, w.gone(ctx, owner[0], rev)
 		default:
-			return true, nil
+			return mine, nil
 		}
 		g, err := m.cli.Txn(ctx).Then(
 			clientv3.OpGet(m.prefix+queueDir, append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(mine-1))...),
 			clientv3.OpGet(m.ownerKey),
 		).Commit()
 		if err != nil {
-			return false, err
+			return 0, err
 		}
 		writers, owner, rev = g.Responses[0].GetResponseRange().Kvs, g.Responses[1].GetResponseRange().Kvs, g.Header.Revision
 	}
@@ -428,12 +485,12 @@ func (rw *RWMutex) RUnlockContext(ctx context.Context) error {
 		rw.mu.Unlock()
 		return ErrNotHolder
 	}
-	key := rw.reads[len(rw.reads)-1]
+	hold := rw.reads[len(rw.reads)-1]
 	rw.reads = rw.reads[:len(rw.reads)-1]
 	rw.mu.Unlock()
-	if _, err := rw.m.cli.Delete(ctx, key); err != nil {
+	if _, err := rw.m.cli.Delete(ctx, hold.key); err != nil {
 		rw.mu.Lock()
-		rw.reads = append(rw.reads, key)
+		rw.reads = append(rw.reads, hold)
 		rw.mu.Unlock()
 		return err
 	}
@@ -455,7 +512,7 @@ func (rw *RWMutex) RUnlock() {
 		return
 	}
 	rw.mu.Lock()
-	key := rw.reads[len(rw.reads)-1]
+	key := rw.reads[len(rw.reads)-1].key
 	rw.reads = rw.reads[:len(rw.reads)-1]
 	rw.mu.Unlock()
 	rw.m.bg.Add(1)
@@ -475,8 +532,15 @@ func (rw *RWMutex) Close() error { return rw.m.Close() }
 // Lost returns a channel that is closed when rw's lease is lost.
 func (rw *RWMutex) Lost() <-chan struct{} { return rw.m.Lost() }
 
-// Name returns the lock's prefix, normalised.
-func (rw *RWMutex) Name() string { return rw.m.prefix }
+// SetName names rw in its log lines (stuck reports, failed unlocks and
+// clean-ups), beside its prefix, as every lockword lock takes a name:
+// for whoever reads this process's logs. Other processes do not see it;
+// inspect shows the prefix and the holder's host, PID and lease.
+func (rw *RWMutex) SetName(name string) { rw.m.setName(name) }
+
+// Name returns the name given by SetName, or the prefix (normalised) if
+// none was.
+func (rw *RWMutex) Name() string { return rw.m.nameOr() }
 
 // Identity returns what other processes see of rw's holder.
 func (rw *RWMutex) Identity() Holder { return rw.m.me }

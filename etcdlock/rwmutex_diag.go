@@ -96,8 +96,8 @@ func (w *rwWait) reportStuck(kv *mvccKV) {
 		}
 	}
 	w.rw.m.log.Warn("etcdlock: still waiting for an etcd RWMutex past the stuck threshold; the process waited for may be slow, stopped, or cut off (its lease ends its hold)",
-		"lock", w.rw.m.prefix, "waited", time.Since(w.start).Round(time.Millisecond), "waiter", w.rw.m.me.String(),
-		"waiting_for", string(kv.Key), "holder_host", h.Host, "holder_pid", h.PID, "holder_lease", leaseText(h.Lease))
+		append(w.rw.m.logAttrs(), "waited", time.Since(w.start).Round(time.Millisecond), "waiter", w.rw.m.me.String(),
+			"waiting_for", string(kv.Key), "holder_host", h.Host, "holder_pid", h.PID, "holder_lease", leaseText(h.Lease))...)
 }
 
 // EnableStats starts collecting statistics of rw's acquisitions, read and
@@ -184,7 +184,7 @@ func (rw *RWMutex) retrying(what string, lock func() error) {
 		case errors.Is(err, lockword.ErrNotRecoverable), errors.Is(err, lockword.ErrCorrupt), errors.Is(err, ErrLeaseLost):
 			panic(err)
 		}
-		rw.m.log.Warn("etcdlock: RWMutex."+what+" failed, retrying", "lock", rw.m.prefix, "err", err, "retry_in", pause)
+		rw.m.log.Warn("etcdlock: RWMutex."+what+" failed, retrying", append(rw.m.logAttrs(), "err", err, "retry_in", pause)...)
 		time.Sleep(pause)
 		pause = min(2*pause, lockRetryMax)
 	}

@@ -37,6 +37,7 @@ func TestRWMutexStuckReport(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer waiter.Close()
+			waiter.SetName("catalog-waiter")
 			hold, wait, waitKind := holder.LockContext, waiter.RLockContext, "readers"
 			if !writerHolds {
 				hold, wait, waitKind = holder.RLockContext, waiter.LockContext, "writers"
@@ -54,7 +55,7 @@ func TestRWMutexStuckReport(t *testing.T) {
 				t.Fatalf("the waiting %s: %v", waitKind, err)
 			}
 			out := buf.String()
-			for _, want := range []string{"stuck threshold", p, fmt.Sprintf("holder_pid=%d", os.Getpid()), "holder_lease=" + leaseText(holder.Identity().Lease)} {
+			for _, want := range []string{"stuck threshold", p, "name=catalog-waiter", fmt.Sprintf("holder_pid=%d", os.Getpid()), "holder_lease=" + leaseText(holder.Identity().Lease)} {
 				if !strings.Contains(out, want) {
 					t.Fatalf("stuck report %q lacks %q", out, want)
 				}
@@ -63,6 +64,60 @@ func TestRWMutexStuckReport(t *testing.T) {
 				t.Fatalf("%d stuck reports for one wait, want 1:\n%s", n, out)
 			}
 		})
+	}
+}
+
+// TestSetName: every etcdlock type takes a name, as every lockword lock
+// does; Name gives it back (the prefix until one is set), and the log
+// lines name the value by both.
+func TestSetName(t *testing.T) {
+	cli, p := parallelClient(t)
+	ctx := context.Background()
+	opts := &Options{TTL: liveTTL}
+	m, err := NewMutex(ctx, cli, p+"/m", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	rw, err := NewRWMutex(ctx, cli, p+"/rw", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	s, err := NewSemaphore(ctx, cli, p+"/s", 2, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e, err := NewElection(ctx, cli, p+"/e", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, c := range []struct {
+		kind   string
+		prefix string
+		named  interface {
+			SetName(string)
+			Name() string
+		}
+		h *handle
+	}{
+		{"Mutex", p + "/m", m, &m.handle},
+		{"RWMutex", p + "/rw", rw, &rw.m.handle},
+		{"Semaphore", p + "/s", s, &s.handle},
+		{"Election", p + "/e", e, &e.m.handle},
+	} {
+		if got := c.named.Name(); got != c.prefix {
+			t.Errorf("%s: Name before SetName = %q, want the prefix %q", c.kind, got, c.prefix)
+		}
+		c.named.SetName(c.kind + "-name")
+		if got := c.named.Name(); got != c.kind+"-name" {
+			t.Errorf("%s: Name = %q after SetName(%q)", c.kind, got, c.kind+"-name")
+		}
+		if got := fmt.Sprint(c.h.logAttrs()); !strings.Contains(got, c.prefix) || !strings.Contains(got, "name "+c.kind+"-name") {
+			t.Errorf("%s: log attributes %s lack the prefix or the name", c.kind, got)
+		}
 	}
 }
 

@@ -285,3 +285,54 @@ func TestRWMutexForeignKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestRWMutexReaderFenced: a reader's guarded write lands while its read
+// hold lasts, and a reader paused past its lease (here: its lease
+// revoked, as the expiry does) has its late write refused once a writer
+// has taken the lock and written: the reader's fence. Before, a reader
+// had no guarded write at all (Put was the writer's only).
+func TestRWMutexReaderFenced(t *testing.T) {
+	cli, p := parallelClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
+	defer cancel()
+	data := p + "-data"
+	reader, writer := newRW(t, cli, p, liveTTL), newRW(t, cli, p, liveTTL)
+	if err := reader.Put(ctx, data, "reader"); !errors.Is(err, ErrNotHolder) {
+		t.Fatalf("a reader's guarded write with no hold: %v, want ErrNotHolder", err)
+	}
+	if err := reader.RLockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Put(ctx, data, "reader"); err != nil {
+		t.Fatalf("a reader's guarded write while it holds: %v", err)
+	}
+	rtok := reader.RToken()
+	if rtok == 0 {
+		t.Fatal("RToken is 0 while a read lock is held")
+	}
+	// The pause: the reader's lease ends while it holds (it does not know).
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(reader.Identity().Lease)); err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.LockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.Put(ctx, data, "writer"); err != nil {
+		t.Fatal(err)
+	}
+	if wtok := writer.Token(); wtok <= rtok {
+		t.Errorf("writer's token %d is not above the reader's %d before it", wtok, rtok)
+	}
+	// The reader resumes, believing it still holds.
+	if err := reader.Put(ctx, data, "late reader"); !errors.Is(err, ErrNotHolder) {
+		t.Fatalf("a paused reader's late write: %v, want ErrNotHolder", err)
+	}
+	writer.Unlock()
+	r, err := cli.Get(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "writer" {
+		t.Fatalf("%s = %q, want the writer's value", data, r.Kvs)
+	}
+}

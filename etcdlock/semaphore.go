@@ -197,8 +197,15 @@ func (s *Semaphore) Close() error {
 // revoked) or Close was called: the permits held through s are gone.
 func (s *Semaphore) Lost() <-chan struct{} { return s.lost }
 
-// Name returns the semaphore's prefix, normalised.
-func (s *Semaphore) Name() string { return s.prefix }
+// SetName names s in its log lines (stuck reports, failed unlocks and
+// clean-ups), beside its prefix, as every lockword lock takes a name:
+// for whoever reads this process's logs. Other processes do not see it;
+// inspect shows the prefix and the holder's host, PID and lease.
+func (s *Semaphore) SetName(name string) { s.setName(name) }
+
+// Name returns the name given by SetName, or the prefix (normalised) if
+// none was.
+func (s *Semaphore) Name() string { return s.nameOr() }
 
 // Permits returns N, the semaphore's number of permits.
 func (s *Semaphore) Permits() int { return s.permits }

@@ -461,17 +461,37 @@ func (m *Mutex) tryLockSlow() bool {
 }
 
 //go:noinline
-func (m *Mutex) unlockSlow() {
+func (m *Mutex) unlockSlow() { m.release(false) }
+
+// unlockInternal is Unlock for a Mutex that this package holds on its own
+// account (a Semaphore's guard): a word that no longer names this handle
+// was overwritten under the hold, by no caller of ours, so it returns a
+// *lockword.CorruptError instead of panicking as misuse. Such a panic
+// on a background goroutine (a cancelled waiter's withdrawal) would kill
+// the process.
+func (m *Mutex) unlockInternal() error {
+	if m.word.CompareAndSwap(m.token, 0) {
+		return nil
+	}
+	return m.release(true)
+}
+
+// release is Unlock's slow path; a word that does not name this handle
+// panics as misuse, or, if internal, is returned as a CorruptError.
+func (m *Mutex) release(internal bool) error {
 	m.r.checkOpen("shm.Mutex", m.name, "Unlock")
 	for i := 0; ; i++ {
 		if i == retryLimit {
 			// Only waiters and inspectors change a held word, once
 			// each: one that keeps changing is being overwritten.
 			slog.Warn("lockword: Unlock gave up on a lock word that keeps changing (corrupt)", "lock", m.name, "region", m.r.path)
-			return
+			return nil
 		}
 		w := m.word.Load()
 		if owner := w & ownerMask; owner != m.token {
+			if internal {
+				return m.errCorrupt("the word names %#x, not this handle, which holds it", owner)
+			}
 			m.unlockMisuse(owner)
 		}
 		if w&sharedInconsistent == 0 {
@@ -484,7 +504,7 @@ func (m *Mutex) unlockSlow() {
 					// the word on us with nobody holding. Drop it.
 					m.handoff.CompareAndSwap(h, 0)
 				} else if m.grant(w, h) {
-					return
+					return nil
 				}
 			}
 		}
@@ -509,7 +529,7 @@ func (m *Mutex) unlockSlow() {
 		case w&sharedWaiters != 0:
 			wakeShared(m.word, 1)
 		}
-		return
+		return nil
 	}
 }
 

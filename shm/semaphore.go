@@ -375,7 +375,7 @@ func (s *Semaphore) lock(ctx context.Context) error {
 			wakeShared(word32(s.obj, semObjSeq), wakeAll)
 		}
 		if err = s.guard.MarkConsistent(); err != nil {
-			s.guard.Unlock()
+			s.guard.unlockInternal() // err already says the guard is corrupt
 		}
 	}
 	return err
@@ -383,13 +383,16 @@ func (s *Semaphore) lock(ctx context.Context) error {
 
 // unlock releases the guard, first bumping seq if bump (a change a waiter
 // may await), then waking the front waiter's process; it returns took and
-// err.
+// err, or, if the guard's word was overwritten while held and err is nil,
+// a CorruptError (took stands: what was taken is recorded in our entry).
 func (s *Semaphore) unlock(bump, took bool, err error) (bool, error) {
 	var bits uint32
 	if bump {
 		bits = s.bumpSeq()
 	}
-	s.guard.Unlock()
+	if gerr := s.guard.unlockInternal(); gerr != nil && err == nil {
+		err = s.errCorrupt("its guard was overwritten while held (%v)", gerr)
+	}
 	if bits != 0 && !testBrokenSemNoWake {
 		wakeSharedBits(word32(s.obj, semObjSeq), wakeAll, bits)
 	}
