@@ -153,15 +153,7 @@ func TestCSemaphoreDeadHolderAcrossLanguages(t *testing.T) {
 	}
 	// The C acquirer attaches first: its open would otherwise take the
 	// permits back itself, telling nobody.
-	cmd := exec.Command(b.Worker, "sem-acquire", path, "sem", "3", "3", "10000", "wait")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := start(t, cmd)
-	if l := w.line(10 * time.Second); l != "open" {
-		t.Fatalf("C acquirer: %q", l)
-	}
+	w, in := startCAttached(t, b.Worker, "open", "sem-acquire", path, "sem", "3", "3", "10000", "wait")
 	ghold.cmd.Process.Kill()
 	<-ghold.done
 	io.WriteString(in, "go\n")
@@ -214,16 +206,7 @@ func TestCSemaphoreOpenCloseReap(t *testing.T) {
 	}
 	opener := func() (*proc, io.WriteCloser) {
 		t.Helper()
-		cmd := exec.Command(b.Worker, "sem-open-close", path)
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := start(t, cmd)
-		if l := o.line(10 * time.Second); l != "open 0" {
-			t.Fatalf("C open: %q", l)
-		}
-		return o, in
+		return startCAttached(t, b.Worker, "open 0", "sem-open-close", path)
 	}
 	closeOpener := func(o *proc, in io.WriteCloser) {
 		t.Helper()
@@ -280,4 +263,21 @@ func TestCSemaphoreOpenCloseReap(t *testing.T) {
 	if si := sem(); si.InUse != 0 || si.Recovered != 7 || si.Reclaims != 3 {
 		t.Errorf("after racing openers: in use %d, recovered %d, reclaims %d; want 0, 7, 3", si.InUse, si.Recovered, si.Reclaims)
 	}
+}
+
+// startCAttached starts the C worker with args, whose stdin the caller
+// writes, and waits for its first line, which must be attached: the
+// worker has opened the region and waits for a line on stdin.
+func startCAttached(t *testing.T, worker, attached string, args ...string) (*proc, io.WriteCloser) {
+	t.Helper()
+	cmd := exec.Command(worker, args...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, cmd)
+	if l := p.line(10 * time.Second); l != attached {
+		t.Fatalf("C worker %s: %q, want %q", args[0], l, attached)
+	}
+	return p, in
 }
