@@ -207,6 +207,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv("LOCKWORD_BENCH_CHILD"); spec != "" {
 		os.Exit(child(spec))
 	}
+	if dir := os.Getenv(semProcsEnv); dir != "" {
+		os.Exit(semProcsChild(dir)) // semaphore_procs_test.go
+	}
 	os.Exit(m.Run())
 }
 

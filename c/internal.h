@@ -193,6 +193,7 @@ static void learn(lw_region *r, const lw_hdr *h);
 
 /* sharedsemaphore.c */
 static bool sem_holds(lw_sem *s);
+static int64_t sem_housekeep(lw_region *r);
 
 /* region.c */
 static int object(lw_region *r, const char *name, uint32_t kind, uint32_t size, uint32_t *index);

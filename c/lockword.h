@@ -558,22 +558,23 @@ typedef struct {
 /* lw_region_sem returns the shm.Semaphore named name with permits
  * permits (1 to 2^32-1, else LW_EINVAL), creating it with every permit
  * free if absent; LW_EPERMITS if it exists with another number, and
- * LW_ECORRUPT if its words are corrupt. Every
- * call with one name returns the same handle, freed by lw_region_close,
- * which refuses (LW_EREGIONBUSY) while this process holds permits. Other
- * errors as lw_region_bytes. Non-NULL: r, name, out. Go twin:
- * (*Region).Semaphore. */
+ * LW_ECORRUPT if its words are corrupt. Every call with one name returns
+ * the same handle, freed by lw_region_close, which refuses
+ * (LW_EREGIONBUSY) while this process holds permits. Every region open and
+ * close (C or Go) gives dead processes' permits back, once, telling only
+ * the counts. Other errors as lw_region_bytes. Non-NULL: r, name, out. Go
+ * twin: (*Region).Semaphore. */
 int lw_region_sem(lw_region *r, const char *name, int64_t permits, lw_sem **out);
 
-/* lw_sem_timedacquire takes n permits, waiting (FIFO across processes)
- * at most timeout_ns (negative: no limit). 0: held; LW_EOWNERDEAD: held,
- * and permits of processes that died holding them were taken back on the
- * way (*dead says which, if dead is not NULL; no consistent step follows:
- * a semaphore has no data of its own to repair); LW_ETIMEDOUT; LW_EINVAL
- * for n < 0 or above the capacity; LW_ECORRUPT for words no valid history
- * makes. Non-NULL: s. Go twin: Acquire. A timed-out waiter withdraws its
- * place in the queue under the guard, a critical section of a few stores
- * (or a dead guard holder's detection), after its deadline. */
+/* lw_sem_timedacquire takes n permits, waiting at most timeout_ns
+ * (negative: no limit), FIFO by ticket, one per process (its other waiters
+ * queue behind the ticket holder, holding none). 0: held; LW_EOWNERDEAD:
+ * held, and dead processes' permits were taken back on the way (*dead says
+ * which, if not NULL; no consistent step: a semaphore has no data of its
+ * own); LW_ETIMEDOUT; LW_EINVAL for n < 0 or above the capacity;
+ * LW_ECORRUPT for words no valid history makes. Non-NULL: s. Go twin:
+ * Acquire. A timed-out waiter withdraws from the queue under the guard (a
+ * few stores, or a dead guard holder's detection) after its deadline. */
 int lw_sem_timedacquire(lw_sem *s, int64_t n, int64_t timeout_ns, lw_sem_recovery *dead);
 
 /* lw_sem_acquire is lw_sem_timedacquire without a limit. */

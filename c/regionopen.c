@@ -311,6 +311,9 @@ static int open_fd(const char *path, int fd, open_limits lim, lw_region **out) {
 	flock_retry(fd, LOCK_UN);
 	free(hdr);
 	free(h);
+	pthread_mutex_lock(&r->mu);
+	sem_housekeep(r); /* what dead processes hold in semaphores comes back */
+	pthread_mutex_unlock(&r->mu);
 	*out = r;
 	return 0;
 fail:
@@ -470,6 +473,22 @@ int lw_region_close(lw_region *r) {
 	int err = flock_until(r->fd, LOCK_EX, lock_deadline(r->lock_timeout_ns));
 	if (err == LW_ETIMEDOUT)
 		return err; /* nothing closed: the caller may try again */
+	if (err == 0) {
+		/* Housekeeping, as at open, over the table as it is now: what
+		 * dead processes hold in semaphores comes back. */
+		pthread_mutex_lock(&r->mu);
+		lw_hdr *h = malloc(sizeof *h);
+		unsigned char *hdr = malloc(LW_ARENA_OFFSET);
+		if (h && hdr) {
+			memcpy(hdr, r->data, LW_ARENA_OFFSET);
+			if (parse_header(hdr, (int64_t)r->size, h) == 0)
+				learn(r, h);
+		}
+		free(h);
+		free(hdr);
+		sem_housekeep(r);
+		pthread_mutex_unlock(&r->mu);
+	}
 	if (err == 0) {
 		_Atomic uint32_t *state = w32(slot_at(r, r->slot), LW_PROC_STATE);
 		atomic_store(state, atomic_load(state) & ~LW_PROC_LIVE);

@@ -187,6 +187,19 @@ static int sem_check(lw_sem *s) {
 	return err;
 }
 
+/* sem_init makes s, zeroed, a handle of r's object i. */
+static void sem_init(lw_sem *s, lw_region *r, uint32_t i) {
+	s->r = r;
+	s->obj = r->data + r->objs[i].offset;
+	s->me = s->obj + LW_SEM_SLOTS + (uint64_t)LW_SEM_SLOT_SIZE * r->slot;
+	s->guard.r = r;
+	s->guard.obj = s->obj;
+	s->guard.word = w32(s->obj, LW_MUTEX_WORD);
+	s->guard.handoff = w32(s->obj, LW_MUTEX_HANDOFF);
+	s->guard.token = r->token;
+	strcpy(s->guard.name, r->objs[i].name);
+}
+
 int lw_region_sem(lw_region *r, const char *name, int64_t permits, lw_sem **out) {
 	if (!r || !name || !out || permits < 1 || permits > UINT32_MAX)
 		return LW_EINVAL;
@@ -198,15 +211,7 @@ int lw_region_sem(lw_region *r, const char *name, int64_t permits, lw_sem **out)
 		if (!s) {
 			err = ENOMEM;
 		} else {
-			s->r = r;
-			s->obj = r->data + r->objs[i].offset;
-			s->me = s->obj + LW_SEM_SLOTS + (uint64_t)LW_SEM_SLOT_SIZE * r->slot;
-			s->guard.r = r;
-			s->guard.obj = s->obj;
-			s->guard.word = w32(s->obj, LW_MUTEX_WORD);
-			s->guard.handoff = w32(s->obj, LW_MUTEX_HANDOFF);
-			s->guard.token = r->token;
-			strcpy(s->guard.name, r->objs[i].name);
+			sem_init(s, r, i);
 			r->sems[i] = s;
 		}
 	}
@@ -266,6 +271,40 @@ static int sem_reap_if_due(lw_sem *s, sem_rec *rec) {
 		return 0;
 	atomic_store(&s->reaped_ns, now);
 	return sem_reap(s, rec);
+}
+
+/* sem_housekeep is reapSemaphores (shm/semaphorereclaim.go): region open,
+ * after attaching, and close, before detaching, take back the entries of
+ * dead processes in every semaphore of r's table, so that their permits
+ * come back even when nobody acquires afterwards. Each is reaped under its
+ * guard, so an entry is cleared once whoever else reaps at the same moment
+ * (an acquirer, another process's open or close, Go's or C's). The guard is
+ * only tried (free, or taken from a dead holder): a live holder is in a
+ * critical section of a few stores and its own call, or a later open or
+ * close, reaps instead, so open and close never wait on another process.
+ * Nobody is told: the dead-holder and recovered counts record it. A
+ * corrupt semaphore is left for its users' calls to report. r->mu must be
+ * held. Returns the permits freed. */
+static int64_t sem_housekeep(lw_region *r) {
+	int64_t permits = 0;
+	for (uint32_t i = 0; i < r->nobj; i++) {
+		if (r->objs[i].kind != LW_KIND_SEMAPHORE || r->objs[i].size != LW_SEM_OBJ_SIZE)
+			continue;
+		lw_sem s = {0}; /* not cached: nothing but the guard's words is used */
+		sem_init(&s, r, i);
+		if (atomic_load(sem_w(&s, LW_SEM_PERMITS)) == 0)
+			continue; /* no handle has recorded a capacity: nothing held */
+		if (sem_guard_lock(&s, mono_ns()) != 0)
+			continue;
+		sem_rec rec = {0};
+		if (sem_reap(&s, &rec) != 0) {
+			sem_guard_unlock(&s, false, 0);
+			continue;
+		}
+		sem_guard_unlock(&s, rec.entries != 0, 0); /* freed permits: wake the front */
+		permits += rec.out.permits;
+	}
+	return permits;
 }
 
 /* own makes our entry name us, taking back a dead previous incarnation of

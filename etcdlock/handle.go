@@ -8,6 +8,7 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ type handle struct {
 	ownSession bool          // sess is the value's alone: Close revokes it
 	ttl        time.Duration // granted
 	log        *slog.Logger
+	typeName   string                 // "Mutex", "Semaphore": what a lost lease's error names
 	kind       string                 // the log attribute naming the value: "lock", "semaphore"
 	prefix     string                 // the value's lock name, normalised
 	named      atomic.Pointer[string] // SetName's; nil: none
@@ -37,11 +39,13 @@ type handle struct {
 	bg   sync.WaitGroup // background clean-ups and unlocks
 }
 
-// init makes h the handle of a value on sess, logged as kind (the log
-// attribute: "lock", "semaphore") with its prefix, and closes lost when
-// the lease is lost or Close begins.
-func (h *handle) init(sess *Session, own bool, log *slog.Logger, kind, prefix string) {
+// init makes h the handle of a value of type typeName ("Mutex",
+// "Semaphore") on sess, logged as kind (the log attribute: "lock",
+// "semaphore") with its prefix, and closes lost when the lease is lost or
+// Close begins.
+func (h *handle) init(sess *Session, own bool, log *slog.Logger, typeName, kind, prefix string) {
 	h.sess, h.ownSession, h.ttl, h.log = sess, own, sess.ttl, log
+	h.typeName = typeName
 	h.kind, h.prefix = kind, prefix
 	h.closing, h.lost = make(chan struct{}), make(chan struct{})
 	h.gate.SetStuckThreshold(-1) // the value reports, naming the holder
@@ -139,6 +143,34 @@ func (h *handle) giveUp(what string, err error) {
 	case <-h.lost:
 	case <-ctx.Done():
 	}
+}
+
+// leaseLostError is ErrLeaseLost as a Mutex or a Semaphore returns it: the
+// sentinel is shared by every kind, so the message names the one whose
+// lease is gone and what to make instead.
+type leaseLostError struct {
+	typeName string
+	err      error // ErrLeaseLost, or an error wrapping it with the server's reason
+}
+
+func (e *leaseLostError) Error() string {
+	msg := "etcdlock: the " + e.typeName + "'s lease is lost (expired or revoked); make a new " + e.typeName
+	if e.err != ErrLeaseLost {
+		msg += " (" + e.err.Error() + ")"
+	}
+	return msg
+}
+
+func (e *leaseLostError) Unwrap() error { return e.err }
+
+// typedErr returns err, naming h's type if err is ErrLeaseLost: every public
+// call of a Mutex or a Semaphore returns its errors through it.
+func (h *handle) typedErr(err error) error {
+	var named *leaseLostError
+	if err == nil || !errors.Is(err, ErrLeaseLost) || errors.As(err, &named) {
+		return err
+	}
+	return &leaseLostError{typeName: h.typeName, err: err}
 }
 
 // setName and nameOr are SetName and Name of every etcdlock type (see

@@ -314,7 +314,7 @@ func NewMutex(ctx context.Context, cli *clientv3.Client, prefix string, opts *Op
 	m.meJSON = string(b)
 	b, _ = json.Marshal(m.queueKey)
 	m.keyJSON = string(b)
-	m.handle.init(sess, own, o.Logger, "lock", prefix)
+	m.handle.init(sess, own, o.Logger, "Mutex", "lock", prefix)
 	return m, nil
 }
 

@@ -51,10 +51,11 @@ var (
 	// partition), it was unlocked, or it was never locked. The write was
 	// not made.
 	ErrNotHolder = errors.New("etcdlock: not the lock's holder (never locked, unlocked, or the lease expired); nothing was written")
-	// ErrLeaseLost is returned by LockContext and TryLockContext of a
-	// Mutex whose lease has expired or was revoked (Lost is closed): it
-	// can never lock again. Make a new Mutex.
-	ErrLeaseLost = errors.New("etcdlock: the Mutex's lease is lost (expired or revoked); make a new Mutex")
+	// ErrLeaseLost is returned (wrapped, naming the kind: "the
+	// Semaphore's lease is lost") by the calls of a Mutex, Semaphore,
+	// RWMutex, Election or Session whose lease has expired or was revoked
+	// (Lost is closed): it can never lock again. Make a new one.
+	ErrLeaseLost = errors.New("etcdlock: the lease is lost (expired or revoked)")
 	// ErrBadArgument is returned (wrapped, naming the argument) by
 	// NewMutex, Inspect and Peek for a nil client, a TTL out of range or
 	// a lock name that is empty or contains a reserved element.

@@ -169,7 +169,7 @@ func NewSemaphore(ctx context.Context, cli *clientv3.Client, prefix string, perm
 	}
 	name := s.queueKey[len(p+queueDir):]
 	s.holdKey, s.fenceKey = p+holdsDir+name, p+fenceDir+name
-	s.handle.init(sess, own, o.Logger, "semaphore", p)
+	s.handle.init(sess, own, o.Logger, "Semaphore", "semaphore", p)
 	return s, nil
 }
 

@@ -63,7 +63,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 	if err != nil && !errors.Is(err, lockword.ErrOwnerDead) {
 		a.abandon(ctx)
 	}
-	return err
+	return s.typedErr(err)
 }
 
 // TryAcquire takes n permits if the queue lets it at once (no request
@@ -92,7 +92,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int) (bool, error) {
 		return false, nil
 	}
 	a.abandon(ctx)
-	return false, err
+	return false, s.typedErr(err)
 }
 
 var errWouldWait = errors.New("etcdlock: semaphore: would wait")
@@ -332,7 +332,8 @@ func (a *semAttempt) abandon(ctx context.Context) { a.s.handle.abandon(ctx, a.se
 
 // fenceOnce increments the fence key, if still at the attempt's version,
 // and deletes our queue key and hold record in the same transaction (see
-// attempt.fenceOnce); with the lease gone, the deletions alone.
+// attempt.fenceOnce); with the lease gone, the deletions alone, and the
+// fence version unchanged.
 func (a *semAttempt) fenceOnce(ctx context.Context) error {
 	s := a.s
 	del := []clientv3.Op{clientv3.OpDelete(s.queueKey), clientv3.OpDelete(s.holdKey)}
@@ -340,7 +341,12 @@ func (a *semAttempt) fenceOnce(ctx context.Context) error {
 	_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.Version(s.fenceKey), "=", a.fence)).
 		Then(append([]clientv3.Op{bump}, del...)...).Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// Nothing was written, the fence key included, and nothing sent on
+		// the lost lease can land: the next attempt compares the same
+		// version (bumping s.fenced would make it read our own fence as
+		// another writer's).
 		_, err = s.cli.Txn(ctx).Then(del...).Commit()
+		return err
 	}
 	if err != nil {
 		return err

@@ -385,3 +385,29 @@ func TestSemaphoreSession(t *testing.T) {
 		t.Fatalf("Acquire after the Session of a holder of 1 closed: %v, want ErrOwnerDead for 1 permit", err)
 	}
 }
+
+// TestSemaphoreLeaseLostNamesSemaphore: Mutex and Semaphore share the
+// handle that reports a lost lease; a Semaphore's error must name the
+// Semaphore (and still match ErrLeaseLost), a Mutex's the Mutex.
+func TestSemaphoreLeaseLostNamesSemaphore(t *testing.T) {
+	cli, p := parallelClient(t)
+	s := newSem(t, cli, p+"/sem", 2, liveTTL)
+	m := newMutex(t, cli, p+"/mutex")
+	for _, lease := range []int64{s.Identity().Lease, m.Identity().Lease} {
+		if _, err := cli.Revoke(context.Background(), clientv3.LeaseID(lease)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Not waiting for Lost: a call that sees it open writes on the revoked
+	// lease, which etcd refuses with the same error.
+	check := func(call string, err error, want, notWant string) {
+		t.Helper()
+		if !errors.Is(err, ErrLeaseLost) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), notWant) {
+			t.Errorf("%s with a lost lease: %v; want ErrLeaseLost naming %q, not %q", call, err, want, notWant)
+		}
+	}
+	check("Semaphore.Acquire", acquire(t, s, 1), "Semaphore's lease", "Mutex")
+	_, err := s.TryAcquire(context.Background(), 1)
+	check("Semaphore.TryAcquire", err, "Semaphore's lease", "Mutex")
+	check("Mutex.LockContext", lockCtx(t, m), "Mutex's lease", "Semaphore")
+}

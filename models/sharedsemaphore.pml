@@ -51,7 +51,10 @@
  *     entries still hold = what the dead held; after the last round every
  *     dead entry has been reaped, or is counted);
  *   - FIFO: a take outside the queue happens only while no live process
- *     holds a ticket;
+ *     holds a ticket. This is FIFO among tickets, one per process: the
+ *     goroutines of a process that wait behind its ticket holder at the
+ *     in-process gate hold no ticket (unmodelled), and other processes'
+ *     later requests that draw tickets first are granted before them;
  *   - no lost wake-up: no invalid end state.
  *
  * Negative controls:

@@ -89,18 +89,34 @@ var ErrPermitsMismatch = errors.New("lockword: shared semaphore exists with anot
 //	next     next ticket; waiters: entries with a ticket
 //	entry s  held (by the incarnation named by token), token, ticket, want
 //
-// Waiting is FIFO across processes, as golang.org/x/sync/semaphore's
-// Weighted is within one: while any process waits, a newcomer queues
-// (Acquire and TryAcquire do not take free permits past a waiter), and a
-// waiter takes its permits only when no live waiter holds an earlier
-// ticket. One goroutine per process waits in the queue (it draws a ticket
-// for its process's entry and sleeps in the kernel on seq); the process's
-// other acquirers park behind it on an in-process Mutex. The bound: a
-// request is granted after those that drew earlier tickets (at most one
-// per other process) and its own process's earlier acquirers, once the
-// permits they and it ask for are released; no request that arrives after
-// it, in any process, is granted before it, so a stream of small requests
-// cannot starve a large one. A waiter whose context ends leaves the queue
+// Waiting is FIFO by ticket across processes, and the tickets are per
+// process: while any ticket waits, no newcomer in any process takes free
+// permits (Acquire and TryAcquire queue behind it), and tickets are
+// granted in the order they were drawn. But a process draws one ticket at
+// a time: its first waiting goroutine draws it (for the process's entry)
+// and sleeps in the kernel on seq; its other acquirers park behind it on
+// an in-process lockword.Mutex, the gate, holding no ticket, and pass the
+// gate in that Mutex's order (not strict FIFO: it hands off to a waiter
+// that has waited 1 ms). So the exact guarantee is:
+//
+//   - once a request holds its ticket, it is granted after at most one
+//     earlier request per other process (the tickets drawn before it:
+//     each process holds at most one), as soon as their permits and its
+//     own are free; no request that draws a ticket after it, in any
+//     process, is granted before it, so a stream of small requests cannot
+//     starve a large one;
+//   - until then, while it waits at its own process's gate behind that
+//     process's ticket holder, requests of other processes that draw
+//     their tickets first are granted before it, including ones that
+//     arrived after it; how many depends on scheduling (from the earlier
+//     local request's grant until the gate's next holder draws a ticket,
+//     one wake-up), not on a count. Conversely, a request queued in
+//     another process is not overtaken by this process's gate waiters:
+//     they queue behind its ticket.
+//
+// Across processes arrival order holds for the first waiter of each
+// process; a process that needs it for every goroutine's request keeps
+// one acquirer per process. A waiter whose context ends leaves the queue
 // and wakes the new front if its request fits; a waiter that dies is
 // dropped from the queue by the next checker, 10 ms or more after its
 // death.

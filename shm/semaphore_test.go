@@ -442,3 +442,45 @@ func semWakeMedian(t *testing.T) time.Duration {
 	}
 	return best
 }
+
+// TestSharedSemaphoreGateOrder pins the order the type's doc states: FIFO
+// by ticket, one ticket per process. With one permit held, process A's
+// first waiter draws a ticket and its second parks on A's gate, holding
+// none; process B's waiter, arriving after both, draws the second ticket
+// and is granted before A's second waiter. Each step waits for the words
+// that show the previous one done (the tickets, A's goroutines in a slow
+// path), so the order does not depend on timing.
+func TestSharedSemaphoreGateOrder(t *testing.T) {
+	defer watchdog("shared semaphore gate order", time.Minute)()
+	_, sems := semHandles(t, 3, 1)
+	holder, a, b := sems[0], sems[1], sems[2]
+	ctx := context.Background()
+	if err := holder.Acquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan string, 3)
+	acquire := func(s *Semaphore, name string) {
+		if err := s.Acquire(ctx, 1); err != nil {
+			t.Error(name, err)
+			return
+		}
+		granted <- name
+		s.Release(1)
+	}
+	go acquire(a, "A1")
+	semWaiting(t, a, 1) // A1 holds A's ticket
+	go acquire(a, "A2")
+	for a.r.waiting.Load() != 2 { // A2 is in A's slow path, behind A1 at the gate
+		time.Sleep(time.Millisecond)
+	}
+	go acquire(b, "B1")
+	semWaiting(t, a, 2) // B1 holds the second ticket
+	holder.Release(1)
+	var order []string
+	for range 3 {
+		order = append(order, <-granted)
+	}
+	if got := strings.Join(order, " "); got != "A1 B1 A2" {
+		t.Fatalf("grants in order %s, want A1 B1 A2: FIFO by ticket, A2 ticketless at A's gate until A1 is granted", got)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/lockword/lockword/shm"
+	"io"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,9 +151,12 @@ func TestCSemaphoreDeadHolderAcrossLanguages(t *testing.T) {
 	if l := ghold.line(10 * time.Second); l != "held" {
 		t.Fatalf("Go holder: %q", l)
 	}
+	// The C acquirer attaches first: its open would otherwise take the
+	// permits back itself, telling nobody.
+	w, in := startCAttached(t, b.Worker, "open", "sem-acquire", path, "sem", "3", "3", "10000", "wait")
 	ghold.cmd.Process.Kill()
 	<-ghold.done
-	w := startC(t, b.Worker, "sem-acquire", path, "sem", "3", "3", "10000")
+	io.WriteString(in, "go\n")
 	f := strings.Fields(w.line(15 * time.Second))
 	want := []string{"130", "1", "2", strconv.Itoa(ghold.cmd.Process.Pid), "3"}
 	if strings.Join(f, " ") != strings.Join(want, " ") {
@@ -163,4 +168,116 @@ func TestCSemaphoreDeadHolderAcrossLanguages(t *testing.T) {
 	if info, err := r.Inspect(); err != nil || info.Objects[0].Semaphore.Recovered != 4 || info.Objects[0].Semaphore.InUse != 0 {
 		t.Fatalf("after both recoveries: %v %+v", err, info.Objects[0].Semaphore)
 	}
+}
+
+// TestCSemaphoreOpenCloseReap: a C process killed holding permits has them
+// back from a C region open alone, and from a C close alone (the opener
+// attached while the holder lived), with no acquirer; and, raced by C
+// openers and a Go Open, a dead holder's permits are recovered exactly
+// once. Inspect reads the counts without reaping.
+func TestCSemaphoreOpenCloseReap(t *testing.T) {
+	b := cBuild(t, "plain")
+	path, r := goRegion(t)
+	if _, err := r.Semaphore("sem", 3); err != nil {
+		t.Fatal(err)
+	}
+	sem := func() shm.SemaphoreInfo {
+		t.Helper()
+		info, err := r.Inspect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range info.Objects {
+			if o.Name == "sem" && o.Semaphore != nil {
+				return *o.Semaphore
+			}
+		}
+		t.Fatalf("no semaphore in %+v", info)
+		return shm.SemaphoreInfo{}
+	}
+	killHolder := func(k int) {
+		t.Helper()
+		hold := startC(t, b.Worker, "sem-hold", path, "sem", "3", strconv.Itoa(k))
+		if l := hold.line(10 * time.Second); l != "held" {
+			t.Fatalf("C holder: %q", l)
+		}
+		hold.cmd.Process.Kill()
+		<-hold.done
+	}
+	opener := func() (*proc, io.WriteCloser) {
+		t.Helper()
+		return startCAttached(t, b.Worker, "open 0", "sem-open-close", path)
+	}
+	closeOpener := func(o *proc, in io.WriteCloser) {
+		t.Helper()
+		io.WriteString(in, "close\n")
+		if rest, err := o.wait(10 * time.Second); err != nil || len(rest) != 1 || rest[0] != "close 0" {
+			t.Fatalf("C close: %q %v", rest, err)
+		}
+	}
+
+	// Open alone.
+	killHolder(2)
+	o, in := opener()
+	if si := sem(); si.InUse != 0 || si.Recovered != 2 {
+		t.Errorf("after a C open, a dead C holder of 2: in use %d, recovered %d; want 0, 2", si.InUse, si.Recovered)
+	}
+	closeOpener(o, in)
+
+	// Close alone: the holder was alive when the opener attached.
+	hold := startC(t, b.Worker, "sem-hold", path, "sem", "3", "3")
+	if l := hold.line(10 * time.Second); l != "held" {
+		t.Fatalf("C holder: %q", l)
+	}
+	o, in = opener()
+	hold.cmd.Process.Kill()
+	<-hold.done
+	if si := sem(); si.InUse != 3 {
+		t.Fatalf("before the C close: in use %d, want 3 (the dead holder's)", si.InUse)
+	}
+	closeOpener(o, in)
+	if si := sem(); si.InUse != 0 || si.Recovered != 5 {
+		t.Errorf("after a C close, a dead C holder of 3: in use %d, recovered %d; want 0, 5", si.InUse, si.Recovered)
+	}
+
+	// Raced: three C openers and a Go Open reap one dead holder of 2.
+	killHolder(2)
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(b.Worker, "sem-open-close", path)
+			cmd.Stdin = strings.NewReader("close\n")
+			if out, err := cmd.CombinedOutput(); err != nil || string(out) != "open 0\nclose 0\n" {
+				t.Errorf("C open/close: %q %v", out, err)
+			}
+		}()
+	}
+	if g, err := shm.Open(path, nil); err != nil {
+		t.Error(err)
+	} else if err := g.Close(); err != nil {
+		t.Error(err)
+	}
+	wg.Wait()
+	if si := sem(); si.InUse != 0 || si.Recovered != 7 || si.Reclaims != 3 {
+		t.Errorf("after racing openers: in use %d, recovered %d, reclaims %d; want 0, 7, 3", si.InUse, si.Recovered, si.Reclaims)
+	}
+}
+
+// startCAttached starts the C worker with args, whose stdin the caller
+// writes, and waits for its first line, which must be attached: the
+// worker has opened the region and waits for a line on stdin.
+func startCAttached(t *testing.T, worker, attached string, args ...string) (*proc, io.WriteCloser) {
+	t.Helper()
+	cmd := exec.Command(worker, args...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, cmd)
+	if l := p.line(10 * time.Second); l != attached {
+		t.Fatalf("C worker %s: %q, want %q", args[0], l, attached)
+	}
+	return p, in
 }

@@ -36,13 +36,41 @@ static int cmd_sem_hold(int argc, char **argv) {
 		pause();
 }
 
-/* sem-acquire REGION NAME PERMITS K TIMEOUT_MS: one timed acquisition;
- * prints "CODE HOLDERS PERMITS PID HELD", then releases what it holds. */
+/* sem-open-close REGION: open the region (no handle, no acquisition),
+ * print "open CODE", wait for a line on stdin, close, print "close CODE":
+ * the housekeeping of open and close, each alone. */
+static int cmd_sem_open_close(int argc, char **argv) {
+	if (argc != 3)
+		return 2;
+	lw_region *r;
+	int err = lw_region_open(argv[2], &r);
+	printf("open %d\n", err);
+	fflush(stdout);
+	if (err)
+		return 1;
+	char line[16];
+	if (!fgets(line, sizeof line, stdin))
+		return 1;
+	printf("close %d\n", lw_region_close(r));
+	return 0;
+}
+
+/* sem-acquire REGION NAME PERMITS K TIMEOUT_MS [wait]: one timed
+ * acquisition; prints "CODE HOLDERS PERMITS PID HELD", then releases what
+ * it holds. With wait, it first prints "open" and waits for a line on
+ * stdin: attached before a holder dies, so that its open does not reap. */
 static int cmd_sem_acquire(int argc, char **argv) {
-	if (argc != 7)
+	if (argc != 7 && !(argc == 8 && !strcmp(argv[7], "wait")))
 		return 2;
 	lw_region *r;
 	lw_sem *s = sem_open_args(argv, &r);
+	if (argc == 8) {
+		char line[16];
+		printf("open\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof line, stdin))
+			return 1;
+	}
 	lw_sem_recovery dead = {0};
 	int err = lw_sem_timedacquire(s, strtoll(argv[5], NULL, 10), strtoll(argv[6], NULL, 10) * 1000000, &dead);
 	printf("%d %d %lld %u %lld\n", err, dead.holders, (long long)dead.permits, dead.pid, (long long)lw_sem_held(s));
