@@ -257,10 +257,12 @@ func (m *Mutex) unlockSlow(new uint32) {
 // fast path or by spinning, so without the yield a woken waiter waited
 // for the scheduler's 10 ms preemption, and with more goroutines than
 // cores the sleepers' queue advanced a few places per 10 ms (BENCHMARKS.md,
-// "Mutex and SpinMutex"). sync.Mutex gets the same effect by not spinning while its
-// P has runnable goroutines, which a package outside the runtime cannot
-// see. One Gosched per wake-up, not per Unlock: an Unlock that wakes
-// nobody does not yield. SpinMutex's Unlock uses it too.
+// "Mutex and SpinMutex"). A Mutex waiter also stops spinning while its P
+// has a runnable goroutine (runtimeCanSpin), which covers what the yield
+// cannot: a woken waiter that the scheduler passed over (it takes from
+// the global queue now and then) or pushed out of runnext. One Gosched
+// per wake-up, not per Unlock: an Unlock that wakes nobody does not
+// yield. SpinMutex's Unlock uses it too.
 func yieldIfWoke(woken int) {
 	if woken > 0 {
 		runtime.Gosched()
