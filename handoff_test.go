@@ -144,21 +144,22 @@ func TestCancelledStarverReleasesHandoff(t *testing.T) {
 // about 4 µs, succeeds). One of them first starts a new goroutine, which
 // the scheduler queues on its own processor (no processor is idle to
 // steal it). The new goroutine must run before that one has found the
-// lock held 1000 times: its first wait that does not find the lock free
-// gives the processor up. With the old spin it ran only at the
-// preemption, after thousands (run at real-time priority on a loaded
-// host: "had not run" in 3 of 3 trials; the fixed code: 2-10).
-// Assumption, for the old code to fail: both threads keep running for
-// the ~1 ms of 1000 contended acquisitions; on a loaded host a
-// descheduled holder makes the old spin fail and the old code may pass.
-// Load cannot fail the new code: a descheduled holder only makes its
-// waits park sooner.
+// lock held 64 times: its first wait that does not find the lock free
+// gives the processor up (0-13 times in 30 trials, loaded or not). With
+// the old spin it ran only when a spin failed or at the preemption: at
+// real-time priority on a host at load 30, after 28-741 (and after more
+// than 1000 in every trial of an earlier, quieter set).
+// Assumption, for the old code to fail: both threads keep running while
+// the looping one finds the lock held 64 times (a fraction of a ms); on
+// a loaded host a holder descheduled while it holds makes the old spin
+// fail, and the old code may pass. Load cannot fail the new code: a
+// descheduled holder only makes its waits park sooner.
 func TestContendedLockYieldsToRunnable(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	defer watchdog("goroutine runnable behind a spinning waiter", time.Minute)()
 	const (
 		trials    = 3
-		contended = 1000 // contended acquisitions allowed before the new goroutine runs
+		contended = 64 // contended acquisitions allowed before the new goroutine runs
 	)
 	hold, free := workSteps(200*time.Nanosecond), workSteps(200*time.Nanosecond)
 	var late []int
