@@ -73,9 +73,10 @@ var ErrNilContext = errors.New("lockword: nil context.Context (use context.Backg
 //	+2^31  statistics enabled (EnableStats): fast paths fail, slow paths count
 //
 // Lock moves 0→1 with one CAS (the fast path). A waiter that finds the lock
-// held spins on the word for a moment, then sets state 2 and sleeps while
-// the word is unchanged; when woken it tries again, setting 2 again, so the
-// word stays 2 while anyone may be asleep. Unlock decrements the word: 1→0
+// held spins on the word for a moment (not while another goroutine is
+// runnable on its processor, as sync.Mutex), then sets state 2 and sleeps
+// while the word is unchanged; when woken it tries again, setting 2
+// again, so the word stays 2 while anyone may be asleep. Unlock decrements the word: 1→0
 // is the fast path; from 2 it then stores 0 and wakes one sleeper. A woken
 // waiter competes with newcomers, which keeps throughput high under
 // contention: a goroutine may take the lock many times in a row.
@@ -256,10 +257,12 @@ func (m *Mutex) unlockSlow(new uint32) {
 // fast path or by spinning, so without the yield a woken waiter waited
 // for the scheduler's 10 ms preemption, and with more goroutines than
 // cores the sleepers' queue advanced a few places per 10 ms (BENCHMARKS.md,
-// "Mutex and SpinMutex"). sync.Mutex gets the same effect by not spinning while its
-// P has runnable goroutines, which a package outside the runtime cannot
-// see. One Gosched per wake-up, not per Unlock: an Unlock that wakes
-// nobody does not yield. SpinMutex's Unlock uses it too.
+// "Mutex and SpinMutex"). A Mutex waiter also stops spinning while its P
+// has a runnable goroutine (runtimeCanSpin), which covers what the yield
+// cannot: a woken waiter that the scheduler passed over (it takes from
+// the global queue now and then) or pushed out of runnext. One Gosched
+// per wake-up, not per Unlock: an Unlock that wakes nobody does not
+// yield. SpinMutex's Unlock uses it too.
 func yieldIfWoke(woken int) {
 	if woken > 0 {
 		runtime.Gosched()
@@ -349,7 +352,11 @@ func (m *Mutex) lockSlowContext(ctx context.Context) error {
 	// Spin: the holder is likely running on another core and about to
 	// release; sleeping now would cost a wake-up of microseconds. Not
 	// while waiters starve: Unlock hands the lock to them, it is never
-	// left free for a spinner.
+	// left free for a spinner. Nor while another goroutine is runnable
+	// on our processor (runtimeCanSpin, sync.Mutex's rule): spins that
+	// keep succeeding never enter the scheduler, and that goroutine (a
+	// woken waiter that must run to keep the sleepers' queue moving)
+	// waited for our preemption, 10 ms.
 	backoff := uint32(1)
 	for i := 0; i < mutexSpinIterations; i++ {
 		s := m.state.Load()
@@ -359,6 +366,9 @@ func (m *Mutex) lockSlowContext(ctx context.Context) error {
 		if s&mutexStateMask == mutexUnlocked && m.state.CompareAndSwap(s, s|mutexLocked) {
 			t.acquired()
 			return nil
+		}
+		if !runtimeCanSpin(0) {
+			break // sleep: the scheduler runs the other goroutine
 		}
 		procyield(backoff)
 		backoff = min(2*backoff, mutexSpinPause)
