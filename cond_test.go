@@ -351,16 +351,12 @@ func TestCondCancelledWaiterNeverSwallowsSignal(t *testing.T) {
 	}
 }
 
-// queueLen reports how many waiters are on c's queue: in Wait, not yet
-// chosen by a notification, not given up.
+// queueLen reports how many goroutines wait on c: in Wait or WaitContext,
+// joined, not yet taken by a notification, not given up.
 func (c *Cond) queueLen() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := 0
-	for w := c.head.Load(); w != nil; w = w.next {
-		n++
-	}
-	return n
+	return int(c.waiters.Load())
 }
 
 // Every in-process lock that ContextLocker's doc names satisfies it: the
