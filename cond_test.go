@@ -385,6 +385,30 @@ func forCondLockers(t *testing.T, f func(t *testing.T, l sync.Locker)) {
 	}
 }
 
+// repeatCondLockers runs f over condLockers at GOMAXPROCS 1, 2 and 8, as
+// go test -cpu 1,2,8 would: 3 times in a row at each by default (about 0.2
+// s for the five sync-shaped tests), 100 times with LOCKWORD_LONG=1, the
+// run that shows one Signal never waking two (run it with and without
+// -race). A Cond that could wake two failed TestCondSignal about 1 run in
+// 15 under -race.
+func repeatCondLockers(t *testing.T, f func(t *testing.T, l sync.Locker)) {
+	runs := 3
+	if os.Getenv("LOCKWORD_LONG") != "" {
+		runs = 100
+	}
+	for _, procs := range []int{1, 2, 8} {
+		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
+			withGOMAXPROCS(t, procs)
+			for range runs {
+				forCondLockers(t, f)
+				if t.Failed() {
+					return
+				}
+			}
+		})
+	}
+}
+
 // The tests from TestCondSignal to TestCondSignalStealing check the
 // promises of sync.Cond's documentation, in the shapes of Go's own tests of
 // sync.Cond: Wait returns only when a Signal or Broadcast woke it, one
@@ -395,7 +419,7 @@ func forCondLockers(t *testing.T, f func(t *testing.T, l sync.Locker)) {
 // TestCondSignal: each Signal, with every waiter known to be inside Wait,
 // wakes exactly one of them.
 func TestCondSignal(t *testing.T) {
-	forCondLockers(t, func(t *testing.T, l sync.Locker) {
+	repeatCondLockers(t, func(t *testing.T, l sync.Locker) {
 		c := NewCond(l)
 		const n = 3
 		inside := make(chan struct{}, n)
@@ -436,7 +460,7 @@ func TestCondSignal(t *testing.T) {
 // once the previous one has been; the i'th Signal must wake the i'th
 // waiter, the only one waiting, and no other.
 func TestCondSignalGenerations(t *testing.T) {
-	forCondLockers(t, func(t *testing.T, l sync.Locker) {
+	repeatCondLockers(t, func(t *testing.T, l sync.Locker) {
 		c := NewCond(l)
 		const n = 100
 		inside := make(chan int, n)
@@ -468,7 +492,7 @@ func TestCondSignalGenerations(t *testing.T) {
 // TestCondBroadcast: rounds of n waiters, each round ended by one
 // Broadcast that must wake all n and nobody before it.
 func TestCondBroadcast(t *testing.T) {
-	forCondLockers(t, func(t *testing.T, l sync.Locker) {
+	repeatCondLockers(t, func(t *testing.T, l sync.Locker) {
 		c := NewCond(l)
 		const n, rounds = 5, 20
 		inside := make(chan int, n)
@@ -524,7 +548,7 @@ func TestCondBroadcast(t *testing.T) {
 // does, and the values check the turns. Each Signal has one waiter: the
 // one that waits for the value it sets.
 func TestCondRace(t *testing.T) {
-	forCondLockers(t, func(t *testing.T, l sync.Locker) {
+	repeatCondLockers(t, func(t *testing.T, l sync.Locker) {
 		c := NewCond(l)
 		x := 0 // guarded by l
 		done := make(chan bool, 3)
@@ -583,7 +607,7 @@ func TestCondRace(t *testing.T) {
 // may or may not be woken, but the first must be, whichever way the race
 // goes: a late waiter never takes a notification meant for an earlier one.
 func TestCondSignalStealing(t *testing.T) {
-	forCondLockers(t, func(t *testing.T, l sync.Locker) {
+	repeatCondLockers(t, func(t *testing.T, l sync.Locker) {
 		for range scaled(1000) {
 			c := NewCond(l)
 			first := make(chan struct{})
