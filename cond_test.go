@@ -240,6 +240,52 @@ func TestCondSignalWakesOldest(t *testing.T) {
 	}
 }
 
+// TestCondSignalOldestOfEitherKind: Wait and WaitContext waiters sleep in
+// different lists (the runtime's tickets, the queue of records); Signal
+// must still wake them in the order they began waiting, across the two,
+// and pass over the ticket of a Wait that failed (Wait without L).
+func TestCondSignalOldestOfEitherKind(t *testing.T) {
+	c := NewCond(new(Mutex))
+	func() {
+		defer func() { _ = recover() }()
+		c.Wait() // misuse: its ticket is buried, first in line
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const n = 6
+	woke := make(chan int, n) // i, or -1 if its WaitContext failed
+	for i := range n {
+		go func() {
+			c.L.Lock()
+			var err error
+			if i%3 == 1 {
+				c.Wait()
+			} else {
+				err = c.WaitContext(ctx)
+			}
+			c.L.Unlock()
+			if err != nil {
+				i = -1
+			}
+			woke <- i
+		}()
+		for c.queueLen() != i+1 {
+			runtime.Gosched()
+		}
+	}
+	for want := range n {
+		c.Signal()
+		select {
+		case got := <-woke:
+			if got != want {
+				t.Fatalf("Signal %d woke waiter %d, want %d", want, got, want)
+			}
+		case <-time.After(10 * time.Second): // microseconds when correct; a loaded machine's scheduling, not speed
+			t.Fatalf("Signal %d woke nobody: lost to the failed Wait's ticket?", want)
+		}
+	}
+}
+
 // TestCondBroadcastWakesOnlyThoseWaiting: Broadcast wakes every waiter, and
 // none that starts waiting after it.
 func TestCondBroadcastWakesOnlyThoseWaiting(t *testing.T) {
