@@ -81,8 +81,8 @@ import (
 // record off the queue), so later notifications are not lost to it.
 //
 // The zero value is a Cond with no L, ready to use once L is set. A Cond
-// must not be copied after first use. It is 144 bytes, mu at offset 0
-// (rt, a sync.Cond, is 48). A Wait costs what sync.Cond's does
+// must not be copied after first use. It is 128 bytes, mu at offset 0.
+// A Wait costs what sync.Cond's does
 // plus one lock of mu; a WaitContext costs a record (pooled) and a parked
 // goroutine.
 //
@@ -96,10 +96,14 @@ type Cond struct {
 	// return at once when it is zero.
 	waiters             atomic.Int32
 	rtAdded, rtNotified uint32 // rt's tickets, mod 2^32 as rt's own
-	head, tail          *condWaiter
-	dead                []uint32 // waiting tickets of Waits whose L.Unlock panicked
 	// rt is the runtime's notify list; its L is the Cond as a condRelease.
-	rt sync.Cond
+	// At offset 32, so that its ticket counters and lock share the first
+	// cache line with mu and the counters: a waiter or a notifier moves
+	// one line, not two (Cond is 128 bytes, a size class whose objects
+	// are 128-aligned).
+	rt         sync.Cond
+	head, tail *condWaiter
+	dead       *[]uint32 // waiting tickets of Waits whose L.Unlock panicked
 	// L is held while observing or changing the condition.
 	L sync.Locker
 }
@@ -169,7 +173,10 @@ func (r *condRelease) Lock() { (*Cond)(r).L.Lock() }
 func (c *Cond) bury(t uint32) {
 	c.mu.Lock()
 	if t-c.rtNotified < c.rtAdded-c.rtNotified { // still waiting
-		c.dead = append(c.dead, t)
+		if c.dead == nil {
+			c.dead = new([]uint32)
+		}
+		*c.dead = append(*c.dead, t)
 		c.waiters.Add(-1)
 		c.mu.Unlock()
 		return
@@ -333,9 +340,12 @@ func (c *Cond) signalSlow() {
 // unbury reports whether ticket t is dead, and forgets it; the caller
 // holds mu.
 func (c *Cond) unbury(t uint32) bool {
-	for i, d := range c.dead {
+	if c.dead == nil {
+		return false
+	}
+	for i, d := range *c.dead {
 		if d == t {
-			c.dead = append(c.dead[:i], c.dead[i+1:]...)
+			*c.dead = append((*c.dead)[:i], (*c.dead)[i+1:]...)
 			return true
 		}
 	}
@@ -350,7 +360,7 @@ func (c *Cond) broadcastSlow() {
 	if c.rtNotified != c.rtAdded {
 		c.rt.Broadcast()
 		c.rtNotified = c.rtAdded
-		c.dead = c.dead[:0]
+		c.dead = nil
 	}
 	list := c.head
 	c.head, c.tail = nil, nil
