@@ -19,7 +19,9 @@ import (
 //
 // impl=sync.Cond is sync.Cond over sync.Mutex; impl=Cond+sync.Mutex is
 // ours over the same lock (the difference is the condition variable's
-// own); impl=Cond+Mutex is ours over our Mutex.
+// own); impl=Cond+Mutex is ours over our Mutex; impl=sync.Cond+Mutex is
+// sync.Cond over our Mutex (against Cond+Mutex: the condition variable's
+// cost when the lock is ours; against sync.Cond: the lock's).
 
 // condBenchImpls are the condition variables compared, each with its lock.
 var condBenchImpls = []struct {
@@ -29,6 +31,7 @@ var condBenchImpls = []struct {
 	{"sync.Cond", func() (sync.Locker, condVar) { l := new(sync.Mutex); return l, sync.NewCond(l) }},
 	{"Cond+sync.Mutex", func() (sync.Locker, condVar) { l := new(sync.Mutex); return l, NewCond(l) }},
 	{"Cond+Mutex", func() (sync.Locker, condVar) { l := new(Mutex); return l, NewCond(l) }},
+	{"sync.Cond+Mutex", func() (sync.Locker, condVar) { l := new(Mutex); return l, sync.NewCond(l) }},
 }
 
 func BenchmarkCond(b *testing.B) {

@@ -13,7 +13,7 @@
 //	SpinMutex    test-and-test-and-set spin lock with backoff, yield, then sleep
 //	TicketMutex  FIFO ticket lock; waiters park keyed by ticket; fair
 //	RWMutex      phase-fair reader-writer lock; waiters park
-//	Cond         condition variable (a queue of waiters), for any sync.Locker
+//	Cond         condition variable (the runtime's notify list and a queue), for any sync.Locker
 //
 // and, where a lock is the wrong tool (see docs/when-to-lock.md):
 //
@@ -58,6 +58,12 @@
 //   - Words in memory shared between processes (package shm) must be
 //     woken by whichever process releases them, so they wait on the kernel
 //     futex without FUTEX_PRIVATE_FLAG. That is Linux-only.
+//
+// One exception: Cond's Wait sleeps in the runtime's notify list, through
+// a sync.Cond, the list sync.Cond itself is built on: the runtime parks
+// the goroutine more cheaply than a parking lot outside it can, and the
+// list keeps the order of waiters that Cond needs (see Cond).
+// WaitContext, which must be able to leave, parks through internal/wait.
 //
 // # Platforms
 //

@@ -130,6 +130,7 @@ run cond.pml       fail   safety         -DBROKEN_LATE_ENQUEUE
 run cond.pml       fail   safety         -DONEBCAST -DBROKEN_BCAST_ONE
 run cond.pml       fail   ltl:all_done   -DONEBCAST -DBROKEN_BCAST_ONE
 run cond.pml       fail   safety         -DBROKEN_CANCEL_DROP
+run cond.pml       fail   safety         -DBROKEN_SIGNAL_TWO
 run cond.pml       fail   safety         -DSHARED -DBROKEN_NOSEQ
 run ring.pml       pass   safety
 run ring.pml       pass   safety         -DSHARED

@@ -2,14 +2,26 @@
  * cond.pml: Cond, the notify-list condition variable, and SharedCond, the
  * sequence-word one.
  *
- * Cond (default): Wait queues its waiter (FIFO, under the Cond's mu) while
- * holding L, unlocks L, sleeps on its own word (state) until a
- * notification has set it chosen, locks L again. Signal takes the oldest
- * waiter off the queue and chooses it (store chosen, then WakeOne);
- * Broadcast takes the whole queue, then chooses each, oldest first. A
- * cancelled WaitContext leaves the queue if it is still there (err), else
- * it was chosen and waits for its notification and reports it (nil).
- * models: cond.go (*Cond).wait
+ * Cond (default): its waiters stand in one order, kept in two lists.
+ * Wait (goroutine 1, "plain") draws a ticket of the runtime's notify list
+ * (rt, a sync.Cond) under the Cond's mu while holding L (rtA counts the
+ * tickets drawn), unlocks mu and L, and sleeps until a notification took
+ * its ticket (rtN counts those: the runtime's notifyListWait returns when
+ * ticket < rtN, modelled as that guard, the runtime being trusted as L
+ * is); then it locks L. WaitContext (goroutine 2, "ctx") queues a record
+ * (FIFO, under mu) that notes the tickets drawn before it (before), unlocks
+ * L, sleeps on the record's own word (state) until a notification has set
+ * it chosen, locks L again. Signal, under mu, takes the oldest waiter: the
+ * queue's head if before == rtN (every ticket ahead of it taken), else the
+ * next ticket (rtN++, rt.Signal); it chooses a record by storing chosen,
+ * then (outside mu) WakeOne. Broadcast takes every ticket (rtN = rtA) and
+ * the whole queue, then chooses each record. A cancelled WaitContext
+ * leaves the queue if it is still there (err), else it was chosen and
+ * waits for its notification and reports it (nil). The misuse path (a
+ * Wait whose L.Unlock panics buries its ticket) is not modelled.
+ * models: cond.go (*Cond).Wait
+ * models: cond.go (*condRelease).Unlock
+ * models: cond.go (*Cond).waitContext
  * models: cond.go (*Cond).enqueue
  * models: cond.go (*Cond).sleep
  * models: cond.go (*Cond).leave
@@ -59,10 +71,13 @@
  *     chosen, and after a Broadcast with more sleepers than notifications;
  *   - Wait returns nil only if a notification chose it, and WaitContext
  *     returns its error only if none did (assert: ghost notified[]), so a
- *     cancelled waiter never swallows a Signal; one Signal chooses one
- *     waiter, so it returns at most one Wait;
- *   - no steal: Signal chooses the waiter queued earliest (assert: ghost
- *     enqueue clock), so a waiter that came after a Signal cannot take it;
+ *     cancelled waiter never swallows a Signal;
+ *   - one Signal returns at most one Wait: the Waits returned woken never
+ *     outnumber the waiters the notifications took (assert: ghosts wakes
+ *     and grants, Signal granting one, Broadcast as many as it took);
+ *   - no steal: Signal chooses the waiter that joined earliest, of either
+ *     list (assert: ghost join clock), so a waiter that came after a
+ *     Signal cannot take it;
  *   - Broadcast chooses every waiter queued when it took the queue: with
  *     ONEBCAST a second sleeper would otherwise sleep forever (invalid end
  *     state; and ltl all_done fails);
@@ -73,8 +88,11 @@
  * notification of its own (documented), so the Cond asserts are not made.
  *
  * Negative controls:
- *   -DBROKEN_LATE_ENQUEUE  Wait queues after unlocking L: a notification in
- *                          between finds nobody and is lost.
+ *   -DBROKEN_LATE_ENQUEUE  Wait draws its ticket and WaitContext queues
+ *                          after unlocking L: a notification in between
+ *                          finds nobody and is lost.
+ *   -DBROKEN_SIGNAL_TWO    Signal takes the oldest waiter and the next
+ *                          one too: one Signal returns two Waits.
  *   -DBROKEN_BCAST_ONE     Broadcast chooses only the oldest waiter (run
  *                          with ONEBCAST: the second sleeper is stranded).
  *   -DBROKEN_CANCEL_DROP   a cancelled waiter that was chosen reports the
@@ -107,13 +125,19 @@ byte seq;
 byte waiters, sleeper, localw; /* localw: SharedCond.local */
 bool ctxdone[NG];
 #else
-byte state[NG];  /* each waiter's word */
+#define PLAIN 1  /* goroutine 1 waits with Wait (a ticket of rt) */
+#define CTXW 2   /* goroutine 2 with WaitContext (a record on the queue) */
+byte rtA, rtN;   /* rt's tickets drawn, and taken by notifications (mu) */
+bool pwait;      /* PLAIN's ticket drawn, not yet taken (mu) */
+byte state[NG];  /* a record's word */
 bool queued[NG]; /* on the queue (guarded by mu) */
+byte before[NG]; /* rtA when the record was queued (guarded by mu) */
 byte q[2];       /* the queue, oldest first (guarded by mu) */
 byte qlen;
 bool notified[NG]; /* ghost: chosen by a notification, not yet returned */
-byte enq[NG];      /* ghost: enqueue clock of each queued waiter */
+byte enq[NG];      /* ghost: join clock of each waiter */
 byte clock;
+byte grants, wakes; /* ghosts: waiters notifications took; Waits returned woken */
 #endif
 
 #define lock()   atomic { !L -> L = true }
@@ -121,7 +145,9 @@ byte clock;
 
 #ifndef SHARED
 /* enqueue: Cond.enqueue, under mu */
-#define enqueue(g) atomic { q[qlen] = g; qlen++; queued[g] = true; clock++; enq[g] = clock }
+#define enqueue(g) atomic { q[qlen] = g; qlen++; queued[g] = true; before[g] = rtA; clock++; enq[g] = clock }
+/* join: Wait under mu, with rt.Wait's notifyListAdd: draw ticket tk */
+#define join(tk) atomic { tk = rtA; rtA++; pwait = true; clock++; enq[PLAIN] = clock }
 
 /* unlink: take g off the queue (mu held) */
 inline unlink(g) {
@@ -138,43 +164,63 @@ inline choose(g) {
 	wake_n(WADDR(g), 1, false, 0)
 }
 
-/* Signal: signalSlow; the no-steal assert looks at the queue it took from */
+/* Signal: signalSlow, under mu: the queue's head if every ticket drawn
+ * before it was taken, else the next ticket (PLAIN's: rt wakes it). The
+ * no-steal assert: the one it takes joined before any other waiting. */
 inline signal() {
 	atomic {
+		w = NG;
 		if
-		:: qlen > 0 ->
+		:: qlen > 0 && before[q[0]] == rtN ->
 			w = q[0];
 			assert(qlen < 2 || enq[w] <= enq[q[1]]);
+			assert(!pwait || enq[w] < enq[PLAIN]);
 			unlink(w);
-			notified[w] = true
-		:: else -> w = NG
+			notified[w] = true;
+			grants++
+		:: else ->
+			if
+			:: rtN != rtA ->
+				assert(pwait && (qlen == 0 || enq[PLAIN] < enq[q[0]]));
+				rtN++; pwait = false; notified[PLAIN] = true;
+				grants++
+			:: else -> skip
+			fi
+		fi;
+#ifdef BROKEN_SIGNAL_TWO
+		/* and the next one too, for the same Signal */
+		if
+		:: w == NG && qlen > 0 -> w = q[0]; unlink(w); notified[w] = true
+		:: w < NG && rtN != rtA -> rtN++; pwait = false; notified[PLAIN] = true
+		:: else -> skip
 		fi
+#endif
 	}
 	if
 	:: w < NG -> choose(w)
 	:: else -> skip
-	fi
+	fi;
+	w = NG
 }
 
-/* Broadcast: broadcastSlow takes the queue, then chooses each */
+/* Broadcast: broadcastSlow takes every ticket (rt.Broadcast) and the
+ * queue, then chooses each record. BROKEN_BCAST_ONE takes only the oldest
+ * waiter, as a Signal would. */
 inline broadcast() {
+#ifdef BROKEN_BCAST_ONE
+	signal()
+#else
 	atomic {
 		n = qlen; b0 = q[0]; b1 = q[1];
-#ifdef BROKEN_BCAST_ONE
-		if :: n > 1 -> n = 1 :: else -> skip fi;
-#endif
-		if :: n > 0 -> queued[b0] = false; notified[b0] = true :: else -> skip fi;
-		if :: n > 1 -> queued[b1] = false; notified[b1] = true :: else -> skip fi;
-#ifdef BROKEN_BCAST_ONE
-		if :: qlen > 1 -> q[0] = q[1] :: else -> skip fi;
-		qlen = qlen - n; q[1] = 0
-#else
+		if :: n > 0 -> queued[b0] = false; notified[b0] = true; grants++ :: else -> skip fi;
+		if :: n > 1 -> queued[b1] = false; notified[b1] = true; grants++ :: else -> skip fi;
+		if :: rtN != rtA -> rtN = rtA; pwait = false; notified[PLAIN] = true; grants++ :: else -> skip fi;
 		qlen = 0; q[0] = 0; q[1] = 0
-#endif
 	}
 	if :: n > 0 -> choose(b0) :: else -> skip fi;
 	if :: n > 1 -> choose(b1) :: else -> skip fi;
 	n = 0; b0 = 0; b1 = 0
+#endif
 }
 #endif
 
@@ -222,53 +268,76 @@ active [2] proctype Consumer() {
 	byte v;
 #ifdef SHARED
 	byte lv;
+#else
+	byte tk; /* PLAIN's ticket */
 #endif
 	lock();
 	do
 	:: items > 0 -> break
 	:: else ->
 #ifndef SHARED
-		/* Cond.wait: state = queued; enqueue; L.Unlock; sleep; L.Lock */
-		state[self] = QUEUED;
-#ifdef BROKEN_LATE_ENQUEUE
-		unlock();
-		enqueue(self);
-#else
-		enqueue(self);
-		unlock();
-#endif
-		/* sleep: for state != chosen { WaitOne; on err: leave } */
-		do
-		:: state[self] == CHOSEN -> err = false; break
-		:: else ->
-			wait_enqueue(self, WADDR(self), state[self], QUEUED, 0);
-			wait_sleep(self, canCancel, err);
-			if
-			:: err ->
-				/* leave: under mu, off the queue if still there */
-				atomic {
-					if
-					:: queued[self] -> unlink(self); v = 1
-					:: else -> v = 0
-					fi
-				}
-#ifdef BROKEN_CANCEL_DROP
-				v = 1;
-#endif
-				if
-				:: v == 1 -> v = 0; break /* err stays set */
-				:: else -> err = false; canCancel = false /* chosen: ctx = nil */
-				fi
-			:: else -> skip
-			fi
-		od;
-		lock();
-		/* Wait returns nil only if chosen; an error only if not chosen */
-		assert(err == !notified[self]);
-		notified[self] = false;
 		if
-		:: err -> canCancel = false; goto giveup
-		:: else -> skip
+		:: self == PLAIN ->
+			/* Cond.Wait: under mu draw a ticket (join, notifyListAdd);
+			   release mu and L; notifyListWait; L.Lock */
+#ifdef BROKEN_LATE_ENQUEUE
+			unlock();
+			join(tk);
+#else
+			join(tk);
+			unlock();
+#endif
+			(tk < rtN); /* the runtime returns once the ticket was taken */
+			lock();
+			assert(notified[PLAIN]);
+			notified[PLAIN] = false;
+			wakes++;
+			assert(wakes <= grants)
+		:: else ->
+			/* Cond.wait: state = queued; enqueue; L.Unlock; sleep; L.Lock */
+			state[self] = QUEUED;
+#ifdef BROKEN_LATE_ENQUEUE
+			unlock();
+			enqueue(self);
+#else
+			enqueue(self);
+			unlock();
+#endif
+			/* sleep: for state != chosen { WaitOne; on err: leave } */
+			do
+			:: state[self] == CHOSEN -> err = false; break
+			:: else ->
+				wait_enqueue(self, WADDR(self), state[self], QUEUED, 0);
+				wait_sleep(self, canCancel, err);
+				if
+				:: err ->
+					/* leave: under mu, off the queue if still there */
+					atomic {
+						if
+						:: queued[self] -> unlink(self); v = 1
+						:: else -> v = 0
+						fi
+					}
+#ifdef BROKEN_CANCEL_DROP
+					v = 1;
+#endif
+					if
+					:: v == 1 -> v = 0; break /* err stays set */
+					:: else -> err = false; canCancel = false /* chosen: ctx = nil */
+					fi
+				:: else -> skip
+				fi
+			od;
+			lock();
+			/* Wait returns nil only if chosen; an error only if not chosen */
+			assert(err == !notified[self]);
+			notified[self] = false;
+			if
+			:: err -> canCancel = false; goto giveup
+			:: else -> skip
+			fi;
+			wakes++; /* woken: err is false here */
+			assert(wakes <= grants)
 		fi
 #else
 		/* SharedCond.Wait: enter (waiters++, v := seq), unlock, sleep, lock */

@@ -43,9 +43,10 @@ const (
 // changed and returns, and one that read seq after the Signal keeps
 // waiting.
 //
-// Where it differs from Cond: Cond keeps a queue of waiters and wakes
-// exactly the ones it chose, so its Wait never returns without a
-// notification. Cond's Wait can: a notification that reaches a
+// Where it differs from lockword.Cond: that one keeps its waiters in order
+// (the runtime's notify list and a queue) and wakes exactly the ones it
+// chose, so its Wait never returns without a notification. This Cond's
+// Wait can: a notification that reaches a
 // process returns every Wait of that process that began before it (its
 // goroutines share one kernel sleeper); a waiter that had read seq but not
 // yet slept returns on any later notification, so one Signal can return
