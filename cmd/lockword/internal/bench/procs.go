@@ -46,6 +46,7 @@ type childSpec struct {
 	// Inside and Outside are the critical section's spin steps (see
 	// Section): inside, between reading the counter and writing it back.
 	Inside, Outside int
+	Size            int // bytes a message (the shared-queue kind)
 }
 
 // childResult is what a child reports.
@@ -224,6 +225,9 @@ func child(specText string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	defer r.Close()
+	if spec.Kind == mpscKind || spec.Kind == unixgramKind {
+		return queueChild(spec, r, stdin, stdout)
+	}
 	counter, err := r.Bytes(counterName, 8)
 	if err != nil {
 		return err
