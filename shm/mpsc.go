@@ -28,15 +28,6 @@ func init() {
 	})
 }
 
-// mpscTestHook, when set by a test, is called by a producer at each named
-// step of a send ("claiming": the claim word holds our claim, no header yet;
-// "claimed": the header is written and the claim word free again, the
-// payload not yet copied), so that a child process can be killed exactly
-// there, and by the consumer when it has found the claimer of the record
-// at head dead ("claimer-dead"). Nil outside tests: one predictable branch
-// per step.
-var mpscTestHook func(step string)
-
 // mpscQueue is what the producer and the consumer handles share: the
 // queue's words in the mapping and the geometry, which the handle holds
 // itself (from the object table) and never reads from the queue.
