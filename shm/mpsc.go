@@ -236,9 +236,12 @@ type MPSCInfo struct {
 	MessagesReceived uint64 `json:"messages_received"`
 	Lost             uint64 `json:"lost"`
 	ClaimsRecovered  uint64 `json:"claims_recovered"`
-	// Corrupt: the indices are impossible (the handles return
-	// lockword.ErrCorrupt); Used is then 0.
-	Corrupt bool `json:"corrupt,omitempty"`
+	// Corrupt: a word holds what no valid history writes (impossible
+	// indices, a negative producer count, a consumer word that is no
+	// owner token); the handles return lockword.ErrCorrupt on the
+	// indices. Used is then 0, and CorruptReason says which word.
+	Corrupt       bool   `json:"corrupt,omitempty"`
+	CorruptReason string `json:"corrupt_reason,omitempty"`
 }
 
 // inspectMPSC describes an MPSC queue; it only reads.
@@ -263,10 +266,19 @@ func inspectMPSC(insp *inspector, obj []byte, info *ObjectInfo) {
 		mi.Claiming = insp.role(uint32(w & ownerMask))
 		t = mpscClaimPos(w, h)
 	}
-	if used := t - h; used > uint64(mi.Capacity) || t%mpscRecAlign != 0 || h%mpscRecAlign != 0 {
-		mi.Corrupt = true
-	} else {
+	cw := word32(obj, mpscConsumerRole).Load()
+	switch used := t - h; {
+	case used > uint64(mi.Capacity) || t%mpscRecAlign != 0 || h%mpscRecAlign != 0:
+		mi.CorruptReason = fmt.Sprintf("indices impossible: head %d, tail %d", h, t)
+	case w&mpscTailClaiming != 0 && !validToken(uint32(w&ownerMask)):
+		mi.CorruptReason = fmt.Sprintf("claim word %#x names no owner token", w)
+	case mi.Producers < 0:
+		mi.CorruptReason = fmt.Sprintf("producer count %d", mi.Producers)
+	case cw&^ownerMask != 0 || cw != 0 && !validToken(cw):
+		mi.CorruptReason = fmt.Sprintf("consumer word %#x is no owner token", cw)
+	default:
 		mi.Used = int64(used)
 	}
+	mi.Corrupt = mi.CorruptReason != ""
 	info.MPSC = mi
 }

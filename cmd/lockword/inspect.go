@@ -298,7 +298,7 @@ func corruptStatus(info *shm.RegionInfo, stderr io.Writer) int {
 		case o.Ring != nil && o.Ring.Corrupt:
 			bad = append(bad, fmt.Sprintf("%s (ring indices impossible: ErrRingCorrupt)", shownName(o.Name)))
 		case o.MPSC != nil && o.MPSC.Corrupt:
-			bad = append(bad, fmt.Sprintf("%s (MPSC queue indices impossible)", shownName(o.Name)))
+			bad = append(bad, fmt.Sprintf("%s (MPSC queue %s)", shownName(o.Name), o.MPSC.CorruptReason))
 		}
 	}
 	if len(bad) == 0 {
