@@ -184,6 +184,13 @@ func (s mpscSleeper) Sleep(ctx context.Context, word *atomic.Uint32, val uint32)
 	return nil
 }
 
+// ManySleepers reports that notFull has many sleepers (every waiting
+// producer): a producer that stops waiting leaves the bit to the others
+// (ringindex.ManySleeper).
+func (s mpscSleeper) ManySleepers(word *atomic.Uint32) bool { return word == s.q.notFull }
+
+var _ ringindex.ManySleeper = mpscSleeper{}
+
 func (s mpscSleeper) Wake(word *atomic.Uint32) {
 	n := 1
 	if word == s.q.notFull {
