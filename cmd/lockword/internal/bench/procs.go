@@ -134,16 +134,11 @@ func runProcs(ctx context.Context, exe, kind string, p Params) (s Sample, err er
 		return s, err
 	}
 	in, out := p.Section.steps(p.StepsPerNs)
-	spec, _ := json.Marshal(childSpec{Kind: kind, Dir: dir, Duration: p.Duration, Inside: in, Outside: out})
-
-	g, err := startgate.Start(ctx, exe, childEnv+"="+string(spec), kind, p.Goroutines)
+	g, start, err := startChildren(ctx, exe, childSpec{Kind: kind, Dir: dir, Duration: p.Duration, Inside: in, Outside: out}, p.Goroutines)
 	defer g.Close()
 	if err != nil {
 		return s, err
 	}
-	// Far enough ahead that every child has read it: they start together.
-	start := time.Now().Add(startAhead)
-	g.Go(start)
 	s.Waits = new(Histogram)
 	var end int64
 	err = g.Results(func(_ int, line []byte) error {
@@ -174,6 +169,21 @@ func runProcs(ctx context.Context, exe, kind string, p Params) (s Sample, err er
 	}
 	s.Elapsed = time.Duration(end - start.UnixNano())
 	return s, nil
+}
+
+// startChildren starts n children of exe told spec, once each is ready
+// tells them when to start, and returns that time; close the group also
+// after an error.
+func startChildren(ctx context.Context, exe string, spec childSpec, n int) (*startgate.Group, time.Time, error) {
+	js, _ := json.Marshal(spec)
+	g, err := startgate.Start(ctx, exe, childEnv+"="+string(js), spec.Kind, n)
+	if err != nil {
+		return g, time.Time{}, err
+	}
+	// Far enough ahead that every child has read it: they start together.
+	start := time.Now().Add(startAhead)
+	g.Go(start)
+	return g, start, nil
 }
 
 // ChildMain runs a cross-process bench child and exits if this process is

@@ -126,14 +126,11 @@ func runSharedQueue(ctx context.Context, exe, kind string, size int, p Params) (
 		return s, err
 	}
 	defer rx.close()
-	spec, _ := json.Marshal(childSpec{Kind: kind, Dir: dir, Duration: p.Duration, Size: size})
-	g, err := startgate.Start(ctx, exe, childEnv+"="+string(spec), kind, p.Goroutines)
+	g, start, err := startChildren(ctx, exe, childSpec{Kind: kind, Dir: dir, Duration: p.Duration, Size: size}, p.Goroutines)
 	defer g.Close()
 	if err != nil {
 		return s, err
 	}
-	start := time.Now().Add(startAhead)
-	g.Go(start)
 	sent := make([]int64, p.Goroutines)
 	results := make(chan error, 1)
 	go func() {
