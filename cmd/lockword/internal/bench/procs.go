@@ -257,13 +257,10 @@ func child(specText string, stdin io.Reader, stdout io.Writer) error {
 	if l == nil {
 		return fmt.Errorf("unknown kind %q", spec.Kind)
 	}
-	fmt.Fprintln(stdout, "ready")
-	start, err := startgate.ReadStart(stdin)
+	end, err := awaitStart(spec, stdin, stdout)
 	if err != nil {
 		return err
 	}
-	time.Sleep(time.Until(start))
-	end := start.Add(spec.Duration)
 	res := childResult{Waits: new(Histogram)}
 	local := 0
 	var ws waitSampler // as in-process; its clock also says when to stop
@@ -290,6 +287,18 @@ func child(specText string, stdin io.Reader, stdout io.Writer) error {
 	res.EndNs = time.Now().UnixNano()
 	sinkInt.Add(int64(local & 1))
 	return json.NewEncoder(stdout).Encode(&res)
+}
+
+// awaitStart is a child's side of the start: it says it is ready, waits
+// for the start time and then until it comes, and returns when to stop.
+func awaitStart(spec childSpec, stdin io.Reader, stdout io.Writer) (end time.Time, err error) {
+	fmt.Fprintln(stdout, "ready")
+	start, err := startgate.ReadStart(stdin)
+	if err != nil {
+		return end, err
+	}
+	time.Sleep(time.Until(start))
+	return start.Add(spec.Duration), nil
 }
 
 // errNoProcs is returned where processes cannot share a region.

@@ -26,7 +26,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/lockword/lockword/internal/startgate"
 	"github.com/lockword/lockword/shm"
 )
 
@@ -238,13 +237,10 @@ func queueChild(spec childSpec, r *shm.Region, stdin io.Reader, stdout io.Writer
 	if spec.Size < msgHeader {
 		return fmt.Errorf("message size %d is under the %d-byte header", spec.Size, msgHeader)
 	}
-	fmt.Fprintln(stdout, "ready")
-	start, err := startgate.ReadStart(stdin)
+	end, err := awaitStart(spec, stdin, stdout)
 	if err != nil {
 		return err
 	}
-	time.Sleep(time.Until(start))
-	end := start.Add(spec.Duration)
 	msg := make([]byte, spec.Size)
 	ne.PutUint32(msg, uint32(os.Getpid()))
 	res := childResult{Waits: new(Histogram)}
