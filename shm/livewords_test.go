@@ -252,8 +252,8 @@ func liveUsers(r *Region, role int, stop <-chan struct{}) (ops, tolerated int64,
 			continue
 		}
 		workers := 2
-		if k.name == "ring" {
-			workers = 1 // one producer, one consumer
+		if k.name == "ring" || k.name == "mpsc" {
+			workers = 1 // a handle is used by one goroutine at a time
 		}
 		for range workers {
 			wg.Go(func() {
