@@ -248,3 +248,55 @@ func BenchmarkRingSPSC(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRingBatchShape is ring-batch64 with what explains its figure:
+// items each PopSlice got (64 is the most), and the sleeps and wake-up
+// calls of both sides per million items (RingStats). With -cpuprofile it
+// is the profile of the batch shape (BENCHMARKS.md, Ring):
+//
+//	flock /tmp/lockword-bench.lock go test -run '^$' -bench RingBatchShape -cpu 2 -benchtime 2s -cpuprofile /tmp/ringbatch.prof ./bench
+func BenchmarkRingBatchShape(b *testing.B) {
+	const size = 64
+	r := mustRing(ringCapacity)
+	ctx := context.Background()
+	done := make(chan struct{})
+	b.ResetTimer()
+	t0 := time.Now()
+	go func() {
+		defer close(done)
+		batch := make([]uint64, size)
+		for i := 1; i <= b.N; {
+			k := min(size, b.N-i+1)
+			for j := range k {
+				batch[j] = uint64(i + j)
+			}
+			r.PushSlice(ctx, batch[:k])
+			i += k
+		}
+	}()
+	batch := make([]uint64, size)
+	pops, bad := 0, 0
+	for i := 1; i <= b.N; {
+		k, _ := r.PopSlice(ctx, batch[:min(size, b.N-i+1)])
+		pops++
+		for _, v := range batch[:k] {
+			if v != uint64(i) {
+				bad++
+			}
+			i++
+		}
+	}
+	<-done
+	elapsed := time.Since(t0)
+	b.StopTimer()
+	if bad != 0 {
+		b.Fatalf("%d of %d items out of order", bad, b.N)
+	}
+	st := r.Stats()
+	perM := 1e6 / float64(b.N)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds()/1e6, "Mitems/s")
+	b.ReportMetric(float64(b.N)/float64(pops), "items/pop")
+	b.ReportMetric(float64(st.ProducerSleeps)*perM, "psleeps/Mitem")
+	b.ReportMetric(float64(st.ConsumerSleeps)*perM, "csleeps/Mitem")
+	b.ReportMetric(float64(st.Wakes)*perM, "wakes/Mitem")
+}

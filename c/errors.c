@@ -66,7 +66,7 @@ const char *lw_strerror(int code) {
 	case LW_EPERM:
 		return "lockword: operation not permitted (unlock by a non-holder, or a system call refused)";
 	case LW_EBUSY:
-		return "lockword: busy (the lock is held)";
+		return "lockword: busy (a trylock found the lock held, or a try send or receive found no room or no message)";
 	case LW_EINVAL:
 		return "lockword: invalid argument (a NULL pointer, an empty path, or a ring handle of the other role)";
 	case LW_ETIMEDOUT:

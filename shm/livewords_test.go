@@ -154,7 +154,27 @@ var liveKinds = []struct {
 			return liveGuard(o, w, "Semaphore", func() { s.Release(k) })
 		}, err
 	}},
+	{"mpsc", func(r *Region, role int) (func(context.Context, liveObject) error, error) {
+		// Role 1 consumes, every other role produces: each user handle
+		// stands for a process. Its errors (ErrCorrupt on words no
+		// history makes, ErrPeerDead on a token of no live process, a
+		// message too large for a length written) are answers, not
+		// failures: only a panic or a call past its context fails.
+		if role == 1 {
+			c, err := r.MPSCConsumer("mpsc", liveMPSCCapacity)
+			buf := make([]byte, 0, liveMPSCCapacity)
+			return func(ctx context.Context, o liveObject) error { _, err := c.Receive(ctx, buf); return err }, err
+		}
+		p, err := r.MPSCProducer("mpsc", liveMPSCCapacity)
+		return func(ctx context.Context, o liveObject) error {
+			return p.Send(ctx, []byte("live words, many producers"))
+		}, err
+	}},
 }
+
+// liveMPSCCapacity is the MPSC queue's record space: small, so that the
+// fuzzer's offsets land on its words and records alike.
+const liveMPSCCapacity = 512
 
 // errToleratedPanic counts a misuse panic on words the fuzzer overwrote.
 var errToleratedPanic = errors.New("tolerated misuse panic on overwritten words")
@@ -277,8 +297,8 @@ func liveUsers(r *Region, role int, stop <-chan struct{}) (ops, tolerated int64,
 			continue
 		}
 		workers := 2
-		if k.name == "ring" {
-			workers = 1 // one producer, one consumer
+		if k.name == "ring" || k.name == "mpsc" {
+			workers = 1 // a handle is used by one goroutine at a time
 		}
 		for range workers {
 			wg.Go(func() {
@@ -302,7 +322,7 @@ func liveUsers(r *Region, role int, stop <-chan struct{}) (ops, tolerated int64,
 					if took := time.Since(start); took > liveOpTimeout+liveSlack {
 						late.note(took-liveOpTimeout, fmt.Errorf("%s: a call returned %v after it began (context %v): %v", k.name, took, liveOpTimeout, err))
 					}
-					if errors.Is(err, ErrRingCorrupt) || errors.Is(err, lockword.ErrRingClosed) || errors.Is(err, ErrRingBusy) {
+					if errors.Is(err, ErrRingCorrupt) || errors.Is(err, lockword.ErrRingClosed) || errors.Is(err, ErrRingBusy) || errors.Is(err, lockword.ErrCorrupt) {
 						time.Sleep(time.Millisecond) // sticky: do not spin on it
 					}
 				}
@@ -476,6 +496,10 @@ func FuzzLiveWords(f *testing.F) {
 	f.Add(le(6, 17, 3, 6, 18, 1, 6, 20, 5))                      // semaphore: all permits in use, sleepers bit, 5 waiters
 	f.Add(le(6, 16, 0, 6, 34, 9, 6, 32, 2))                      // semaphore: capacity 0, slot 0's ticket and held
 	f.Add(le(6, 0, 1<<18|2, 6, 19, 0, 6, 33, 0x3ff<<18|5))       // semaphore: guard, next ticket, an entry's token
+	f.Add(le(7, 0, 0x3ff<<18|9, 7, 1, 0xffffffff))               // mpsc header: a consumer token of no process, producers -1
+	f.Add(le(7, 33, 1<<31|5, 7, 32, 0x3ff<<18|7))                // mpsc claim word: claiming, by a token of no process
+	f.Add(le(7, 32, 0x7, 7, 33, 1, 7, 64, 8))                    // mpsc tail unaligned and 2^32 past head; head unaligned
+	f.Add(le(7, 128, 2<<28, 7, 129, 0xffff, 7, 34, 0xffffffff))  // mpsc record: published, length past capacity; wake word all ones
 	f.Fuzz(func(t *testing.T, writes []byte) {
 		if len(writes) > 7*200 {
 			writes = writes[:7*200]

@@ -28,15 +28,6 @@ func init() {
 	})
 }
 
-// mpscTestHook, when set by a test, is called by a producer at each named
-// step of a send ("claiming": the claim word holds our claim, no header yet;
-// "claimed": the header is written and the claim word free again, the
-// payload not yet copied), so that a child process can be killed exactly
-// there, and by the consumer when it has found the claimer of the record
-// at head dead ("claimer-dead"). Nil outside tests: one predictable branch
-// per step.
-var mpscTestHook func(step string)
-
 // mpscQueue is what the producer and the consumer handles share: the
 // queue's words in the mapping and the geometry, which the handle holds
 // itself (from the object table) and never reads from the queue.
@@ -193,6 +184,13 @@ func (s mpscSleeper) Sleep(ctx context.Context, word *atomic.Uint32, val uint32)
 	return nil
 }
 
+// ManySleepers reports that notFull has many sleepers (every waiting
+// producer): a producer that stops waiting leaves the bit to the others
+// (ringindex.ManySleeper).
+func (s mpscSleeper) ManySleepers(word *atomic.Uint32) bool { return word == s.q.notFull }
+
+var _ ringindex.ManySleeper = mpscSleeper{}
+
 func (s mpscSleeper) Wake(word *atomic.Uint32) {
 	n := 1
 	if word == s.q.notFull {
@@ -245,9 +243,12 @@ type MPSCInfo struct {
 	MessagesReceived uint64 `json:"messages_received"`
 	Lost             uint64 `json:"lost"`
 	ClaimsRecovered  uint64 `json:"claims_recovered"`
-	// Corrupt: the indices are impossible (the handles return
-	// lockword.ErrCorrupt); Used is then 0.
-	Corrupt bool `json:"corrupt,omitempty"`
+	// Corrupt: a word holds what no valid history writes (impossible
+	// indices, a negative producer count, a consumer word that is no
+	// owner token); the handles return lockword.ErrCorrupt on the
+	// indices. Used is then 0, and CorruptReason says which word.
+	Corrupt       bool   `json:"corrupt,omitempty"`
+	CorruptReason string `json:"corrupt_reason,omitempty"`
 }
 
 // inspectMPSC describes an MPSC queue; it only reads.
@@ -272,10 +273,19 @@ func inspectMPSC(insp *inspector, obj []byte, info *ObjectInfo) {
 		mi.Claiming = insp.role(uint32(w & ownerMask))
 		t = mpscClaimPos(w, h)
 	}
-	if used := t - h; used > uint64(mi.Capacity) || t%mpscRecAlign != 0 || h%mpscRecAlign != 0 {
-		mi.Corrupt = true
-	} else {
+	cw := word32(obj, mpscConsumerRole).Load()
+	switch used := t - h; {
+	case used > uint64(mi.Capacity) || t%mpscRecAlign != 0 || h%mpscRecAlign != 0:
+		mi.CorruptReason = fmt.Sprintf("indices impossible: head %d, tail %d", h, t)
+	case w&mpscTailClaiming != 0 && !validToken(uint32(w&ownerMask)):
+		mi.CorruptReason = fmt.Sprintf("claim word %#x names no owner token", w)
+	case mi.Producers < 0:
+		mi.CorruptReason = fmt.Sprintf("producer count %d", mi.Producers)
+	case cw&^ownerMask != 0 || cw != 0 && !validToken(cw):
+		mi.CorruptReason = fmt.Sprintf("consumer word %#x is no owner token", cw)
+	default:
 		mi.Used = int64(used)
 	}
+	mi.Corrupt = mi.CorruptReason != ""
 	info.MPSC = mi
 }

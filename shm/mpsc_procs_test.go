@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockword/lockword/internal/faultpoint"
 	"github.com/lockword/lockword/internal/msgcheck"
 )
 
@@ -24,7 +25,7 @@ func init() {
 }
 
 // mpscProduceChild: args path, name, capacity, producer, count, maxLen,
-// and optionally a step of mpscTestHook: after sending count messages it
+// and optionally a step of faultpoint.MPSC: after sending count messages it
 // starts message count and stops at that step, prints "stopped" and waits
 // to be killed. Without one it closes its handle and prints "done".
 func mpscProduceChild(args []string) error {
@@ -49,7 +50,7 @@ func mpscProduceChild(args []string) error {
 	}
 	if len(args) > 6 {
 		step := args[6]
-		mpscTestHook = func(s string) {
+		faultpoint.MPSC = func(s string) {
 			if s == step {
 				fmt.Println("stopped")
 				time.Sleep(time.Hour)

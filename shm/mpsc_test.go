@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/faultpoint"
 	"github.com/lockword/lockword/internal/msgcheck"
 	"github.com/lockword/lockword/internal/ringindex"
 )
@@ -278,13 +279,13 @@ func TestMPSCPublishedThenDied(t *testing.T) {
 	q.pos(0).Store(0)
 	q.tail.Store(mpscRecordSize(n))
 	fired := false
-	mpscTestHook = func(step string) {
+	faultpoint.MPSC = func(step string) {
 		if step == "claimer-dead" && !fired {
 			fired = true
 			q.state(0).Store(mpscStateWord(dead, mpscRecPublished, n))
 		}
 	}
-	defer func() { mpscTestHook = nil }()
+	defer func() { faultpoint.MPSC = nil }()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	got, err := c.Receive(ctx, nil)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/faultpoint"
 	"github.com/lockword/lockword/internal/ringindex"
 )
 
@@ -178,8 +179,8 @@ func (c *MPSCConsumer) tryReceive(buf []byte) (msg []byte, ok bool, err error) {
 				if !c.claimerDead(h, tok) {
 					return buf[:0], false, nil
 				}
-				if mpscTestHook != nil {
-					mpscTestHook("claimer-dead")
+				if faultpoint.MPSC != nil {
+					faultpoint.MPSC("claimer-dead")
 				}
 				// Dead, its state word is final; but it may have
 				// published between our load and the liveness check.

@@ -6,6 +6,7 @@ import (
 	"runtime"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/faultpoint"
 	"github.com/lockword/lockword/internal/ringindex"
 )
 
@@ -258,8 +259,8 @@ func (p *MPSCProducer) trySend(ctx context.Context, msg []byte) (sent bool, need
 		if !q.tail.CompareAndSwap(t, claim) { // another producer claimed t first
 			continue
 		}
-		if mpscTestHook != nil {
-			mpscTestHook("claiming")
+		if faultpoint.MPSC != nil {
+			faultpoint.MPSC("claiming")
 		}
 		// The header, state word then position word, before the claim
 		// word is freed: whoever takes back a dead claim trusts the state
@@ -282,8 +283,8 @@ func (p *MPSCProducer) trySend(ctx context.Context, msg []byte) (sent bool, need
 			p.wakeConsumer()
 			return false, 0, nil
 		}
-		if mpscTestHook != nil {
-			mpscTestHook("claimed")
+		if faultpoint.MPSC != nil {
+			faultpoint.MPSC("claimed")
 		}
 		copy(q.data[off+mpscHeaderSize:off+mpscHeaderSize+n], msg)
 		// Publish: the payload above is written before this store, and

@@ -187,6 +187,13 @@ static int cmd_api(int argc, char **argv) {
 			printf("FAIL lw_strerror(%d) = \"%s\", want lockword's meaning\n", posix[i], lw_strerror(posix[i]));
 			api_failures++;
 		}
+	/* LW_EBUSY is also the MPSC queue's try calls' answer: its text must
+	 * not say only "the lock is held" to a caller that holds no lock. */
+	const char *busy = lw_strerror(LW_EBUSY);
+	if (!strstr(busy, "no room") || !strstr(busy, "no message")) {
+		printf("FAIL lw_strerror(LW_EBUSY) = \"%s\", want it to name a try call's no room or no message\n", busy);
+		api_failures++;
+	}
 	if (api_failures == 0)
 		printf("ok\n");
 	return api_failures != 0;

@@ -424,8 +424,12 @@ hand and prints what was measured so far.
 
 Kinds (each measured with the peers of its group):
 `)
+	width := 0
 	for _, k := range bench.Kinds {
-		fmt.Fprintf(w, "  %-10s %s\n", k.Name, k.Desc)
+		width = max(width, len(k.Name))
+	}
+	for _, k := range bench.Kinds {
+		fmt.Fprintf(w, "  %-*s %s\n", width, k.Name, k.Desc)
 	}
 	fmt.Fprint(w, "\nFlags:\n")
 	fs := flag.NewFlagSet("lockword bench", flag.ContinueOnError)

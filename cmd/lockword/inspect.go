@@ -148,7 +148,8 @@ whose holding thread is not itself blocked resolves when it unlocks.
 Exit status:
   0  the region was read
   1  the region was read, and some object is corrupt (a lock's STATE
-     corrupt, or a ring's impossible indices), or processes are
+     corrupt, a ring's impossible indices, an MPSC queue's impossible
+     indices, producer count or owner words), or processes are
      deadlocked (see Deadlocks above): the report is printed as usual, and standard
      error names the corrupt objects and the deadlocks
   2  usage error, or the file could not be opened as a region (missing,
@@ -298,7 +299,7 @@ func corruptStatus(info *shm.RegionInfo, stderr io.Writer) int {
 		case o.Ring != nil && o.Ring.Corrupt:
 			bad = append(bad, fmt.Sprintf("%s (ring indices impossible: ErrRingCorrupt)", shownName(o.Name)))
 		case o.MPSC != nil && o.MPSC.Corrupt:
-			bad = append(bad, fmt.Sprintf("%s (MPSC queue indices impossible)", shownName(o.Name)))
+			bad = append(bad, fmt.Sprintf("%s (MPSC queue %s)", shownName(o.Name), o.MPSC.CorruptReason))
 		}
 	}
 	if len(bad) == 0 {

@@ -4,12 +4,21 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/lockword/lockword/internal/faultpoint"
+	"github.com/lockword/lockword/shm"
 )
 
 // TestInspectMPSCQueue: inspect shows an MPSC queue's fill, consumer,
@@ -76,5 +85,92 @@ func TestInspectMPSCQueue(t *testing.T) {
 	}
 	if _, _, status := runCLI(t, "rm", path); status == exitOK {
 		t.Fatal("rm removed a region whose queue has a live consumer")
+	}
+}
+
+// TestMPSCClaimChild sends one message to the MPSC queue "jobs" and stops
+// for good with the claim word held (faultpoint.MPSC's "claiming" step):
+// run by TestInspectMPSCStoppedClaimer.
+func TestMPSCClaimChild(t *testing.T) {
+	path := os.Getenv("LOCKWORD_MPSC_CLAIM")
+	if path == "" {
+		t.Skip("run by TestInspectMPSCStoppedClaimer")
+	}
+	r, err := shm.Open(path, nil)
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	p, err := r.MPSCProducer("jobs", 4096)
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	faultpoint.MPSC = func(step string) {
+		if step == "claiming" {
+			fmt.Println("claimed")
+			time.Sleep(time.Hour)
+		}
+	}
+	p.Send(context.Background(), []byte("job"))
+}
+
+// TestInspectMPSCStoppedClaimer: a producer stopped (SIGSTOP) with the
+// claim word held is shown as stopped, not as merely alive: every other
+// producer waits on it until it is continued, and a live claimer is
+// never taken back.
+func TestInspectMPSCStoppedClaimer(t *testing.T) {
+	r, path := testRegion(t)
+	if _, err := r.MPSCConsumer("jobs", 4096); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMPSCClaimChild$")
+	cmd.Env = append(os.Environ(), "LOCKWORD_MPSC_CLAIM="+path)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() })
+	buf := make([]byte, 8)
+	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "claimed\n" {
+		t.Fatalf("child: %q %v", buf, err)
+	}
+	cmd.Process.Signal(syscall.SIGSTOP)
+	waitProcState(t, cmd.Process.Pid, "stopped")
+	stdout, stderr, status := runCLI(t, "inspect", path)
+	if status != exitOK {
+		t.Fatalf("inspect: %d %s", status, stderr)
+	}
+	me, child := regexp.QuoteMeta(fmt.Sprintf("%d (alive)", os.Getpid())), fmt.Sprintf("%d \\(stopped\\)", cmd.Process.Pid)
+	if re := `\s+jobs\s+4096\s+0 B \(0%\)\s+no\s+` + me + `\s+1\s+` + child + `\s`; !regexp.MustCompile(re).MatchString(stdout) {
+		t.Fatalf("inspect does not show the claimer stopped (%s):\n%s", re, stdout)
+	}
+}
+
+// TestInspectCorruptMPSCFails: an MPSC queue whose producer count (the
+// object's second word) is negative, or whose consumer word is no owner
+// token, is corrupt: inspect names it and why on stderr and exits 1 (it
+// exited 0 and showed -1 producers).
+func TestInspectCorruptMPSCFails(t *testing.T) {
+	for _, c := range []struct {
+		off  int64
+		word uint32
+		want string
+	}{
+		{4, 0xffffffff, "producer count -1"},
+		{0, 0xffffffff, "consumer word 0xffffffff is no owner token"},
+	} {
+		path := regionWithCorruptWord(t, func(r *shm.Region) error {
+			p, err := r.MPSCProducer("q", 256)
+			if err == nil {
+				p.Close()
+			}
+			return err
+		}, c.off, binary.NativeEndian.AppendUint32(nil, c.word))
+		stdout, stderr, status := runCLI(t, "inspect", path)
+		if status != exitFail || !strings.Contains(stderr, "1 corrupt object: q (MPSC queue "+c.want+")") ||
+			!strings.Contains(stdout, "corrupt: "+c.want) {
+			t.Errorf("status %d, stdout %q, stderr %q; want 1, the queue named on stderr with %q, and its row reading corrupt", status, stdout, stderr, c.want)
+		}
 	}
 }

@@ -125,6 +125,18 @@ type Sleeper interface {
 	Wake(word *atomic.Uint32)
 }
 
+// A ManySleeper is a Sleeper on some of whose words more than one waiter
+// may sleep at once (the shared MPSC queue's producers on notFull), which
+// ManySleepers reports. On such a word the Sleeping bit may be another
+// waiter's announcement too, so a waiter that stops waiting (ready after
+// announcing, or giving up) leaves it set: clearing it made the other
+// side's next release wake nobody, and a sleeper missed its wake-up for
+// the rest of its slice. The cost is one wake-up call for nobody.
+type ManySleeper interface {
+	Sleeper
+	ManySleepers(word *atomic.Uint32) bool
+}
+
 // WakeSide clears Sleeping in word and, if it was set, wakes the sleeper.
 // Callers have already seen the bit set with a plain load, so a busy ring
 // pays one load per publish and nothing more.
@@ -156,7 +168,8 @@ func CloseWords(notEmpty, notFull *atomic.Uint32, wakes *atomic.Uint64, sl Sleep
 // The closed bit is always read before ready is called, so a consumer that
 // sees the ring closed also sees every item published before Close. Any
 // other error comes from sl.sleep (a context, or a shared ring's dead peer),
-// and is returned with the sleep announcement withdrawn. It serves both the
+// and is returned with the sleep announcement withdrawn (left, on a word
+// with many sleepers: see ManySleeper). It serves both the
 // in-process Ring and the shared byte ring (package shm). ctx must not
 // be nil: callers check it, to return their own ErrNilContext.
 func Await(ctx context.Context, word *atomic.Uint32, sleeps *atomic.Uint64, sl Sleeper,
@@ -177,28 +190,33 @@ func Await(ctx context.Context, word *atomic.Uint32, sleeps *atomic.Uint64, sl S
 			break
 		}
 	}
+	// withdraw takes back our announcement, where it is ours alone.
+	withdraw := func() {}
+	if m, ok := sl.(ManySleeper); !ok || !m.ManySleepers(word) {
+		withdraw = func() { word.And(^uint32(Sleeping)) }
+	}
 	for {
 		// Announce the sleep, then look again (the Dekker pair with
 		// the other side's store-index-then-load-word).
 		old := word.Or(Sleeping)
 		if old&Closed != 0 && closedFirst {
-			word.And(^uint32(Sleeping))
+			withdraw()
 			return ErrClosed
 		}
 		if ready() {
-			word.And(^uint32(Sleeping))
+			withdraw()
 			return nil
 		}
 		if old&Closed != 0 {
-			word.And(^uint32(Sleeping))
+			withdraw()
 			return ErrClosed
 		}
 		sleeps.Add(1)
 		if err := sl.Sleep(ctx, word, Sleeping); err != nil {
-			// Not woken (or woken and giving up anyway: there is only
-			// one sleeper per word), so no wake-up is lost; withdraw
-			// the announcement (a waker racing with us wakes nobody).
-			word.And(^uint32(Sleeping))
+			// Not woken (or woken and giving up anyway), so no
+			// wake-up of ours is lost; withdraw the announcement (a
+			// waker racing with us wakes nobody).
+			withdraw()
 			return err
 		}
 	}

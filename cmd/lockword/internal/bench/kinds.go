@@ -79,7 +79,7 @@ func ParseKinds(s string, procs bool) ([]string, error) {
 	if len(names) == 0 {
 		return nil, ErrNoKinds
 	}
-	if slices.Contains(names, "shared") && runtime.GOOS != "linux" {
+	if (slices.Contains(names, "shared") || slices.Contains(names, "shared-queue")) && runtime.GOOS != "linux" {
 		return nil, errNoProcs
 	}
 	return names, nil
@@ -161,6 +161,9 @@ func Groups(kinds []string, grid []int, exe string) []Group {
 	if want("shared") {
 		gs = append(gs, Group{Name: "shared", Title: "Cross-process locks", Unit: "acq", Axis: "processes", Grid: procsGrid,
 			Subjects: procsSubjects(exe), Processes: true})
+	}
+	if want("shared-queue") {
+		gs = append(gs, sharedQueueGroups(exe)...)
 	}
 	if want("etcd") {
 		gs = append(gs, etcdGroups(exe)...)

@@ -48,7 +48,7 @@ func TestDefaultGrid(t *testing.T) {
 // -procs.
 func TestParseKinds(t *testing.T) {
 	all, _ := ParseKinds("all", false)
-	if slices.Contains(all, "shared") || slices.Contains(all, "etcd") || len(all) != len(Kinds)-2 {
+	if slices.Contains(all, "shared") || slices.Contains(all, "shared-queue") || slices.Contains(all, "etcd") || len(all) != len(Kinds)-3 {
 		t.Errorf("all: %v", all)
 	}
 	if runtime.GOOS == "linux" {

@@ -46,6 +46,7 @@ type childSpec struct {
 	// Inside and Outside are the critical section's spin steps (see
 	// Section): inside, between reading the counter and writing it back.
 	Inside, Outside int
+	Size            int // bytes a message (the shared-queue kind)
 }
 
 // childResult is what a child reports.
@@ -133,16 +134,11 @@ func runProcs(ctx context.Context, exe, kind string, p Params) (s Sample, err er
 		return s, err
 	}
 	in, out := p.Section.steps(p.StepsPerNs)
-	spec, _ := json.Marshal(childSpec{Kind: kind, Dir: dir, Duration: p.Duration, Inside: in, Outside: out})
-
-	g, err := startgate.Start(ctx, exe, childEnv+"="+string(spec), kind, p.Goroutines)
+	g, start, err := startChildren(ctx, exe, childSpec{Kind: kind, Dir: dir, Duration: p.Duration, Inside: in, Outside: out}, p.Goroutines)
 	defer g.Close()
 	if err != nil {
 		return s, err
 	}
-	// Far enough ahead that every child has read it: they start together.
-	start := time.Now().Add(startAhead)
-	g.Go(start)
 	s.Waits = new(Histogram)
 	var end int64
 	err = g.Results(func(_ int, line []byte) error {
@@ -173,6 +169,21 @@ func runProcs(ctx context.Context, exe, kind string, p Params) (s Sample, err er
 	}
 	s.Elapsed = time.Duration(end - start.UnixNano())
 	return s, nil
+}
+
+// startChildren starts n children of exe told spec, once each is ready
+// tells them when to start, and returns that time; close the group also
+// after an error.
+func startChildren(ctx context.Context, exe string, spec childSpec, n int) (*startgate.Group, time.Time, error) {
+	js, _ := json.Marshal(spec)
+	g, err := startgate.Start(ctx, exe, childEnv+"="+string(js), spec.Kind, n)
+	if err != nil {
+		return g, time.Time{}, err
+	}
+	// Far enough ahead that every child has read it: they start together.
+	start := time.Now().Add(startAhead)
+	g.Go(start)
+	return g, start, nil
 }
 
 // ChildMain runs a cross-process bench child and exits if this process is
@@ -224,6 +235,9 @@ func child(specText string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	defer r.Close()
+	if spec.Kind == mpscKind || spec.Kind == unixgramKind {
+		return queueChild(spec, r, stdin, stdout)
+	}
 	counter, err := r.Bytes(counterName, 8)
 	if err != nil {
 		return err
@@ -243,13 +257,10 @@ func child(specText string, stdin io.Reader, stdout io.Writer) error {
 	if l == nil {
 		return fmt.Errorf("unknown kind %q", spec.Kind)
 	}
-	fmt.Fprintln(stdout, "ready")
-	start, err := startgate.ReadStart(stdin)
+	end, err := awaitStart(spec, stdin, stdout)
 	if err != nil {
 		return err
 	}
-	time.Sleep(time.Until(start))
-	end := start.Add(spec.Duration)
 	res := childResult{Waits: new(Histogram)}
 	local := 0
 	var ws waitSampler // as in-process; its clock also says when to stop
@@ -276,6 +287,18 @@ func child(specText string, stdin io.Reader, stdout io.Writer) error {
 	res.EndNs = time.Now().UnixNano()
 	sinkInt.Add(int64(local & 1))
 	return json.NewEncoder(stdout).Encode(&res)
+}
+
+// awaitStart is a child's side of the start: it says it is ready, waits
+// for the start time and then until it comes, and returns when to stop.
+func awaitStart(spec childSpec, stdin io.Reader, stdout io.Writer) (end time.Time, err error) {
+	fmt.Fprintln(stdout, "ready")
+	start, err := startgate.ReadStart(stdin)
+	if err != nil {
+		return end, err
+	}
+	time.Sleep(time.Until(start))
+	return start.Add(spec.Duration), nil
 }
 
 // errNoProcs is returned where processes cannot share a region.

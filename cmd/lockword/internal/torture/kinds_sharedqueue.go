@@ -37,8 +37,26 @@ const (
 	sqStop     = 8  // supervisor: 1 once every producer has exited: the consumer drains and ends
 	sqReceived = 16 // consumer: messages received so far (every publishEvery)
 	sqReady    = 24 // +8*i: 1 once worker i (0 the consumer, 1.. the producers) has attached
-	sqSize     = sqReady + 8*(sharedQueueMaxProcs+1)
+	// -kill: the supervisor arms producer i (+8*i) with the step of a
+	// send (sqStepClaiming, sqStepClaimed) where it is to be killed; the
+	// producer, at its next send's step, sets its in-window word and
+	// waits there to be killed (see holdForKill).
+	sqArm      = sqReady + 8*(sharedQueueMaxProcs+1)
+	sqInWindow = sqArm + 8*sharedQueueMaxProcs
+	sqSize     = sqInWindow + 8*sharedQueueMaxProcs
 )
+
+// The steps of a send where an armed producer stops, named as
+// faultpoint.MPSC names them.
+const (
+	sqStepClaiming = 1 // "claiming": the claim word holds its claim; a kill leaves it to be taken back
+	sqStepClaimed  = 2 // "claimed": its record's header is written, no payload; a kill leaves a record to skip
+)
+
+// armWait is how long an armed producer is given to reach its step
+// before the supervisor kills it wherever it is (it may be waiting for
+// room, or done).
+const armWait = 5 * time.Second
 
 func init() {
 	for _, broken := range []bool{false, true} {
@@ -55,9 +73,11 @@ func init() {
   each message is 16 to %d bytes, naming its producer and number, with a
   body drawn from both. The consumer checks, per producer, that every
   number arrives once, in order, every byte right. -kill SIGKILLs half
-  the producers at random moments: their published messages must arrive,
-  and the records they abandoned between claim and publish are counted
-  (Lost, Claims recovered). shared-queue-broken publishes each record's
+  the producers from random moments, two in three of them once they stop
+  between claim and publish (holding the claim word, or with the
+  record's header written and no payload): their published messages
+  must arrive, and the claims they abandoned are counted (Lost, Claims
+  recovered). shared-queue-broken publishes each record's
   header before its payload, and must FAIL. A run that moves no message for
   %v fails as stalled.
 `, defaultSharedQueueItems, sharedQueueCapacity, sharedQueueMaxMsg, stallTimeout))
@@ -83,6 +103,7 @@ type sharedQueueReport struct {
 	producers int
 	items     int64
 	killed    map[int]bool // producers killed
+	inWindow  [3]int       // of them, killed stopped at a step (sqStepClaiming, sqStepClaimed)
 	recv      sharedQueueResult
 	sent      []sharedQueueResult
 	stalled   bool
@@ -137,24 +158,45 @@ func tortureSharedQueue(cfg *config, broken bool) (report, error) {
 	put(st, sqGo, 1)
 	prog := startProgress(cfg.progress, runProgress(cfg, rep.name, start, items*int64(cfg.procs),
 		func() int64 { return int64(get(st, sqReceived)) }, "items"))
-	// -kill: half the producers (never all), each at a random moment in
-	// the first part of the run.
-	kills := make([]time.Time, 0, cfg.procs/2)
+	// -kill: half the producers (never all), each from a random moment in
+	// the first part of the run: one in three at that moment, wherever it
+	// is; the others armed then, and killed once they stop between claim
+	// and publish (alternately with the claim word held, and with the
+	// record's header written), which a random moment almost never hits.
+	type kill struct {
+		at    time.Time
+		step  uint64 // 0: at once
+		armed time.Time
+	}
+	kills := make([]kill, 0, cfg.procs/2)
 	if cfg.kill {
-		for range cfg.procs / 2 {
-			kills = append(kills, start.Add(time.Duration(rand.IntN(200)+5)*time.Millisecond))
+		for i := range cfg.procs / 2 {
+			kills = append(kills, kill{at: start.Add(time.Duration(rand.IntN(200)+5) * time.Millisecond),
+				step: [3]uint64{sqStepClaiming, sqStepClaimed, 0}[i%3]})
 		}
 	}
 	last, since := uint64(0), time.Now()
 	for {
-		for id, at := range kills { // producer id is procs[id+1]
-			if !at.IsZero() && time.Now().After(at) {
-				if !exited(procs[id+1]) {
-					procs[id+1].cmd.Process.Kill()
-					rep.killed[id] = true
-				}
-				kills[id] = time.Time{}
+		for id := range kills { // producer id is procs[id+1]
+			k := &kills[id]
+			if k.at.IsZero() || time.Now().Before(k.at) {
+				continue
 			}
+			if k.step != 0 && k.armed.IsZero() {
+				put(st, sqArm+8*id, k.step)
+				k.armed = time.Now()
+			}
+			if k.step != 0 && get(st, sqInWindow+8*id) == 0 && time.Since(k.armed) < armWait && !exited(procs[id+1]) {
+				continue
+			}
+			if !exited(procs[id+1]) {
+				procs[id+1].cmd.Process.Kill()
+				rep.killed[id] = true
+				if k.step != 0 && get(st, sqInWindow+8*id) != 0 {
+					rep.inWindow[k.step]++
+				}
+			}
+			k.at = time.Time{}
 		}
 		all := true
 		for _, p := range procs[1:] {
@@ -217,6 +259,14 @@ func (r *sharedQueueReport) failures() []string {
 		why = append(why, fmt.Sprintf("stalled: no message moved for %v", stallTimeout))
 	}
 	why = append(why, r.errs...)
+	// A producer killed with a record claimed leaves it for the consumer
+	// to skip; one killed holding the claim word, the word to take back.
+	if n := r.inWindow[sqStepClaimed]; n > 0 && r.recv.Lost == 0 {
+		why = append(why, fmt.Sprintf("%d producer(s) killed with a record claimed, but no record was counted lost", n))
+	}
+	if n := r.inWindow[sqStepClaiming]; n > 0 && r.recv.Recovered == 0 {
+		why = append(why, fmt.Sprintf("%d producer(s) killed holding the claim word, but no claim was recovered", n))
+	}
 	for id := range r.producers {
 		if r.killed[id] || id >= len(r.recv.Next) {
 			continue
@@ -252,7 +302,8 @@ func (r *sharedQueueReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Processes: %d producers, 1 consumer; capacity %d bytes; messages 16..%d bytes\n", r.producers, sharedQueueCapacity, sharedQueueMaxMsg)
 	fmt.Fprintf(w, "Items: %d per producer\n", r.items)
 	fmt.Fprintf(w, "Received: %d\n", r.recv.Received)
-	fmt.Fprintf(w, "Killed producers: %d; their messages received: %d\n", len(r.killed), r.killedArrived())
+	fmt.Fprintf(w, "Killed producers: %d (%d holding the claim word, %d with a record claimed); their messages received: %d\n",
+		len(r.killed), r.inWindow[sqStepClaiming], r.inWindow[sqStepClaimed], r.killedArrived())
 	fmt.Fprintf(w, "Out of order or gaps: %d\n", r.recv.Gaps)
 	fmt.Fprintf(w, "Duplicates: %d\n", r.recv.Dups)
 	fmt.Fprintf(w, "Mangled: %d\n", r.recv.Mangled)
@@ -269,6 +320,8 @@ func (r *sharedQueueReport) writeJSON(w io.Writer) error {
 		Items           int64    `json:"items_per_producer"`
 		Received        int64    `json:"received"`
 		Killed          int      `json:"killed"`
+		KilledClaiming  int      `json:"killed_claiming"`
+		KilledClaimed   int      `json:"killed_claimed"`
 		KilledArrived   uint64   `json:"killed_received"`
 		Gaps            int64    `json:"gaps"`
 		Duplicates      int64    `json:"duplicates"`
@@ -278,6 +331,6 @@ func (r *sharedQueueReport) writeJSON(w io.Writer) error {
 		ThroughputM     float64  `json:"throughput_mitems_s"`
 		Result          string   `json:"result"`
 		Failures        []string `json:"failures,omitempty"`
-	}{r.name, r.producers, r.items, r.recv.Received, len(r.killed), r.killedArrived(), r.recv.Gaps, r.recv.Dups, r.recv.Mangled,
+	}{r.name, r.producers, r.items, r.recv.Received, len(r.killed), r.inWindow[sqStepClaiming], r.inWindow[sqStepClaimed], r.killedArrived(), r.recv.Gaps, r.recv.Dups, r.recv.Mangled,
 		r.recv.Lost, r.recv.Recovered, r.throughput(), verdict(r.failures()), r.failures()})
 }

@@ -9,9 +9,12 @@ import (
 )
 
 // TestTortureSharedQueue: more producer processes than this machine's 2
-// cores, half of them SIGKILLed at random moments: every message of the
-// survivors arrives, the killed ones' published messages arrive whole and
-// in order, nothing is duplicated or mangled.
+// cores, half of them SIGKILLed: every message of the survivors arrives,
+// the killed ones' published messages arrive whole and in order, nothing
+// is duplicated or mangled. Of the two killed, one is killed holding the
+// claim word and one with its record's header written and no payload
+// (each stops there once armed): the report counts a claim recovered and
+// a record lost.
 func TestTortureSharedQueue(t *testing.T) {
 	stdout, stderr, status := runCLI(t, "torture", "-lock", "shared-queue", "-procs", "4", "-kill", "-items", "20000", "-json")
 	if status != exitOK {
@@ -20,6 +23,10 @@ func TestTortureSharedQueue(t *testing.T) {
 	var j struct {
 		Received, Killed, Gaps, Duplicates, Mangled int64
 		KilledReceived                              int64 `json:"killed_received"`
+		KilledClaiming                              int   `json:"killed_claiming"`
+		KilledClaimed                               int   `json:"killed_claimed"`
+		Lost                                        int64
+		ClaimsRecovered                             int64 `json:"claims_recovered"`
 		Result                                      string
 	}
 	if err := json.Unmarshal([]byte(stdout), &j); err != nil {
@@ -27,6 +34,9 @@ func TestTortureSharedQueue(t *testing.T) {
 	}
 	if j.Result != "PASS" || j.Killed != 2 || j.Received != 2*20000+j.KilledReceived || j.Gaps+j.Duplicates+j.Mangled != 0 {
 		t.Fatalf("%s", stdout)
+	}
+	if j.KilledClaiming != 1 || j.KilledClaimed != 1 || j.Lost < 1 || j.ClaimsRecovered < 1 {
+		t.Fatalf("want one producer killed holding the claim word and one with a record claimed, a claim recovered and a record lost:\n%s", stdout)
 	}
 	t.Log(stdout)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/lockword/lockword/internal/faultpoint"
 	"github.com/lockword/lockword/internal/msgcheck"
 	"github.com/lockword/lockword/shm"
 )
@@ -95,6 +96,7 @@ func sharedQueueWorker(spec *sharedQueueSpec) (res sharedQueueResult, err error)
 			}
 			defer sp.Close()
 			p = sp
+			faultpoint.MPSC = func(step string) { holdForKill(st, spec.ID, step) }
 		}
 		put(st, sqReady+8*(spec.ID+1), 1)
 		for get(st, sqGo) == 0 {
@@ -158,6 +160,23 @@ func sharedQueueWorker(spec *sharedQueueSpec) (res sharedQueueResult, err error)
 			put(st, sqReceived, uint64(chk.Received))
 		}
 	}
+}
+
+// holdForKill is a producer's faultpoint.MPSC under the torture: once the
+// supervisor armed it with step, it says it is there and waits to be
+// killed (armWait at most, then goes on), so that a kill lands between
+// claim and publish. Unarmed, it costs a load per step.
+func holdForKill(st []byte, id int, step string) {
+	want := get(st, sqArm+8*id)
+	if want == 0 || want > sqStepClaimed || step != [...]string{sqStepClaiming: "claiming", sqStepClaimed: "claimed"}[want] {
+		return
+	}
+	put(st, sqArm+8*id, 0) // once
+	put(st, sqInWindow+8*id, 1)
+	for t := time.Now(); time.Since(t) < armWait; {
+		time.Sleep(time.Millisecond)
+	}
+	put(st, sqInWindow+8*id, 0)
 }
 
 // brokenMPSC is shared-queue-broken's queue: the shared queue's record

@@ -1,0 +1,68 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSharedQueueKinds runs each shared-queue subject with 2 producer
+// processes (this test binary re-executed) for 30 ms at the smallest
+// message: every message must arrive, in order per sender, and the sample
+// carries each process's count and sampled waits. About 0.5 s.
+func TestSharedQueueKinds(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range sharedQueueGroups(exe)[:1] {
+		for _, s := range g.Subjects {
+			sample, err := s.run(context.Background(), Params{Goroutines: 2, Duration: 30 * time.Millisecond})
+			if err != nil {
+				t.Fatalf("%s %s: %v", g.Name, s.Name, err)
+			}
+			if len(sample.PerWorker) != 2 || sample.Ops == 0 || sample.Waits.N == 0 || sample.Elapsed < 30*time.Millisecond {
+				t.Errorf("%s %s: %d msgs in %v, per process %v, %d waits", g.Name, s.Name, sample.Ops, sample.Elapsed, sample.PerWorker, sample.Waits.N)
+			}
+		}
+	}
+}
+
+// TestSharedQueueChecks feeds the receiver's checks bad streams: each
+// must be refused, so that a queue that reorders, tears or loses a
+// message cannot pass as fast.
+func TestSharedQueueChecks(t *testing.T) {
+	const size = 32
+	msg := func(seq, at uint64, last byte) []byte {
+		m := make([]byte, size)
+		ne.PutUint32(m, 7)
+		ne.PutUint64(m[8:], seq)
+		ne.PutUint64(m[16:], at)
+		m[size-1] = last
+		return m
+	}
+	for name, c := range map[string]struct {
+		stream [][]byte
+		want   string
+	}{
+		"good":      {[][]byte{msg(1, 0, 1), msg(2, 0, 2), msg(0, 2, 0)}, ""},
+		"reordered": {[][]byte{msg(2, 0, 2), msg(1, 0, 1), msg(0, 2, 0)}, "where 1 was due"},
+		"torn":      {[][]byte{msg(1, 0, 1), msg(2, 0, 9), msg(0, 2, 0)}, "last byte 9"},
+		"lost":      {[][]byte{msg(1, 0, 1), msg(0, 2, 0)}, "sent 2 messages, 1 arrived"},
+		"short":     {[][]byte{msg(1, 0, 1)[:size-1]}, "a 31-byte message"},
+	} {
+		i := 0
+		rx := queueReceiver{recv: func(_ context.Context, buf []byte) ([]byte, error) {
+			i++
+			return append(buf[:0], c.stream[i-1]...), nil
+		}}
+		_, err := receiveAll(context.Background(), rx, size, 1, new(Histogram))
+		if (c.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+}
