@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/lockword/lockword/internal/contention"
 )
 
 // Hand-off slots: a lock-free lane beside the parking lot for keyed waiters
@@ -83,6 +85,9 @@ func WaitOne(ctx context.Context, addr *atomic.Uint32, val, key uint32, note any
 	w := waiterPool.Get().(*waiter)
 	w.addr, w.key, w.keyed = addr, key, true
 	w.note, w.since = note, since
+	if contention.Armed() { // one load while the profile is off
+		w.profNs = contention.Take(addr, note)
+	}
 	s := slotOf(addr, key)
 	if !s.CompareAndSwap(nil, w) {
 		return park(ctx, bucketOfKey(addr, key), w, val) // slot taken: the parking lot
@@ -132,7 +137,11 @@ func WakeOne(addr *atomic.Uint32, key uint32) bool {
 		if w := pin(s); w != nil {
 			if w.addr == addr && w.key == key {
 				s.Store(nil)
+				profNs := w.profNs // w may be reused once woken
 				w.ready <- struct{}{}
+				if profNs != 0 {
+					contention.Woken(profNs)
+				}
 				return true
 			}
 			s.Store(w) // another word's or key's waiter: leave it
