@@ -312,6 +312,8 @@ func (rw *RWMutex) rwait(ctx context.Context, w, p uint32, start time.Time) erro
 	checked := start
 	var sw stuckWait
 	defer rw.q.stuck.leave(&sw)
+	var waitsFor uint16                               // our waits-for record while we sleep (waitsfor.go)
+	defer func() { rw.q.r.clearWaitsFor(waitsFor) }() // a reader inside is a self-edge until then
 	for {
 		s := rw.in.Load()
 		if s&srwArrivalMask != w {
@@ -344,6 +346,9 @@ func (rw *RWMutex) rwait(ctx context.Context, w, p uint32, start time.Time) erro
 			// unchanged.
 			if rw.q.flags.Load()&queueStats != 0 {
 				word64(rw.q.obj, mutexObjParks).Add(1)
+			}
+			if waitsFor == 0 {
+				waitsFor = rw.q.r.setWaitsFor(rw.q.waitsFor1) // the served writer is the holder
 			}
 			sleepShared(ctx, rw.in, s|srwParked, ownerCheckInterval)
 		}
