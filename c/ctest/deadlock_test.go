@@ -32,6 +32,24 @@ func awaitDeadlocks(t *testing.T, path string, patience time.Duration) []shm.Dea
 	}
 }
 
+// wantOneCycle fails t unless ds is one deadlock whose members are the
+// processes pids.
+func wantOneCycle(t *testing.T, ds []shm.Deadlock, pids []int) {
+	t.Helper()
+	if len(ds) != 1 {
+		t.Fatalf("deadlocks %v, want one cycle of %v", ds, pids)
+	}
+	var got []int
+	for _, m := range ds[0].Members {
+		got = append(got, m.PID)
+	}
+	slices.Sort(got)
+	slices.Sort(pids)
+	if !slices.Equal(got, pids) {
+		t.Fatalf("deadlock %v names PIDs %v, want %v", ds[0], got, pids)
+	}
+}
+
 // TestCDeadlockCycle: two C processes that each hold one Mutex and wait for
 // the other's, and a cycle of three through C, C and Go, are each reported
 // as one deadlock naming every member's PID.
@@ -61,19 +79,7 @@ func TestCDeadlockCycle(t *testing.T) {
 			}
 			// A loaded machine may take long to put them to sleep: the
 			// patience is no property of the detector.
-			ds := awaitDeadlocks(t, path, time.Minute)
-			if len(ds) != 1 {
-				t.Fatalf("deadlocks %v, want one cycle of %v", ds, pids)
-			}
-			var got []int
-			for _, m := range ds[0].Members {
-				got = append(got, m.PID)
-			}
-			slices.Sort(got)
-			slices.Sort(pids)
-			if !slices.Equal(got, pids) {
-				t.Fatalf("deadlock %v names PIDs %v, want %v", ds[0], got, pids)
-			}
+			wantOneCycle(t, awaitDeadlocks(t, path, time.Minute), pids)
 		})
 	}
 }
@@ -110,19 +116,7 @@ func TestCDeadlockCycleKinds(t *testing.T) {
 				t.Fatalf("member: %q", l)
 			}
 			pids = append(pids, second.cmd.Process.Pid)
-			ds := awaitDeadlocks(t, path, time.Minute)
-			if len(ds) != 1 {
-				t.Fatalf("deadlocks %v, want one cycle of %v", ds, pids)
-			}
-			var got []int
-			for _, m := range ds[0].Members {
-				got = append(got, m.PID)
-			}
-			slices.Sort(got)
-			slices.Sort(pids)
-			if !slices.Equal(got, pids) {
-				t.Fatalf("deadlock %v names PIDs %v, want %v", ds[0], got, pids)
-			}
+			wantOneCycle(t, awaitDeadlocks(t, path, time.Minute), pids)
 		})
 	}
 }
