@@ -166,9 +166,6 @@ func park(ctx context.Context, b *bucket, w *waiter, val uint32) error {
 		done = ctx.Done()
 	}
 	addr := w.addr
-	if w.profNs == 0 && contention.Armed() { // one load while the profile is off (WaitOne may have stamped w)
-		w.profNs = contention.Take(addr, w.note)
-	}
 
 	b.mu.Lock()
 	// Count ourselves before loading the word: Wake stores the word before
@@ -180,6 +177,11 @@ func park(ctx context.Context, b *bucket, w *waiter, val uint32) error {
 		b.mu.Unlock()
 		release(w)
 		return nil
+	}
+	// Stamped only once it is sure to sleep, so that a park that does not
+	// sleep leaves the sample to the next one (WaitOne may have stamped w).
+	if w.profNs == 0 && contention.Armed() { // one load while the profile is off
+		w.profNs = contention.Take(addr, w.note)
 	}
 	b.enqueue(w)
 	if w.note != nil && OnNotedPark != nil {

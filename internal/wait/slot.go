@@ -85,6 +85,7 @@ func WaitOne(ctx context.Context, addr *atomic.Uint32, val, key uint32, note any
 	w := waiterPool.Get().(*waiter)
 	w.addr, w.key, w.keyed = addr, key, true
 	w.note, w.since = note, since
+	// Stamped before w is published, as a waker reads it once published.
 	if contention.Armed() { // one load while the profile is off
 		w.profNs = contention.Take(addr, note)
 	}
@@ -98,6 +99,8 @@ func WaitOne(ctx context.Context, addr *atomic.Uint32, val, key uint32, note any
 	if addr.Load() != val {
 		if !leave(s, w) {
 			<-w.ready // a waker chose us meanwhile: consume its token
+		} else if w.profNs != 0 {
+			contention.Arm(note) // not asleep: leave the sample to the next park
 		}
 		release(w)
 		return nil
