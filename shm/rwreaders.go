@@ -407,7 +407,8 @@ func (rw *RWMutex) reportReaderStuck(sw *stuckWait, start time.Time, p, blocker 
 	}
 	logSharedStuck(sharedStuck{kind: "shm.RWMutex", name: rw.q.name, path: rw.q.r.path, holderPID: pid, alive: alive,
 		heldFor: rw.q.heldFor(), waiters: waiters, waited: waited, threshold: threshold},
-		"waiting_as", "reader", "note", "a writer that died holding leaves readers out until the next writer repairs (LockContext, MarkConsistent, Unlock)")
+		append([]any{"waiting_as", "reader", "note", "a writer that died holding leaves readers out until the next writer repairs (LockContext, MarkConsistent, Unlock)"},
+			rw.q.r.deadlockAttrs()...)...)
 }
 
 // reportDrainStuck is the stuck report of a writer, our part sw of the

@@ -351,3 +351,12 @@ func (r *Region) deadlockOf() (Deadlock, bool) {
 	}
 	return Deadlock{}, false
 }
+
+// deadlockAttrs returns, for a stuck report, the confirmed deadlock that
+// our process is in as log attributes; nil if none.
+func (r *Region) deadlockAttrs() []any {
+	if d, ok := r.deadlockOf(); ok {
+		return []any{"deadlock", d.String()}
+	}
+	return nil
+}

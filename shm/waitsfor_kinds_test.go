@@ -84,7 +84,8 @@ func childCycleKinds(args []string) error {
 
 // TestDeadlockCycleProcsKinds: two- and three-process cycles through
 // TicketMutex, RWMutex (queued writer, and reader behind a writer) and
-// Mutex are reported by Inspect, naming every member's PID and locks.
+// Mutex are reported by Inspect, naming every member's PID and locks, and
+// by the members' stuck reports.
 func TestDeadlockCycleProcsKinds(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -104,10 +105,12 @@ func TestDeadlockCycleProcsKinds(t *testing.T) {
 			start := path + ".go"
 			var pids []int
 			var names []string
+			var children []*child
 			for i := range tc.hold {
 				c := startChild(t, "cycle-kinds", path, tc.hold[i], tc.wants[i], start)
 				c.expect(t, "locked")
 				pids = append(pids, c.pid())
+				children = append(children, c)
 				_, name, _ := strings.Cut(tc.hold[i], ":")
 				names = append(names, name)
 			}
@@ -124,6 +127,9 @@ func TestDeadlockCycleProcsKinds(t *testing.T) {
 					t.Errorf("member %+v: children %v hold %v, each waits for the next", m, pids, names)
 				}
 			}
+			// Some member's stuck report (2 s in, the default) names
+			// the cycle too.
+			awaitStuckDeadlock(t, children, d.String())
 		})
 	}
 }
