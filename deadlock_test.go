@@ -378,3 +378,31 @@ func TestStuckReportNamesHolder(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDeadlockDetection is deadlock detection's cost on a Mutex,
+// uncontended and at 16 goroutines: detection=false in a build without
+// the tag is the baseline (the hooks compiled out); in a build with
+// -tags lockword_deadlock, detection=false is the switch's cost and
+// detection=true holder tracking's. Run the two builds interleaved and
+// compare them with benchstat.
+func BenchmarkDeadlockDetection(b *testing.B) {
+	modes := []bool{false}
+	if deadlockBuilt {
+		modes = append(modes, true)
+	}
+	for _, on := range modes {
+		for _, g := range []int{1, 16} {
+			b.Run(fmt.Sprintf("detection=%v/goroutines=%d", on, g), func(b *testing.B) {
+				if deadlockBuilt {
+					SetDeadlockDetection(on)
+					defer SetDeadlockDetection(true) // the tagged build's default
+				}
+				if g == 1 {
+					benchmarkUncontended(b, new(Mutex))
+				} else {
+					benchmarkContended(b, new(Mutex), g, 0, 0)
+				}
+			})
+		}
+	}
+}

@@ -152,7 +152,8 @@ type waitTrack struct {
 	addr   any
 	start  time.Time
 	stuck  *stuckEntry
-	profNs int64 // a wait sampled for the contention profile: its start (internal/contention)
+	profNs int64  // a wait sampled for the contention profile: its start (internal/contention)
+	profID uint64 // its sample armed for the unlocker view (contention.Arm), 0 if none
 }
 
 // A stuckOwner is a lock whose waiters sleep with a note in the parking
@@ -171,9 +172,10 @@ type stuckOwner interface {
 type noteTrack struct {
 	info    *lockInfo
 	owner   stuckOwner
-	startNs int64 // Stats: the wait's start on the stuck clock; 0: untimed
-	sinceNs int64 // the first sleep's start on the stuck clock; 0: none yet
-	profNs  int64 // a wait sampled for the contention profile: its start (internal/contention)
+	startNs int64  // Stats: the wait's start on the stuck clock; 0: untimed
+	sinceNs int64  // the first sleep's start on the stuck clock; 0: none yet
+	profNs  int64  // a wait sampled for the contention profile: its start (internal/contention)
+	profID  uint64 // its sample armed for the unlocker view (contention.Arm), 0 if none
 }
 
 // trackNoted starts a noteTrack for owner, whose diagnostics d are.
@@ -212,6 +214,9 @@ func (t *noteTrack) sleeping() (note any, sinceNs int64) {
 	}
 	if t.sinceNs == 0 {
 		t.sinceNs = stuckClockNs()
+		if t.profNs != 0 {
+			t.profID = contention.Arm(t.owner) // the note: the park's key
+		}
 	}
 	return t.owner, t.sinceNs
 }
@@ -222,8 +227,17 @@ func (t *noteTrack) acquired() {
 		t.countAcquired()
 	}
 	if t.profNs != 0 {
-		contention.End(t.profNs)
+		t.profEnd()
 	}
+}
+
+// profEnd records a sampled wait in the waiter view and withdraws its
+// unlocker-view sample if no park took it.
+//
+//go:noinline
+func (t *noteTrack) profEnd() {
+	contention.Disarm(t.profID)
+	contention.End(t.profNs)
 }
 
 //go:noinline
@@ -238,7 +252,7 @@ func (t *noteTrack) countAcquired() {
 // abandoned ends a slow-path attempt that gave up (context done).
 func (t *noteTrack) abandoned() {
 	if t.profNs != 0 {
-		contention.End(t.profNs)
+		t.profEnd()
 	}
 	if t.info != nil && t.info.statsOn.Load() {
 		t.info.giveUps.Add(1)
@@ -292,6 +306,9 @@ func (t *waitTrack) parking(word *atomic.Uint32) {
 	if t.info != nil && t.info.statsOn.Load() {
 		t.info.parks.Add(1)
 	}
+	if t.profNs != 0 && t.profID == 0 {
+		t.profID = contention.Arm(word) // the word: the park's key
+	}
 	if t.stuck != nil {
 		return
 	}
@@ -338,7 +355,7 @@ func logStuck(kind, name string, addr any, waited, threshold time.Duration, wait
 // acquired ends a slow-path acquisition.
 func (t *waitTrack) acquired() {
 	if t.profNs != 0 {
-		contention.End(t.profNs)
+		t.profEnd()
 	}
 	if t.end() {
 		t.info.acquired.Add(1)
@@ -350,12 +367,21 @@ func (t *waitTrack) acquired() {
 // abandoned ends a slow-path attempt that gave up (context done).
 func (t *waitTrack) abandoned() {
 	if t.profNs != 0 {
-		contention.End(t.profNs)
+		t.profEnd()
 	}
 	if t.end() {
 		t.info.giveUps.Add(1)
 		t.addWait(&t.info.giveUpNs, &t.info.giveUpMax)
 	}
+}
+
+// profEnd records a sampled wait in the waiter view and withdraws its
+// unlocker-view sample if no park took it.
+//
+//go:noinline
+func (t *waitTrack) profEnd() {
+	contention.Disarm(t.profID)
+	contention.End(t.profNs)
 }
 
 // end leaves the stuck watcher and reports whether statistics are on.

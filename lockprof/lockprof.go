@@ -10,12 +10,24 @@
 //	lockword.SetContentionProfileRate(100)
 //	http.Handle("/debug/pprof/lockword", lockprof.Handler())
 //
-// Each sample is a stack that waited for a lockword lock, with two values:
-// contentions (the number of waits) and delay (their total, in
-// nanoseconds), both scaled by the rate as the runtime scales its mutex
-// profile. The stack is the waiter's, whose leaf is the function that
-// called Lock (see the root package's contention.go for why the waiter's
-// and not the unlocker's).
+// Each sample has two values: contentions (the number of waits) and delay
+// (their total, in nanoseconds), both scaled by the rate as the runtime
+// scales its mutex profile. There are two profiles of the same waits:
+//
+//   - Profile, WriteTo and Handler charge a wait to the stack that ended
+//     it, the Unlock (or RUnlock, Release) that woke the waiter, with the
+//     time it slept: the runtime's convention for /debug/pprof/mutex, so
+//     that the top of the profile is the code that holds locks others
+//     wait for. Shared locks' waits that sleep in the kernel are not in
+//     it: their unlocker may be another process.
+//   - WaiterProfile, WriteWaitersTo and Handler with ?view=waiter charge
+//     it to the waiter's stack, whose leaf is the function that called
+//     Lock, with the whole wait: who waits, and where; shared locks
+//     included.
+//
+// They are two profiles, not one with a label per sample: pprof sums every
+// sample of a profile, so one file holding both would count each wait
+// twice in every total unless each reader remembered to filter by label.
 package lockprof
 
 import (
@@ -32,8 +44,15 @@ import (
 )
 
 // Profile builds the contention profile from the records collected so
-// far.
-func Profile() *profile.Profile {
+// far, each wait charged to the Unlock that woke it (Go's convention).
+func Profile() *profile.Profile { return build(lockword.ContentionUnlocker) }
+
+// WaiterProfile builds the contention profile from the records collected
+// so far, each wait charged to the waiter's stack.
+func WaiterProfile() *profile.Profile { return build(lockword.ContentionWaiter) }
+
+// build builds view's profile.
+func build(view lockword.ContentionView) *profile.Profile {
 	records, rate := lockword.ContentionProfile()
 	rate = max(rate, 1)
 	p := &profile.Profile{
@@ -48,6 +67,9 @@ func Profile() *profile.Profile {
 	p.Mapping = []*profile.Mapping{{ID: 1, File: exe, HasFunctions: true, HasFilenames: true, HasLineNumbers: true}}
 	b := builder{p: p, locs: map[uintptr]*profile.Location{}, funcs: map[string]*profile.Function{}}
 	for _, r := range records {
+		if r.View != view {
+			continue
+		}
 		locs := b.stack(r.Stack)
 		if len(locs) == 0 {
 			continue
@@ -60,17 +82,26 @@ func Profile() *profile.Profile {
 	return p
 }
 
-// WriteTo writes the contention profile to w, gzip-compressed protobuf as
-// `go tool pprof` reads it.
+// WriteTo writes the contention profile (Profile) to w, gzip-compressed
+// protobuf as `go tool pprof` reads it.
 func WriteTo(w io.Writer) error { return Profile().Write(w) }
 
+// WriteWaitersTo writes the waiters' view (WaiterProfile) to w, as
+// WriteTo.
+func WriteWaitersTo(w io.Writer) error { return WaiterProfile().Write(w) }
+
 // Handler serves the contention profile, as net/http/pprof serves the
-// runtime's profiles.
+// runtime's profiles: Profile, or WaiterProfile when the query has
+// view=waiter.
 func Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		p, name := Profile(), "lockword-contention"
+		if req.URL.Query().Get("view") == "waiter" {
+			p, name = WaiterProfile(), "lockword-contention-waiters"
+		}
 		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Disposition", `attachment; filename="lockword-contention"`)
-		if err := WriteTo(w); err != nil {
+		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+		if err := p.Write(w); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	})

@@ -2,7 +2,9 @@ package lockprof
 
 import (
 	"bytes"
+	"io"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,11 +86,12 @@ func topSince(before, after map[string]int64) string {
 	return top
 }
 
-// written writes the profile and returns its flat delays.
-func written(t *testing.T) map[string]int64 {
+// written writes the profile (write: WriteTo or WriteWaitersTo) and
+// returns its flat delays.
+func written(t *testing.T, write func(io.Writer) error) map[string]int64 {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := WriteTo(&buf); err != nil {
+	if err := write(&buf); err != nil {
 		t.Fatal(err)
 	}
 	return flatDelay(t, buf.Bytes())
@@ -102,10 +105,10 @@ func written(t *testing.T) map[string]int64 {
 // goroutines that each hold the lock 200 times contend on any host.
 func TestContentionProfileNamesTheContendedFunction(t *testing.T) {
 	defer lockword.SetContentionProfileRate(lockword.SetContentionProfileRate(1))
-	before := written(t)
+	before := written(t, WriteTo)
 	var m lockword.Mutex
 	contend(func() { contendedOrders(&m, 200) })
-	if top := topSince(before, written(t)); !strings.HasSuffix(top, ".contendedOrders") {
+	if top := topSince(before, written(t, WriteTo)); !strings.HasSuffix(top, ".contendedOrders") {
 		t.Fatalf("the profile's top function by delay is %q, want contendedOrders", top)
 	}
 	var tm lockword.TicketMutex
@@ -136,4 +139,62 @@ func leafFunctions(t *testing.T, data []byte) map[string]bool {
 		t.Fatalf("parse the written profile: %v", err)
 	}
 	return leaves(p)
+}
+
+// slowHolder takes m over and over, counting each hold in holds, and
+// holds it long, until stop.
+//
+//go:noinline
+func slowHolder(m *lockword.Mutex, holds *atomic.Int64, stop *atomic.Bool) {
+	for !stop.Load() {
+		m.Lock()
+		holds.Add(1)
+		for range 20 {
+			holdBriefly()
+		}
+		m.Unlock()
+		runtime.Gosched() // let the woken waiter in
+	}
+}
+
+// quickWaiter, n times, waits until slowHolder has taken m again, then
+// locks it (so that it finds it held) and unlocks it at once.
+//
+//go:noinline
+func quickWaiter(m *lockword.Mutex, holds *atomic.Int64, n int) {
+	for range n {
+		for seen := holds.Load(); holds.Load() == seen; {
+			runtime.Gosched()
+		}
+		m.Lock()
+		m.Unlock()
+	}
+}
+
+// TestContentionProfileChargesTheUnlocker: as the runtime's mutex
+// profile, the default profile charges a wait to the Unlock that ended
+// it, and the waiters' profile to the Lock that waited. slowHolder holds
+// the lock long; quickWaiter, in one goroutine, only waits for it and
+// releases it at once: the first tops the default profile, the second the
+// waiters' one. (With several waiters, a waiter's quick Unlock would wake
+// the next one, and be charged its wait, as the runtime would.) Timing
+// assumption: none; a waiter that finds the lock held sleeps until
+// slowHolder's Unlock wakes it, however slow the host.
+func TestContentionProfileChargesTheUnlocker(t *testing.T) {
+	defer lockword.SetContentionProfileRate(lockword.SetContentionProfileRate(1))
+	unlockers, waiters := written(t, WriteTo), written(t, WriteWaitersTo)
+	var m lockword.Mutex
+	var stop atomic.Bool
+	var holds atomic.Int64
+	var holder sync.WaitGroup
+	holder.Go(func() { slowHolder(&m, &holds, &stop) })
+	quickWaiter(&m, &holds, 100)
+	stop.Store(true)
+	holder.Wait()
+	if top := topSince(unlockers, written(t, WriteTo)); !strings.HasSuffix(top, ".slowHolder") {
+		t.Errorf("the profile's top function by delay is %q, want slowHolder, whose Unlock ended the waits", top)
+	}
+	if top := topSince(waiters, written(t, WriteWaitersTo)); !strings.HasSuffix(top, ".quickWaiter") {
+		t.Errorf("the waiters' profile's top function by delay is %q, want quickWaiter, which waited", top)
+	}
 }

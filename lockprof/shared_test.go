@@ -21,7 +21,8 @@ func contendedShared(m *shm.Mutex, n int) {
 }
 
 // TestContentionProfileSharedMutex: this process's waits on a shm.Mutex
-// are in the profile too, charged to the function that called Lock.
+// are in the waiters' profile too, charged to the function that called
+// Lock.
 func TestContentionProfileSharedMutex(t *testing.T) {
 	defer lockword.SetContentionProfileRate(lockword.SetContentionProfileRate(1))
 	r, err := shm.Create(filepath.Join(t.TempDir(), "region"), 0, nil)
@@ -35,7 +36,7 @@ func TestContentionProfileSharedMutex(t *testing.T) {
 	}
 	contend(func() { contendedShared(m, 300) })
 	var buf bytes.Buffer
-	if err := WriteTo(&buf); err != nil {
+	if err := WriteWaitersTo(&buf); err != nil {
 		t.Fatal(err)
 	}
 	if leaves := leafFunctions(t, buf.Bytes()); !leaves[".contendedShared"] {

@@ -321,10 +321,6 @@ func (m *Mutex) reportIfStuck(sw *stuckWait, start time.Time, owner, pid uint32)
 	} else {
 		alive, pid = m.r.tokenAlive(owner)
 	}
-	var extra []any
-	if d, ok := m.r.deadlockOf(); ok {
-		extra = append(extra, "deadlock", d.String())
-	}
 	logSharedStuck(sharedStuck{kind: "shm.Mutex", name: m.name, path: m.r.path, holderPID: pid, alive: alive,
-		heldFor: heldFor(m.obj, m.word.Load()&sharedTimed != 0), waiters: waiters, waited: waited, threshold: threshold}, extra...)
+		heldFor: heldFor(m.obj, m.word.Load()&sharedTimed != 0), waiters: waiters, waited: waited, threshold: threshold}, m.r.deadlockAttrs()...)
 }

@@ -127,6 +127,10 @@ type ticketQueue struct {
 	stuckNs atomic.Int64
 	stuck   stuckEpisode // this process's stuck reports (diag.go)
 	repair  atomic.Pointer[func() error]
+	// waitsFor1 is 1 + the object's table index: what our kernel
+	// sleeper records that it waits for (waitsfor.go), in the queue and,
+	// for RWMutex, as a reader behind a writer.
+	waitsFor1 uint32
 }
 
 func (q *ticketQueue) rec(t uint32) *atomic.Uint64 {
@@ -393,6 +397,8 @@ func (q *ticketQueue) waitServing(ctx context.Context, start time.Time, bits uin
 	since, checked := time.Now(), time.Time{}
 	var sw stuckWait
 	defer q.stuck.leave(&sw)
+	var waitsFor uint16                            // our waits-for record while we sleep (waitsfor.go)
+	defer func() { q.r.clearWaitsFor(waitsFor) }() // a waiter served is a self-edge until then
 	for {
 		s := q.serving.Load()
 		if done(s) {
@@ -423,6 +429,9 @@ func (q *ticketQueue) waitServing(ctx context.Context, start time.Time, bits uin
 		}
 		if q.flags.Load()&queueStats != 0 {
 			word64(q.obj, mutexObjParks).Add(1)
+		}
+		if waitsFor == 0 {
+			waitsFor = q.r.setWaitsFor(q.waitsFor1)
 		}
 		sleepSharedBits(ctx, q.serving, s, bits, ownerCheckInterval)
 	}
@@ -651,6 +660,7 @@ func (q *ticketQueue) init(r *Region, name, kind string, obj []byte, next, servi
 	q.stamp, q.deadPID = word32(obj, stamp), word32(obj, deadPID)
 	q.records = obj[records : records+queueRecords*queueRecordLen]
 	q.obj, q.r, q.token, q.name, q.kind = obj, r, r.token, name, kind
+	q.waitsFor1 = r.tableIndex1(r.objects[name].offset)
 	// The gate's own stuck reports would speak of an unnamed in-process
 	// lock; the shared queue reports instead, naming the holder process.
 	q.gate.SetStuckThreshold(-1)

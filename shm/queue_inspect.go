@@ -127,7 +127,7 @@ func (q *ticketQueue) reportIfStuck(sw *stuckWait, start time.Time, blocker uint
 	_, pid := q.r.tokenAlive(blocker)
 	logSharedStuck(sharedStuck{kind: q.kind, name: q.name, path: q.r.path, holderPID: pid, alive: alive,
 		heldFor: q.heldFor(), waiters: waiters, waited: waited, threshold: threshold},
-		"queued_tickets", q.next.Load()-q.serving.Load())
+		append([]any{"queued_tickets", q.next.Load() - q.serving.Load()}, q.r.deadlockAttrs()...)...)
 }
 
 // heldFor is how long the ticket served has been held, for a stuck report.

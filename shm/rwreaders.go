@@ -312,6 +312,8 @@ func (rw *RWMutex) rwait(ctx context.Context, w, p uint32, start time.Time) erro
 	checked := start
 	var sw stuckWait
 	defer rw.q.stuck.leave(&sw)
+	var waitsFor uint16                               // our waits-for record while we sleep (waitsfor.go)
+	defer func() { rw.q.r.clearWaitsFor(waitsFor) }() // a reader inside is a self-edge until then
 	for {
 		s := rw.in.Load()
 		if s&srwArrivalMask != w {
@@ -344,6 +346,9 @@ func (rw *RWMutex) rwait(ctx context.Context, w, p uint32, start time.Time) erro
 			// unchanged.
 			if rw.q.flags.Load()&queueStats != 0 {
 				word64(rw.q.obj, mutexObjParks).Add(1)
+			}
+			if waitsFor == 0 {
+				waitsFor = rw.q.r.setWaitsFor(rw.q.waitsFor1) // the served writer is the holder
 			}
 			sleepShared(ctx, rw.in, s|srwParked, ownerCheckInterval)
 		}
@@ -402,7 +407,8 @@ func (rw *RWMutex) reportReaderStuck(sw *stuckWait, start time.Time, p, blocker 
 	}
 	logSharedStuck(sharedStuck{kind: "shm.RWMutex", name: rw.q.name, path: rw.q.r.path, holderPID: pid, alive: alive,
 		heldFor: rw.q.heldFor(), waiters: waiters, waited: waited, threshold: threshold},
-		"waiting_as", "reader", "note", "a writer that died holding leaves readers out until the next writer repairs (LockContext, MarkConsistent, Unlock)")
+		append([]any{"waiting_as", "reader", "note", "a writer that died holding leaves readers out until the next writer repairs (LockContext, MarkConsistent, Unlock)"},
+			rw.q.r.deadlockAttrs()...)...)
 }
 
 // reportDrainStuck is the stuck report of a writer, our part sw of the

@@ -184,16 +184,32 @@ func (r *Region) waitsForEdges() map[uint32]waitEdge {
 }
 
 // tableHolder returns the name of the object at table index i and the
-// owner token of its one holder; ok false if it has none (free, not
-// recoverable, corrupt) or its kind has no single holder.
+// owner token of the holder its waiters wait for; ok false if it has none
+// (free, not recoverable, corrupt) or its kind has no such holder. A
+// Mutex's holder is its word's owner; a TicketMutex's or RWMutex's is the
+// owner of the served ticket's record: the holder, or the writer being
+// served (holding, or waiting for readers to leave), which every queued
+// writer and every reader behind it waits for.
 func (r *Region) tableHolder(i uint32) (name string, holder uint32, ok bool) {
 	e := r.data[regionTableOffset+int(i)*tableEntrySize:][:tableEntrySize]
 	kind := objectKind(ne.Uint32(e[entryKind:]) & entryKindMask)
 	off, size := ne.Uint64(e[entryOffset:]), uint64(ne.Uint32(e[entrySize:]))
-	if kind != kindMutex || size != mutexObjSize || off < regionArenaOffset || off+size > uint64(len(r.data)) {
+	if off < regionArenaOffset || off+size > uint64(len(r.data)) {
 		return "", 0, false
 	}
-	holder = word32(r.data, off+mutexObjWord).Load() & ownerMask
+	switch {
+	case kind == kindMutex && size == mutexObjSize:
+		holder = word32(r.data, off+mutexObjWord).Load() & ownerMask
+	case kind == kindTicketMutex && size == ticketObjSize, kind == kindRWMutex && size == rwObjSize:
+		s := word32(r.data, off+ticketObjServing).Load()
+		rec := word64(r.data, off+ticketObjRecords+uint64(s%queueRecords)*queueRecordLen).Load()
+		if recTicket(rec) != s || (recState(rec) != recHolding && recState(rec) != recWaiting) {
+			return "", 0, false // free, or a ticket being skipped
+		}
+		holder = recToken(rec)
+	default:
+		return "", 0, false
+	}
 	if holder == 0 || holder == ownerNotRecoverable || !validToken(holder) {
 		return "", 0, false
 	}
@@ -334,4 +350,13 @@ func (r *Region) deadlockOf() (Deadlock, bool) {
 		}
 	}
 	return Deadlock{}, false
+}
+
+// deadlockAttrs returns, for a stuck report, the confirmed deadlock that
+// our process is in as log attributes; nil if none.
+func (r *Region) deadlockAttrs() []any {
+	if d, ok := r.deadlockOf(); ok {
+		return []any{"deadlock", d.String()}
+	}
+	return nil
 }

@@ -237,6 +237,22 @@ func helperMain(args []string) int {
 		fmt.Println("locked")
 		want.Lock()
 		return fail(errors.New("cycle: locked both"))
+	case "cycle-kinds":
+		// cycle-kinds REGION HOLD WANT: as cycle, HOLD and WANT being
+		// "mutex:NAME", "ticket:NAME", "rw:NAME" or "rwread:NAME".
+		hold, err := lockSpec(r, args[2])
+		if err != nil {
+			return fail(err)
+		}
+		want, err := lockSpec(r, args[3])
+		if err != nil {
+			return fail(err)
+		}
+		if err := hold(); err != nil {
+			return fail(err)
+		}
+		fmt.Println("locked")
+		return fail(fmt.Errorf("cycle-kinds: locked both (%v)", want()))
 	case "sem-hold":
 		// sem-hold REGION NAME PERMITS K: take K permits and sleep.
 		permits, _ := strconv.ParseInt(args[3], 10, 64)
@@ -282,4 +298,35 @@ func helperMain(args []string) int {
 		return 0
 	}
 	return fail(fmt.Errorf("unknown helper %q", args[0]))
+}
+
+// lockSpec returns the function that takes the shared lock spec names:
+// "mutex:NAME", "ticket:NAME", "rw:NAME" (write) or "rwread:NAME".
+func lockSpec(r *shm.Region, spec string) (func() error, error) {
+	kind, name, _ := strings.Cut(spec, ":")
+	ctx := context.Background()
+	switch kind {
+	case "mutex":
+		m, err := r.Mutex(name)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return m.LockContext(ctx) }, nil
+	case "ticket":
+		m, err := r.TicketMutex(name)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return m.LockContext(ctx) }, nil
+	case "rw", "rwread":
+		m, err := r.RWMutex(name)
+		if err != nil {
+			return nil, err
+		}
+		if kind == "rwread" {
+			return func() error { return m.RLockContext(ctx) }, nil
+		}
+		return func() error { return m.LockContext(ctx) }, nil
+	}
+	return nil, fmt.Errorf("lock spec %q", spec)
 }

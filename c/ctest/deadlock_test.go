@@ -32,6 +32,24 @@ func awaitDeadlocks(t *testing.T, path string, patience time.Duration) []shm.Dea
 	}
 }
 
+// wantOneCycle fails t unless ds is one deadlock whose members are the
+// processes pids.
+func wantOneCycle(t *testing.T, ds []shm.Deadlock, pids []int) {
+	t.Helper()
+	if len(ds) != 1 {
+		t.Fatalf("deadlocks %v, want one cycle of %v", ds, pids)
+	}
+	var got []int
+	for _, m := range ds[0].Members {
+		got = append(got, m.PID)
+	}
+	slices.Sort(got)
+	slices.Sort(pids)
+	if !slices.Equal(got, pids) {
+		t.Fatalf("deadlock %v names PIDs %v, want %v", ds[0], got, pids)
+	}
+}
+
 // TestCDeadlockCycle: two C processes that each hold one Mutex and wait for
 // the other's, and a cycle of three through C, C and Go, are each reported
 // as one deadlock naming every member's PID.
@@ -61,19 +79,44 @@ func TestCDeadlockCycle(t *testing.T) {
 			}
 			// A loaded machine may take long to put them to sleep: the
 			// patience is no property of the detector.
-			ds := awaitDeadlocks(t, path, time.Minute)
-			if len(ds) != 1 {
-				t.Fatalf("deadlocks %v, want one cycle of %v", ds, pids)
+			wantOneCycle(t, awaitDeadlocks(t, path, time.Minute), pids)
+		})
+	}
+}
+
+// TestCDeadlockCycleKinds: a cycle through a C process waiting on a
+// Mutex and Go processes waiting on a TicketMutex and on an RWMutex (as a
+// writer, and as a reader behind a writer) is reported, naming every PID.
+func TestCDeadlockCycleKinds(t *testing.T) {
+	b := cBuild(t, cbuild.Plain)
+	for _, tc := range []struct {
+		name string
+		// The C member holds Mutex a and waits for Mutex b; the first Go
+		// member holds the lock goWant names and waits for a; the
+		// second holds b and waits for goWant.
+		goHold, goWant string
+	}{{"ticket", "ticket:c", "ticket:c"}, {"rw-writer", "rw:c", "rw:c"}, {"rw-reader", "rw:c", "rwread:c"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, r := goRegion(t)
+			r.Mutex("a")
+			r.Mutex("b")
+			// Started in the order that has each member's wanted lock
+			// held before it waits (the C member polls for its own).
+			c := startC(t, b.Worker, "cycle", path, "a", "b")
+			first := startGo(t, "cycle-kinds", path, tc.goHold, "mutex:a")
+			var pids []int
+			for _, p := range []*proc{c, first} {
+				if l := p.line(time.Minute); l != "locked" {
+					t.Fatalf("member: %q", l)
+				}
+				pids = append(pids, p.cmd.Process.Pid)
 			}
-			var got []int
-			for _, m := range ds[0].Members {
-				got = append(got, m.PID)
+			second := startGo(t, "cycle-kinds", path, "mutex:b", tc.goWant)
+			if l := second.line(time.Minute); l != "locked" {
+				t.Fatalf("member: %q", l)
 			}
-			slices.Sort(got)
-			slices.Sort(pids)
-			if !slices.Equal(got, pids) {
-				t.Fatalf("deadlock %v names PIDs %v, want %v", ds[0], got, pids)
-			}
+			pids = append(pids, second.cmd.Process.Pid)
+			wantOneCycle(t, awaitDeadlocks(t, path, time.Minute), pids)
 		})
 	}
 }

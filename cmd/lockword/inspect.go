@@ -140,7 +140,8 @@ that process waits for ..., and reports every cycle under "Deadlocks:"
 ("PID 41 holds a, waits for b; PID 42 holds b, waits for a"; -json:
 "deadlocks", a list of {"members": [{pid, slot, holds, waits_for}]},
 [] when there is none). A cycle counts only if it reads the same twice,
-50 ms apart. Covered: shm.Mutex (Go and C). A process records one wait
+50 ms apart. Covered: shm.Mutex (Go and C), TicketMutex, and RWMutex
+waits for a writer (queued writers, readers behind a writer). A process records one wait
 at a time (its first sleeping waiter), so a cycle through its other
 waiters is missed; and inspect sees processes, not threads: a cycle
 whose holding thread is not itself blocked resolves when it unlocks.

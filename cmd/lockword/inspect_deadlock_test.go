@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,8 +31,7 @@ func TestDeadlockChild(t *testing.T) {
 		fmt.Println(err)
 		os.Exit(1)
 	}
-	hold, _ := r.Mutex(args[1])
-	want, _ := r.Mutex(args[2])
+	hold, want := cycleLock(r, args[1]), cycleLock(r, args[2])
 	hold.Lock()
 	fmt.Println("locked")
 	bufio.NewReader(os.Stdin).ReadString('\n')
@@ -39,10 +39,26 @@ func TestDeadlockChild(t *testing.T) {
 	os.Exit(0)
 }
 
-// TestInspectDeadlock: three processes that each hold one Mutex and wait
-// for the next one's are reported by inspect, text and -json, with every
-// PID named and exit status 1; a region without a cycle exits 0 and has
-// "deadlocks": [].
+// cycleLock returns the lock of TestInspectDeadlock's cycle named name:
+// a Mutex "a", a TicketMutex "b", an RWMutex "c" taken for writing, so
+// that the cycle runs through every shared lock kind with one holder.
+func cycleLock(r *shm.Region, name string) sync.Locker {
+	var l sync.Locker
+	switch name {
+	case "a":
+		l, _ = r.Mutex(name)
+	case "b":
+		l, _ = r.TicketMutex(name)
+	default:
+		l, _ = r.RWMutex(name)
+	}
+	return l
+}
+
+// TestInspectDeadlock: three processes that each hold one lock (a Mutex,
+// a TicketMutex, an RWMutex) and wait for the next one's are reported by
+// inspect, text and -json, with every PID named and exit status 1; a
+// region without a cycle exits 0 and has "deadlocks": [].
 func TestInspectDeadlock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "region")
 	r, err := shm.Create(path, 0, nil)

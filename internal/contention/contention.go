@@ -1,15 +1,23 @@
 // Package contention records lockword's contention profile: sampled
-// waits of every lockword lock, in process and shared (this process's
-// waiters), keyed by the waiter's stack. The root package exports the
+// waits of every lockword lock, in two views. The root package exports the
 // rate and the records (lockword.SetContentionProfileRate,
 // lockword.ContentionProfile); package lockprof encodes them in the pprof
 // format.
 //
-// Go's mutex profile charges a wait to the stack of the Unlock that ended
-// it (the holder that made others wait); this one charges it to the
-// waiter's stack (who waited, and where). The waiter's view needs no work
-// on the Unlock path, which every acquisition crosses, and only a start
-// time on the slow path; the unlocker's view is not recorded yet.
+// The unlocker view is Go's mutex profile's convention (runtime/sema.go's
+// semrelease1): a sampled wait is charged, when a wake-up ends it, to the
+// stack of the goroutine that woke it, the Unlock that made it wait; the
+// delay is the time the waiter slept, from its park to that wake-up. A
+// lock's slow path arms a sample (Arm, one wait in rate); the waiting
+// layer (internal/wait) stamps the next park on that lock with Take and
+// charges the wake-up with Woken, so the unlocker pays only when it wakes
+// a sampled waiter. Waits that sleep in the kernel on a shared lock are in
+// the waiter view only: their unlocker may be another process, which
+// cannot know the wait.
+//
+// The waiter view charges each sampled slow-path acquisition (or give-up)
+// to the waiter's own stack with its whole wait, spinning included: who
+// waited, and where (Begin, End).
 package contention
 
 import (
@@ -31,24 +39,40 @@ func SetRate(n int64) int64 { return rate.Swap(n) }
 // else, so that the profile costs one load when off.
 func Rate() int64 { return rate.Load() }
 
-// A Record is the contention recorded at one stack.
+// A View is which stack a record charges: the unlocker's or the waiter's.
+type View uint8
+
+// The views, in the order lockprof lists them.
+const (
+	Unlocker View = iota
+	Waiter
+)
+
+// A Record is the contention recorded at one stack, in one view.
 type Record struct {
+	View View
 	// Count is how many sampled waits ended here; Delay is their total.
 	// Neither is scaled by the rate (the encoder does that, as the
 	// runtime scales its mutex profile).
 	Count int64
 	Delay time.Duration
-	// Stack is the waiter's stack as program counters (runtime.Callers),
-	// innermost first, starting in the lock's slow path: lockprof drops
-	// the lockword frames, so that a sample's leaf is the caller of Lock.
+	// Stack is the charged stack as program counters (runtime.Callers),
+	// innermost first, starting inside lockword (the waker's wake-up or
+	// the waiter's slow path): lockprof drops the lockword frames, so
+	// that a sample's leaf is the caller of Unlock or of Lock.
 	Stack []uintptr
 }
 
 const depth = 32
 
+type recordKey struct {
+	view  View
+	stack [depth]uintptr
+}
+
 var profile struct {
 	mu      sync.Mutex
-	records map[[depth]uintptr]*Record
+	records map[recordKey]*Record
 }
 
 var epoch = time.Now()
@@ -77,23 +101,119 @@ func Begin() int64 {
 }
 
 // End records a sampled wait that began at start (from Begin) at the
-// caller's stack.
+// caller's stack, in the waiter view.
 //
 //go:noinline
 func End(start int64) {
-	delay := int64(time.Since(epoch)) - start
-	var key [depth]uintptr
-	n := runtime.Callers(2, key[:])
+	record(Waiter, int64(time.Since(epoch))-start)
+}
+
+// record adds one wait of delay ns to view, at the stack of its caller's
+// caller.
+func record(view View, delay int64) {
+	k := recordKey{view: view}
+	n := runtime.Callers(3, k.stack[:])
 	profile.mu.Lock()
 	defer profile.mu.Unlock()
 	if profile.records == nil {
-		profile.records = map[[depth]uintptr]*Record{}
+		profile.records = map[recordKey]*Record{}
 	}
-	r := profile.records[key]
+	r := profile.records[k]
 	if r == nil {
-		r = &Record{Stack: append([]uintptr(nil), key[:n]...)}
-		profile.records[key] = r
+		r = &Record{View: view, Stack: append([]uintptr(nil), k.stack[:n]...)}
+		profile.records[k] = r
 	}
 	r.Count++
 	r.Delay += time.Duration(delay)
+}
+
+// armed holds the armed samples of the unlocker view: keys of locks whose next park
+// is to be stamped. A key is what the waiting layer knows of a park: the
+// word it sleeps on, or its note (the lock) for noted waits. Any waiter's
+// next park on that lock takes the sample, not necessarily the arming
+// waiter's: one park in rate is still sampled, and nothing ties the
+// waiting layer to goroutines.
+var armed armedSet
+
+type armedSet struct {
+	n    atomic.Int32 // len(samples): a park loads it, and looks only if not 0
+	mu   sync.Mutex
+	last uint64 // the last sample's id
+	// samples are the armed samples, oldest first.
+	samples []armedSample
+}
+
+type armedSample struct {
+	key any
+	id  uint64
+}
+
+// maxArmed bounds the armed samples; more are dropped (a wait unsampled).
+const maxArmed = 64
+
+// Arm asks that the next park on key (a word or a note) be stamped for the
+// unlocker view, and returns the sample's id for Disarm (0: dropped). It
+// is called by a sampled slow path (Begin returned non-zero) before it
+// first sleeps.
+func Arm(key any) uint64 {
+	armed.mu.Lock()
+	defer armed.mu.Unlock()
+	if len(armed.samples) >= maxArmed {
+		return 0
+	}
+	armed.last++
+	armed.samples = append(armed.samples, armedSample{key, armed.last})
+	armed.n.Add(1)
+	return armed.last
+}
+
+// Disarm withdraws sample id (from Arm) if no park took it (its waiter
+// acquired without sleeping again), so that it does not linger. It costs
+// nothing for id 0.
+func Disarm(id uint64) {
+	if id == 0 {
+		return
+	}
+	armed.mu.Lock()
+	defer armed.mu.Unlock()
+	for i, a := range armed.samples {
+		if a.id == id {
+			armed.drop(i)
+			return
+		}
+	}
+}
+
+// drop removes sample i. The caller holds a.mu.
+func (a *armedSet) drop(i int) {
+	a.samples = append(a.samples[:i], a.samples[i+1:]...)
+	a.n.Add(-1)
+}
+
+// Armed reports whether any sample is armed: the waiting layer's one load
+// per park, 0 while the profile is off.
+func Armed() bool { return armed.n.Load() != 0 }
+
+// Take returns the park's start stamp (on this package's clock) if a
+// sample is armed for its word addr or its note, which it consumes; else
+// 0. Call it only when Armed.
+func Take(addr, note any) int64 {
+	armed.mu.Lock()
+	defer armed.mu.Unlock()
+	for i, a := range armed.samples {
+		if a.key == addr || (note != nil && a.key == note) {
+			armed.drop(i)
+			return max(int64(time.Since(epoch)), 1)
+		}
+	}
+	return 0
+}
+
+// Woken records, in the unlocker view, a sampled park stamped parkedNs
+// (Take) that the caller's caller (the wake-up in the waiting layer,
+// called by an Unlock) has just ended, at that stack.
+//
+//go:noinline
+func Woken(parkedNs int64) {
+	record(Unlocker, int64(time.Since(epoch))-parkedNs)
 }

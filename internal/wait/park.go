@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/lockword/lockword/internal/contention"
 )
 
 // The parking lot: a fixed table of buckets, each a FIFO queue of parked
@@ -35,6 +37,10 @@ type waiter struct {
 	note   any
 	since  int64
 	marked bool
+	// profNs stamps a park sampled for the contention profile's unlocker
+	// view (contention.Take): the wake-up that ends it charges the wait
+	// to its own stack, as the runtime's semrelease does. 0: unsampled.
+	profNs int64
 }
 
 type bucket struct {
@@ -148,7 +154,7 @@ func Noted(f func(addr *atomic.Uint32, note any, since int64, marked bool) bool)
 
 // release returns w to the pool, holding nothing it pointed at.
 func release(w *waiter) {
-	w.addr, w.note, w.marked = nil, nil, false
+	w.addr, w.note, w.marked, w.profNs = nil, nil, false, 0
 	waiterPool.Put(w)
 }
 
@@ -171,6 +177,11 @@ func park(ctx context.Context, b *bucket, w *waiter, val uint32) error {
 		b.mu.Unlock()
 		release(w)
 		return nil
+	}
+	// Stamped only once it is sure to sleep, so that a park that does not
+	// sleep leaves the sample to the next one (WaitOne may have stamped w).
+	if w.profNs == 0 && contention.Armed() { // one load while the profile is off
+		w.profNs = contention.Take(addr, w.note)
 	}
 	b.enqueue(w)
 	if w.note != nil && OnNotedPark != nil {
@@ -247,7 +258,11 @@ func wake(b *bucket, addr *atomic.Uint32, keyed bool, key uint32, n int) int {
 		w := list
 		list = w.wakeNext
 		w.wakeNext = nil
+		profNs := w.profNs // w may be reused once woken
 		w.ready <- struct{}{}
+		if profNs != 0 {
+			contention.Woken(profNs)
+		}
 	}
 	return woken
 }

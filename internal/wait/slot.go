@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/lockword/lockword/internal/contention"
 )
 
 // Hand-off slots: a lock-free lane beside the parking lot for keyed waiters
@@ -83,6 +85,10 @@ func WaitOne(ctx context.Context, addr *atomic.Uint32, val, key uint32, note any
 	w := waiterPool.Get().(*waiter)
 	w.addr, w.key, w.keyed = addr, key, true
 	w.note, w.since = note, since
+	// Stamped before w is published, as a waker reads it once published.
+	if contention.Armed() { // one load while the profile is off
+		w.profNs = contention.Take(addr, note)
+	}
 	s := slotOf(addr, key)
 	if !s.CompareAndSwap(nil, w) {
 		return park(ctx, bucketOfKey(addr, key), w, val) // slot taken: the parking lot
@@ -93,6 +99,8 @@ func WaitOne(ctx context.Context, addr *atomic.Uint32, val, key uint32, note any
 	if addr.Load() != val {
 		if !leave(s, w) {
 			<-w.ready // a waker chose us meanwhile: consume its token
+		} else if w.profNs != 0 {
+			contention.Arm(note) // not asleep: leave the sample to the next park
 		}
 		release(w)
 		return nil
@@ -132,7 +140,11 @@ func WakeOne(addr *atomic.Uint32, key uint32) bool {
 		if w := pin(s); w != nil {
 			if w.addr == addr && w.key == key {
 				s.Store(nil)
+				profNs := w.profNs // w may be reused once woken
 				w.ready <- struct{}{}
+				if profNs != 0 {
+					contention.Woken(profNs)
+				}
 				return true
 			}
 			s.Store(w) // another word's or key's waiter: leave it

@@ -120,6 +120,8 @@ func Command(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "lockword torture: -deadlock: %v\n", err)
 			return exitUsage
 		}
+		// stderr, so that -json keeps stdout one JSON document per kind.
+		fmt.Fprintln(stderr, deadlockScopeNote)
 	}
 	failed, printed := false, 0
 	for _, k := range opts.kinds {
@@ -250,7 +252,9 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 		deadlock: fs.Bool("deadlock", false,
 			"run with lockword's deadlock detection on (in a binary built with\n"+
 				"-tags lockword_deadlock): a lock-order inversion or deadlock it\n"+
-				"reports fails the run. In-process kinds only."),
+				"reports fails the run. Detection sees the goroutines of one process;\n"+
+				"a deadlock cycle across processes on shared locks is found by\n"+
+				"`lockword inspect REGION`, not here."),
 		etcd: defineEtcdFlags(fs),
 	}
 }

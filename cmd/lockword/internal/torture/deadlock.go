@@ -8,6 +8,10 @@ import (
 	"github.com/lockword/lockword"
 )
 
+// deadlockScopeNote is the line -deadlock prints first: what in-process
+// detection sees and what it cannot.
+const deadlockScopeNote = "lockword torture: note: -deadlock detects lock-order inversions and deadlocks among each process's goroutines; deadlock cycles across processes on shared locks are found by `lockword inspect REGION` (exit status 1, JSON field deadlocks)"
+
 // deadlockWatch is -deadlock: deadlock detection on for the run, and its
 // reports collected; any report fails the run (a torture kind takes one
 // lock at a time, so every report would be a false one).

@@ -21,6 +21,9 @@ func TestTortureDeadlockFlag(t *testing.T) {
 		return
 	}
 	wantExitOK(t, stdout, stderr, status)
+	if !strings.Contains(stderr, deadlockScopeNote) {
+		t.Fatalf("stderr %q: want the note that cross-process cycles are inspect's", stderr)
+	}
 }
 
 // TestDeadlockWatchFailsOnReport: the -deadlock check fails a run that got
