@@ -227,26 +227,13 @@ func (s *Semaphore) Token() int64 { return s.token.Load() }
 // while the current acquisition lasts.
 func (s *Semaphore) Guard() clientv3.Cmp { return s.guardOf(s.token.Load()) }
 
-func (s *Semaphore) guardOf(token int64) clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(s.queueKey), "=", token)
-}
+func (s *Semaphore) guardOf(token int64) clientv3.Cmp { return holdGuard(s.queueKey, token) }
 
 // Txn commits ops in one etcd transaction if s still holds its permits,
 // and returns ErrNotHolder (writing nothing) if it does not. ops must not
 // touch keys under the semaphore's prefix.
 func (s *Semaphore) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
-	tok := s.token.Load()
-	if tok == 0 {
-		return nil, ErrNotHolder
-	}
-	resp, err := s.cli.Txn(ctx).If(s.guardOf(tok)).Then(ops...).Commit()
-	if err != nil {
-		return nil, err
-	}
-	if !resp.Succeeded {
-		return resp, ErrNotHolder
-	}
-	return resp, nil
+	return guardedTxn(ctx, s.cli, s.queueKey, s.token.Load(), ops)
 }
 
 // Put writes key = val if s still holds its permits (Txn with one put).
