@@ -2,10 +2,8 @@ package etcdlock
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -158,15 +156,8 @@ func NewSemaphore(ctx context.Context, cli *clientv3.Client, prefix string, perm
 	if err != nil {
 		return nil, err
 	}
-	host, _ := os.Hostname()
-	var nonce [4]byte
-	rand.Read(nonce[:])
-	s := &Semaphore{
-		cli: cli, prefix: p, permits: permits,
-		queueKey:   queueKeyName(p, int64(sess.id), nonce),
-		permitsKey: p + permitsKey,
-		me:         Holder{Host: host, PID: os.Getpid(), Lease: int64(sess.id)},
-	}
+	s := &Semaphore{cli: cli, prefix: p, permits: permits, permitsKey: p + permitsKey}
+	s.queueKey, s.me = newQueueKey(p, int64(sess.id))
 	name := s.queueKey[len(p+queueDir):]
 	s.holdKey, s.fenceKey = p+holdsDir+name, p+fenceDir+name
 	s.handle.init(sess, own, o.Logger, "semaphore", p)
