@@ -41,16 +41,26 @@ func (a *attempt) fenceOnce(ctx context.Context) error {
 			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(m.ownerKey), "=", a.held)},
 			[]clientv3.Op{clientv3.OpDelete(m.ownerKey)}, nil))
 	}
-	bump := clientv3.OpPut(m.fenceKey, "", clientv3.WithLease(clientv3.LeaseID(m.me.Lease)))
-	_, err := m.cli.Txn(ctx).If(a.fenceCmp()).Then(append([]clientv3.Op{bump}, del...)...).Commit()
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		_, err = m.cli.Txn(ctx).Then(del...).Commit()
-	}
-	if err != nil {
+	if err := fenceTxn(ctx, m.cli, m.fenceKey, m.me.Lease, a.fence, del); err != nil {
 		return err
 	}
 	m.fenced = a.fence + 1
 	return nil
+}
+
+// fenceTxn is the transaction of a fenceOnce, of a Mutex's attempt or a
+// Semaphore's: it increments fenceKey (a put on lease) if it is still at
+// version fence, and deletes del in the same transaction; with the lease
+// gone (the put cannot be made), it deletes del alone, as nothing of the
+// attempt can then land. It returns the client's error.
+func fenceTxn(ctx context.Context, cli *clientv3.Client, fenceKey string, lease, fence int64, del []clientv3.Op) error {
+	bump := clientv3.OpPut(fenceKey, "", clientv3.WithLease(clientv3.LeaseID(lease)))
+	_, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.Version(fenceKey), "=", fence)).
+		Then(append([]clientv3.Op{bump}, del...)...).Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		_, err = cli.Txn(ctx).Then(del...).Commit()
+	}
+	return err
 }
 
 // Token returns the fencing token of the current hold, 0 when m does not

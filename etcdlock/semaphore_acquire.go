@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -336,13 +335,7 @@ func (a *semAttempt) abandon(ctx context.Context) { a.s.handle.abandon(ctx, a.se
 func (a *semAttempt) fenceOnce(ctx context.Context) error {
 	s := a.s
 	del := []clientv3.Op{clientv3.OpDelete(s.queueKey), clientv3.OpDelete(s.holdKey)}
-	bump := clientv3.OpPut(s.fenceKey, "", clientv3.WithLease(clientv3.LeaseID(s.me.Lease)))
-	_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.Version(s.fenceKey), "=", a.fence)).
-		Then(append([]clientv3.Op{bump}, del...)...).Commit()
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		_, err = s.cli.Txn(ctx).Then(del...).Commit()
-	}
-	if err != nil {
+	if err := fenceTxn(ctx, s.cli, s.fenceKey, s.me.Lease, a.fence, del); err != nil {
 		return err
 	}
 	s.fenced = a.fence + 1
