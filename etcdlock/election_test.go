@@ -15,11 +15,7 @@ import (
 func newElection(t testing.TB, cli *clientv3.Client, prefix string, ttl time.Duration) *Election {
 	t.Helper()
 	e, err := NewElection(context.Background(), cli, prefix, &Options{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
+	return closedAtEnd(t, e, err)
 }
 
 func campaign(t testing.TB, e *Election, value string) error {

@@ -41,16 +41,30 @@ func (a *attempt) fenceOnce(ctx context.Context) error {
 			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(m.ownerKey), "=", a.held)},
 			[]clientv3.Op{clientv3.OpDelete(m.ownerKey)}, nil))
 	}
-	bump := clientv3.OpPut(m.fenceKey, "", clientv3.WithLease(clientv3.LeaseID(m.me.Lease)))
-	_, err := m.cli.Txn(ctx).If(a.fenceCmp()).Then(append([]clientv3.Op{bump}, del...)...).Commit()
+	bumped, err := fenceTxn(ctx, m.cli, m.fenceKey, m.me.Lease, a.fence, del)
+	if bumped {
+		m.fenced = a.fence + 1
+	}
+	return err
+}
+
+// fenceTxn is the transaction of a fenceOnce, of a Mutex's attempt or a
+// Semaphore's: it increments fenceKey (a put on lease) if it is still at
+// version fence, and deletes del in the same transaction; with the lease
+// gone (the put cannot be made), it deletes del alone, as nothing of the
+// attempt can then land. bumped reports whether the fence key moved on:
+// not with the lease gone, so the caller's next attempt compares the same
+// version (counting a bump that did not happen would make it read its own
+// fence as another writer's, and report corruption). err is the client's.
+func fenceTxn(ctx context.Context, cli *clientv3.Client, fenceKey string, lease, fence int64, del []clientv3.Op) (bumped bool, err error) {
+	bump := clientv3.OpPut(fenceKey, "", clientv3.WithLease(clientv3.LeaseID(lease)))
+	_, err = cli.Txn(ctx).If(clientv3.Compare(clientv3.Version(fenceKey), "=", fence)).
+		Then(append([]clientv3.Op{bump}, del...)...).Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		_, err = m.cli.Txn(ctx).Then(del...).Commit()
+		_, err = cli.Txn(ctx).Then(del...).Commit()
+		return false, err
 	}
-	if err != nil {
-		return err
-	}
-	m.fenced = a.fence + 1
-	return nil
+	return err == nil, err
 }
 
 // Token returns the fencing token of the current hold, 0 when m does not
@@ -63,19 +77,25 @@ func (m *Mutex) Token() int64 { return m.token.Load() }
 // Without a hold it compares against token 0, which never holds.
 func (m *Mutex) Guard() clientv3.Cmp { return m.guardOf(m.token.Load()) }
 
-func (m *Mutex) guardOf(token int64) clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(m.queueKey), "=", token)
+func (m *Mutex) guardOf(token int64) clientv3.Cmp { return holdGuard(m.queueKey, token) }
+
+// holdGuard holds while key is the record of the hold that token names:
+// key exists with token as its create revision. A deleted and re-created
+// key has a new create revision, so the guard never holds again once the
+// hold has ended.
+func holdGuard(key string, token int64) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(key), "=", token)
 }
 
-// Txn commits ops in one etcd transaction if m still holds the lock, and
-// returns ErrNotHolder (writing nothing) if it does not: the guarded
-// write. ops must not touch keys under the lock's prefix.
-func (m *Mutex) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
-	tok := m.token.Load()
-	if tok == 0 {
+// guardedTxn commits ops in one transaction if holdGuard(key, token)
+// holds: the guarded write of Mutex, RWMutex and Semaphore. It returns
+// ErrNotHolder writing nothing for token 0 (no hold) or a hold that has
+// ended (with the response), and the client's error as it is.
+func guardedTxn(ctx context.Context, cli *clientv3.Client, key string, token int64, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	if token == 0 {
 		return nil, ErrNotHolder
 	}
-	resp, err := m.cli.Txn(ctx).If(m.guardOf(tok)).Then(ops...).Commit()
+	resp, err := cli.Txn(ctx).If(holdGuard(key, token)).Then(ops...).Commit()
 	if err != nil {
 		return nil, err
 	}
@@ -83,6 +103,13 @@ func (m *Mutex) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnRespo
 		return resp, ErrNotHolder
 	}
 	return resp, nil
+}
+
+// Txn commits ops in one etcd transaction if m still holds the lock, and
+// returns ErrNotHolder (writing nothing) if it does not: the guarded
+// write. ops must not touch keys under the lock's prefix.
+func (m *Mutex) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	return guardedTxn(ctx, m.cli, m.queueKey, m.token.Load(), ops)
 }
 
 // Put writes key = val if m still holds the lock (Txn with one put).

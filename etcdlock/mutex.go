@@ -2,12 +2,10 @@ package etcdlock
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -299,16 +297,12 @@ func NewMutex(ctx context.Context, cli *clientv3.Client, prefix string, opts *Op
 	if err != nil {
 		return nil, err
 	}
-	host, _ := os.Hostname()
-	var nonce [4]byte
-	rand.Read(nonce[:])
 	m := &Mutex{
 		cli:      cli,
 		prefix:   prefix,
-		queueKey: queueKeyName(prefix, int64(sess.id), nonce),
 		ownerKey: prefix + ownerKey,
-		me:       Holder{Host: host, PID: os.Getpid(), Lease: int64(sess.id)},
 	}
+	m.queueKey, m.me = newQueueKey(prefix, int64(sess.id))
 	m.fenceKey = prefix + fenceDir + m.queueKey[len(prefix+queueDir):]
 	b, _ := json.Marshal(m.me)
 	m.meJSON = string(b)

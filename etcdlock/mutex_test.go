@@ -18,6 +18,7 @@ import (
 
 	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/etcdlock/etcdtest"
+	"github.com/lockword/lockword/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -54,14 +55,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func newClient(t testing.TB, eps []string) *clientv3.Client {
+// closedAtEnd is the tail of the new* helpers: it fails t on err, the
+// constructor's, and otherwise closes v when t ends and returns it.
+func closedAtEnd[T interface{ Close() error }](t testing.TB, v T, err error) T {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	t.Cleanup(func() { v.Close() })
+	return v
+}
+
+func newClient(t testing.TB, eps []string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	return closedAtEnd(t, cli, err)
 }
 
 // newMutex makes a Mutex that must not lose its lease: its TTL is long
@@ -79,11 +87,7 @@ func newDyingMutex(t testing.TB, cli *clientv3.Client, prefix string) *Mutex {
 func newMutexTTL(t testing.TB, cli *clientv3.Client, prefix string, ttl time.Duration) *Mutex {
 	t.Helper()
 	m, err := NewMutex(context.Background(), cli, prefix, &Options{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return closedAtEnd(t, m, err)
 }
 
 // prefix is a fresh lock name for test t.
@@ -171,14 +175,7 @@ func TestMutexLockUnlockToken(t *testing.T) {
 	if s := a.Stats(); s.Acquisitions != 3 {
 		t.Fatalf("stats: %+v, want 3 acquisitions", s)
 	}
-	func() {
-		defer func() {
-			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Unlock of unlocked Mutex") {
-				t.Fatalf("Unlock of an unlocked Mutex: panic %v", r)
-			}
-		}()
-		a.Unlock()
-	}()
+	locktest.WantPanic(t, "Unlock of an unlocked Mutex", "Unlock of unlocked Mutex", a.Unlock)
 }
 
 // TestMutexExcludes hammers one lock from goroutines with a Mutex each
@@ -458,7 +455,7 @@ func TestMutexContextAndInspect(t *testing.T) {
 
 func TestMutexStuckReport(t *testing.T) {
 	cli, p := parallelClient(t)
-	var buf syncBuffer
+	var buf locktest.SyncBuffer
 	a := newMutex(t, cli, p)
 	b, err := NewMutex(context.Background(), cli, p, &Options{TTL: liveTTL, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	if err != nil {
@@ -492,18 +489,6 @@ func TestMutexStuckReport(t *testing.T) {
 		}
 	}
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestMutexUnreachable: with etcd unreachable every call returns an
 // error when its context ends; none hangs or panics.

@@ -5,10 +5,12 @@ package etcdlock
 // from one that none did (ErrCorrupt).
 
 import (
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -143,6 +145,16 @@ func parseRecord(b []byte) (ownerRecord, error) {
 // P/queue/<lease, 16 hex digits>-<nonce, 8 hex digits>.
 func queueKeyName(prefix string, lease int64, nonce [4]byte) string {
 	return fmt.Sprintf("%s%s%016x-%s", prefix, queueDir, lease, hex.EncodeToString(nonce[:]))
+}
+
+// newQueueKey names the queue key of a new Mutex or Semaphore under
+// prefix on lease, with a random nonce (two handles on one Session's lease
+// must not share a key), and returns the Holder others see of it.
+func newQueueKey(prefix string, lease int64) (string, Holder) {
+	host, _ := os.Hostname()
+	var nonce [4]byte
+	rand.Read(nonce[:])
+	return queueKeyName(prefix, lease, nonce), Holder{Host: host, PID: os.Getpid(), Lease: lease}
 }
 
 // checkQueueKey says why the queue key key, attached to lease, is one that

@@ -306,17 +306,7 @@ func (rw *RWMutex) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnRe
 		hold = rw.reads[len(rw.reads)-1]
 	}
 	rw.mu.Unlock()
-	if hold.token == 0 {
-		return nil, ErrNotHolder
-	}
-	resp, err := rw.m.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(hold.key), "=", hold.token)).Then(ops...).Commit()
-	if err != nil {
-		return nil, err
-	}
-	if !resp.Succeeded {
-		return resp, ErrNotHolder
-	}
-	return resp, nil
+	return guardedTxn(ctx, rw.m.cli, hold.key, hold.token, ops)
 }
 
 // Put writes key = val if rw still holds the write lock or a read lock

@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // waitLogged polls buf until it holds want, for up to lockTimeout.
-func waitLogged(buf *syncBuffer, want string) {
+func waitLogged(buf *locktest.SyncBuffer, want string) {
 	for deadline := time.Now().Add(lockTimeout); !strings.Contains(buf.String(), want) && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -30,7 +31,7 @@ func TestRWMutexStuckReport(t *testing.T) {
 	for _, writerHolds := range []bool{true, false} {
 		t.Run(fmt.Sprintf("writer holds %v", writerHolds), func(t *testing.T) {
 			cli, p := parallelClient(t)
-			var buf syncBuffer
+			var buf locktest.SyncBuffer
 			holder := newRW(t, cli, p, liveTTL)
 			waiter, err := NewRWMutex(context.Background(), cli, p, &Options{TTL: liveTTL, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 			if err != nil {
@@ -127,7 +128,7 @@ func TestSetName(t *testing.T) {
 func TestElectionStandbyNotStuck(t *testing.T) {
 	cli, p := parallelClient(t)
 	leader := newElection(t, cli, p, liveTTL)
-	var buf syncBuffer
+	var buf locktest.SyncBuffer
 	standby, err := NewElection(context.Background(), cli, p, &Options{TTL: liveTTL, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -184,14 +185,7 @@ func TestRWMutexLockerForms(t *testing.T) {
 	if st.Acquisitions != 2 || st.SlowPath != 1 || st.Parks < 1 || st.WaitMax < 100*time.Millisecond || st.WaitTotal < st.WaitMax {
 		t.Fatalf("reader's Stats = %+v, want 2 acquisitions, 1 slow (waited at least 100 ms)", st)
 	}
-	func() {
-		defer func() {
-			if v := recover(); v == nil || !strings.Contains(fmt.Sprint(v), "RUnlock of unlocked") {
-				t.Fatalf("RUnlock without a read hold: panic %v", v)
-			}
-		}()
-		r.RUnlock()
-	}()
+	locktest.WantPanic(t, "RUnlock without a read hold", "RUnlock of unlocked", r.RUnlock)
 }
 
 // TestElectionStats: Stats counts the campaigns won, a standby's as slow

@@ -17,11 +17,7 @@ import (
 func newRW(t testing.TB, cli *clientv3.Client, prefix string, ttl time.Duration) *RWMutex {
 	t.Helper()
 	rw, err := NewRWMutex(context.Background(), cli, prefix, &Options{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rw.Close() })
-	return rw
+	return closedAtEnd(t, rw, err)
 }
 
 // blocked asserts that f (an acquisition) does not return nil within

@@ -2,10 +2,8 @@ package etcdlock
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -158,15 +156,8 @@ func NewSemaphore(ctx context.Context, cli *clientv3.Client, prefix string, perm
 	if err != nil {
 		return nil, err
 	}
-	host, _ := os.Hostname()
-	var nonce [4]byte
-	rand.Read(nonce[:])
-	s := &Semaphore{
-		cli: cli, prefix: p, permits: permits,
-		queueKey:   queueKeyName(p, int64(sess.id), nonce),
-		permitsKey: p + permitsKey,
-		me:         Holder{Host: host, PID: os.Getpid(), Lease: int64(sess.id)},
-	}
+	s := &Semaphore{cli: cli, prefix: p, permits: permits, permitsKey: p + permitsKey}
+	s.queueKey, s.me = newQueueKey(p, int64(sess.id))
 	name := s.queueKey[len(p+queueDir):]
 	s.holdKey, s.fenceKey = p+holdsDir+name, p+fenceDir+name
 	s.handle.init(sess, own, o.Logger, "Semaphore", "semaphore", p)
@@ -227,26 +218,13 @@ func (s *Semaphore) Token() int64 { return s.token.Load() }
 // while the current acquisition lasts.
 func (s *Semaphore) Guard() clientv3.Cmp { return s.guardOf(s.token.Load()) }
 
-func (s *Semaphore) guardOf(token int64) clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(s.queueKey), "=", token)
-}
+func (s *Semaphore) guardOf(token int64) clientv3.Cmp { return holdGuard(s.queueKey, token) }
 
 // Txn commits ops in one etcd transaction if s still holds its permits,
 // and returns ErrNotHolder (writing nothing) if it does not. ops must not
 // touch keys under the semaphore's prefix.
 func (s *Semaphore) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
-	tok := s.token.Load()
-	if tok == 0 {
-		return nil, ErrNotHolder
-	}
-	resp, err := s.cli.Txn(ctx).If(s.guardOf(tok)).Then(ops...).Commit()
-	if err != nil {
-		return nil, err
-	}
-	if !resp.Succeeded {
-		return resp, ErrNotHolder
-	}
-	return resp, nil
+	return guardedTxn(ctx, s.cli, s.queueKey, s.token.Load(), ops)
 }
 
 // Put writes key = val if s still holds its permits (Txn with one put).

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -337,20 +336,9 @@ func (a *semAttempt) abandon(ctx context.Context) { a.s.handle.abandon(ctx, a.se
 func (a *semAttempt) fenceOnce(ctx context.Context) error {
 	s := a.s
 	del := []clientv3.Op{clientv3.OpDelete(s.queueKey), clientv3.OpDelete(s.holdKey)}
-	bump := clientv3.OpPut(s.fenceKey, "", clientv3.WithLease(clientv3.LeaseID(s.me.Lease)))
-	_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.Version(s.fenceKey), "=", a.fence)).
-		Then(append([]clientv3.Op{bump}, del...)...).Commit()
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		// Nothing was written, the fence key included, and nothing sent on
-		// the lost lease can land: the next attempt compares the same
-		// version (bumping s.fenced would make it read our own fence as
-		// another writer's).
-		_, err = s.cli.Txn(ctx).Then(del...).Commit()
-		return err
+	bumped, err := fenceTxn(ctx, s.cli, s.fenceKey, s.me.Lease, a.fence, del)
+	if bumped {
+		s.fenced = a.fence + 1
 	}
-	if err != nil {
-		return err
-	}
-	s.fenced = a.fence + 1
-	return nil
+	return err
 }

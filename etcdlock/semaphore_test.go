@@ -19,11 +19,7 @@ import (
 func newSem(t testing.TB, cli *clientv3.Client, p string, permits int, ttl time.Duration) *Semaphore {
 	t.Helper()
 	s, err := NewSemaphore(context.Background(), cli, p, permits, &Options{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return closedAtEnd(t, s, err)
 }
 
 func acquire(t testing.TB, s *Semaphore, n int) error {

@@ -21,21 +21,13 @@ const sessionTTL = 3 * time.Second
 func newSession(t testing.TB, cli *clientv3.Client, opts *SessionOptions) *Session {
 	t.Helper()
 	s, err := NewSession(context.Background(), cli, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return closedAtEnd(t, s, err)
 }
 
 func onSession(t testing.TB, cli *clientv3.Client, prefix string, s *Session) *Mutex {
 	t.Helper()
 	m, err := NewMutex(context.Background(), cli, prefix, &Options{Session: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return closedAtEnd(t, m, err)
 }
 
 // waitLost waits for m.Lost, failing t after lockTimeout.

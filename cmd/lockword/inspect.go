@@ -6,7 +6,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -191,14 +190,10 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print JSON")
 	all := fs.Bool("all", false, "list dead process slots too")
 	etcdEndpoints := fs.String("etcd", "", "inspect an etcd lock PREFIX at these endpoints")
-	paths, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			inspectHelp(stdout)
-			return exitOK
-		}
-		return reportFlagError(fs, err, stderr)
+	if st := parseFlags(fs, args, stdout, stderr, inspectHelp); st >= 0 {
+		return st
 	}
+	paths := fs.Args()
 	if len(paths) != 1 {
 		if len(paths) == 0 {
 			fmt.Fprintln(stderr, "lockword inspect: expected exactly one region PATH, got none")

@@ -340,7 +340,7 @@ func damagedRegion(err error) bool {
 	return false
 }
 
-// parseFlags is parseInterspersed for ls and rm: -1 to go on, or the exit
+// parseFlags is parseInterspersed for inspect, ls and rm: -1 to go on, or the exit
 // status (exitOK after -help, exitUsage after a bad flag); fs.Args() are
 // then the operands.
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, help func(io.Writer)) int {

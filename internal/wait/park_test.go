@@ -117,29 +117,10 @@ func TestCancelNeverSwallowsWake(t *testing.T) {
 	}
 	var w atomic.Uint32
 	for range rounds {
-		const waiters = 8
-		c := startCancellable(waiters, func(ctx context.Context, i int) error { return Wait(ctx, &w, 0) })
-		waitParked(t, &w, waiters)
-		var reported atomic.Int32
-		var race sync.WaitGroup
-		for i := range waiters {
-			race.Go(func() {
-				if rand.IntN(2) == 0 {
-					c.cancel[i]()
-				} else {
-					reported.Add(int32(Wake(&w, 1)))
-				}
-			})
-		}
-		race.Wait()
-		// Release the rest so the round ends.
-		for i := range waiters {
-			c.cancel[i]()
-		}
-		c.wg.Wait()
-		if r, got := reported.Load(), c.woken.Load(); got != r {
-			t.Fatalf("Wake reported %d wake-ups but %d waiters returned woken", r, got)
-		}
+		cancelWakeRound(t, "Wake",
+			func(ctx context.Context, i int) error { return Wait(ctx, &w, 0) },
+			func() { waitParked(t, &w, cancelWakeWaiters) },
+			func(int) int { return Wake(&w, 1) })
 	}
 }
 
@@ -311,28 +292,11 @@ func TestCancelNeverSwallowsWakeKey(t *testing.T) {
 	}
 	var w atomic.Uint32
 	for range rounds {
-		const waiters = 8
-		c := startCancellable(waiters, func(ctx context.Context, i int) error { return WaitKey(ctx, &w, 0, uint32(i)) })
-		for i := range waiters {
-			waitParkedKey(t, &w, uint32(i), 1)
-		}
-		var reported atomic.Int32
-		var race sync.WaitGroup
-		for i := range waiters {
-			race.Go(func() {
-				if rand.IntN(2) == 0 {
-					c.cancel[i]()
-				} else {
-					reported.Add(int32(WakeKey(&w, uint32(i), 1)))
-				}
-			})
-			race.Go(func() { c.cancel[i]() }) // and always race a cancel against it
-		}
-		race.Wait()
-		c.wg.Wait()
-		if r, got := reported.Load(), c.woken.Load(); got != r {
-			t.Fatalf("WakeKey reported %d wake-ups but %d waiters returned woken", r, got)
-		}
+		cancelWakeRound(t, "WakeKey",
+			func(ctx context.Context, i int) error { return WaitKey(ctx, &w, 0, uint32(i)) },
+			func() { waitParkedKeys(t, &w) },
+			func(i int) int { return WakeKey(&w, uint32(i), 1) },
+			cancelToo)
 	}
 }
 
@@ -486,4 +450,56 @@ func startCancellable(n int, wait func(ctx context.Context, i int) error) *cance
 		})
 	}
 	return c
+}
+
+// cancelWakeWaiters is how many waiters a cancelWakeRound starts.
+const cancelWakeWaiters = 8
+
+// cancelWakeRound is one round of the TestCancelNeverSwallowsWake tests.
+// It starts cancelWakeWaiters waiters, waiter i running wait, and calls
+// parked to wait until all are parked. Then, for each waiter i, it races a
+// coin toss between cancelling waiter i and wake(i) (which returns the
+// wake-ups it reports) against the racers in also. It then cancels every
+// waiter so the round ends, and fails unless the wake-ups reported equal
+// the waiters that returned nil: a wake-up counted for a waiter that gave
+// up was swallowed. name is the waking call, for the message.
+func cancelWakeRound(t *testing.T, name string, wait func(ctx context.Context, i int) error, parked func(), wake func(i int) int, also ...func(c *cancellable, i int)) {
+	t.Helper()
+	c := startCancellable(cancelWakeWaiters, wait)
+	parked()
+	var reported atomic.Int32
+	var race sync.WaitGroup
+	for i := range cancelWakeWaiters {
+		race.Go(func() {
+			if rand.IntN(2) == 0 {
+				c.cancel[i]()
+			} else {
+				reported.Add(int32(wake(i)))
+			}
+		})
+		for _, f := range also {
+			race.Go(func() { f(c, i) })
+		}
+	}
+	race.Wait()
+	for i := range cancelWakeWaiters {
+		c.cancel[i]()
+	}
+	c.wg.Wait()
+	if r, got := reported.Load(), c.woken.Load(); got != r {
+		t.Fatalf("%s reported %d wake-ups but %d waiters returned woken", name, r, got)
+	}
+}
+
+// cancelToo, a racer for cancelWakeRound, always races a cancel of waiter
+// i against the coin toss.
+func cancelToo(c *cancellable, i int) { c.cancel[i]() }
+
+// waitParkedKeys waits until waiter i of a cancelWakeRound is parked on
+// key i, for every i.
+func waitParkedKeys(t *testing.T, w *atomic.Uint32) {
+	t.Helper()
+	for i := range cancelWakeWaiters {
+		waitParkedKey(t, w, uint32(i), 1)
+	}
 }

@@ -2,7 +2,6 @@ package wait
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,29 +90,20 @@ func TestCancelNeverSwallowsWakeOne(t *testing.T) {
 	}
 	var w atomic.Uint32
 	for range rounds {
-		const waiters = 8
-		c := startCancellable(waiters, func(ctx context.Context, i int) error { return WaitOne(ctx, &w, 0, uint32(i), i, 0) })
-		for i := range waiters {
-			waitParkedKey(t, &w, uint32(i), 1)
-		}
-		var reported atomic.Int32
-		var race sync.WaitGroup
-		for i := range waiters {
-			race.Go(func() {
-				if rand.IntN(2) == 0 {
-					c.cancel[i]()
-				} else if WakeOne(&w, uint32(i)) {
-					reported.Add(1)
+		cancelWakeRound(t, "WakeOne",
+			func(ctx context.Context, i int) error { return WaitOne(ctx, &w, 0, uint32(i), i, 0) },
+			func() { waitParkedKeys(t, &w) },
+			func(i int) int {
+				if WakeOne(&w, uint32(i)) {
+					return 1
 				}
+				return 0
+			},
+			cancelToo,
+			func(*cancellable, int) {
+				Noted(func(*atomic.Uint32, any, int64, bool) bool { return true })
+				Parked(&w)
 			})
-			race.Go(func() { c.cancel[i]() })
-			race.Go(func() { Noted(func(*atomic.Uint32, any, int64, bool) bool { return true }); Parked(&w) })
-		}
-		race.Wait()
-		c.wg.Wait()
-		if r, got := reported.Load(), c.woken.Load(); got != r {
-			t.Fatalf("WakeOne reported %d wake-ups but %d waiters returned woken", r, got)
-		}
 	}
 }
 

@@ -231,12 +231,18 @@ func (r *etcdRun) startWorkers(workers int) error {
 func (r *etcdRun) spawn(ids []int) (*workerProc, error) {
 	s := r.spec
 	s.IDs = ids
-	js, err := json.Marshal(s)
+	return spawnEtcdWorker(r.exe, etcdWorkerEnv, s, ids)
+}
+
+// spawnEtcdWorker starts exe as a worker process running ids, its spec
+// passed as JSON in the environment variable env.
+func spawnEtcdWorker(exe, env string, spec any, ids []int) (*workerProc, error) {
+	js, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(r.exe)
-	cmd.Env = append(os.Environ(), etcdWorkerEnv+"="+string(js))
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), env+"="+string(js))
 	return startWorker(cmd, ids, nil, false)
 }
 

@@ -209,14 +209,6 @@ func (e *electionReport) writeText(w io.Writer) {
 }
 
 func (e *electionReport) writeJSON(w io.Writer) error {
-	m := map[string]any{"lock": e.name, "workers": e.workers, "elapsed_ns": e.elapsed, "etcd": e.x, "result": "PASS"}
-	if f := e.failures(); len(f) > 0 {
-		m["result"], m["failures"] = "FAIL", f
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	m := map[string]any{"lock": e.name, "workers": e.workers, "elapsed_ns": e.elapsed, "etcd": e.x}
+	return writeVerdictJSON(w, m, e.failures())
 }

@@ -3,7 +3,6 @@
 package torture
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
@@ -27,15 +26,7 @@ func TestTortureEtcdElection(t *testing.T) {
 	if etcdField(t, stdout, "Depositions:") == 0 || etcdField(t, stdout, "Terms:") < 15 {
 		t.Fatalf("too few terms or depositions:\n%s", stdout)
 	}
-	for attempt := 1; ; attempt++ {
-		stdout, _, status = runEtcd(t, "-lock", "etcd-election-unfenced", "-workers", "3", "-iters", "5")
-		if status == exitFail && strings.Contains(stdout, "late writes of deposed leaders landed") {
-			return
-		}
-		if attempt == 3 {
-			t.Fatalf("the unfenced election passed 3 runs; the checker does not see a deposed leader's write:\n%s", stdout)
-		}
-	}
+	wantCaughtIn3(t, runEtcd, "late writes of deposed leaders landed", "the unfenced election", "a deposed leader's write", "-lock", "etcd-election-unfenced", "-workers", "3", "-iters", "5")
 }
 
 // TestElectionObserverCheckerFails: the observers' check reports a
@@ -73,13 +64,5 @@ func TestTortureEtcdElectionProcs(t *testing.T) {
 	}
 	clitest.WantLines(t, stdout, []string{"Processes: 2; leaders SIGKILLed: 1, SIGSTOPped past their lease: 1",
 		"Late writes landed: 0", "Observers complete: 3 of 3 (every leader record once, in order)", "Hangs: 0", "Result: PASS"})
-	for attempt := 1; ; attempt++ {
-		stdout, _, status = runEtcd(t, "-lock", "etcd-election-unfenced", "-procs", "2", "-workers", "2", "-pause", "-pauses", "1")
-		if status == exitFail && strings.Contains(stdout, "late writes of deposed leaders landed") {
-			return
-		}
-		if attempt == 3 {
-			t.Fatalf("the unfenced election across processes passed 3 runs; the checker does not see a paused leader's write:\n%s", stdout)
-		}
-	}
+	wantCaughtIn3(t, runEtcd, "late writes of deposed leaders landed", "the unfenced election across processes", "a paused leader's write", "-lock", "etcd-election-unfenced", "-procs", "2", "-workers", "2", "-pause", "-pauses", "1")
 }

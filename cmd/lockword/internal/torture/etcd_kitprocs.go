@@ -11,10 +11,8 @@ package torture
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,13 +90,7 @@ func startKitProcs(cfg *config, cli *clientv3.Client, keys etcdKeys, spec etcdKi
 func (k *etcdKitProcs) spawn(ids []int) (*workerProc, error) {
 	s := k.spec
 	s.IDs = ids
-	js, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(k.exe)
-	cmd.Env = append(os.Environ(), etcdKitWorkerEnv+"="+string(js))
-	return startWorker(cmd, ids, nil, false)
+	return spawnEtcdWorker(k.exe, etcdKitWorkerEnv, s, ids)
 }
 
 func (k *etcdKitProcs) put(key, val string) error {

@@ -247,9 +247,16 @@ func (e *etcdReport) writeJSON(w io.Writer) error {
 		return err
 	}
 	m["etcd"] = e.extra
+	return writeVerdictJSON(w, m, e.failures())
+}
+
+// writeVerdictJSON adds the verdict to an etcd kind's JSON report m
+// ("result" PASS or FAIL, and the failures when there are any) and writes
+// m as one line.
+func writeVerdictJSON(w io.Writer, m map[string]any, failures []string) error {
 	m["result"] = "PASS"
-	if f := e.failures(); len(f) > 0 {
-		m["result"], m["failures"] = "FAIL", f
+	if len(failures) > 0 {
+		m["result"], m["failures"] = "FAIL", failures
 	}
 	b, err := json.Marshal(m)
 	if err != nil {

@@ -31,15 +31,7 @@ func TestTortureEtcdRWProcs(t *testing.T) {
 	if os.Getenv("LOCKWORD_LONG") != "1" {
 		return // the twin and the -pause run cost 10-30 s more under -race on 2 loaded cores: nightly
 	}
-	for attempt := 1; ; attempt++ {
-		stdout, _, status = runEtcd(t, append([]string{"-lock", "etcd-rw-broken"}, args...)...)
-		if status == exitFail && strings.Contains(stdout, "saw a writer inside") {
-			break
-		}
-		if attempt == 3 {
-			t.Fatalf("lockless readers across processes passed 3 runs; the checker does not see them:\n%s", stdout)
-		}
-	}
+	wantCaughtIn3(t, runEtcd, "saw a writer inside", "lockless readers across processes", "them", append([]string{"-lock", "etcd-rw-broken"}, args...)...)
 	stdout, stderr, status = runEtcd(t, "-lock", "etcd-rw", "-procs", "2", "-workers", "4", "-pause", "-pauses", "2")
 	if status != exitOK {
 		t.Fatalf("-pause: status %d\n%s\n%s", status, stdout, stderr)

@@ -31,6 +31,25 @@ func runEtcd(t *testing.T, args ...string) (stdout, stderr string, status int) {
 	return runCLI(t, append([]string{"torture", "-ttl", etcdTTL}, args...)...)
 }
 
+// wantCaughtIn3 runs the torture args with run (runEtcd or runCLI) up to
+// 3 times, a broken or unfenced twin, and fails t unless a run exits
+// exitFail with mark in its report. A run may harm nothing (a pause or
+// deposition that lands outside the critical section, a schedule without
+// an overlap), so one miss is no failure; three are. kind names the twin
+// and what the harm, for the failure.
+func wantCaughtIn3(t *testing.T, run func(*testing.T, ...string) (string, string, int), mark, kind, what string, args ...string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		stdout, _, status := run(t, args...)
+		if status == exitFail && strings.Contains(stdout, mark) {
+			return
+		}
+		if attempt == 3 {
+			t.Fatalf("%s passed 3 runs; the checker does not see %s:\n%s", kind, what, stdout)
+		}
+	}
+}
+
 // etcdField returns the integer after prefix on a line of the report.
 func etcdField(t *testing.T, report, prefix string) int {
 	t.Helper()
@@ -111,15 +130,7 @@ func TestTortureEtcdPause(t *testing.T) {
 	if etcdField(t, stdout, "Expected:") != etcdField(t, stdout, "Actual:") {
 		t.Fatalf("not exact:\n%s", stdout)
 	}
-	for attempt := 1; ; attempt++ {
-		stdout, _, status = runEtcd(t, "-lock", "etcd-unfenced", "-procs", "3", "-workers", "6", "-pause")
-		if status == exitFail && strings.Contains(stdout, "lost updates") {
-			return
-		}
-		if attempt == 3 {
-			t.Fatalf("the unfenced kind passed 3 paused runs; the checker does not see a paused holder's late write:\n%s", stdout)
-		}
-	}
+	wantCaughtIn3(t, runEtcd, "lost updates", "the unfenced kind, paused,", "a paused holder's late write", "-lock", "etcd-unfenced", "-procs", "3", "-workers", "6", "-pause")
 }
 
 // TestTortureEtcdCluster: three members, the leader hard-stopped a third

@@ -25,13 +25,5 @@ func TestTortureEtcdSemaphoreProcs(t *testing.T) {
 	if os.Getenv("LOCKWORD_LONG") != "1" {
 		return // the twin costs up to three runs more: nightly
 	}
-	for attempt := 1; ; attempt++ {
-		stdout, _, status = runCLI(t, append([]string{"torture", "-lock", "etcd-semaphore-broken"}, args...)...)
-		if status == exitFail && strings.Contains(stdout, "over-grants") {
-			return
-		}
-		if attempt == 3 {
-			t.Fatalf("the broken semaphore passed 3 runs across processes; the checker does not see an over-grant:\n%s", stdout)
-		}
-	}
+	wantCaughtIn3(t, runCLI, "over-grants", "the broken semaphore across processes", "an over-grant", append([]string{"torture", "-lock", "etcd-semaphore-broken"}, args...)...)
 }
