@@ -32,7 +32,7 @@ func (a *attempt) abandon(ctx context.Context) { a.m.handle.abandon(ctx, a.sent,
 // real, and the next acquirer repairs. The fence key's version already
 // past the attempt's means an earlier fenceOnce committed (its reply was
 // lost): done. If the lease is gone, no write attached to it can land any
-// more: the deletions alone are enough.
+// more: the deletions alone are enough, and the fence version stays.
 func (a *attempt) fenceOnce(ctx context.Context) error {
 	m := a.m
 	del := []clientv3.Op{clientv3.OpDelete(m.queueKey)}
@@ -44,7 +44,12 @@ func (a *attempt) fenceOnce(ctx context.Context) error {
 	bump := clientv3.OpPut(m.fenceKey, "", clientv3.WithLease(clientv3.LeaseID(m.me.Lease)))
 	_, err := m.cli.Txn(ctx).If(a.fenceCmp()).Then(append([]clientv3.Op{bump}, del...)...).Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// The bump was refused with the rest: the fence key is where the
+		// attempt found it, and the next attempt must compare that version
+		// (m.fenced bumped, it would read its own fence as another
+		// writer's: ErrCorrupt, or a lock seen held).
 		_, err = m.cli.Txn(ctx).Then(del...).Commit()
+		return err
 	}
 	if err != nil {
 		return err
