@@ -4,10 +4,36 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/lockword/lockword"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
+
+// unwatchedSession returns a Session on a fresh lease of liveTTL that
+// nothing keeps alive or watches: its Done (and the Lost of every value
+// on it) stays open after the lease is revoked, as a real Session's does
+// until its next keep-alive (up to a third of the TTL later). The tests
+// below make their calls in that window without racing the keep-alive;
+// liveTTL outlasts them.
+func unwatchedSession(t *testing.T, cli *clientv3.Client) *Session {
+	t.Helper()
+	g, err := cli.Grant(context.Background(), int64(liveTTL/time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Session{cli: cli, id: g.ID, ttl: liveTTL, stop: func() {}, done: make(chan struct{})}
+}
+
+// closing fails t on a New function's error, and closes its value at t's
+// end.
+func closing(t *testing.T, v interface{ Close() error }, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+}
 
 // TestLeaseLostCallDoesNotFence: a call made on a revoked lease before
 // Lost closed writes on that lease, which etcd refuses, and so does its
@@ -15,62 +41,67 @@ import (
 // what the next call compares: the next call must report ErrLeaseLost,
 // not the fence key "changed by another writer" (ErrCorrupt), nor a held
 // lock ((false, nil) from TryLockContext). Every kind that acquires
-// through the Mutex's attempt is checked.
-//
-// Timing assumption: Lost closes at the first keep-alive after the
-// revocation, which the client sends every third of the TTL (liveTTL: 6.7
-// s); two calls take far less. A try in which Lost closed before the
-// second call returned proves nothing and is made again, on a fresh value.
+// through the Mutex's attempt is checked, and the Semaphore, whose
+// attempt fences the same way.
 func TestLeaseLostCallDoesNotFence(t *testing.T) {
 	ctx := context.Background()
-	// A kind makes a fresh value and returns its call, lease and Lost.
-	type kind func(t *testing.T, cli *clientv3.Client, p string) (call func() error, lease int64, lost <-chan struct{})
-	kinds := map[string]kind{
-		"Mutex.LockContext": func(t *testing.T, cli *clientv3.Client, p string) (func() error, int64, <-chan struct{}) {
-			m := newMutex(t, cli, p)
-			return func() error { return lockCtx(t, m) }, m.Identity().Lease, m.Lost()
+	kinds := map[string]func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error{
+		"Mutex.LockContext": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
+			m, err := NewMutex(ctx, cli, p, o)
+			closing(t, m, err)
+			return func() error { return m.LockContext(ctx) }
 		},
-		"Mutex.TryLockContext": func(t *testing.T, cli *clientv3.Client, p string) (func() error, int64, <-chan struct{}) {
-			m := newMutex(t, cli, p)
+		"Mutex.TryLockContext": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
+			m, err := NewMutex(ctx, cli, p, o)
+			closing(t, m, err)
 			return func() error {
 				ok, err := m.TryLockContext(ctx)
 				if ok || err == nil {
 					return errors.New("(true or false, nil): it took the lock or saw it held")
 				}
 				return err
-			}, m.Identity().Lease, m.Lost()
+			}
 		},
-		"RWMutex.LockContext": func(t *testing.T, cli *clientv3.Client, p string) (func() error, int64, <-chan struct{}) {
-			rw := newRW(t, cli, p, liveTTL)
-			return func() error { return rw.LockContext(ctx) }, rw.Identity().Lease, rw.Lost()
+		"Semaphore.Acquire": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
+			s, err := NewSemaphore(ctx, cli, p, 2, o)
+			closing(t, s, err)
+			return func() error { return s.Acquire(ctx, 1) }
 		},
-		"Election.Campaign": func(t *testing.T, cli *clientv3.Client, p string) (func() error, int64, <-chan struct{}) {
-			e := newElection(t, cli, p, liveTTL)
-			return func() error { return campaign(t, e, "v") }, e.Identity().Lease, e.Lost()
+		"Semaphore.TryAcquire": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
+			s, err := NewSemaphore(ctx, cli, p, 2, o)
+			closing(t, s, err)
+			return func() error {
+				ok, err := s.TryAcquire(ctx, 1)
+				if ok || err == nil {
+					return errors.New("(true or false, nil): it took a permit or saw none free")
+				}
+				return err
+			}
+		},
+		"RWMutex.LockContext": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
+			rw, err := NewRWMutex(ctx, cli, p, o)
+			closing(t, rw, err)
+			return func() error { return rw.LockContext(ctx) }
+		},
+		"Election.Campaign": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
+			e, err := NewElection(ctx, cli, p, o)
+			closing(t, e, err)
+			return func() error { return e.Campaign(ctx, "v") }
 		},
 	}
-	for name, newValue := range kinds {
+	for name, newCall := range kinds {
 		t.Run(name, func(t *testing.T) {
 			cli, p := parallelClient(t)
-			const tries = 3
-			for try := range tries {
-				call, lease, lost := newValue(t, cli, p)
-				if _, err := cli.Revoke(ctx, clientv3.LeaseID(lease)); err != nil {
-					t.Fatal(err)
-				}
-				first, second := call(), call()
-				if isClosed(lost) {
-					t.Logf("try %d: Lost closed before the second call returned; again", try+1)
-					continue
-				}
-				for i, err := range []error{first, second} {
-					if !errors.Is(err, ErrLeaseLost) || errors.Is(err, lockword.ErrCorrupt) {
-						t.Errorf("call %d on a revoked lease, before Lost: %v; want ErrLeaseLost", i+1, err)
-					}
-				}
-				return
+			sess := unwatchedSession(t, cli)
+			call := newCall(t, cli, p, &Options{Session: sess})
+			if _, err := cli.Revoke(ctx, sess.id); err != nil {
+				t.Fatal(err)
 			}
-			t.Fatalf("Lost closed before the second call in each of %d tries: no call was made on a revoked lease before Lost", tries)
+			for i := 1; i <= 2; i++ {
+				if err := call(); !errors.Is(err, ErrLeaseLost) || errors.Is(err, lockword.ErrCorrupt) {
+					t.Errorf("call %d on a revoked lease, before Lost: %v; want ErrLeaseLost", i, err)
+				}
+			}
 		})
 	}
 }
