@@ -105,3 +105,56 @@ func TestLeaseLostCallDoesNotFence(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseLostAfterFence: a failed call's fence, committed while the
+// lease lived, is a key on that lease; when the lease is revoked the key
+// goes with it, and the next call's comparison of its version (now 0)
+// fails. Before Lost closes, that call must report ErrLeaseLost, not the
+// fence key "changed by another writer" (ErrCorrupt).
+func TestLeaseLostAfterFence(t *testing.T) {
+	// A value's call (to lock or take the one permit) and its handle.
+	type value struct {
+		call func(context.Context) error
+		h    *handle
+	}
+	kinds := map[string]func(t *testing.T, cli *clientv3.Client, p string, o *Options) value{
+		"Mutex": func(t *testing.T, cli *clientv3.Client, p string, o *Options) value {
+			m, err := NewMutex(context.Background(), cli, p, o)
+			closing(t, m, err)
+			return value{m.LockContext, &m.handle}
+		},
+		"Semaphore": func(t *testing.T, cli *clientv3.Client, p string, o *Options) value {
+			s, err := NewSemaphore(context.Background(), cli, p, 1, o)
+			closing(t, s, err)
+			return value{func(ctx context.Context) error { return s.Acquire(ctx, 1) }, &s.handle}
+		},
+	}
+	for name, newValue := range kinds {
+		t.Run(name, func(t *testing.T) {
+			cli, p := parallelClient(t)
+			ctx := context.Background()
+			if err := newValue(t, cli, p, &Options{TTL: liveTTL}).call(ctx); err != nil {
+				t.Fatal(err) // the holder
+			}
+			sess := unwatchedSession(t, cli)
+			v := newValue(t, cli, p, &Options{Session: sess})
+			// The time is only how long the call waits for the holder;
+			// whenever it ends, its clean-up fences.
+			short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			err := v.call(short)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("a call on a held %s: %v, want DeadlineExceeded", name, err)
+			}
+			v.h.bg.Wait()
+			if _, err := cli.Revoke(ctx, sess.id); err != nil {
+				t.Fatal(err)
+			}
+			long, cancel := context.WithTimeout(ctx, lockTimeout)
+			defer cancel()
+			if err := v.call(long); !errors.Is(err, ErrLeaseLost) || errors.Is(err, lockword.ErrCorrupt) {
+				t.Errorf("a call after the fence's lease was revoked, before Lost: %v; want ErrLeaseLost", err)
+			}
+		})
+	}
+}
