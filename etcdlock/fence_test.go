@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -35,6 +36,15 @@ func closing(t *testing.T, v interface{ Close() error }, err error) {
 	t.Cleanup(func() { v.Close() })
 }
 
+// tried is a TryLockContext's or TryAcquire's result as one error:
+// (true, nil) or (false, nil) on a revoked lease is one too.
+func tried(ok bool, err error) error {
+	if ok || err == nil {
+		return fmt.Errorf("(%v, nil): it took it, or saw it taken", ok)
+	}
+	return err
+}
+
 // TestLeaseLostCallDoesNotFence: a call made on a revoked lease before
 // Lost closed writes on that lease, which etcd refuses, and so does its
 // clean-up's bump of the fence key. The fence key's version must stay
@@ -54,13 +64,7 @@ func TestLeaseLostCallDoesNotFence(t *testing.T) {
 		"Mutex.TryLockContext": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
 			m, err := NewMutex(ctx, cli, p, o)
 			closing(t, m, err)
-			return func() error {
-				ok, err := m.TryLockContext(ctx)
-				if ok || err == nil {
-					return errors.New("(true or false, nil): it took the lock or saw it held")
-				}
-				return err
-			}
+			return func() error { return tried(m.TryLockContext(ctx)) }
 		},
 		"Semaphore.Acquire": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
 			s, err := NewSemaphore(ctx, cli, p, 2, o)
@@ -70,13 +74,7 @@ func TestLeaseLostCallDoesNotFence(t *testing.T) {
 		"Semaphore.TryAcquire": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
 			s, err := NewSemaphore(ctx, cli, p, 2, o)
 			closing(t, s, err)
-			return func() error {
-				ok, err := s.TryAcquire(ctx, 1)
-				if ok || err == nil {
-					return errors.New("(true or false, nil): it took a permit or saw none free")
-				}
-				return err
-			}
+			return func() error { return tried(s.TryAcquire(ctx, 1)) }
 		},
 		"RWMutex.LockContext": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
 			rw, err := NewRWMutex(ctx, cli, p, o)
