@@ -50,48 +50,50 @@ func tried(ok bool, err error) error {
 // clean-up's bump of the fence key. The fence key's version must stay
 // what the next call compares: the next call must report ErrLeaseLost,
 // not the fence key "changed by another writer" (ErrCorrupt), nor a held
-// lock ((false, nil) from TryLockContext). Every kind that acquires
+// lock ((false, nil) from TryLockContext); and the fence counter stays
+// 0 (a failed comparison asks whether the lease lives, so on LockContext
+// the counter, not the error, shows a wrong bump). Every kind that acquires
 // through the Mutex's attempt is checked, and the Semaphore, whose
 // attempt fences the same way.
 func TestLeaseLostCallDoesNotFence(t *testing.T) {
 	ctx := context.Background()
-	kinds := map[string]func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error{
-		"Mutex.LockContext": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
+	kinds := map[string]func(t *testing.T, cli *clientv3.Client, p string, o *Options) (func() error, func() int64){
+		"Mutex.LockContext": func(t *testing.T, cli *clientv3.Client, p string, o *Options) (func() error, func() int64) {
 			m, err := NewMutex(ctx, cli, p, o)
 			closing(t, m, err)
-			return func() error { return m.LockContext(ctx) }
+			return func() error { return m.LockContext(ctx) }, func() int64 { return m.fenced }
 		},
-		"Mutex.TryLockContext": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
+		"Mutex.TryLockContext": func(t *testing.T, cli *clientv3.Client, p string, o *Options) (func() error, func() int64) {
 			m, err := NewMutex(ctx, cli, p, o)
 			closing(t, m, err)
-			return func() error { return tried(m.TryLockContext(ctx)) }
+			return func() error { return tried(m.TryLockContext(ctx)) }, func() int64 { return m.fenced }
 		},
-		"Semaphore.Acquire": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
+		"Semaphore.Acquire": func(t *testing.T, cli *clientv3.Client, p string, o *Options) (func() error, func() int64) {
 			s, err := NewSemaphore(ctx, cli, p, 2, o)
 			closing(t, s, err)
-			return func() error { return s.Acquire(ctx, 1) }
+			return func() error { return s.Acquire(ctx, 1) }, func() int64 { return s.fenced }
 		},
-		"Semaphore.TryAcquire": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
+		"Semaphore.TryAcquire": func(t *testing.T, cli *clientv3.Client, p string, o *Options) (func() error, func() int64) {
 			s, err := NewSemaphore(ctx, cli, p, 2, o)
 			closing(t, s, err)
-			return func() error { return tried(s.TryAcquire(ctx, 1)) }
+			return func() error { return tried(s.TryAcquire(ctx, 1)) }, func() int64 { return s.fenced }
 		},
-		"RWMutex.LockContext": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
+		"RWMutex.LockContext": func(t *testing.T, cli *clientv3.Client, p string, o *Options) (func() error, func() int64) {
 			rw, err := NewRWMutex(ctx, cli, p, o)
 			closing(t, rw, err)
-			return func() error { return rw.LockContext(ctx) }
+			return func() error { return rw.LockContext(ctx) }, func() int64 { return rw.m.fenced }
 		},
-		"Election.Campaign": func(t *testing.T, cli *clientv3.Client, p string, o *Options) func() error {
+		"Election.Campaign": func(t *testing.T, cli *clientv3.Client, p string, o *Options) (func() error, func() int64) {
 			e, err := NewElection(ctx, cli, p, o)
 			closing(t, e, err)
-			return func() error { return e.Campaign(ctx, "v") }
+			return func() error { return e.Campaign(ctx, "v") }, func() int64 { return e.m.fenced }
 		},
 	}
 	for name, newCall := range kinds {
 		t.Run(name, func(t *testing.T) {
 			cli, p := parallelClient(t)
 			sess := unwatchedSession(t, cli)
-			call := newCall(t, cli, p, &Options{Session: sess})
+			call, fenced := newCall(t, cli, p, &Options{Session: sess})
 			if _, err := cli.Revoke(ctx, sess.id); err != nil {
 				t.Fatal(err)
 			}
@@ -99,6 +101,10 @@ func TestLeaseLostCallDoesNotFence(t *testing.T) {
 				if err := call(); !errors.Is(err, ErrLeaseLost) || errors.Is(err, lockword.ErrCorrupt) {
 					t.Errorf("call %d on a revoked lease, before Lost: %v; want ErrLeaseLost", i, err)
 				}
+			}
+			// What the next attempt would compare, whatever reports it.
+			if n := fenced(); n != 0 {
+				t.Errorf("fence counter %d after calls on a revoked lease; want 0: no fence key was written", n)
 			}
 		})
 	}
