@@ -197,7 +197,10 @@ func (a *attempt) enqueue(ctx context.Context) (first, owner []*mvccKV, err erro
 		return nil, nil, leaseErr(err)
 	}
 	if !resp.Succeeded {
-		if m.leaseLost() {
+		switch gone, err := m.leaseGone(ctx); {
+		case err != nil:
+			return nil, nil, err
+		case gone:
 			return nil, nil, ErrLeaseLost // the fence key went with the lease
 		}
 		return nil, nil, corrupt(m.prefix, fmt.Errorf("fence key %s changed by another writer", m.fenceKey))

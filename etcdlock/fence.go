@@ -32,7 +32,7 @@ func (a *attempt) abandon(ctx context.Context) { a.m.handle.abandon(ctx, a.sent,
 // real, and the next acquirer repairs. The fence key's version already
 // past the attempt's means an earlier fenceOnce committed (its reply was
 // lost): done. If the lease is gone, no write attached to it can land any
-// more: the deletions alone are enough.
+// more: the deletions alone are enough, and the fence version stays.
 func (a *attempt) fenceOnce(ctx context.Context) error {
 	m := a.m
 	del := []clientv3.Op{clientv3.OpDelete(m.queueKey)}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // A handle is the lease, the gate and the background clean-ups of one
@@ -99,6 +100,25 @@ func (h *handle) abandon(ctx context.Context, sent bool, fence func(context.Cont
 		}
 		h.gate.Unlock()
 	}()
+}
+
+// leaseGone reports whether h's lease has ended, for a fence comparison
+// that failed: the fence key is on the lease and goes with it, so its
+// version changed without another writer. Lost closes only at the first
+// keep-alive after the end (up to a third of the TTL later); until then
+// the server is asked. It returns the client's error if etcd cannot say.
+func (h *handle) leaseGone(ctx context.Context) (bool, error) {
+	if isClosed(h.lost) {
+		return true, nil
+	}
+	r, err := h.sess.cli.TimeToLive(ctx, h.sess.id)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return r.TTL <= 0, nil
 }
 
 // retry calls try until it succeeds, for one lease TTL, each try bounded

@@ -208,9 +208,13 @@ func (a *semAttempt) enqueue(ctx context.Context) (semView, error) {
 			if err != nil {
 				return semView{}, err
 			}
-		case isClosed(s.lost):
-			return semView{}, ErrLeaseLost
 		default:
+			switch gone, err := s.leaseGone(ctx); {
+			case err != nil:
+				return semView{}, err
+			case gone:
+				return semView{}, ErrLeaseLost // the fence key went with the lease
+			}
 			return semView{}, semCorrupt(s.prefix, fmt.Errorf("fence key %s changed by another writer", s.fenceKey))
 		}
 	}
