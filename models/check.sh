@@ -37,9 +37,15 @@ run_one() {
   # halves the search; gcc -O2 costs 3-10 CPU seconds more than -O0 (the
   # larger the model, the more), so a run whose search takes less than
   # about 10 CPU seconds compiles with -O0.
-  local cflags=(-w -O0) panflags=(-m2000000) macros=()
+  # pan's defaults (a 2^24-slot hash table, a stack for 2 M steps) cost
+  # about 1 CPU second to allocate and clear, more than most searches
+  # here (a mutation stops within a few thousand states): a run gets a
+  # 2^20-slot table and 200 K steps of depth unless it asks for more, -O2
+  # runs (millions of states) a 2^24-slot table. Too little depth is
+  # never silent: a truncated search fails the run.
+  local cflags=(-w -O0) panflags=(-m200000 -w20) macros=()
   for m in "$@"; do
-    if [ "$m" = -O2 ]; then cflags[1]=-O2; else macros+=("$m"); fi
+    if [ "$m" = -O2 ]; then cflags[1]=-O2; panflags[1]=-w24; else macros+=("$m"); fi
   done
   set -- "${macros[@]}"
   case $mode in
@@ -97,19 +103,21 @@ run() {
 }
 
 #   model          expect mode           macros
-# mutex's liveness runs lock once per goroutine (ROUNDS=1): still a holder, a
-# sleeper that starves and a third goroutine that takes the lock between, so
-# every hand-off path is searched, in 8 s instead of 200-300 s each at
-# ROUNDS=2 (which also pass: run them by hand with -DROUNDS=2). CI's safety
-# run lets goroutine 0 lock twice (ROUNDS0=2, the greedy re-locker that
-# would overtake a starving waiter: 1.8 M states); every goroutine locking
-# twice (30.6 M states, about 60 CPU seconds) is the nightly run.
+# mutex: goroutine 0 locks twice (ROUNDS0=2, the greedy re-locker whose
+# second Lock would overtake a starving waiter), the others once, for
+# safety and both liveness formulas (0.9-1.1 M states, 5-9 CPU s each):
+# the second round's interleavings (a re-lock racing a hand-off, a
+# wake-up and a cancel) at a tenth of every goroutine locking twice
+# (ROUNDS=2: 30.6 M states for safety, 200-300 s per formula), which is
+# the nightly run.
 run mutex.pml      pass   safety         -DROUNDS=1 -DROUNDS0=2 -O2
-run mutex.pml      pass   ltl:all_done   -DROUNDS=1 -O2
-run mutex.pml      pass   ltl:handoff_ends -DROUNDS=1 -O2
+run mutex.pml      pass   ltl:all_done   -DROUNDS=1 -DROUNDS0=2 -O2
+run mutex.pml      pass   ltl:handoff_ends -DROUNDS=1 -DROUNDS0=2 -O2
+# spinmutex: goroutine 0 locks twice (the model's default), safety and
+# both formulas (2.1-2.4 M states, 9-12 CPU s each).
 run spinmutex.pml  pass   safety         -O2
-run spinmutex.pml  pass   ltl:all_done   -DROUNDS0=1 -O2
-run spinmutex.pml  pass   ltl:handoff_ends -DROUNDS0=1 -O2
+run spinmutex.pml  pass   ltl:all_done   -O2
+run spinmutex.pml  pass   ltl:handoff_ends -O2
 run ticket.pml     pass   safety         -DSPURIOUS=0 -O2
 run ticket.pml     pass   ltl:nostarve   -DROUNDS=1
 run slot.pml       pass   safety         -O2
