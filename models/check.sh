@@ -119,7 +119,11 @@ run spinmutex.pml  pass   safety         -O2
 run spinmutex.pml  pass   ltl:all_done   -O2
 run spinmutex.pml  pass   ltl:handoff_ends -O2
 run ticket.pml     pass   safety         -DSPURIOUS=0 -O2
-run ticket.pml     pass   ltl:nostarve   -DROUNDS=1
+# ticket's liveness: goroutine 2 (a LockContext that may give up) takes
+# two tickets, the others one (ROUNDS is the loop bound in ticket.pml, so
+# self/2+1 is 1, 1, 2): its second ticket follows one it may have
+# abandoned, behind tickets still queued; every goroutine twice is nightly.
+run ticket.pml     pass   ltl:nostarve   -DROUNDS=self/2+1 -O2
 run slot.pml       pass   safety         -O2
 # slot's liveness with 2 waiters (the collision, the parking-lot fall-back,
 # a cancel, the scanner's pin: 81 K states, 2 CPU s). Every loop of the
@@ -183,11 +187,11 @@ run rwmutex.pml    pass   safety
 run rwmutex.pml    pass   ltl:all_done
 # The writers' word: writer 0 locking twice (without spurious wake-ups:
 # 1.4 M states; with one, 5.2 M, nightly), and once with a spurious wake-up
-# and a writer that gives up; liveness at one round each (a second round of
-# writer 0 is nightly).
+# and a writer that gives up; liveness with writer 0 locking twice and
+# the spurious wake-up.
 run rwwriters.pml  pass   safety         -DSPURIOUS=0
 run rwwriters.pml  pass   safety         -DROUNDS0=1
-run rwwriters.pml  pass   ltl:all_done   -DROUNDS0=1
+run rwwriters.pml  pass   ltl:all_done   -O2
 run sharedrw.pml   pass   safety         -DSPURIOUS=0 -O2
 run sharedrw.pml   pass   safety         -DSUM_SPLIT -O2
 run sharedrw.pml   pass   ltl:all_done   -O2
@@ -212,7 +216,11 @@ run etcdlock.pml   pass   safety         -DATTEMPTS=2 -DEXPIRE=0 -O2
 run etcdlock.pml   pass   safety         -DATTEMPTS=2 -DEXPIRE=1 -O2
 run etcdlock.pml   pass   ltl:all_done   -DATTEMPTS=2 -O2
 run rwwriters.pml  pass   safety         -O2
-run rwwriters.pml  pass   ltl:all_done   -O2
+run mutex.pml      pass   ltl:all_done   -DROUNDS=2 -O2
+run mutex.pml      pass   ltl:handoff_ends -DROUNDS=2 -O2
+run ticket.pml     pass   ltl:nostarve   -DROUNDS=2 -DSPURIOUS=0 -O2
+run semaphore.pml  pass   ltl:all_done   -DROUNDS=2 -O2
+run sharedmutex.pml pass  ltl:all_done   -DHANDOFF -DUROUNDS=1 -DSPURIOUS=0 -DCANCEL -DDEATHS=0 -O2
 run queue.pml      pass   safety
 run queue.pml      pass   safety         -DTWOC -O2
 run mpsc.pml       pass   ltl:all_done   -O2
@@ -235,7 +243,9 @@ run seqlock.pml    pass   ltl:readers_finish
 run seqlock.pml    pass   safety         -DSHARED
 run seqlock.pml    pass   ltl:readers_finish -DSHARED
 run semaphore.pml  pass   safety         -O2
-run semaphore.pml  pass   ltl:all_done   -DROUNDS=1
+# semaphore's liveness: goroutine 0 (the large request, may give up)
+# acquires twice, the others once; every goroutine twice is nightly.
+run semaphore.pml  pass   ltl:all_done   -DROUNDS=1 -DROUNDS0=2 -O2
 # sharedsemaphore.pml: three processes, one dying at any step (3.3 M
 # states, about 8 CPU s; with a spurious wake-up, 6 M: nightly).
 run sharedsemaphore.pml pass safety      -DSPURIOUS=0 -O2
