@@ -561,13 +561,13 @@ inline hlock(p) {
 					wait_enqueue(p, HW, hw, tok(p), 0);
 					w = 0;
 					wait_sleep(p, CANCELS(p), err);
-					d_step { ctx = ctx || err; slept = true } /* a sleep the context ended: it is done */
+					slept = true
 				:: w != 255 && !req ->
 					h = 0;
 					wait_enqueue(p, W, word, w, 0);
 					w = 0;
 					wait_sleep(p, CANCELS(p), err);
-					d_step { ctx = ctx || err; slept = true }
+					slept = true
 				fi
 			fi
 		:: else -> skip /* e.g. a take from a dead holder not yet due */
