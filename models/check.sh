@@ -37,9 +37,15 @@ run_one() {
   # halves the search; gcc -O2 costs 3-10 CPU seconds more than -O0 (the
   # larger the model, the more), so a run whose search takes less than
   # about 10 CPU seconds compiles with -O0.
-  local cflags=(-w -O0) panflags=(-m2000000) macros=()
+  # pan's defaults (a 2^24-slot hash table, a stack for 2 M steps) cost
+  # about 1 CPU second to allocate and clear, more than most searches
+  # here (a mutation stops within a few thousand states): a run gets a
+  # 2^20-slot table and 200 K steps of depth unless it asks for more, -O2
+  # runs (millions of states) a 2^24-slot table. Too little depth is
+  # never silent: a truncated search fails the run.
+  local cflags=(-w -O0) panflags=(-m200000 -w20) macros=()
   for m in "$@"; do
-    if [ "$m" = -O2 ]; then cflags[1]=-O2; else macros+=("$m"); fi
+    if [ "$m" = -O2 ]; then cflags[1]=-O2; panflags[1]=-w24; else macros+=("$m"); fi
   done
   set -- "${macros[@]}"
   case $mode in
@@ -97,21 +103,27 @@ run() {
 }
 
 #   model          expect mode           macros
-# mutex's liveness runs lock once per goroutine (ROUNDS=1): still a holder, a
-# sleeper that starves and a third goroutine that takes the lock between, so
-# every hand-off path is searched, in 8 s instead of 200-300 s each at
-# ROUNDS=2 (which also pass: run them by hand with -DROUNDS=2). CI's safety
-# run lets goroutine 0 lock twice (ROUNDS0=2, the greedy re-locker that
-# would overtake a starving waiter: 1.8 M states); every goroutine locking
-# twice (30.6 M states, about 60 CPU seconds) is the nightly run.
+# mutex: goroutine 0 locks twice (ROUNDS0=2, the greedy re-locker whose
+# second Lock would overtake a starving waiter), the others once, for
+# safety and both liveness formulas (0.9-1.1 M states, 5-9 CPU s each):
+# the second round's interleavings (a re-lock racing a hand-off, a
+# wake-up and a cancel) at a tenth of every goroutine locking twice
+# (ROUNDS=2: 30.6 M states for safety, 200-300 s per formula), which is
+# the nightly run.
 run mutex.pml      pass   safety         -DROUNDS=1 -DROUNDS0=2 -O2
-run mutex.pml      pass   ltl:all_done   -DROUNDS=1 -O2
-run mutex.pml      pass   ltl:handoff_ends -DROUNDS=1 -O2
+run mutex.pml      pass   ltl:all_done   -DROUNDS=1 -DROUNDS0=2 -O2
+run mutex.pml      pass   ltl:handoff_ends -DROUNDS=1 -DROUNDS0=2 -O2
+# spinmutex: goroutine 0 locks twice (the model's default), safety and
+# both formulas (2.1-2.4 M states, 9-12 CPU s each).
 run spinmutex.pml  pass   safety         -O2
-run spinmutex.pml  pass   ltl:all_done   -DROUNDS0=1 -O2
-run spinmutex.pml  pass   ltl:handoff_ends -DROUNDS0=1 -O2
+run spinmutex.pml  pass   ltl:all_done   -O2
+run spinmutex.pml  pass   ltl:handoff_ends -O2
 run ticket.pml     pass   safety         -DSPURIOUS=0 -O2
-run ticket.pml     pass   ltl:nostarve   -DROUNDS=1
+# ticket's liveness: goroutine 2 (a LockContext that may give up) takes
+# two tickets, the others one (ROUNDS is the loop bound in ticket.pml, so
+# self/2+1 is 1, 1, 2): its second ticket follows one it may have
+# abandoned, behind tickets still queued; every goroutine twice is nightly.
+run ticket.pml     pass   ltl:nostarve   -DROUNDS=self/2+1 -O2
 run slot.pml       pass   safety         -O2
 # slot's liveness with 2 waiters (the collision, the parking-lot fall-back,
 # a cancel, the scanner's pin: 81 K states, 2 CPU s). Every loop of the
@@ -161,8 +173,8 @@ run sharedmutex.pml pass  safety         -DSPURIOUS=0 -DONEDEATH -DNOREPAIR -O2
 run sharedmutex.pml pass  safety         -DHANDOFF -DUROUNDS=1 -DSPURIOUS=0 -O2
 # LockContext's cancellation there (-DCANCEL: T may give up at any round,
 # its context ends its sleeps), without deaths: 7.9 M states, 21 CPU s
-# of search (-O2). With one death (over 1 M states after 160 s at load 25, not run to
-# its end yet) and its liveness claim: by hand, see README.md.
+# of search (-O2). With one death: by hand, not run to its end; the
+# liveness claim without deaths (over 14 M states) is nightly.
 run sharedmutex.pml pass  safety         -DHANDOFF -DUROUNDS=1 -DSPURIOUS=0 -DCANCEL -DDEATHS=0 -O2
 run sharedticket.pml pass safety         -DNO_C
 run sharedticket.pml pass ltl:all_done   -DNO_C
@@ -176,11 +188,11 @@ run rwmutex.pml    pass   safety
 run rwmutex.pml    pass   ltl:all_done
 # The writers' word: writer 0 locking twice (without spurious wake-ups:
 # 1.4 M states; with one, 5.2 M, nightly), and once with a spurious wake-up
-# and a writer that gives up; liveness at one round each (a second round of
-# writer 0 is nightly).
+# and a writer that gives up; liveness with writer 0 locking twice and
+# the spurious wake-up.
 run rwwriters.pml  pass   safety         -DSPURIOUS=0
 run rwwriters.pml  pass   safety         -DROUNDS0=1
-run rwwriters.pml  pass   ltl:all_done   -DROUNDS0=1
+run rwwriters.pml  pass   ltl:all_done   -O2
 run sharedrw.pml   pass   safety         -DSPURIOUS=0 -O2
 run sharedrw.pml   pass   safety         -DSUM_SPLIT -O2
 run sharedrw.pml   pass   ltl:all_done   -O2
@@ -205,7 +217,11 @@ run etcdlock.pml   pass   safety         -DATTEMPTS=2 -DEXPIRE=0 -O2
 run etcdlock.pml   pass   safety         -DATTEMPTS=2 -DEXPIRE=1 -O2
 run etcdlock.pml   pass   ltl:all_done   -DATTEMPTS=2 -O2
 run rwwriters.pml  pass   safety         -O2
-run rwwriters.pml  pass   ltl:all_done   -O2
+run mutex.pml      pass   ltl:all_done   -DROUNDS=2 -O2
+run mutex.pml      pass   ltl:handoff_ends -DROUNDS=2 -O2
+run ticket.pml     pass   ltl:nostarve   -DROUNDS=2 -DSPURIOUS=0 -O2
+run semaphore.pml  pass   ltl:all_done   -DROUNDS=2 -O2
+run sharedmutex.pml pass  ltl:all_done   -DHANDOFF -DUROUNDS=1 -DSPURIOUS=0 -DCANCEL -DDEATHS=0 -O2
 run queue.pml      pass   safety
 run queue.pml      pass   safety         -DTWOC -O2
 run mpsc.pml       pass   ltl:all_done   -O2
@@ -228,7 +244,9 @@ run seqlock.pml    pass   ltl:readers_finish
 run seqlock.pml    pass   safety         -DSHARED
 run seqlock.pml    pass   ltl:readers_finish -DSHARED
 run semaphore.pml  pass   safety         -O2
-run semaphore.pml  pass   ltl:all_done   -DROUNDS=1
+# semaphore's liveness: goroutine 0 (the large request, may give up)
+# acquires twice, the others once; every goroutine twice is nightly.
+run semaphore.pml  pass   ltl:all_done   -DROUNDS=1 -DROUNDS0=2 -O2
 # sharedsemaphore.pml: three processes, one dying at any step (3.3 M
 # states, about 8 CPU s; with a spurious wake-up, 6 M: nightly).
 run sharedsemaphore.pml pass safety      -DSPURIOUS=0 -O2

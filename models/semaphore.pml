@@ -27,7 +27,11 @@
  *
  * Bounds: capacity C = 2; NG = 3 goroutines wanting 2, 1 and 1 permits, so
  * a large request queues behind and ahead of small ones; ROUNDS = 2
- * acquisitions each for safety, 1 for liveness. Goroutines 0 and 1 may
+ * acquisitions each for safety; for liveness goroutine 0 (the large
+ * request) acquires ROUNDS0 = 2 times and the others once: its second
+ * round joins again on its futex word after a first that may have given
+ * up, raced a grant or been granted, and meets the small requests still
+ * queued from their first. Goroutines 0 and 1 may
  * each give up once (their context ends): before queueing, or while
  * parked, including the race with a grant. One spurious wake-up.
  *
@@ -59,6 +63,9 @@
 #define NG 3
 #ifndef ROUNDS
 #define ROUNDS 2
+#endif
+#ifndef ROUNDS0
+#define ROUNDS0 ROUNDS /* goroutine 0's rounds (the large request) */
 #endif
 #define C 2
 #define GRANTED_BASE 1 /* goroutine g sleeps on word GRANTED_BASE + g */
@@ -149,7 +156,7 @@ inline release(self, n) {
 proctype G(byte self) {
 	byte round, w, tw;
 	bool got, err, rel, cancel;
-	for (round : 1 .. ROUNDS) {
+	for (round : 1 .. (self == 0 -> ROUNDS0 : ROUNDS)) {
 		got = false; err = false;
 		/* Acquire's fast path and acquireSlow's lock-free loop */
 		atomic {
