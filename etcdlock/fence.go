@@ -73,14 +73,14 @@ func (m *Mutex) guardOf(token int64) clientv3.Cmp {
 func (m *Mutex) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	tok := m.token.Load()
 	if tok == 0 {
-		return nil, ErrNotHolder
+		return nil, m.nameErr(ErrNotHolder)
 	}
 	resp, err := m.cli.Txn(ctx).If(m.guardOf(tok)).Then(ops...).Commit()
 	if err != nil {
 		return nil, err
 	}
 	if !resp.Succeeded {
-		return resp, ErrNotHolder
+		return resp, m.nameErr(ErrNotHolder)
 	}
 	return resp, nil
 }

@@ -237,14 +237,14 @@ func (s *Semaphore) guardOf(token int64) clientv3.Cmp {
 func (s *Semaphore) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	tok := s.token.Load()
 	if tok == 0 {
-		return nil, ErrNotHolder
+		return nil, s.nameErr(ErrNotHolder)
 	}
 	resp, err := s.cli.Txn(ctx).If(s.guardOf(tok)).Then(ops...).Commit()
 	if err != nil {
 		return nil, err
 	}
 	if !resp.Succeeded {
-		return resp, ErrNotHolder
+		return resp, s.nameErr(ErrNotHolder)
 	}
 	return resp, nil
 }
@@ -265,7 +265,7 @@ func (s *Semaphore) Put(ctx context.Context, key, val string, opts ...clientv3.O
 func (s *Semaphore) Release(ctx context.Context) error {
 	tok := s.token.Load()
 	if tok == 0 {
-		return ErrNotHolder
+		return s.nameErr(ErrNotHolder)
 	}
 	resp, err := s.cli.Txn(ctx).If(s.guardOf(tok)).
 		Then(clientv3.OpDelete(s.queueKey), clientv3.OpDelete(s.holdKey)).Commit()
@@ -276,7 +276,7 @@ func (s *Semaphore) Release(ctx context.Context) error {
 	s.held.Store(0)
 	s.gate.Unlock()
 	if !resp.Succeeded {
-		return ErrNotHolder
+		return s.nameErr(ErrNotHolder)
 	}
 	return nil
 }
