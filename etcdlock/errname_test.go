@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestErrorsNameTheValue: ErrNotHolder and ErrLeaseLost as the public
@@ -16,27 +18,7 @@ import (
 func TestErrorsNameTheValue(t *testing.T) {
 	cli, p := parallelClient(t)
 	ctx := context.Background()
-	opts := &Options{TTL: liveTTL}
-	m, err := NewMutex(ctx, cli, p+"/m", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	rw, err := NewRWMutex(ctx, cli, p+"/rw", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rw.Close()
-	s, err := NewSemaphore(ctx, cli, p+"/s", 2, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	e, err := NewElection(ctx, cli, p+"/e", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	m, rw, s, e := oneOfEach(t, cli, p)
 	check := func(call, prefix, name string, err, want error) {
 		t.Helper()
 		if !errors.Is(err, want) {
@@ -83,7 +65,7 @@ func TestErrorsNameTheValue(t *testing.T) {
 	rw.Close()
 	s.Close()
 	check("Mutex.LockContext", p+"/m", "orders-m", m.LockContext(ctx), ErrLeaseLost)
-	_, err = m.TryLockContext(ctx)
+	_, err := m.TryLockContext(ctx)
 	check("Mutex.TryLockContext", p+"/m", "orders-m", err, ErrLeaseLost)
 	check("RWMutex.RLockContext", p+"/rw", "orders-rw", rw.RLockContext(ctx), ErrLeaseLost)
 	check("RWMutex.LockContext", p+"/rw", "orders-rw", rw.LockContext(ctx), ErrLeaseLost)
@@ -91,4 +73,34 @@ func TestErrorsNameTheValue(t *testing.T) {
 	if msg := s.Acquire(ctx, 1).Error(); !strings.Contains(msg, "semaphore") {
 		t.Errorf("Semaphore.Acquire on a lost lease: %q does not say it is a semaphore's", msg)
 	}
+}
+
+// oneOfEach makes a Mutex, an RWMutex, a Semaphore of 2 permits and an
+// Election under p (p/m, p/rw, p/s, p/e), each on a lease of its own,
+// closed at the test's end.
+func oneOfEach(t *testing.T, cli *clientv3.Client, p string) (*Mutex, *RWMutex, *Semaphore, *Election) {
+	t.Helper()
+	ctx := context.Background()
+	opts := &Options{TTL: liveTTL}
+	m, err := NewMutex(ctx, cli, p+"/m", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	rw, err := NewRWMutex(ctx, cli, p+"/rw", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rw.Close() })
+	s, err := NewSemaphore(ctx, cli, p+"/s", 2, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	e, err := NewElection(ctx, cli, p+"/e", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return m, rw, s, e
 }
