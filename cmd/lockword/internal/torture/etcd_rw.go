@@ -205,7 +205,7 @@ func (w *etcdRWRun) read(rw *etcdlock.RWMutex) error {
 	if w.activity.Load() >= rwWriterMark || seen[0] != seen[1] {
 		bad = true
 	}
-	if bad && w.stop != nil && w.leaseGone(ctx, rw.Identity().Lease) {
+	if bad && w.stop != nil && w.leaseGone(ctx, rw) {
 		// Paused past its lease (-pause stops a whole process): the read
 		// hold ended under it, as a paused writer's hold does, and no
 		// lock can prevent that; a reader's reads are not fenced.
@@ -259,9 +259,9 @@ func (w *etcdRWRun) writeRead(rw *etcdlock.RWMutex, token int64, seen string) er
 	return nil
 }
 
-// leaseGone reports whether the lease has expired.
-func (w *etcdRWRun) leaseGone(ctx context.Context, lease int64) bool {
-	r, err := w.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
+// leaseGone reports whether rw's lease has expired.
+func (w *etcdRWRun) leaseGone(ctx context.Context, rw *etcdlock.RWMutex) bool {
+	r, err := w.cli.TimeToLive(ctx, clientv3.LeaseID(rw.Identity().Lease))
 	return err == nil && r.TTL <= 0
 }
 

@@ -348,34 +348,16 @@ func (p *etcdRWProcs) pauseWriter() {
 	if err != nil || writer <= 0 || p.k.slotOf(writer) < 0 || pauseProcess(writer) != nil {
 		return
 	}
-	// It may have unlocked before the signal landed: look again, stopped,
-	// a round trip later (an unlock in flight at the stop has landed).
-	time.Sleep(100 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
-	info, err := etcdlock.Inspect(ctx, p.cli, p.keys.lock())
-	cancel()
-	if err != nil || info.State != etcdlock.StateHeld || info.Holder == nil || info.Holder.PID != writer {
+	// It may have unlocked before the signal landed: look again, stopped.
+	if now, _, err := p.inside(); err != nil || now != writer {
 		resumeProcess(writer)
 		return
 	}
-	// Resumed once its lease has expired (its late write can no longer
-	// land), or another writer holds: not later, since the readers of
-	// the other processes wait for a writer to repair after the dead one,
-	// and every worker of theirs may be such a reader.
 	stopped := time.Now()
 	for time.Since(stopped) < etcdHangBound()+2*p.cfg.etcd.ttl {
 		time.Sleep(50 * time.Millisecond)
-		if time.Since(stopped) <= p.cfg.etcd.ttl {
-			continue
-		}
-		if now, _, err := p.inside(); err == nil && now != writer && now != 0 {
+		if now, _, err := p.inside(); err == nil && now != writer && now != 0 && time.Since(stopped) > p.cfg.etcd.ttl {
 			break // another writer holds: the paused one's lease is gone
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
-		gone := p.leaseGone(ctx, info.Holder.Lease)
-		cancel()
-		if gone {
-			break
 		}
 	}
 	resumeProcess(writer)
