@@ -11,8 +11,9 @@ package torture
 // another writer has the lock, then SIGCONTs it: its guarded write must be
 // refused; it alternates with a reader holding, whose write of what it
 // read is still to come, stopped until its read keys have expired: that
-// write must be refused too (etcd-rw-unfenced: it lands, FAIL). The owner slot (in etcd), the readers' double reads and the
-// exact counter are the checks in every process.
+// write must be refused too (etcd-rw-unfenced: it lands, FAIL). The owner
+// slot (in etcd), the readers' double reads and the exact counter are the
+// checks in every process.
 
 import (
 	"context"
@@ -288,12 +289,12 @@ func (p *etcdRWProcs) pauseReader() {
 	if err != nil {
 		return
 	}
-	tokens := p.readTokens(pid)
-	if len(p.pending(tokens)) == 0 {
+	tokens, err := p.readTokens(pid)
+	if err != nil || len(p.pending(tokens)) == 0 {
 		return
 	}
 	stopped := time.Now()
-	for len(p.readTokens(pid)) > 0 {
+	for left, err := tokens, error(nil); err != nil || len(left) > 0; left, err = p.readTokens(pid) {
 		if time.Since(stopped) > etcdHangBound()+2*p.cfg.etcd.ttl {
 			return // its lease outlived the bound: not a pause past it
 		}
@@ -306,13 +307,13 @@ func (p *etcdRWProcs) pauseReader() {
 }
 
 // readTokens returns the tokens (create revisions) of worker process
-// pid's read keys; none if etcd cannot be read.
-func (p *etcdRWProcs) readTokens(pid int) []int64 {
+// pid's read keys.
+func (p *etcdRWProcs) readTokens(pid int) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
 	defer cancel()
 	g, err := p.cli.Get(ctx, p.keys.lock()+"/readers/", clientv3.WithPrefix())
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	var tokens []int64
 	for _, kv := range g.Kvs {
@@ -321,7 +322,7 @@ func (p *etcdRWProcs) readTokens(pid int) []int64 {
 			tokens = append(tokens, kv.CreateRevision)
 		}
 	}
-	return tokens
+	return tokens, nil
 }
 
 // pending returns the read holds among tokens that have read (marked
