@@ -126,6 +126,7 @@ type etcdRWRun struct {
 	lostReads        atomic.Int64
 	readRejected     atomic.Int64  // readers' writes refused: the hold had ended
 	lateReadWrites   atomic.Int64  // readers' writes that landed after their hold ended
+	readsGaveUp      atomic.Int64  // reads that gave up waiting for a repair (rlock)
 	window           time.Duration // a writer's wait between its read and its write
 }
 
@@ -172,13 +173,21 @@ func (w *etcdRWRun) read(rw *etcdlock.RWMutex) error {
 	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
 	defer cancel()
 	if !w.broken {
-		if err := rw.RLockContext(ctx); err != nil {
+		if err := w.rlock(ctx, rw); err != nil {
+			if errors.Is(err, errReadGaveUp) {
+				return nil // on to its write, which repairs
+			}
 			return fmt.Errorf("RLockContext: %w", err)
 		}
 		defer rw.RUnlock()
 	}
 	bad := w.activity.Add(1) >= rwWriterMark
-	defer w.activity.Add(-1)
+	inside := true
+	defer func() {
+		if inside {
+			w.activity.Add(-1)
+		}
+	}()
 	// The counter and the owner slot, twice: the slot shows a writer
 	// inside in any process.
 	// The first read also marks the hold as reading (a key per hold):
@@ -216,6 +225,11 @@ func (w *etcdRWRun) read(rw *etcdlock.RWMutex) error {
 		w.note("readviolation", &w.readViolations)
 	}
 	w.reads.Add(1)
+	// Its reads are done: the activity word no longer counts it, so that
+	// a reader paused before its write, whose hold ends under the pause,
+	// is not seen by the next writer of its process once resumed.
+	inside = false
+	w.activity.Add(-1)
 	if w.broken {
 		return nil // no hold to write under
 	}
@@ -257,6 +271,28 @@ func (w *etcdRWRun) writeRead(rw *etcdlock.RWMutex, token int64, seen string) er
 	}
 	w.note("latereadwrite", &w.lateReadWrites)
 	return nil
+}
+
+// errReadGaveUp: a reader across processes gave up waiting (see rlock).
+var errReadGaveUp = errors.New("gave up waiting for a writer's repair")
+
+// rlock takes rw's read lock within ctx. Across processes (-kill,
+// -pause) it waits at most 3 TTLs, then counts the read as given up and
+// returns errReadGaveUp: readers wait for a writer to repair a dead
+// writer's data, and when every worker not stopped is such a reader, no
+// writer comes until one of them gives up its read and writes.
+func (w *etcdRWRun) rlock(ctx context.Context, rw *etcdlock.RWMutex) error {
+	if w.stop == nil {
+		return rw.RLockContext(ctx)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 3*w.cfg.etcd.ttl)
+	defer cancel()
+	err := rw.RLockContext(rctx)
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
+		w.note("readgaveup", &w.readsGaveUp)
+		return errReadGaveUp
+	}
+	return err
 }
 
 // leaseGone reports whether rw's lease has expired.

@@ -379,7 +379,7 @@ func (p *etcdRWProcs) tally() error {
 	}
 	for what, c := range map[string]*atomic.Int64{"readviolation": &p.readViolations, "writeviolation": &p.writerViolations,
 		"ownerdead": &p.deaths, "rejected": &p.rejected, "lostread": &p.lostReads,
-		"readrejected": &p.readRejected, "latereadwrite": &p.lateReadWrites} {
+		"readrejected": &p.readRejected, "latereadwrite": &p.lateReadWrites, "readgaveup": &p.readsGaveUp} {
 		n, err := count(what)
 		if err != nil {
 			return err
@@ -409,6 +409,9 @@ func (p *etcdRWProcs) report(rep *etcdReport) {
 		rep.lines = append(rep.lines, fmt.Sprintf("Reads whose hold ended under them (paused past the lease): %d", p.lostReads.Load()),
 			fmt.Sprintf("Readers paused holding: %d, with %d writes to come; readers' late writes refused: %d, landed: %d",
 				p.readerPauses, p.pendingReads, p.readRejected.Load(), p.lateReadWrites.Load()))
+	}
+	if p.cfg.kill || p.cfg.etcd.pause {
+		rep.lines = append(rep.lines, fmt.Sprintf("Reads given up after 3 TTLs waiting for a writer's repair: %d", p.readsGaveUp.Load()))
 	}
 	rep.extra.LateRejects = int(p.rejected.Load())
 	rep.extra.Hangs += p.hangs
