@@ -71,7 +71,7 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 	if err != nil && !errors.Is(err, lockword.ErrOwnerDead) {
 		a.abandon(ctx)
 	}
-	return m.typedErr(err)
+	return m.nameErr(err)
 }
 
 // lock is LockContext's attempt, under the gate.
@@ -382,13 +382,13 @@ func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
 	}
 	if m.leaseLost() {
 		m.gate.Unlock()
-		return false, m.typedErr(ErrLeaseLost)
+		return false, m.nameErr(ErrLeaseLost)
 	}
 	a := m.newAttempt()
 	ok, err := a.fastPath(ctx)
 	if err != nil {
 		a.abandon(ctx)
-		return false, m.typedErr(err)
+		return false, m.nameErr(err)
 	}
 	if !ok {
 		m.gate.Unlock()

@@ -163,7 +163,7 @@ func (e *Election) Campaign(ctx context.Context, value string) error {
 		return lockword.ErrNilContext
 	}
 	if e.term.Load() != 0 && e.m.leaseLost() {
-		return ErrLeaseLost // deposed without Resign: e can never lead again
+		return e.m.nameErr(ErrLeaseLost) // deposed without Resign: e can never lead again
 	}
 	if e.term.Load() != 0 {
 		return fmt.Errorf("%w: Campaign of an Election that already leads (term %d)", ErrBadArgument, e.term.Load())
@@ -175,7 +175,7 @@ func (e *Election) Campaign(ctx context.Context, value string) error {
 	err := e.takeOffice(ctx, value, dead != nil)
 	if err != nil {
 		e.abdicate()
-		return err
+		return e.m.nameErr(err)
 	}
 	return dead
 }
@@ -245,9 +245,9 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 	}
 	tok := e.term.Load()
 	if tok == 0 {
-		return ErrNotHolder
+		return e.m.nameErr(ErrNotHolder)
 	}
-	return e.putRecord(ctx, tok, value)
+	return e.m.nameErr(e.putRecord(ctx, tok, value))
 }
 
 // Resign ends e's term: it deletes the leader record, then unlocks, so the
@@ -290,7 +290,7 @@ func (e *Election) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnRe
 		return nil, lockword.ErrNilContext
 	}
 	if e.term.Load() == 0 {
-		return nil, ErrNotHolder
+		return nil, e.m.nameErr(ErrNotHolder)
 	}
 	return e.m.Txn(ctx, ops...) // while e leads, the Mutex's hold is the term
 }

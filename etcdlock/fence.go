@@ -109,7 +109,8 @@ func guardedTxn(ctx context.Context, cli *clientv3.Client, key string, token int
 // returns ErrNotHolder (writing nothing) if it does not: the guarded
 // write. ops must not touch keys under the lock's prefix.
 func (m *Mutex) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
-	return guardedTxn(ctx, m.cli, m.queueKey, m.token.Load(), ops)
+	resp, err := guardedTxn(ctx, m.cli, m.queueKey, m.token.Load(), ops)
+	return resp, m.nameErr(err)
 }
 
 // Put writes key = val if m still holds the lock (Txn with one put).

@@ -9,6 +9,7 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -211,4 +212,40 @@ func (h *handle) logAttrs() []any {
 		return []any{h.kind, h.prefix, "name", *n}
 	}
 	return []any{h.kind, h.prefix}
+}
+
+// A namedError is ErrNotHolder or ErrLeaseLost (or an error wrapping
+// one) as a public call returns it: the sentinels are shared by every
+// value, so the text adds which one (what), as log lines do. errors.Is
+// sees through it.
+type namedError struct {
+	err  error
+	what string // h.label()
+}
+
+func (e *namedError) Error() string { return e.err.Error() + " (" + e.what + ")" }
+
+func (e *namedError) Unwrap() error { return e.err }
+
+// nameErr returns err naming h's value if it is ErrNotHolder or
+// ErrLeaseLost and names none yet (a lost lease is first named as h's
+// type's, typedErr); other errors are returned as they are
+// (a CorruptError names its key, the context's and the client's errors
+// are theirs).
+func (h *handle) nameErr(err error) error {
+	err = h.typedErr(err)
+	var named *namedError
+	if err == nil || errors.As(err, &named) || !(errors.Is(err, ErrNotHolder) || errors.Is(err, ErrLeaseLost)) {
+		return err
+	}
+	return &namedError{err: err, what: h.label()}
+}
+
+// label names h's value in an error: its kind and prefix, and the name
+// SetName gave, if any.
+func (h *handle) label() string {
+	if n := h.named.Load(); n != nil {
+		return fmt.Sprintf("etcd %s %q named %q", h.kind, h.prefix, *n)
+	}
+	return fmt.Sprintf("etcd %s %q", h.kind, h.prefix)
 }

@@ -358,7 +358,7 @@ func (m *Mutex) dropHold(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("etcdlock: Close: a call on %q is still running: %w", m.prefix, ctx.Err())
+			return fmt.Errorf("etcdlock: Close: a call on %s is still running: %w", m.label(), ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

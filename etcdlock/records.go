@@ -46,6 +46,8 @@ const (
 
 var reservedNames = []string{"queue", "fence"}
 
+// The calls of every type return ErrNotHolder and ErrLeaseLost wrapped,
+// naming the lock by its prefix and SetName's name: test with errors.Is.
 var (
 	// ErrNotHolder is returned by a guarded write (Txn, Put), by
 	// UnlockContext and by MarkConsistent when this Mutex no longer holds

@@ -66,7 +66,7 @@ func (m *Mutex) unlockInBackground(token int64, inconsistent bool) {
 func (m *Mutex) UnlockContext(ctx context.Context) error {
 	tok := m.token.Load()
 	if tok == 0 {
-		return ErrNotHolder
+		return m.nameErr(ErrNotHolder)
 	}
 	hook("unlock-before")
 	ok, err := m.unlockTxn(ctx, tok, m.inconsistent)
@@ -75,7 +75,7 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 	}
 	m.released()
 	if !ok {
-		return ErrNotHolder
+		return m.nameErr(ErrNotHolder)
 	}
 	hook("unlock-after")
 	return nil
@@ -118,7 +118,7 @@ func (m *Mutex) MarkConsistent() error {
 func (m *Mutex) MarkConsistentContext(ctx context.Context) error {
 	tok := m.token.Load()
 	if tok == 0 {
-		return ErrNotHolder
+		return m.nameErr(ErrNotHolder)
 	}
 	if !m.inconsistent {
 		return nil
@@ -130,7 +130,7 @@ func (m *Mutex) MarkConsistentContext(ctx context.Context) error {
 		return err
 	}
 	if !resp.Succeeded {
-		return ErrNotHolder
+		return m.nameErr(ErrNotHolder)
 	}
 	m.inconsistent = false
 	hook("mark-after")

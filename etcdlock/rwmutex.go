@@ -171,7 +171,7 @@ func (rw *RWMutex) LockContext(ctx context.Context) error {
 	slow0, parks0 := rw.m.stats.slow.Load(), rw.m.stats.parks.Load()
 	dead := rw.m.LockContext(ctx)
 	if dead != nil && !errors.Is(dead, lockword.ErrOwnerDead) {
-		return dead
+		return dead // named by the Mutex
 	}
 	// Write holds are serialized by the Mutex's gate: what its statistics
 	// counted since slow0 and parks0 is this acquisition's.
@@ -180,7 +180,7 @@ func (rw *RWMutex) LockContext(ctx context.Context) error {
 	tok := rw.m.Token()
 	if err := rw.waitReaders(ctx, tok, w); err != nil {
 		rw.abandonWrite()
-		return err
+		return rw.m.nameErr(err)
 	}
 	rw.writer.Store(tok)
 	w.acquired()
@@ -306,7 +306,8 @@ func (rw *RWMutex) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnRe
 		hold = rw.reads[len(rw.reads)-1]
 	}
 	rw.mu.Unlock()
-	return guardedTxn(ctx, rw.m.cli, hold.key, hold.token, ops)
+	resp, err := guardedTxn(ctx, rw.m.cli, hold.key, hold.token, ops)
+	return resp, rw.m.nameErr(err)
 }
 
 // Put writes key = val if rw still holds the write lock or a read lock
@@ -330,7 +331,7 @@ func (rw *RWMutex) RLockContext(ctx context.Context) error {
 	}
 	m := rw.m
 	if m.leaseLost() {
-		return ErrLeaseLost
+		return m.nameErr(ErrLeaseLost)
 	}
 	w := rw.newWait()
 	for {
@@ -340,7 +341,7 @@ func (rw *RWMutex) RLockContext(ctx context.Context) error {
 		token, err := rw.rlock(ctx, key, fence, w)
 		if err != nil {
 			rw.fenceRead(ctx, key, fence)
-			return err
+			return m.nameErr(err)
 		}
 		if token != 0 {
 			rw.mu.Lock()
@@ -473,7 +474,7 @@ func (rw *RWMutex) RUnlockContext(ctx context.Context) error {
 	rw.mu.Lock()
 	if len(rw.reads) == 0 {
 		rw.mu.Unlock()
-		return ErrNotHolder
+		return rw.m.nameErr(ErrNotHolder)
 	}
 	hold := rw.reads[len(rw.reads)-1]
 	rw.reads = rw.reads[:len(rw.reads)-1]

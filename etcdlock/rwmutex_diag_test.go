@@ -73,28 +73,7 @@ func TestRWMutexStuckReport(t *testing.T) {
 // lines name the value by both.
 func TestSetName(t *testing.T) {
 	cli, p := parallelClient(t)
-	ctx := context.Background()
-	opts := &Options{TTL: liveTTL}
-	m, err := NewMutex(ctx, cli, p+"/m", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	rw, err := NewRWMutex(ctx, cli, p+"/rw", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rw.Close()
-	s, err := NewSemaphore(ctx, cli, p+"/s", 2, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	e, err := NewElection(ctx, cli, p+"/e", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	m, rw, s, e := oneOfEach(t, cli, p)
 	for _, c := range []struct {
 		kind   string
 		prefix string

@@ -224,7 +224,8 @@ func (s *Semaphore) guardOf(token int64) clientv3.Cmp { return holdGuard(s.queue
 // and returns ErrNotHolder (writing nothing) if it does not. ops must not
 // touch keys under the semaphore's prefix.
 func (s *Semaphore) Txn(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
-	return guardedTxn(ctx, s.cli, s.queueKey, s.token.Load(), ops)
+	resp, err := guardedTxn(ctx, s.cli, s.queueKey, s.token.Load(), ops)
+	return resp, s.nameErr(err)
 }
 
 // Put writes key = val if s still holds its permits (Txn with one put).
@@ -243,7 +244,7 @@ func (s *Semaphore) Put(ctx context.Context, key, val string, opts ...clientv3.O
 func (s *Semaphore) Release(ctx context.Context) error {
 	tok := s.token.Load()
 	if tok == 0 {
-		return ErrNotHolder
+		return s.nameErr(ErrNotHolder)
 	}
 	resp, err := s.cli.Txn(ctx).If(s.guardOf(tok)).
 		Then(clientv3.OpDelete(s.queueKey), clientv3.OpDelete(s.holdKey)).Commit()
@@ -254,7 +255,7 @@ func (s *Semaphore) Release(ctx context.Context) error {
 	s.held.Store(0)
 	s.gate.Unlock()
 	if !resp.Succeeded {
-		return ErrNotHolder
+		return s.nameErr(ErrNotHolder)
 	}
 	return nil
 }

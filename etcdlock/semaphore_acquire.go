@@ -62,7 +62,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 	if err != nil && !errors.Is(err, lockword.ErrOwnerDead) {
 		a.abandon(ctx)
 	}
-	return s.typedErr(err)
+	return s.nameErr(err)
 }
 
 // TryAcquire takes n permits if the queue lets it at once (no request
@@ -91,7 +91,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int) (bool, error) {
 		return false, nil
 	}
 	a.abandon(ctx)
-	return false, s.typedErr(err)
+	return false, s.nameErr(err)
 }
 
 var errWouldWait = errors.New("etcdlock: semaphore: would wait")

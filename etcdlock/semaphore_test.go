@@ -402,8 +402,10 @@ func TestSemaphoreLeaseLostNamesSemaphore(t *testing.T) {
 			t.Errorf("%s with a lost lease: %v; want ErrLeaseLost naming %q, not %q", call, err, want, notWant)
 		}
 	}
-	check("Semaphore.Acquire", acquire(t, s, 1), "Semaphore's lease", "Mutex")
+	// notWant is the other type's lease: the errors also name the lock's
+	// prefix, which holds this test's name.
+	check("Semaphore.Acquire", acquire(t, s, 1), "Semaphore's lease", "Mutex's lease")
 	_, err := s.TryAcquire(context.Background(), 1)
-	check("Semaphore.TryAcquire", err, "Semaphore's lease", "Mutex")
-	check("Mutex.LockContext", lockCtx(t, m), "Mutex's lease", "Semaphore")
+	check("Semaphore.TryAcquire", err, "Semaphore's lease", "Mutex's lease")
+	check("Mutex.LockContext", lockCtx(t, m), "Mutex's lease", "Semaphore's lease")
 }

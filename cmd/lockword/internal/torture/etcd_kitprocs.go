@@ -33,9 +33,10 @@ type etcdKitSpec struct {
 	TTL       time.Duration `json:"ttl"`
 	Iters     int64         `json:"iters"`
 	Value     int64         `json:"value"`
-	Fenced    bool          `json:"fenced"`  // etcd-election
-	Broken    bool          `json:"broken"`  // etcd-rw-broken
-	Permits   int           `json:"permits"` // etcd-semaphore
+	Fenced    bool          `json:"fenced"`   // etcd-election
+	Broken    bool          `json:"broken"`   // etcd-rw-broken
+	Unfenced  bool          `json:"unfenced"` // etcd-rw-unfenced
+	Permits   int           `json:"permits"`  // etcd-semaphore
 }
 
 // etcdKitProcs are a toolkit run's worker processes, as the supervisor

@@ -10,7 +10,10 @@ package torture
 // writer inside: a reader that sees 10000 or more, or a writer that sees
 // anything but its own 10000, is a violation. The counter must equal
 // value × Σ committed. etcd-rw-broken reads without the read lock and
-// must FAIL.
+// must FAIL. A reader also writes what it read ("last read seen", a key
+// per hold) guarded by its read hold (RWMutex.Txn): across processes a
+// reader paused past its lease must have that write refused;
+// etcd-rw-unfenced writes it unguarded, and its late write lands: FAIL.
 
 import (
 	"context"
@@ -45,7 +48,7 @@ func tortureEtcdRW(cfg *config, name string, broken bool) (report, error) {
 	if !cfg.etcd.itersSet {
 		iters = etcdDefaultIters
 	}
-	w := &etcdRWRun{cfg: cfg, cli: cli, keys: keys, iters: iters, broken: broken, window: etcdRWWindow}
+	w := &etcdRWRun{cfg: cfg, cli: cli, keys: keys, iters: iters, broken: broken, unfenced: name == "etcd-rw-unfenced", window: etcdRWWindow}
 	start := time.Now()
 	var procs *etcdRWProcs
 	if cfg.procs > 0 {
@@ -105,7 +108,10 @@ type etcdRWRun struct {
 	keys   etcdKeys
 	iters  int64
 	broken bool
-	mu     sync.Mutex
+	// unfenced: a reader writes what it read without its hold's guard
+	// (etcd-rw-unfenced).
+	unfenced bool
+	mu       sync.Mutex
 	// stop, in a worker process (-procs), is set by the stop key; nil
 	// in-process. Across processes the counts below are also written to
 	// etcd as they happen (note), since a killed process reports nothing.
@@ -118,6 +124,9 @@ type etcdRWRun struct {
 	deaths           atomic.Int64
 	rejected         atomic.Int64
 	lostReads        atomic.Int64
+	readRejected     atomic.Int64  // readers' writes refused: the hold had ended
+	lateReadWrites   atomic.Int64  // readers' writes that landed after their hold ended
+	readsGaveUp      atomic.Int64  // reads that gave up waiting for a repair (rlock)
 	window           time.Duration // a writer's wait between its read and its write
 }
 
@@ -164,21 +173,36 @@ func (w *etcdRWRun) read(rw *etcdlock.RWMutex) error {
 	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
 	defer cancel()
 	if !w.broken {
-		if err := rw.RLockContext(ctx); err != nil {
+		if err := w.rlock(ctx, rw); err != nil {
+			if errors.Is(err, errReadGaveUp) {
+				return nil // on to its write, which repairs
+			}
 			return fmt.Errorf("RLockContext: %w", err)
 		}
 		defer rw.RUnlock()
 	}
 	bad := w.activity.Add(1) >= rwWriterMark
-	defer w.activity.Add(-1)
+	inside := true
+	defer func() {
+		if inside {
+			w.activity.Add(-1)
+		}
+	}()
 	// The counter and the owner slot, twice: the slot shows a writer
 	// inside in any process.
+	// The first read also marks the hold as reading (a key per hold):
+	// the supervisor of a -pause run knows from it which stopped readers
+	// hold and have their write still to make.
 	var seen [2]string
+	token := rw.RToken()
 	for i := range seen {
+		ops := []clientv3.Op{clientv3.OpGet(w.keys.counter()), clientv3.OpGet(w.keys.owner())}
 		if i == 1 {
 			time.Sleep(rand.N(etcdRWWindow))
+		} else if token != 0 {
+			ops = append(ops, clientv3.OpPut(w.keys.list("reading")+strconv.FormatInt(token, 10), ""))
 		}
-		g, err := w.cli.Txn(ctx).Then(clientv3.OpGet(w.keys.counter()), clientv3.OpGet(w.keys.owner())).Commit()
+		g, err := w.cli.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			return err
 		}
@@ -201,7 +225,74 @@ func (w *etcdRWRun) read(rw *etcdlock.RWMutex) error {
 		w.note("readviolation", &w.readViolations)
 	}
 	w.reads.Add(1)
+	// Its reads are done: the activity word no longer counts it, so that
+	// a reader paused before its write, whose hold ends under the pause,
+	// is not seen by the next writer of its process once resumed.
+	inside = false
+	w.activity.Add(-1)
+	if w.broken {
+		return nil // no hold to write under
+	}
+	return w.writeRead(rw, token, seen[1])
+}
+
+// writeRead writes what a reader read under its read hold of the given
+// token (its read key's create revision) to a key of that hold, in one
+// transaction that also lists the read keys: it must land only while
+// the hold's key exists. Guarded by the hold (RWMutex.Txn), a late write
+// (a reader paused past its lease) is refused, counted, and the worker
+// goes on with a new RWMutex; unguarded (etcd-rw-unfenced), it lands:
+// a violation. In -pause runs the reader waits up to the pause window
+// first, where a pause lands.
+func (w *etcdRWRun) writeRead(rw *etcdlock.RWMutex, token int64, seen string) error {
+	time.Sleep(rand.N(w.window))
+	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+	defer cancel()
+	ops := []clientv3.Op{clientv3.OpPut(w.keys.list("lastread")+strconv.FormatInt(token, 10), seen),
+		clientv3.OpGet(w.keys.lock()+"/readers/", clientv3.WithPrefix(), clientv3.WithKeysOnly())}
+	var r *clientv3.TxnResponse
+	var err error
+	if w.unfenced {
+		r, err = w.cli.Txn(ctx).Then(ops...).Commit()
+	} else {
+		r, err = rw.Txn(ctx, ops...)
+	}
+	if errors.Is(err, etcdlock.ErrNotHolder) && w.stop != nil {
+		w.note("readrejected", &w.readRejected)
+		return errLostHold
+	}
+	if err != nil {
+		return fmt.Errorf("a reader's write of what it read: %w", err)
+	}
+	for _, kv := range r.Responses[1].GetResponseRange().Kvs {
+		if kv.CreateRevision == token {
+			return nil
+		}
+	}
+	w.note("latereadwrite", &w.lateReadWrites)
 	return nil
+}
+
+// errReadGaveUp: a reader across processes gave up waiting (see rlock).
+var errReadGaveUp = errors.New("gave up waiting for a writer's repair")
+
+// rlock takes rw's read lock within ctx. Across processes (-kill,
+// -pause) it waits at most 3 TTLs, then counts the read as given up and
+// returns errReadGaveUp: readers wait for a writer to repair a dead
+// writer's data, and when every worker not stopped is such a reader, no
+// writer comes until one of them gives up its read and writes.
+func (w *etcdRWRun) rlock(ctx context.Context, rw *etcdlock.RWMutex) error {
+	if w.stop == nil {
+		return rw.RLockContext(ctx)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 3*w.cfg.etcd.ttl)
+	defer cancel()
+	err := rw.RLockContext(rctx)
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
+		w.note("readgaveup", &w.readsGaveUp)
+		return errReadGaveUp
+	}
+	return err
 }
 
 // leaseGone reports whether rw's lease has expired.

@@ -9,8 +9,11 @@ package torture
 // its hold), a dead reader to nobody (its key goes with its lease, and the
 // writers go on). -pause SIGSTOPs the writer inside past its lease, until
 // another writer has the lock, then SIGCONTs it: its guarded write must be
-// refused. The owner slot (in etcd), the readers' double reads and the
-// exact counter are the checks in every process.
+// refused; it alternates with a reader holding, whose write of what it
+// read is still to come, stopped until its read keys have expired: that
+// write must be refused too (etcd-rw-unfenced: it lands, FAIL). The owner
+// slot (in etcd), the readers' double reads and the exact counter are the
+// checks in every process.
 
 import (
 	"context"
@@ -34,7 +37,7 @@ import (
 func etcdRWProcWorkers(cli *clientv3.Client, spec *etcdKitSpec, stop *atomic.Bool) []string {
 	cfg := &config{value: spec.Value, etcd: etcdConfig{ttl: spec.TTL}}
 	w := &etcdRWRun{cfg: cfg, cli: cli, keys: etcdKeys{spec.Data}, iters: spec.Iters, broken: spec.Broken,
-		window: etcdRWWindow, stop: stop}
+		unfenced: spec.Unfenced, window: etcdRWWindow, stop: stop}
 	if spec.Iters == 0 {
 		w.window = etcdPauseWindow // a pause lands mid-update
 	}
@@ -67,6 +70,7 @@ type etcdRWProcs struct {
 	kills, pauses                    int
 	writerDeaths, readerDeaths, reps int // reps: dead writers that were repairing (their own report may be lost)
 	hangs                            int
+	readerPauses, pendingReads       int // pendingReads: paused readers' writes still to come
 }
 
 // runProcs runs the workers in cfg.procs processes with the kills or
@@ -77,7 +81,7 @@ func (w *etcdRWRun) runProcs(env *etcdEnv) (*etcdRWProcs, error) {
 	if cfg.kill || cfg.etcd.pause {
 		iters = 0 // until the stop key
 	}
-	spec := etcdKitSpec{Kind: "rw", Endpoints: env.eps, Data: w.keys.data, TTL: cfg.etcd.ttl, Iters: iters, Value: cfg.value, Broken: w.broken}
+	spec := etcdKitSpec{Kind: "rw", Endpoints: env.eps, Data: w.keys.data, TTL: cfg.etcd.ttl, Iters: iters, Value: cfg.value, Broken: w.broken, Unfenced: w.unfenced}
 	k, err := startKitProcs(cfg, w.cli, w.keys, spec)
 	if err != nil {
 		return nil, err
@@ -105,7 +109,11 @@ func (w *etcdRWRun) runProcs(env *etcdEnv) (*etcdRWProcs, error) {
 	}
 	for deadline := time.Now().Add(2 * time.Minute); cfg.etcd.pause && p.pauses < cfg.etcd.pauses && time.Now().Before(deadline); {
 		time.Sleep(time.Duration(20+rand.IntN(60)) * time.Millisecond)
-		p.pauseWriter()
+		if p.pauses%2 == 0 {
+			p.pauseReader()
+		} else {
+			p.pauseWriter()
+		}
 	}
 	if kills > 0 || cfg.etcd.pause {
 		if k.stop() {
@@ -229,21 +237,8 @@ func (p *etcdRWProcs) killOne() error {
 	if err := p.k.kill(victim); err != nil {
 		return err
 	}
-	// A claim in flight at the stop may still commit: look once more, a
-	// round trip later (well within its lease: the record it names stays
-	// until its lease has expired and another writer claims).
-	time.Sleep(100 * time.Millisecond)
-	if w, _, err := p.inside(); err == nil && max(w, -w) == pid && max(writer, -writer) != pid {
-		writer = w
-	}
 	p.kills++
-	switch {
-	case writer == pid:
-		p.writerDeaths++
-	case writer == -pid:
-		p.writerDeaths++
-		p.reps++
-	}
+	p.stoppedWriter(pid, writer)
 	for _, r := range readers {
 		if r == pid {
 			p.readerDeaths++
@@ -251,6 +246,100 @@ func (p *etcdRWProcs) killOne() error {
 		}
 	}
 	return nil
+}
+
+// stoppedWriter counts the writer death of worker process pid, stopped
+// for good (killed, or paused past its lease), if it held the write lock
+// (writer, read while it was stopped, is pid; -pid: repairing). A claim
+// in flight at the stop may still commit: it looks once more, a round
+// trip later (well within its lease: the record it names stays until its
+// lease has expired and another writer claims).
+func (p *etcdRWProcs) stoppedWriter(pid, writer int) {
+	time.Sleep(100 * time.Millisecond)
+	if w, _, err := p.inside(); err == nil && max(w, -w) == pid && max(writer, -writer) != pid {
+		writer = w
+	}
+	switch {
+	case writer == pid:
+		p.writerDeaths++
+	case writer == -pid:
+		p.writerDeaths++
+		p.reps++
+	}
+}
+
+// pauseReader stops a worker process with a reader inside, if one holds
+// with its write of what it read still to come (marked reading, not yet
+// written), until its read keys have expired, then resumes it: each such
+// write must be refused. A stop that catches no such reader is undone
+// and not counted.
+func (p *etcdRWProcs) pauseReader() {
+	_, readers, err := p.inside()
+	if err != nil || len(readers) == 0 {
+		return
+	}
+	pid := readers[rand.IntN(len(readers))]
+	if p.k.slotOf(pid) < 0 || pauseProcess(pid) != nil {
+		return
+	}
+	defer resumeProcess(pid)
+	// Stopped, a round trip later (what it sent has landed): its holds.
+	time.Sleep(100 * time.Millisecond)
+	writer, _, err := p.inside()
+	if err != nil {
+		return
+	}
+	tokens, err := p.readTokens(pid)
+	if err != nil || len(p.pending(tokens)) == 0 {
+		return
+	}
+	stopped := time.Now()
+	for left, err := tokens, error(nil); err != nil || len(left) > 0; left, err = p.readTokens(pid) {
+		if time.Since(stopped) > etcdHangBound()+2*p.cfg.etcd.ttl {
+			return // its lease outlived the bound: not a pause past it
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.stoppedWriter(pid, writer) // its own writer, if it held, died with the lease
+	p.pauses++
+	p.readerPauses++
+	p.pendingReads += len(p.pending(tokens))
+}
+
+// readTokens returns the tokens (create revisions) of worker process
+// pid's read keys.
+func (p *etcdRWProcs) readTokens(pid int) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+	defer cancel()
+	g, err := p.cli.Get(ctx, p.keys.lock()+"/readers/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	var tokens []int64
+	for _, kv := range g.Kvs {
+		var h etcdlock.Holder
+		if json.Unmarshal(kv.Value, &h) == nil && h.PID == pid {
+			tokens = append(tokens, kv.CreateRevision)
+		}
+	}
+	return tokens, nil
+}
+
+// pending returns the read holds among tokens that have read (marked
+// reading) and not yet written what they read.
+func (p *etcdRWProcs) pending(tokens []int64) []int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+	defer cancel()
+	var out []int64
+	for _, t := range tokens {
+		tok := strconv.FormatInt(t, 10)
+		r, err := p.cli.Txn(ctx).Then(clientv3.OpGet(p.keys.list("reading")+tok, clientv3.WithCountOnly()),
+			clientv3.OpGet(p.keys.list("lastread")+tok, clientv3.WithCountOnly())).Commit()
+		if err == nil && r.Responses[0].GetResponseRange().Count == 1 && r.Responses[1].GetResponseRange().Count == 0 {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // pauseWriter stops the writer inside, if any, until its lease has
@@ -289,7 +378,8 @@ func (p *etcdRWProcs) tally() error {
 		return g.Count, nil
 	}
 	for what, c := range map[string]*atomic.Int64{"readviolation": &p.readViolations, "writeviolation": &p.writerViolations,
-		"ownerdead": &p.deaths, "rejected": &p.rejected, "lostread": &p.lostReads} {
+		"ownerdead": &p.deaths, "rejected": &p.rejected, "lostread": &p.lostReads,
+		"readrejected": &p.readRejected, "latereadwrite": &p.lateReadWrites, "readgaveup": &p.readsGaveUp} {
 		n, err := count(what)
 		if err != nil {
 			return err
@@ -316,7 +406,12 @@ func (p *etcdRWProcs) report(rep *etcdReport) {
 	}
 	rep.extra.Pauses = p.pauses
 	if p.cfg.etcd.pause {
-		rep.lines = append(rep.lines, fmt.Sprintf("Reads whose hold ended under them (paused past the lease): %d", p.lostReads.Load()))
+		rep.lines = append(rep.lines, fmt.Sprintf("Reads whose hold ended under them (paused past the lease): %d", p.lostReads.Load()),
+			fmt.Sprintf("Readers paused holding: %d, with %d writes to come; readers' late writes refused: %d, landed: %d",
+				p.readerPauses, p.pendingReads, p.readRejected.Load(), p.lateReadWrites.Load()))
+	}
+	if p.cfg.kill || p.cfg.etcd.pause {
+		rep.lines = append(rep.lines, fmt.Sprintf("Reads given up after 3 TTLs waiting for a writer's repair: %d", p.readsGaveUp.Load()))
 	}
 	rep.extra.LateRejects = int(p.rejected.Load())
 	rep.extra.Hangs += p.hangs
@@ -338,6 +433,12 @@ func (p *etcdRWProcs) failures() []string {
 	}
 	if p.cfg.etcd.pause && p.pauses < p.cfg.etcd.pauses {
 		why = append(why, fmt.Sprintf("%d of %d pauses made", p.pauses, p.cfg.etcd.pauses))
+	}
+	if n := p.lateReadWrites.Load(); n > 0 {
+		why = append(why, fmt.Sprintf("%d readers' writes landed after their read hold had ended", n))
+	}
+	if n := int(p.readRejected.Load()); !p.unfenced && n < p.pendingReads {
+		why = append(why, fmt.Sprintf("%d paused readers' late writes refused, want %d", n, p.pendingReads))
 	}
 	if p.hangs > 0 {
 		why = append(why, fmt.Sprintf("%d hangs", p.hangs))

@@ -15,8 +15,8 @@ import (
 // inside by a reader or another writer, every dead writer reported to one
 // next writer and no dead reader reported. With LOCKWORD_LONG=1 also the
 // broken twin (lockless readers), which must FAIL across processes too,
-// and a -pause run: writers stopped past their lease, their late writes
-// refused.
+// and a -pause run: a reader and a writer stopped past their lease,
+// their late writes refused.
 func TestTortureEtcdRWProcs(t *testing.T) {
 	t.Parallel()
 	args := []string{"-procs", "2", "-workers", "4", "-kill", "-kills", "2"}

@@ -23,6 +23,10 @@ func init() {
 			desc:  "etcd-rw with readers that take no lock: must FAIL (readers see writers inside)",
 			usage: electionUsage,
 			run:   func(cfg *config) (report, error) { return tortureEtcdRW(cfg, "etcd-rw-broken", true) }},
+		kind{name: "etcd-rw-unfenced", both: true,
+			desc:  "etcd-rw whose readers write what they read unguarded: must FAIL with -procs and -pause (a paused reader's write lands)",
+			usage: unfencedRWUsage,
+			run:   func(cfg *config) (report, error) { return tortureEtcdRW(cfg, "etcd-rw-unfenced", false) }},
 	)
 	kindHelp = append(kindHelp, electionHelp, etcdRWHelp)
 }
@@ -33,6 +37,15 @@ func electionUsage(cfg *config) error {
 		return errors.New("-chaos is not supported by this kind")
 	}
 	return nil
+}
+
+// unfencedRWUsage: only a reader paused past its lease writes late, so
+// etcd-rw-unfenced has nothing to show without -procs and -pause.
+func unfencedRWUsage(cfg *config) error {
+	if cfg.procs == 0 || !cfg.etcd.pause {
+		return errors.New("etcd-rw-unfenced needs -procs N and -pause: only a paused reader's write lands late")
+	}
+	return electionUsage(cfg)
 }
 
 const electionHelp = `etcd-election kinds (etcd-election, etcd-election-unfenced):
@@ -56,11 +69,12 @@ const electionHelp = `etcd-election kinds (etcd-election, etcd-election-unfenced
   etcd-election-unfenced still shows a deposed leader's write landing.
 `
 
-const etcdRWHelp = `etcd-rw kinds (etcd-rw, etcd-rw-broken):
+const etcdRWHelp = `etcd-rw kinds (etcd-rw, etcd-rw-broken, etcd-rw-unfenced):
   -workers goroutines, each with its own etcdlock.RWMutex (its own lease,
   -ttl), -iters writes each (default 25), and a read before about half of
   them. A reader reads the counter twice, up to 3 ms apart, under the
-  read lock: it must not change. A writer reads the counter and its total,
+  read lock: it must not change, then writes what it read to a key of
+  its hold, guarded by the read hold (RWMutex.Txn). A writer reads the counter and its total,
   waits up to 3 ms, and writes counter+value and total+1 guarded by its
   hold (RWMutex.Txn). An activity word (+1 per reader, +10000 per writer
   inside) must show readers only or one writer; the counter must equal
@@ -73,6 +87,10 @@ const etcdRWHelp = `etcd-rw kinds (etcd-rw, etcd-rw-broken):
   is stopped): each dead writer must be reported (ErrOwnerDead) to one
   next writer, no dead reader to anyone. -pause SIGSTOPs the writer
   inside until another writer holds, then SIGCONTs it: its late guarded
-  write must be refused (a reader in the same process whose lease ended
-  under it is counted apart: no lock can stop a paused reader).
+  write must be refused. It alternates with pauses of a process whose
+  reader holds with its write still to come, stopped until its read keys
+  have expired: that write must be refused too (its reads, whose hold
+  ended under them, are counted apart: no lock can stop a paused read).
+  etcd-rw-unfenced (with -procs and -pause) writes it unguarded: the
+  late write lands and the run must FAIL.
 `
