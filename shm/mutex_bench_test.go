@@ -68,8 +68,8 @@ func BenchmarkSharedStarve(b *testing.B) {
 				ms = append(ms, must(h.Mutex("bench")))
 			}
 			benchmarkLockShape(b, ms[0], lockShape{
-				goroutines: others + 1, outside: workSteps(time.Microsecond), timeWaits: true, greedy: true,
-				handle: func(g int) sync.Locker { return ms[g] },
+				Goroutines: others + 1, Outside: workSteps(time.Microsecond), TimeWaits: true, Greedy: true,
+				Handle: func(g int) sync.Locker { return ms[g] },
 			})
 		})
 	}
