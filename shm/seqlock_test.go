@@ -192,15 +192,15 @@ func TestRegionSeqLockAcrossProcesses(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for round := 0; ; round++ {
 		res := checkTornReads(s, s.Load, 2, 0, scaled(2_000_000))
-		t.Logf("%d reads across processes, reader 0 saw %d distinct values", res.reads, res.distinct)
-		if res.violations != 0 || res.backwards != 0 {
-			t.Fatalf("%d torn reads, %d backwards in %d reads", res.violations, res.backwards, res.reads)
+		t.Logf("%d reads across processes, reader 0 saw %d distinct values", res.Reads, res.Distinct)
+		if res.Violations != 0 || res.Backwards != 0 {
+			t.Fatalf("%d torn reads, %d backwards in %d reads", res.Violations, res.Backwards, res.Reads)
 		}
-		if res.distinct >= 2 {
+		if res.Distinct >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("reader 0 saw %d distinct values in each of %d rounds: the writer process never overlapped the readers", res.distinct, round+1)
+			t.Fatalf("reader 0 saw %d distinct values in each of %d rounds: the writer process never overlapped the readers", res.Distinct, round+1)
 		}
 	}
 	// The same check catches readers that skip the sequence: it can fail
@@ -209,8 +209,8 @@ func TestRegionSeqLockAcrossProcesses(t *testing.T) {
 	deadline = time.Now().Add(5 * time.Second)
 	for round := 0; ; round++ {
 		res := checkTornReads(s, func() tornPayload { return loadNoRetry(s) }, 1, 0, scaled(1_000_000))
-		if res.violations > 0 {
-			t.Logf("a reader without the retry: %d torn reads in %d", res.violations, res.reads)
+		if res.Violations > 0 {
+			t.Logf("a reader without the retry: %d torn reads in %d", res.Violations, res.Reads)
 			break
 		}
 		if time.Now().After(deadline) {
@@ -219,8 +219,8 @@ func TestRegionSeqLockAcrossProcesses(t *testing.T) {
 	}
 	// A writer here too: Stores of the two processes must not interleave.
 	res := checkTornReads(s, s.Load, 2, 1, scaled(500_000))
-	if res.violations != 0 {
-		t.Fatalf("%d torn reads with writers in two processes", res.violations)
+	if res.Violations != 0 {
+		t.Fatalf("%d torn reads with writers in two processes", res.Violations)
 	}
 	stop[0] = 1
 	n, _ := strconv.Atoi(child.expect(t, "stores "))
