@@ -128,22 +128,8 @@ func TestSeqLockRoundTrip(t *testing.T) {
 	}
 }
 
-// tornPayload is the Concurrency Kit seqlock payload: every consistent
-// snapshot has b == a+1000 and c == a+b.
-type tornPayload struct{ a, b, c uint64 }
-
-func (p tornPayload) consistent() bool { return p.b == p.a+1000 && p.c == p.a+p.b }
-
-// tornResult is what checkTornReads saw.
-type tornResult = locktest.TornResult
-
-// checkTornReads is locktest.CheckTornReads on a seqlock in process: the
-// writers Store consistent payloads, the readers check what load returns.
-func checkTornReads(s *SeqLock[tornPayload], load func() tornPayload, readers, writers, reads int) tornResult {
-	store := func(a uint64) { s.Store(tornPayload{a, a + 1000, 2*a + 1000}) }
-	check := func() (uint64, bool) { p := load(); return p.a, p.consistent() }
-	return locktest.CheckTornReads(store, check, readers, writers, reads)
-}
+// tornPayload is locktest.TornPayload's shape, for positional literals.
+type tornPayload struct{ A, B, C uint64 }
 
 func newTornSeqLock(t testing.TB) *SeqLock[tornPayload] {
 	s, err := NewSeqLock(tornPayload{0, 1000, 1000})
@@ -165,7 +151,7 @@ func TestSeqLockTornReads(t *testing.T) {
 			if procs == 1 {
 				reads /= 10 // the same interleavings, fewer of them
 			}
-			res := checkTornReads(s, s.Load, 4, 1, reads)
+			res := locktest.CheckTornReads(s.Store, s.Load, 4, 1, reads)
 			t.Logf("%d reads by 4 readers, reader 0 saw %d distinct values", res.Reads, res.Distinct)
 			if res.Violations != 0 || res.Backwards != 0 {
 				t.Fatalf("%d torn reads, %d backwards in %d reads", res.Violations, res.Backwards, res.Reads)
@@ -182,7 +168,7 @@ func TestSeqLockTornReads(t *testing.T) {
 func TestSeqLockConcurrentWriters(t *testing.T) {
 	withGOMAXPROCS(t, 2)
 	s := newTornSeqLock(t)
-	res := checkTornReads(s, s.Load, 3, 3, scaled(1_000_000))
+	res := locktest.CheckTornReads(s.Store, s.Load, 3, 3, scaled(1_000_000))
 	if res.Violations != 0 {
 		t.Fatalf("%d torn reads with 3 writers", res.Violations)
 	}
@@ -228,7 +214,7 @@ func TestSeqLockCatchesBrokenReaders(t *testing.T) {
 			// preempted or slow: a long payload write makes that
 			// likely, but give it a few rounds.
 			for round := 0; ; round++ {
-				res := checkTornReads(s, func() tornPayload { return load(s) }, 1, 1, scaled(2_000_000))
+				res := locktest.CheckTornReads(s.Store, func() tornPayload { return load(s) }, 1, 1, scaled(2_000_000))
 				if res.Violations > 0 {
 					t.Logf("caught %d torn reads in %d", res.Violations, res.Reads)
 					return
@@ -361,7 +347,7 @@ func benchmarkSnapshot(b *testing.B, k snapshotKind, readers int, writer bool) {
 	runShared(b, readers, "Mreads/s", func(_, n int) {
 		torn := 0
 		for range n {
-			if !load().consistent() {
+			if !locktest.TornPayload(load()).Consistent() {
 				torn++
 			}
 		}

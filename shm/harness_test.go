@@ -120,22 +120,8 @@ func awaitLogs(logs *syncBuffer, substr string, n int) string {
 	return locktest.AwaitLogs(logs, substr, n)
 }
 
-// tornPayload is the Concurrency Kit seqlock payload: every consistent
-// snapshot has b == a+1000 and c == a+b.
-type tornPayload struct{ a, b, c uint64 }
-
-func (p tornPayload) consistent() bool { return p.b == p.a+1000 && p.c == p.a+p.b }
-
-// tornResult is what checkTornReads saw.
-type tornResult = locktest.TornResult
-
-// checkTornReads is locktest.CheckTornReads on a seqlock in a region: the
-// writers Store consistent payloads, the readers check what load returns.
-func checkTornReads(s *SeqLock[tornPayload], load func() tornPayload, readers, writers, reads int) tornResult {
-	store := func(a uint64) { s.Store(tornPayload{a, a + 1000, 2*a + 1000}) }
-	check := func() (uint64, bool) { p := load(); return p.a, p.consistent() }
-	return locktest.CheckTornReads(store, check, readers, writers, reads)
-}
+// tornPayload is locktest.TornPayload's shape, for positional literals.
+type tornPayload struct{ A, B, C uint64 }
 
 // loadNoRetry is a deliberately broken reader: it copies the payload once,
 // skipping the sequence check and retry.

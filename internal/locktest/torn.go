@@ -13,16 +13,23 @@ type TornResult struct {
 	Distinct                     int // distinct values seen by reader 0
 }
 
-// CheckTornReads is the seqlock check of both packages (Concurrency Kit's
-// payload: every consistent snapshot has b == a+1000 and c == a+b). It
-// runs writers that call store(a) with rising a, storing {a, a+1000,
-// 2a+1000}, and readers that call load until reads snapshots are checked;
-// load returns the snapshot's a and whether it was consistent. A
-// violation is an inconsistent snapshot (a torn read); Backwards counts a
-// reader seeing a older than it saw before (with several writers, the
-// store order need not follow a, so only the single-writer check uses
-// it). With writers == 0 the writer is another process's.
-func CheckTornReads(store func(a uint64), load func() (a uint64, consistent bool), readers, writers, reads int) TornResult {
+// TornPayload is the Concurrency Kit seqlock payload: every consistent
+// snapshot has B == A+1000 and C == A+B. Each package's tests declare
+// their own payload type of this shape (P of CheckTornReads), so that
+// their literals stay positional.
+type TornPayload struct{ A, B, C uint64 }
+
+// Consistent is whether p is a snapshot that some store wrote whole.
+func (p TornPayload) Consistent() bool { return p.B == p.A+1000 && p.C == p.A+p.B }
+
+// CheckTornReads is the seqlock check of both packages. It runs writers
+// that store consistent payloads with rising A, and readers that load
+// until reads snapshots are checked. A violation is an inconsistent
+// snapshot (a torn read); Backwards counts a reader seeing A older than
+// it saw before (with several writers, the store order need not follow
+// A, so only the single-writer check uses it). With writers == 0 the
+// writer is another process's.
+func CheckTornReads[P ~struct{ A, B, C uint64 }](store func(P), load func() P, readers, writers, reads int) TornResult {
 	defer Watchdog("seqlock", 3*time.Minute)()
 	var res TornResult
 	var stop atomic.Bool
@@ -33,7 +40,8 @@ func CheckTornReads(store func(a uint64), load func() (a uint64, consistent bool
 	for range writers {
 		wwg.Go(func() {
 			for i := 0; !stop.Load(); i++ {
-				store(next.Add(1))
+				a := next.Add(1)
+				store(P{a, a + 1000, 2*a + 1000})
 				once.Do(func() { close(writing) })
 				if i%128 == 0 {
 					runtime.Gosched() // let readers in when GOMAXPROCS=1
@@ -53,17 +61,17 @@ func CheckTornReads(store func(a uint64), load func() (a uint64, consistent bool
 				if i%1024 == 0 {
 					runtime.Gosched() // let the writer in when GOMAXPROCS=1
 				}
-				a, ok := load()
-				if !ok {
+				p := TornPayload(load())
+				if !p.Consistent() {
 					bad++
 				}
-				if a < last {
+				if p.A < last {
 					back++
 				}
-				if a != last {
+				if p.A != last {
 					distinct++
 				}
-				last = a
+				last = p.A
 			}
 			violations.Add(int64(bad))
 			backwards.Add(int64(back))
