@@ -52,8 +52,8 @@ func workSteps(d time.Duration) int { return locktest.WorkSteps(d) }
 func BenchmarkWaitTail(b *testing.B) {
 	for _, g := range []int{2, 4, 16, 64} {
 		for _, k := range mutexBenchKinds {
-			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.name, g), func(b *testing.B) {
-				benchmarkLockShape(b, k.new(), lockShape{Goroutines: g, TimeWaits: true})
+			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.Name, g), func(b *testing.B) {
+				benchmarkLockShape(b, k.New(), lockShape{Goroutines: g, TimeWaits: true})
 			})
 		}
 	}
@@ -66,8 +66,8 @@ func BenchmarkWaitTail(b *testing.B) {
 func BenchmarkStarve(b *testing.B) {
 	for _, others := range []int{1, 3} {
 		for _, k := range mutexBenchKinds {
-			b.Run(fmt.Sprintf("kind=%s/others=%d", k.name, others), func(b *testing.B) {
-				benchmarkLockShape(b, k.new(), lockShape{
+			b.Run(fmt.Sprintf("kind=%s/others=%d", k.Name, others), func(b *testing.B) {
+				benchmarkLockShape(b, k.New(), lockShape{
 					Goroutines: others + 1, Outside: workSteps(time.Microsecond), TimeWaits: true, Greedy: true,
 				})
 			})
@@ -97,12 +97,12 @@ func BenchmarkContendedWork(b *testing.B) {
 	for _, g := range []int{2, 4, 16, 64} {
 		for _, k := range benchKinds {
 			for _, w := range contendedWorkShapes {
-				b.Run(fmt.Sprintf("kind=%s/goroutines=%d/work=%s", k.name, g, w.name), func(b *testing.B) {
+				b.Run(fmt.Sprintf("kind=%s/goroutines=%d/work=%s", k.Name, g, w.name), func(b *testing.B) {
 					s := lockShape{Goroutines: g, Inside: w.insideSteps, Outside: w.outsideSteps}
 					if w.inside > 0 || w.outside > 0 {
 						s.Inside, s.Outside = workSteps(w.inside), workSteps(w.outside)
 					}
-					benchmarkLockShape(b, k.new(), s)
+					benchmarkLockShape(b, k.New(), s)
 				})
 			}
 		}

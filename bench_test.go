@@ -20,9 +20,10 @@ import (
 // ns/op is wall time per acquisition across all goroutines (the inverse of
 // throughput); Macq/s is millions of acquisitions per second.
 
+// benchKind is locktest.LockKind's shape, for positional literals.
 type benchKind struct {
-	name string
-	new  func() sync.Locker
+	Name string
+	New  func() sync.Locker
 }
 
 var benchKinds = []benchKind{
@@ -45,46 +46,12 @@ func spinWork(n int) int { return locktest.SpinWork(n) }
 
 var sink int
 
-// benchmarkUncontended measures one goroutine's Lock+Unlock.
-func benchmarkUncontended(b *testing.B, l sync.Locker) {
-	p := &paddedLocker{l: l}
-	for b.Loop() {
-		p.l.Lock()
-		p.l.Unlock()
-	}
-}
+// BenchmarkUncontended is one goroutine's Lock+Unlock of every kind.
+func BenchmarkUncontended(b *testing.B) { locktest.BenchUncontended(b, benchKinds) }
 
-// benchmarkContended runs goroutines that share b.N acquisitions of one
-// lock, doing workInside steps while holding it and workOutside between.
-func benchmarkContended(b *testing.B, l sync.Locker, goroutines, workInside, workOutside int) {
-	p := &paddedLocker{l: l}
-	runShared(b, goroutines, "Macq/s", func(g, n int) {
-		local := 0
-		for range n {
-			p.l.Lock()
-			local += spinWork(workInside)
-			p.l.Unlock()
-			local += spinWork(workOutside)
-		}
-		sink += local & 0 // keep local live without a data race
-	})
-}
-
-func BenchmarkUncontended(b *testing.B) {
-	for _, k := range benchKinds {
-		b.Run("kind="+k.name, func(b *testing.B) { benchmarkUncontended(b, k.new()) })
-	}
-}
-
-func BenchmarkContended(b *testing.B) {
-	for _, g := range []int{2, 4, 16, 64} {
-		for _, k := range benchKinds {
-			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.name, g), func(b *testing.B) {
-				benchmarkContended(b, k.new(), g, 0, 0)
-			})
-		}
-	}
-}
+// BenchmarkContended is every kind at 2 to 64 goroutines, nothing inside
+// or between.
+func BenchmarkContended(b *testing.B) { locktest.BenchContended(b, benchKinds) }
 
 // naiveTicket is the textbook spinning ticket lock, the reference that
 // issue 4's TicketMutex targets are stated against: waiters spin on
@@ -170,8 +137,8 @@ func reportFair(b *testing.B, t0 time.Time, counts []paddedCount) {
 func BenchmarkFair(b *testing.B) {
 	for _, g := range []int{2, 4, 16, 64} {
 		for _, k := range benchKinds {
-			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.name, g), func(b *testing.B) {
-				benchmarkFair(b, k.new(), g)
+			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.Name, g), func(b *testing.B) {
+				benchmarkFair(b, k.New(), g)
 			})
 		}
 		b.Run(fmt.Sprintf("kind=tokenring/goroutines=%d", g), func(b *testing.B) {

@@ -3,7 +3,6 @@
 package shm
 
 import (
-	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -28,67 +27,21 @@ func withGOMAXPROCS(t *testing.T, procs int) {
 	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
 }
 
+// benchKind is locktest.LockKind's shape, for positional literals.
 type benchKind struct {
-	name string
-	new  func() sync.Locker
-}
-
-// paddedLocker keeps the lock alone on its cache lines, so that false
-// sharing with the benchmark's own variables does not pollute the figure.
-type paddedLocker struct {
-	_ [128]byte
-	l sync.Locker
-	_ [128]byte
+	Name string
+	New  func() sync.Locker
 }
 
 // spinWork burns roughly n small steps of CPU (locktest.SpinWork).
 func spinWork(n int) int { return locktest.SpinWork(n) }
 
-var sink int
+// BenchmarkUncontended is one goroutine's Lock+Unlock of every kind.
+func BenchmarkUncontended(b *testing.B) { locktest.BenchUncontended(b, benchKinds) }
 
-// benchmarkUncontended measures one goroutine's Lock+Unlock.
-func benchmarkUncontended(b *testing.B, l sync.Locker) {
-	p := &paddedLocker{l: l}
-	for b.Loop() {
-		p.l.Lock()
-		p.l.Unlock()
-	}
-}
-
-// benchmarkContended runs goroutines that share b.N acquisitions of one
-// lock, doing workInside steps while holding it and workOutside between.
-func benchmarkContended(b *testing.B, l sync.Locker, goroutines, workInside, workOutside int) {
-	p := &paddedLocker{l: l}
-	runShared(b, goroutines, "Macq/s", func(g, n int) {
-		local := 0
-		for range n {
-			p.l.Lock()
-			local += spinWork(workInside)
-			p.l.Unlock()
-			local += spinWork(workOutside)
-		}
-		sink += local & 0 // keep local live without a data race
-	})
-}
-
-func BenchmarkUncontended(b *testing.B) {
-	for _, k := range benchKinds {
-		b.Run("kind="+k.name, func(b *testing.B) { benchmarkUncontended(b, k.new()) })
-	}
-}
-
-func BenchmarkContended(b *testing.B) {
-	for _, g := range []int{2, 4, 16, 64} {
-		for _, k := range benchKinds {
-			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.name, g), func(b *testing.B) {
-				benchmarkContended(b, k.new(), g, 0, 0)
-			})
-		}
-	}
-}
-
-// runShared is locktest.RunShared, shared with the other package's benchmarks.
-var runShared = locktest.RunShared
+// BenchmarkContended is every kind at 2 to 64 goroutines, nothing inside
+// or between.
+func BenchmarkContended(b *testing.B) { locktest.BenchContended(b, benchKinds) }
 
 // BenchmarkRW99 is issue 4's reader-writer benchmark: 99% reads, at 2, 4,
 // 16 and 64 goroutines, RWMutex against sync.RWMutex in the same run.
