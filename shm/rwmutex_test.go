@@ -111,21 +111,14 @@ func childRWHammer(args []string) error {
 	if args[4] == "broken" {
 		l = brokenSharedRW{rw}
 	}
-	data, err := r.Bytes("rwdata", 64)
-	if err != nil {
-		return err
-	}
-	start, err := r.Bytes("start", 8)
+	data, start, err := childBytes(r, "rwdata")
 	if err != nil {
 		return err
 	}
 	readers, _ := strconv.Atoi(args[1])
 	writers, _ := strconv.Atoi(args[2])
 	iters, _ := strconv.Atoi(args[3])
-	fmt.Println("ready")
-	for word32(start, 0).Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	awaitStart(start)
 	fmt.Println("violations", sharedRWHammer(l, data, readers, writers, iters, os.Getpid()))
 	return nil
 }
