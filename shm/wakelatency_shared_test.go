@@ -4,6 +4,8 @@ package shm
 
 import (
 	"testing"
+
+	"github.com/lockword/lockword/internal/locktest"
 )
 
 // The shared kinds hand over between two Region handles on one file, as
@@ -24,15 +26,15 @@ var wakeKinds = []wakeKind{
 		sharedHandoffHook = func() bool { return false }
 		t.Cleanup(func() { sharedHandoffHook = old })
 		ma, mb := wakePair(t, (*Region).Mutex)
-		return wakeCase{Lock: ma.Lock, Unlock: ma.Unlock, Wait: mb.LockContext, WaitUnlock: mb.Unlock}
+		return locktest.ExclusiveWake(ma, mb)
 	}},
 	wakeKind{Name: "SharedTicketMutex", Bound: ownerCheckInterval / 10, New: func(t *testing.T) wakeCase {
 		ma, mb := wakePair(t, (*Region).TicketMutex)
-		return wakeCase{Lock: ma.Lock, Unlock: ma.Unlock, Wait: mb.LockContext, WaitUnlock: mb.Unlock}
+		return locktest.ExclusiveWake(ma, mb)
 	}},
 	wakeKind{Name: "SharedRWMutexWriter", Bound: ownerCheckInterval / 10, New: func(t *testing.T) wakeCase {
 		ma, mb := wakePair(t, (*Region).RWMutex)
-		return wakeCase{Lock: ma.Lock, Unlock: ma.Unlock, Wait: mb.LockContext, WaitUnlock: mb.Unlock}
+		return locktest.ExclusiveWake(ma, mb)
 	}},
 	wakeKind{Name: "SharedRWMutexReader", Bound: ownerCheckInterval / 10, New: func(t *testing.T) wakeCase {
 		ma, mb := wakePair(t, (*Region).RWMutex)
