@@ -212,9 +212,17 @@ func runSharedHammer(t *testing.T, kind string, procs, goroutines, iters int, br
 	if err != nil {
 		t.Fatal(err)
 	}
+	violations = runHammerChildren(t, start, procs, "hammer", path, strconv.Itoa(goroutines), strconv.Itoa(iters), mode, kind)
+	return int64(ne.Uint64(data)), int64(procs * goroutines * iters), violations
+}
+
+// runHammerChildren starts procs children of mode with args, lets them
+// go together through the start word once all are ready (awaitStart),
+// and returns the sum of the violations they print.
+func runHammerChildren(t *testing.T, start []byte, procs int, mode string, args ...string) (violations int64) {
 	var children []*child
 	for range procs {
-		children = append(children, startChild(t, "hammer", path, strconv.Itoa(goroutines), strconv.Itoa(iters), mode, kind))
+		children = append(children, startChild(t, mode, args...))
 	}
 	for _, c := range children {
 		c.expect(t, "ready")
@@ -228,7 +236,7 @@ func runSharedHammer(t *testing.T, kind string, procs, goroutines, iters int, br
 		violations += v
 		c.wait(t)
 	}
-	return int64(ne.Uint64(data)), int64(procs * goroutines * iters), violations
+	return violations
 }
 
 // TestSharedHammerProcesses: more processes than cores, several

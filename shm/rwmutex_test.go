@@ -187,22 +187,7 @@ func runSharedRWHammer(t *testing.T, procs, readers, writers, iters int, mode st
 	if _, err := r.RWMutex("rw"); err != nil {
 		t.Fatal(err)
 	}
-	var children []*child
-	for range procs {
-		children = append(children, startChild(t, "rwhammer", path, strconv.Itoa(readers), strconv.Itoa(writers), strconv.Itoa(iters), mode))
-	}
-	for _, c := range children {
-		c.expect(t, "ready")
-	}
-	word32(start, 0).Store(1)
-	for _, c := range children {
-		v, err := strconv.ParseInt(c.expect(t, "violations "), 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		violations += v
-		c.wait(t)
-	}
+	violations = runHammerChildren(t, start, procs, "rwhammer", path, strconv.Itoa(readers), strconv.Itoa(writers), strconv.Itoa(iters), mode)
 	return int64(ne.Uint64(data)), int64(procs * writers * iters), int64(word64(data, 24).Load()), int64(procs * readers * iters), violations
 }
 
