@@ -16,7 +16,7 @@ import (
 //	go test -run '^$' -bench 'WaitTail|Starve|ContendedWork' -cpu 2 -count 6 | tee new.txt
 //	benchstat -col /kind new.txt
 //
-// Unlike benchmarkContended, which gives each goroutine b.N/goroutines
+// Unlike BenchmarkContended (locktest.BenchContended), which gives each goroutine b.N/goroutines
 // acquisitions (so that with an unfair lock the favoured goroutines finish
 // early and the rest run uncontended), these shapes share one count of b.N
 // acquisitions, kept under the lock, and every goroutine contends until
