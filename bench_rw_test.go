@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/internal/locktest"
 )
 
 // Benchmarks of issue 11 sections 2-4: RWMutex against sync.RWMutex at 99%
@@ -58,12 +60,12 @@ func benchmarkTokenRing(b *testing.B, goroutines int) {
 
 // BenchmarkRW90 is BenchmarkRW99 at 90% reads.
 func BenchmarkRW90(b *testing.B) {
-	benchmarkRWKinds(b, 10)
+	locktest.BenchRWKinds(b, rwBenchKinds, 10)
 }
 
 // BenchmarkRWLockUncontended is one goroutine's Lock+Unlock (a write).
 func BenchmarkRWLockUncontended(b *testing.B) {
-	benchmarkRWUncontended(b, true)
+	locktest.BenchRWUncontended(b, rwBenchKinds, true)
 }
 
 // BenchmarkDiagCost runs slow-path shapes with the default stuck threshold
@@ -100,7 +102,7 @@ func BenchmarkDiagCost(b *testing.B) {
 			b.Run(fmt.Sprintf("shape=rw90/goroutines=%d/stuck=%s", g, st.name), func(b *testing.B) {
 				rw := new(RWMutex)
 				rw.SetStuckThreshold(st.threshold)
-				benchmarkRW(b, rw, g, 10, 10)
+				locktest.BenchRW(b, rw, g, 10, 10)
 			})
 		}
 	}
@@ -111,19 +113,19 @@ func BenchmarkDiagCost(b *testing.B) {
 // iteration, so that a loaded host slows both alike: it reports each
 // one's ns per Lock+Unlock and rw/sync, the median of the blocks' ratios.
 func BenchmarkRWLockPaired(b *testing.B) {
-	ps, pr := &paddedRW{rw: new(sync.RWMutex)}, &paddedRW{rw: new(RWMutex)}
+	ps, pr := &paddedRW{RW: new(sync.RWMutex)}, &paddedRW{RW: new(RWMutex)}
 	var syncNs, rwNs time.Duration
 	var ratios []float64
 	for b.Loop() {
 		t0 := time.Now()
 		for range rwPairBlock {
-			ps.rw.Lock()
-			ps.rw.Unlock()
+			ps.RW.Lock()
+			ps.RW.Unlock()
 		}
 		t1 := time.Now()
 		for range rwPairBlock {
-			pr.rw.Lock()
-			pr.rw.Unlock()
+			pr.RW.Lock()
+			pr.RW.Unlock()
 		}
 		t2 := time.Now()
 		syncNs += t1.Sub(t0)

@@ -31,8 +31,8 @@ func BenchmarkParallelShapes(b *testing.B) {
 		{"workslack", true, true},
 	} {
 		for _, k := range parallelShapeKinds {
-			b.Run(fmt.Sprintf("shape=%s/kind=%s", shape.name, k.name), func(b *testing.B) {
-				p := &paddedLocker{l: k.new()}
+			b.Run(fmt.Sprintf("shape=%s/kind=%s", shape.name, k.Name), func(b *testing.B) {
+				p := &paddedLocker{l: k.New()}
 				if shape.slack {
 					b.SetParallelism(10)
 				}

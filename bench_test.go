@@ -20,9 +20,10 @@ import (
 // ns/op is wall time per acquisition across all goroutines (the inverse of
 // throughput); Macq/s is millions of acquisitions per second.
 
+// benchKind is locktest.LockKind's shape, for positional literals.
 type benchKind struct {
-	name string
-	new  func() sync.Locker
+	Name string
+	New  func() sync.Locker
 }
 
 var benchKinds = []benchKind{
@@ -45,46 +46,12 @@ func spinWork(n int) int { return locktest.SpinWork(n) }
 
 var sink int
 
-// benchmarkUncontended measures one goroutine's Lock+Unlock.
-func benchmarkUncontended(b *testing.B, l sync.Locker) {
-	p := &paddedLocker{l: l}
-	for b.Loop() {
-		p.l.Lock()
-		p.l.Unlock()
-	}
-}
+// BenchmarkUncontended is one goroutine's Lock+Unlock of every kind.
+func BenchmarkUncontended(b *testing.B) { locktest.BenchUncontended(b, benchKinds) }
 
-// benchmarkContended runs goroutines that share b.N acquisitions of one
-// lock, doing workInside steps while holding it and workOutside between.
-func benchmarkContended(b *testing.B, l sync.Locker, goroutines, workInside, workOutside int) {
-	p := &paddedLocker{l: l}
-	runShared(b, goroutines, "Macq/s", func(g, n int) {
-		local := 0
-		for range n {
-			p.l.Lock()
-			local += spinWork(workInside)
-			p.l.Unlock()
-			local += spinWork(workOutside)
-		}
-		sink += local & 0 // keep local live without a data race
-	})
-}
-
-func BenchmarkUncontended(b *testing.B) {
-	for _, k := range benchKinds {
-		b.Run("kind="+k.name, func(b *testing.B) { benchmarkUncontended(b, k.new()) })
-	}
-}
-
-func BenchmarkContended(b *testing.B) {
-	for _, g := range []int{2, 4, 16, 64} {
-		for _, k := range benchKinds {
-			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.name, g), func(b *testing.B) {
-				benchmarkContended(b, k.new(), g, 0, 0)
-			})
-		}
-	}
-}
+// BenchmarkContended is every kind at 2 to 64 goroutines, nothing inside
+// or between.
+func BenchmarkContended(b *testing.B) { locktest.BenchContended(b, benchKinds) }
 
 // naiveTicket is the textbook spinning ticket lock, the reference that
 // issue 4's TicketMutex targets are stated against: waiters spin on
@@ -170,8 +137,8 @@ func reportFair(b *testing.B, t0 time.Time, counts []paddedCount) {
 func BenchmarkFair(b *testing.B) {
 	for _, g := range []int{2, 4, 16, 64} {
 		for _, k := range benchKinds {
-			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.name, g), func(b *testing.B) {
-				benchmarkFair(b, k.new(), g)
+			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.Name, g), func(b *testing.B) {
+				benchmarkFair(b, k.New(), g)
 			})
 		}
 		b.Run(fmt.Sprintf("kind=tokenring/goroutines=%d", g), func(b *testing.B) {
@@ -234,42 +201,13 @@ func timedRound(l sync.Locker, goroutines int, d time.Duration) (int64, time.Dur
 }
 
 // rwBenchKinds are the reader-writer locks, beside their sync peer.
-var rwBenchKinds = []struct {
-	name string
-	new  func() rwLocker
-}{
-	{"sync", func() rwLocker { return new(sync.RWMutex) }},
-	{"rw", func() rwLocker { return new(RWMutex) }},
+var rwBenchKinds = []locktest.RWKind{
+	{Name: "sync", New: func() locktest.RWLocker { return new(sync.RWMutex) }},
+	{Name: "rw", New: func() locktest.RWLocker { return new(RWMutex) }},
 }
 
-// paddedRW is paddedLocker for a reader-writer lock.
-type paddedRW struct {
-	_  [128]byte
-	rw rwLocker
-	_  [128]byte
-}
-
-// benchmarkRW runs goroutines that share b.N acquisitions of rw: every
-// writeEvery'th is a write (Lock, Unlock), the rest reads that do
-// workInside steps while holding the read lock (Go's own
-// BenchmarkRWMutexWrite100 shape).
-func benchmarkRW(b *testing.B, rw rwLocker, goroutines, writeEvery, workInside int) {
-	p := &paddedRW{rw: rw}
-	runShared(b, goroutines, "Macq/s", func(g, n int) {
-		local := 0
-		for i := range n {
-			if (i+g)%writeEvery == 0 {
-				p.rw.Lock()
-				p.rw.Unlock()
-			} else {
-				p.rw.RLock()
-				local += spinWork(workInside)
-				p.rw.RUnlock()
-			}
-		}
-		sink += local & 0
-	})
-}
+// paddedRW is locktest's padded reader-writer lock.
+type paddedRW = locktest.PaddedRW
 
 // runShared is locktest.RunShared, shared with the other package's benchmarks.
 var runShared = locktest.RunShared
@@ -277,43 +215,10 @@ var runShared = locktest.RunShared
 // BenchmarkRW99 is issue 4's reader-writer benchmark: 99% reads, at 2, 4,
 // 16 and 64 goroutines, RWMutex against sync.RWMutex in the same run.
 func BenchmarkRW99(b *testing.B) {
-	benchmarkRWKinds(b, 100)
-}
-
-// benchmarkRWKinds runs benchmarkRW for every rwBenchKinds entry at 2, 4, 16
-// and 64 goroutines, one write in writeEvery operations, 10 loop iterations
-// of work inside; sub-benchmarks are kind=NAME/goroutines=G.
-func benchmarkRWKinds(b *testing.B, writeEvery int) {
-	for _, g := range []int{2, 4, 16, 64} {
-		for _, k := range rwBenchKinds {
-			b.Run(fmt.Sprintf("kind=%s/goroutines=%d", k.name, g), func(b *testing.B) {
-				benchmarkRW(b, k.new(), g, writeEvery, 10)
-			})
-		}
-	}
+	locktest.BenchRWKinds(b, rwBenchKinds, 100)
 }
 
 // BenchmarkRWUncontended is one goroutine's RLock+RUnlock.
 func BenchmarkRWUncontended(b *testing.B) {
-	benchmarkRWUncontended(b, false)
-}
-
-// benchmarkRWUncontended times Lock+Unlock (write) or RLock+RUnlock, from one
-// goroutine, on a padded lock of every rwBenchKinds entry; sub-benchmarks
-// are kind=NAME. The branch on write is the same every iteration.
-func benchmarkRWUncontended(b *testing.B, write bool) {
-	for _, k := range rwBenchKinds {
-		b.Run("kind="+k.name, func(b *testing.B) {
-			p := &paddedRW{rw: k.new()}
-			for b.Loop() {
-				if write {
-					p.rw.Lock()
-					p.rw.Unlock()
-				} else {
-					p.rw.RLock()
-					p.rw.RUnlock()
-				}
-			}
-		})
-	}
+	locktest.BenchRWUncontended(b, rwBenchKinds, false)
 }

@@ -22,7 +22,7 @@ func BenchmarkContentionProfile(b *testing.B) {
 		} {
 			b.Run(fmt.Sprintf("kind=%s/rate=%d", k.name, rate), func(b *testing.B) {
 				defer SetContentionProfileRate(SetContentionProfileRate(rate))
-				benchmarkLockShape(b, k.new(), lockShape{goroutines: 16, inside: 20, outside: 100})
+				benchmarkLockShape(b, k.new(), lockShape{Goroutines: 16, Inside: 20, Outside: 100})
 			})
 		}
 	}

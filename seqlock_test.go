@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/lockword/lockword/internal/locktest"
 )
 
 func TestNewSeqLockRejectsPointers(t *testing.T) {
@@ -126,81 +128,8 @@ func TestSeqLockRoundTrip(t *testing.T) {
 	}
 }
 
-// tornPayload is the Concurrency Kit seqlock payload: every consistent
-// snapshot has b == a+1000 and c == a+b.
-type tornPayload struct{ a, b, c uint64 }
-
-func (p tornPayload) consistent() bool { return p.b == p.a+1000 && p.c == p.a+p.b }
-
-type tornResult struct {
-	reads, violations, backwards int
-	distinct                     int // distinct values seen by reader 0
-}
-
-// checkTornReads runs writers that store consistent payloads with rising a,
-// and readers that load through load until reads snapshots are checked.
-// A violation is an inconsistent snapshot (a torn read); backwards counts a
-// reader seeing a older than it saw before (with several writers, the Store
-// order need not follow a, so only the single-writer check uses it).
-func checkTornReads(s *SeqLock[tornPayload], load func() tornPayload, readers, writers, reads int) tornResult {
-	defer watchdog("seqlock", 3*time.Minute)()
-	var res tornResult
-	var stop atomic.Bool
-	var next atomic.Uint64 // values handed to writers; Stores of several writers are serialized
-	var wwg, rwg sync.WaitGroup
-	writing := make(chan struct{}) // closed after the first Store: readers overlap the writers
-	var once sync.Once
-	for range writers {
-		wwg.Go(func() {
-			for i := 0; !stop.Load(); i++ {
-				a := next.Add(1)
-				s.Store(tornPayload{a, a + 1000, 2*a + 1000})
-				once.Do(func() { close(writing) })
-				if i%128 == 0 {
-					runtime.Gosched() // let readers in when GOMAXPROCS=1
-				}
-			}
-		})
-	}
-	if writers > 0 {
-		<-writing // with none here, the writer is another process's
-	}
-	var violations, backwards atomic.Int64
-	per := reads / readers
-	for r := range readers {
-		rwg.Go(func() {
-			last, distinct, bad, back := uint64(0), 0, 0, 0
-			for i := range per {
-				if i%1024 == 0 {
-					runtime.Gosched() // let the writer in when GOMAXPROCS=1
-				}
-				p := load()
-				if !p.consistent() {
-					bad++
-				}
-				if p.a < last {
-					back++
-				}
-				if p.a != last {
-					distinct++
-				}
-				last = p.a
-			}
-			violations.Add(int64(bad))
-			backwards.Add(int64(back))
-			if r == 0 {
-				res.distinct = distinct
-			}
-		})
-	}
-	rwg.Wait()
-	stop.Store(true)
-	wwg.Wait()
-	res.reads = per * readers
-	res.violations = int(violations.Load())
-	res.backwards = int(backwards.Load())
-	return res
-}
+// tornPayload is locktest.TornPayload's shape, for positional literals.
+type tornPayload struct{ A, B, C uint64 }
 
 func newTornSeqLock(t testing.TB) *SeqLock[tornPayload] {
 	s, err := NewSeqLock(tornPayload{0, 1000, 1000})
@@ -222,13 +151,13 @@ func TestSeqLockTornReads(t *testing.T) {
 			if procs == 1 {
 				reads /= 10 // the same interleavings, fewer of them
 			}
-			res := checkTornReads(s, s.Load, 4, 1, reads)
-			t.Logf("%d reads by 4 readers, reader 0 saw %d distinct values", res.reads, res.distinct)
-			if res.violations != 0 || res.backwards != 0 {
-				t.Fatalf("%d torn reads, %d backwards in %d reads", res.violations, res.backwards, res.reads)
+			res := locktest.CheckTornReads(s.Store, s.Load, 4, 1, reads)
+			t.Logf("%d reads by 4 readers, reader 0 saw %d distinct values", res.Reads, res.Distinct)
+			if res.Violations != 0 || res.Backwards != 0 {
+				t.Fatalf("%d torn reads, %d backwards in %d reads", res.Violations, res.Backwards, res.Reads)
 			}
-			if res.distinct < 2 {
-				t.Fatalf("reader 0 saw %d distinct values: the writer never overlapped the readers", res.distinct)
+			if res.Distinct < 2 {
+				t.Fatalf("reader 0 saw %d distinct values: the writer never overlapped the readers", res.Distinct)
 			}
 		})
 	}
@@ -239,9 +168,9 @@ func TestSeqLockTornReads(t *testing.T) {
 func TestSeqLockConcurrentWriters(t *testing.T) {
 	withGOMAXPROCS(t, 2)
 	s := newTornSeqLock(t)
-	res := checkTornReads(s, s.Load, 3, 3, scaled(1_000_000))
-	if res.violations != 0 {
-		t.Fatalf("%d torn reads with 3 writers", res.violations)
+	res := locktest.CheckTornReads(s.Store, s.Load, 3, 3, scaled(1_000_000))
+	if res.Violations != 0 {
+		t.Fatalf("%d torn reads with 3 writers", res.Violations)
 	}
 	if q := s.c.Seq.Load(); q&1 != 0 {
 		t.Fatalf("sequence %d left odd", q)
@@ -285,9 +214,9 @@ func TestSeqLockCatchesBrokenReaders(t *testing.T) {
 			// preempted or slow: a long payload write makes that
 			// likely, but give it a few rounds.
 			for round := 0; ; round++ {
-				res := checkTornReads(s, func() tornPayload { return load(s) }, 1, 1, scaled(2_000_000))
-				if res.violations > 0 {
-					t.Logf("caught %d torn reads in %d", res.violations, res.reads)
+				res := locktest.CheckTornReads(s.Store, func() tornPayload { return load(s) }, 1, 1, scaled(2_000_000))
+				if res.Violations > 0 {
+					t.Logf("caught %d torn reads in %d", res.Violations, res.Reads)
 					return
 				}
 				if round == 9 {
@@ -418,7 +347,7 @@ func benchmarkSnapshot(b *testing.B, k snapshotKind, readers int, writer bool) {
 	runShared(b, readers, "Mreads/s", func(_, n int) {
 		torn := 0
 		for range n {
-			if !load().consistent() {
+			if !locktest.TornPayload(load()).Consistent() {
 				torn++
 			}
 		}

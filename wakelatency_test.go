@@ -39,19 +39,19 @@ type (
 var wakeKinds = []wakeKind{
 	{Name: "Mutex", Bound: time.Millisecond, New: func(*testing.T) wakeCase {
 		m := new(Mutex)
-		return wakeCase{Lock: m.Lock, Unlock: m.Unlock, Wait: m.LockContext, WaitUnlock: m.Unlock}
+		return locktest.ExclusiveWake(m, m)
 	}},
 	{Name: "SpinMutex", Bound: time.Millisecond, New: func(*testing.T) wakeCase {
 		m := new(SpinMutex)
-		return wakeCase{Lock: m.Lock, Unlock: m.Unlock, Wait: m.LockContext, WaitUnlock: m.Unlock}
+		return locktest.ExclusiveWake(m, m)
 	}},
 	{Name: "TicketMutex", Bound: time.Millisecond, New: func(*testing.T) wakeCase {
 		m := new(TicketMutex)
-		return wakeCase{Lock: m.Lock, Unlock: m.Unlock, Wait: m.LockContext, WaitUnlock: m.Unlock}
+		return locktest.ExclusiveWake(m, m)
 	}},
 	{Name: "RWMutexWriter", Bound: time.Millisecond, New: func(*testing.T) wakeCase {
 		m := new(RWMutex)
-		return wakeCase{Lock: m.Lock, Unlock: m.Unlock, Wait: m.LockContext, WaitUnlock: m.Unlock}
+		return locktest.ExclusiveWake(m, m)
 	}},
 	{Name: "RWMutexReader", Bound: time.Millisecond, New: func(*testing.T) wakeCase {
 		m := new(RWMutex)

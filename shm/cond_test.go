@@ -138,10 +138,7 @@ func childCondStress(args []string) error {
 	abort := func() bool { return word32(q, cqAbort).Load() != 0 }
 	full := word64(q, cqFull)
 	taken := word64(q, cqTaken)
-	fmt.Println("ready")
-	for word32(start, 0).Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	awaitStart(start)
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		if role == "producer" {

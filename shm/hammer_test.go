@@ -59,6 +59,26 @@ func sharedKinds() []sharedKind {
 
 func init() { childModes["hammer"] = childHammer }
 
+// childBytes returns a hammer child's guarded bytes (64 bytes named
+// name) and the start word that the parent sets once every child is ready.
+func childBytes(r *Region, name string) (data, start []byte, err error) {
+	if data, err = r.Bytes(name, 64); err != nil {
+		return nil, nil, err
+	}
+	start, err = r.Bytes("start", 8)
+	return data, start, err
+}
+
+// awaitStart tells the parent "ready" and waits for its start word: the
+// children start together, as a process that ran alone would prove
+// nothing about mutual exclusion between processes.
+func awaitStart(start []byte) {
+	fmt.Println("ready")
+	for word32(start, 0).Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // childHammer is runSharedHammer's child: it waits for the start word,
 // runs sharedHammer on the lock, and prints "violations N". args: path,
 // goroutines, iterations, ok or broken (brokenLock), and optionally the
@@ -78,13 +98,7 @@ func childHammer(args []string) error {
 	} else if l, err = robustLock(r, kind, "hammer"); err != nil {
 		return err
 	}
-	data, err := r.Bytes("guarded", 64)
-	if err != nil {
-		return err
-	}
-	// Start together: a process that ran alone would prove nothing
-	// about mutual exclusion between processes.
-	start, err := r.Bytes("start", 8)
+	data, start, err := childBytes(r, "guarded")
 	if err != nil {
 		return err
 	}
@@ -96,10 +110,7 @@ func childHammer(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println("ready")
-	for word32(start, 0).Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	awaitStart(start)
 	v := sharedHammer(l, data, goroutines, iters, os.Getpid())
 	fmt.Println("violations", v)
 	return nil
@@ -201,9 +212,17 @@ func runSharedHammer(t *testing.T, kind string, procs, goroutines, iters int, br
 	if err != nil {
 		t.Fatal(err)
 	}
+	violations = runHammerChildren(t, start, procs, "hammer", path, strconv.Itoa(goroutines), strconv.Itoa(iters), mode, kind)
+	return int64(ne.Uint64(data)), int64(procs * goroutines * iters), violations
+}
+
+// runHammerChildren starts procs children of mode with args, lets them
+// go together through the start word once all are ready (awaitStart),
+// and returns the sum of the violations they print.
+func runHammerChildren(t *testing.T, start []byte, procs int, mode string, args ...string) (violations int64) {
 	var children []*child
 	for range procs {
-		children = append(children, startChild(t, "hammer", path, strconv.Itoa(goroutines), strconv.Itoa(iters), mode, kind))
+		children = append(children, startChild(t, mode, args...))
 	}
 	for _, c := range children {
 		c.expect(t, "ready")
@@ -217,7 +236,7 @@ func runSharedHammer(t *testing.T, kind string, procs, goroutines, iters int, br
 		violations += v
 		c.wait(t)
 	}
-	return int64(ne.Uint64(data)), int64(procs * goroutines * iters), violations
+	return violations
 }
 
 // TestSharedHammerProcesses: more processes than cores, several

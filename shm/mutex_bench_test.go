@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/internal/locktest"
 )
 
 // The shared kinds beside their sync peers, as goroutines of one process
@@ -19,12 +21,9 @@ var benchKinds = []benchKind{
 	{"shared-ticket", func() sync.Locker { return must(benchRegion().TicketMutex("bench")) }},
 }
 
-var rwBenchKinds = []struct {
-	name string
-	new  func() rwLocker
-}{
-	{"sync", func() rwLocker { return new(sync.RWMutex) }},
-	{"shared-rw", func() rwLocker { return must(benchRegion().RWMutex("bench")) }},
+var rwBenchKinds = []locktest.RWKind{
+	{Name: "sync", New: func() rwLocker { return new(sync.RWMutex) }},
+	{Name: "shared-rw", New: func() rwLocker { return must(benchRegion().RWMutex("bench")) }},
 }
 
 // benchRegion makes a fresh region whose file is removed at once: the
@@ -68,8 +67,8 @@ func BenchmarkSharedStarve(b *testing.B) {
 				ms = append(ms, must(h.Mutex("bench")))
 			}
 			benchmarkLockShape(b, ms[0], lockShape{
-				goroutines: others + 1, outside: workSteps(time.Microsecond), timeWaits: true, greedy: true,
-				handle: func(g int) sync.Locker { return ms[g] },
+				Goroutines: others + 1, Outside: workSteps(time.Microsecond), TimeWaits: true, Greedy: true,
+				Handle: func(g int) sync.Locker { return ms[g] },
 			})
 		})
 	}

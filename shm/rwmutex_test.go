@@ -111,21 +111,14 @@ func childRWHammer(args []string) error {
 	if args[4] == "broken" {
 		l = brokenSharedRW{rw}
 	}
-	data, err := r.Bytes("rwdata", 64)
-	if err != nil {
-		return err
-	}
-	start, err := r.Bytes("start", 8)
+	data, start, err := childBytes(r, "rwdata")
 	if err != nil {
 		return err
 	}
 	readers, _ := strconv.Atoi(args[1])
 	writers, _ := strconv.Atoi(args[2])
 	iters, _ := strconv.Atoi(args[3])
-	fmt.Println("ready")
-	for word32(start, 0).Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	awaitStart(start)
 	fmt.Println("violations", sharedRWHammer(l, data, readers, writers, iters, os.Getpid()))
 	return nil
 }
@@ -194,22 +187,7 @@ func runSharedRWHammer(t *testing.T, procs, readers, writers, iters int, mode st
 	if _, err := r.RWMutex("rw"); err != nil {
 		t.Fatal(err)
 	}
-	var children []*child
-	for range procs {
-		children = append(children, startChild(t, "rwhammer", path, strconv.Itoa(readers), strconv.Itoa(writers), strconv.Itoa(iters), mode))
-	}
-	for _, c := range children {
-		c.expect(t, "ready")
-	}
-	word32(start, 0).Store(1)
-	for _, c := range children {
-		v, err := strconv.ParseInt(c.expect(t, "violations "), 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		violations += v
-		c.wait(t)
-	}
+	violations = runHammerChildren(t, start, procs, "rwhammer", path, strconv.Itoa(readers), strconv.Itoa(writers), strconv.Itoa(iters), mode)
 	return int64(ne.Uint64(data)), int64(procs * writers * iters), int64(word64(data, 24).Load()), int64(procs * readers * iters), violations
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/locktest"
 )
 
 // TestRegionSeqLockLayout pins the seqlock object's layout as docs/abi.md
@@ -73,7 +74,7 @@ func TestRegionSeqLock(t *testing.T) {
 		t.Fatalf("second handle: %+v, %v", v, err)
 	}
 	s2.Store(tornPayload{2, 1002, 1004})
-	if v := s.Load(); v.a != 2 || s.c.Seq.Load() != 4 {
+	if v := s.Load(); v.A != 2 || s.c.Seq.Load() != 4 {
 		t.Fatalf("after a Store through the other handle: %+v, sequence %d", v, s.c.Seq.Load())
 	}
 	// Odd sizes round-trip, the padding of the last word included.
@@ -191,16 +192,16 @@ func TestRegionSeqLockAcrossProcesses(t *testing.T) {
 	// within 5 s.
 	deadline := time.Now().Add(5 * time.Second)
 	for round := 0; ; round++ {
-		res := checkTornReads(s, s.Load, 2, 0, scaled(2_000_000))
-		t.Logf("%d reads across processes, reader 0 saw %d distinct values", res.reads, res.distinct)
-		if res.violations != 0 || res.backwards != 0 {
-			t.Fatalf("%d torn reads, %d backwards in %d reads", res.violations, res.backwards, res.reads)
+		res := locktest.CheckTornReads(s.Store, s.Load, 2, 0, scaled(2_000_000))
+		t.Logf("%d reads across processes, reader 0 saw %d distinct values", res.Reads, res.Distinct)
+		if res.Violations != 0 || res.Backwards != 0 {
+			t.Fatalf("%d torn reads, %d backwards in %d reads", res.Violations, res.Backwards, res.Reads)
 		}
-		if res.distinct >= 2 {
+		if res.Distinct >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("reader 0 saw %d distinct values in each of %d rounds: the writer process never overlapped the readers", res.distinct, round+1)
+			t.Fatalf("reader 0 saw %d distinct values in each of %d rounds: the writer process never overlapped the readers", res.Distinct, round+1)
 		}
 	}
 	// The same check catches readers that skip the sequence: it can fail
@@ -208,9 +209,9 @@ func TestRegionSeqLockAcrossProcesses(t *testing.T) {
 	// mid-Store, and on a loaded machine it may be off the CPU for a while).
 	deadline = time.Now().Add(5 * time.Second)
 	for round := 0; ; round++ {
-		res := checkTornReads(s, func() tornPayload { return loadNoRetry(s) }, 1, 0, scaled(1_000_000))
-		if res.violations > 0 {
-			t.Logf("a reader without the retry: %d torn reads in %d", res.violations, res.reads)
+		res := locktest.CheckTornReads(s.Store, func() tornPayload { return loadNoRetry(s) }, 1, 0, scaled(1_000_000))
+		if res.Violations > 0 {
+			t.Logf("a reader without the retry: %d torn reads in %d", res.Violations, res.Reads)
 			break
 		}
 		if time.Now().After(deadline) {
@@ -218,9 +219,9 @@ func TestRegionSeqLockAcrossProcesses(t *testing.T) {
 		}
 	}
 	// A writer here too: Stores of the two processes must not interleave.
-	res := checkTornReads(s, s.Load, 2, 1, scaled(500_000))
-	if res.violations != 0 {
-		t.Fatalf("%d torn reads with writers in two processes", res.violations)
+	res := locktest.CheckTornReads(s.Store, s.Load, 2, 1, scaled(500_000))
+	if res.Violations != 0 {
+		t.Fatalf("%d torn reads with writers in two processes", res.Violations)
 	}
 	stop[0] = 1
 	n, _ := strconv.Atoi(child.expect(t, "stores "))
@@ -279,7 +280,7 @@ func TestRegionSeqLockWriterDeath(t *testing.T) {
 		t.Fatalf("sequence %d still odd after the repairing Store", q)
 	}
 	s.Store(tornPayload{8, 1008, 1016}) // and the lock is consistent again
-	if v := s.Load(); v.a != 8 {
+	if v := s.Load(); v.A != 8 {
 		t.Fatalf("%+v", v)
 	}
 }

@@ -4,6 +4,8 @@ package shm
 
 import (
 	"testing"
+
+	"github.com/lockword/lockword/internal/locktest"
 )
 
 // The shared kinds hand over between two Region handles on one file, as
@@ -23,37 +25,26 @@ var wakeKinds = []wakeKind{
 		old := sharedHandoffHook
 		sharedHandoffHook = func() bool { return false }
 		t.Cleanup(func() { sharedHandoffHook = old })
-		a, b := wakeRegions(t)
-		ma, errA := a.Mutex("m")
-		mb, errB := b.Mutex("m")
-		wakeMust(t, errA, errB)
-		return wakeCase{Lock: ma.Lock, Unlock: ma.Unlock, Wait: mb.LockContext, WaitUnlock: mb.Unlock}
+		ma, mb := wakePair(t, (*Region).Mutex)
+		return locktest.ExclusiveWake(ma, mb)
 	}},
 	wakeKind{Name: "SharedTicketMutex", Bound: ownerCheckInterval / 10, New: func(t *testing.T) wakeCase {
-		a, b := wakeRegions(t)
-		ma, errA := a.TicketMutex("m")
-		mb, errB := b.TicketMutex("m")
-		wakeMust(t, errA, errB)
-		return wakeCase{Lock: ma.Lock, Unlock: ma.Unlock, Wait: mb.LockContext, WaitUnlock: mb.Unlock}
+		ma, mb := wakePair(t, (*Region).TicketMutex)
+		return locktest.ExclusiveWake(ma, mb)
 	}},
 	wakeKind{Name: "SharedRWMutexWriter", Bound: ownerCheckInterval / 10, New: func(t *testing.T) wakeCase {
-		a, b := wakeRegions(t)
-		ma, errA := a.RWMutex("m")
-		mb, errB := b.RWMutex("m")
-		wakeMust(t, errA, errB)
-		return wakeCase{Lock: ma.Lock, Unlock: ma.Unlock, Wait: mb.LockContext, WaitUnlock: mb.Unlock}
+		ma, mb := wakePair(t, (*Region).RWMutex)
+		return locktest.ExclusiveWake(ma, mb)
 	}},
 	wakeKind{Name: "SharedRWMutexReader", Bound: ownerCheckInterval / 10, New: func(t *testing.T) wakeCase {
-		a, b := wakeRegions(t)
-		ma, errA := a.RWMutex("m")
-		mb, errB := b.RWMutex("m")
-		wakeMust(t, errA, errB)
+		ma, mb := wakePair(t, (*Region).RWMutex)
 		return wakeCase{Lock: ma.Lock, Unlock: ma.Unlock, Wait: mb.RLockContext, WaitUnlock: mb.RUnlock}
 	}},
 }
 
-// wakeRegions returns two handles on a new region.
-func wakeRegions(t *testing.T) (*Region, *Region) {
+// wakePair opens the object "m" through two handles on a new region.
+func wakePair[L any](t *testing.T, open func(*Region, string) (L, error)) (L, L) {
+	t.Helper()
 	path := tempRegionPath(t)
 	a := mustCreate(t, path, 0)
 	b, err := Open(path, nil)
@@ -61,14 +52,13 @@ func wakeRegions(t *testing.T) (*Region, *Region) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	return a, b
-}
-
-func wakeMust(t *testing.T, errs ...error) {
-	t.Helper()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+	ma, err := open(a, "m")
+	if err != nil {
+		t.Fatal(err)
 	}
+	mb, err := open(b, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ma, mb
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -26,6 +27,19 @@ type WakeCase struct {
 	Lock, Unlock func()
 	Wait         func(context.Context) error
 	WaitUnlock   func()
+}
+
+// ContextLocker is a lock whose Lock has a cancellable twin.
+type ContextLocker interface {
+	sync.Locker
+	LockContext(context.Context) error
+}
+
+// ExclusiveWake is the WakeCase of an exclusive lock: holder takes and
+// releases it, waiter waits in LockContext (holder and waiter are one
+// lock, or two handles on one shared lock).
+func ExclusiveWake(holder, waiter ContextLocker) WakeCase {
+	return WakeCase{Lock: holder.Lock, Unlock: holder.Unlock, Wait: waiter.LockContext, WaitUnlock: waiter.Unlock}
 }
 
 // WakeKind is a lock under test with its median bound.
