@@ -398,9 +398,9 @@ func BenchmarkDeadlockDetection(b *testing.B) {
 					defer SetDeadlockDetection(true) // the tagged build's default
 				}
 				if g == 1 {
-					benchmarkUncontended(b, new(Mutex))
+					locktest.Uncontended(b, new(Mutex))
 				} else {
-					benchmarkContended(b, new(Mutex), g, 0, 0)
+					locktest.Contended(b, new(Mutex), g)
 				}
 			})
 		}
