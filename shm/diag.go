@@ -3,6 +3,7 @@ package shm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"sync"
@@ -226,6 +227,12 @@ func logSharedStuck(r sharedStuck, extra ...any) {
 		"waited", r.waited.Round(time.Millisecond),
 		"threshold", r.threshold)
 	args = append(args, extra...)
-	args = append(args, "hint", "run `lockword inspect "+r.path+"` to see every lock's holder; `kill -QUIT <holder_pid>` dumps a Go holder's goroutines")
+	hint := "run `lockword inspect " + r.path + "` to see every lock's holder"
+	if r.holderPID != 0 {
+		// Not for 0 (readers, or a holder unknown): kill -QUIT 0 would
+		// signal this process's whole group.
+		hint += fmt.Sprintf("; `kill -QUIT %d` dumps a Go holder's goroutines", r.holderPID)
+	}
+	args = append(args, "hint", hint)
 	slog.Warn("lockword: goroutines still waiting for a shared lock past the stuck threshold; the holder process may be stopped, deadlocked, or slow (a live holder is never robbed)", args...)
 }

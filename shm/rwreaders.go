@@ -425,7 +425,7 @@ func (rw *RWMutex) reportDrainStuck(sw *stuckWait, start time.Time, p uint32) {
 	}
 	logSharedStuck(sharedStuck{kind: "shm.RWMutex", name: rw.q.name, path: rw.q.r.path, alive: true, waiters: waiters, waited: waited, threshold: threshold},
 		"waiting_as", "writer", "readers_inside", rw.liveReaders(p),
-		"note", "readers of processes that died are dropped within ownerCheckInterval: these are alive")
+		"note", "the readers inside are alive: a dead process's readers are dropped within 10 ms")
 }
 
 // EnableStats starts collecting contention statistics, read and write

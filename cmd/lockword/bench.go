@@ -162,6 +162,9 @@ func parseBench(args []string, stdout, stderr io.Writer) (opts benchOptions, sta
 			charts = append(charts, c)
 		}
 	}
+	if err := torture.CheckContentionProfile(*f.profile); err != nil {
+		return usageErr("%v", err)
+	}
 	return benchOptions{
 		cfg: bench.Config{Groups: bench.Groups(kinds, grid, selfExe), Duration: *f.duration,
 			Count: *f.count, Section: sec, ReadFraction: read},

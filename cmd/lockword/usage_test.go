@@ -44,6 +44,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"torture", "-value", "0"}, "-value must be between 1", torture},
 		{[]string{"torture", "-work", "-1"}, "-work must be between 0", torture},
 		{[]string{"torture", "-duration", "-1s"}, "-duration must not be negative", torture},
+		{[]string{"torture", "-lock", "mutex", "-contentionprofile", "/nonexistent/dir/f"}, "-contentionprofile: open /nonexistent/dir/f", torture},
 		{[]string{"torture", "-items", "-1"}, "-items must not be negative", torture},
 		{[]string{"torture", "-items", "5", "-duration", "1s"}, "-items and -duration cannot be combined", torture},
 		{[]string{"torture", "-iters", "5", "-duration", "1s"}, "-iters and -duration cannot be combined", torture},

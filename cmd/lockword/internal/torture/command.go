@@ -384,6 +384,9 @@ func parseTorture(args []string, stdout, stderr io.Writer) (opts tortureOptions,
 			return usageErr("%s: %v", k.name, err)
 		}
 	}
+	if err := CheckContentionProfile(*f.profile); err != nil {
+		return usageErr("%v", err)
+	}
 	opts = tortureOptions{cfg: cfg, kinds: chosen, json: *f.json, profile: *f.profile, deadlock: *f.deadlock}
 	if isTerminal(stderr) {
 		opts.cfg.progress = stderr
@@ -400,6 +403,20 @@ func fitsCounter(workers, iters, value int64) bool {
 // ContentionProfileRate is the sampling rate of -contentionprofile (one
 // contended acquisition in this many), as lockword bench uses it too.
 const ContentionProfileRate = 10
+
+// CheckContentionProfile makes sure, before a run, that the file of
+// -contentionprofile can be written (creating it empty): a bad path is a
+// usage error at once, not a failure after the whole run. "" is none.
+func CheckContentionProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("-contentionprofile: %w", err)
+	}
+	return f.Close()
+}
 
 // WriteContentionProfile writes the contention profile to path (for
 // torture's and bench's -contentionprofile).
