@@ -32,7 +32,7 @@ func TestDocsShowExamples(t *testing.T) {
 		doc   string
 		funcs []string
 	}{
-		{"../README.md", []string{"updateOrder"}},
+		{"../README.md", []string{"updateOrder", "reserveStock", "lead", "reprice"}},
 		{"../docs/etcd.md", []string{"updateOrder", "reserveStock", "runGPUJob", "lead", "reprice"}},
 	} {
 		doc, err := os.ReadFile(c.doc)
