@@ -344,8 +344,8 @@ func parseTerm(prefix string, kv *mvccKV) (Term, error) {
 // TTL returns the lease TTL the server granted e.
 func (e *Election) TTL() time.Duration { return e.m.ttl }
 
-// SetName names e in its log lines (stuck reports, failed unlocks and
-// clean-ups), beside its prefix, as every lockword lock takes a name:
+// SetName names e in its log lines (failed releases and clean-ups) and
+// in its ErrNotHolder and ErrLeaseLost errors, beside its prefix, as every lockword lock takes a name:
 // for whoever reads this process's logs. Other processes do not see it;
 // inspect shows the prefix and the holder's host, PID and lease.
 func (e *Election) SetName(name string) { e.m.setName(name) }

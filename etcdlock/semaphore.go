@@ -188,8 +188,8 @@ func (s *Semaphore) Close() error {
 // revoked) or Close was called: the permits held through s are gone.
 func (s *Semaphore) Lost() <-chan struct{} { return s.lost }
 
-// SetName names s in its log lines (stuck reports, failed unlocks and
-// clean-ups), beside its prefix, as every lockword lock takes a name:
+// SetName names s in its log lines (failed releases and clean-ups) and
+// in its ErrNotHolder and ErrLeaseLost errors, beside its prefix, as every lockword lock takes a name:
 // for whoever reads this process's logs. Other processes do not see it;
 // inspect shows the prefix and the holder's host, PID and lease.
 func (s *Semaphore) SetName(name string) { s.setName(name) }

@@ -31,6 +31,7 @@
 package lockprof
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -92,12 +93,18 @@ func WriteWaitersTo(w io.Writer) error { return WaiterProfile().Write(w) }
 
 // Handler serves the contention profile, as net/http/pprof serves the
 // runtime's profiles: Profile, or WaiterProfile when the query has
-// view=waiter.
+// view=waiter. Any other view is refused (400 Bad Request), so that a
+// mistyped view is not served the other profile unnoticed.
 func Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		p, name := Profile(), "lockword-contention"
-		if req.URL.Query().Get("view") == "waiter" {
+		switch view := req.URL.Query().Get("view"); view {
+		case "", "unlocker":
+		case "waiter":
 			p, name = WaiterProfile(), "lockword-contention-waiters"
+		default:
+			http.Error(w, fmt.Sprintf("lockprof: unknown view %q: want waiter, or none (the unlockers' view)", view), http.StatusBadRequest)
+			return
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)

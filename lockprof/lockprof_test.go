@@ -198,3 +198,15 @@ func TestContentionProfileChargesTheUnlocker(t *testing.T) {
 		t.Errorf("the waiters' profile's top function by delay is %q, want quickWaiter, which waited", top)
 	}
 }
+
+// TestHandlerRefusesUnknownView: a mistyped view (?view=waiters) is a
+// 400, not the unlockers' profile served as if it were the waiters'.
+func TestHandlerRefusesUnknownView(t *testing.T) {
+	for view, want := range map[string]int{"": 200, "unlocker": 200, "waiter": 200, "waiters": 400, "bogus": 400} {
+		rec := httptest.NewRecorder()
+		Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/lockword?view="+view, nil))
+		if rec.Code != want {
+			t.Errorf("?view=%s: status %d, want %d", view, rec.Code, want)
+		}
+	}
+}

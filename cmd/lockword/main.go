@@ -197,7 +197,7 @@ command's flags, output and examples.
 Exit status:
   0    success (torture: every lock passed)
   1    a check failed (torture: some lock lost updates or let two holders in;
-       inspect: an object in the region is corrupt)
+       inspect: an object in the region is corrupt, or processes deadlock)
   2    usage error: unknown command, unknown flag or bad flag value
        (inspect: also a file that cannot be opened as a region)
   130  torture -procs interrupted by SIGINT (143: SIGTERM, 129: SIGHUP);

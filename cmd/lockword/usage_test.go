@@ -45,6 +45,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"torture", "-work", "-1"}, "-work must be between 0", torture},
 		{[]string{"torture", "-duration", "-1s"}, "-duration must not be negative", torture},
 		{[]string{"torture", "-lock", "mutex", "-contentionprofile", "/nonexistent/dir/f"}, "-contentionprofile: open /nonexistent/dir/f", torture},
+		{[]string{"torture", "-lock", "shared-queue", "-procs", "2", "-iters", "1"}, "-iters does not apply", torture},
 		{[]string{"torture", "-items", "-1"}, "-items must not be negative", torture},
 		{[]string{"torture", "-items", "5", "-duration", "1s"}, "-items and -duration cannot be combined", torture},
 		{[]string{"torture", "-iters", "5", "-duration", "1s"}, "-iters and -duration cannot be combined", torture},

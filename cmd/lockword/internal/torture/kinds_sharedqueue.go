@@ -94,6 +94,9 @@ func sharedQueueUsage(cfg *config) error {
 	if cfg.timed() {
 		return fmt.Errorf("the shared queue runs -items messages per producer; -duration does not apply")
 	}
+	if cfg.etcd.itersSet {
+		return fmt.Errorf("the shared queue runs -items messages per producer; -iters does not apply")
+	}
 	return nil
 }
 
