@@ -117,7 +117,11 @@ type etcdRWRun struct {
 	// etcd as they happen (note), since a killed process reports nothing.
 	stop *atomic.Bool
 
-	activity         atomic.Int64 // +1 per reader inside, +10000 per writer
+	activity atomic.Int64 // +1 per reader inside, +10000 per writer
+	// deposed counts this process's writers whose guarded write was
+	// refused (paused past the lease): they leave the activity word at
+	// once, and a writer that found one inside excuses the overlap.
+	deposed          atomic.Int64
 	reads            atomic.Int64
 	readViolations   atomic.Int64
 	writerViolations atomic.Int64
@@ -343,15 +347,24 @@ func (w *etcdRWRun) write(rw *etcdlock.RWMutex, id int) error {
 		return fmt.Errorf("LockContext: %w", err)
 	}
 	defer rw.Unlock()
-	if w.activity.Add(rwWriterMark) != rwWriterMark {
+	deposed0 := w.deposed.Load()
+	overlap := w.activity.Add(rwWriterMark) != rwWriterMark
+	if overlap && w.stop == nil {
 		w.note("writeviolation", &w.writerViolations)
 	}
-	defer w.activity.Add(-rwWriterMark)
+	inside := true
+	leave := func() {
+		if inside {
+			inside = false
+			w.activity.Add(-rwWriterMark)
+		}
+	}
+	defer leave()
 	committed, me := w.keys.committed(id), strconv.Itoa(id)
 	r, err := rw.Txn(ctx, clientv3.OpGet(w.keys.counter()), clientv3.OpGet(committed), clientv3.OpGet(w.keys.owner()),
 		clientv3.OpPut(w.keys.owner(), me))
 	if err != nil {
-		return w.late(err)
+		return w.refused(err, leave)
 	}
 	if len(r.Responses[2].GetResponseRange().Kvs) > 0 && !dead {
 		w.note("writeviolation", &w.writerViolations) // another writer inside
@@ -362,12 +375,40 @@ func (w *etcdRWRun) write(rw *etcdlock.RWMutex, id int) error {
 		[]clientv3.Op{clientv3.OpPut(w.keys.counter(), strconv.FormatInt(c+w.cfg.value, 10)),
 			clientv3.OpPut(committed, strconv.FormatInt(n+1, 10)), clientv3.OpDelete(w.keys.owner())}, nil))
 	if err != nil {
-		return w.late(err)
+		return w.refused(err, leave)
 	}
 	if !r.Responses[0].GetResponseTxn().Succeeded {
 		w.note("writeviolation", &w.writerViolations) // the slot was taken while we held
 	}
+	if overlap && w.stop != nil && !w.overlapWasDeposed(deposed0) {
+		w.note("writeviolation", &w.writerViolations) // another writer of this process inside
+	}
 	return nil
+}
+
+// refused is late for a writer's guarded write: a writer whose hold
+// ended (deposed: paused past its lease) leaves the activity word first
+// and is counted in deposed, so that a writer of this process that
+// entered meanwhile can tell it from a second holder.
+func (w *etcdRWRun) refused(err error, leave func()) error {
+	if errors.Is(err, etcdlock.ErrNotHolder) && w.stop != nil {
+		leave()
+		w.deposed.Add(1)
+	}
+	return w.late(err)
+}
+
+// overlapWasDeposed reports, for a writer of a worker process that found
+// another writer of its process inside on entry, whether that one was
+// deposed: a -pause run resumes a writer that lost its lease while
+// stopped, and it stays inside until its guarded write is refused. It
+// waits for the others to leave (at most hangTimeout), then looks whether
+// a refusal came after our entry (deposed0: the count before it).
+func (w *etcdRWRun) overlapWasDeposed(deposed0 int64) bool {
+	for deadline := time.Now().Add(hangTimeout); w.activity.Load() >= 2*rwWriterMark && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	return w.deposed.Load() > deposed0
 }
 
 // late counts a guarded write refused because the hold ended (a writer
