@@ -33,8 +33,14 @@ var ErrNoLeader = errors.New("etcdlock: the election has no leader")
 // (its records, queue and fence, and their guarantees, are the Mutex's;
 // see Mutex) plus one record:
 //
-//	key        lease              value
-//	P/leader   the leader's       {token, value, host, pid, lease, since_unix_ns}
+//	key                          lease              value
+//	P/leader                     the leader's       {token, value, host, pid, lease, since_unix_ns}
+//	P/observers/<lease>-<nonce>  the observer's     {host, pid, lease, name, since_unix_ns}: one key per Observe in progress
+//
+// An observer key is written by Election.Observe for lockword inspect and
+// Observers, and read by nothing else: campaigns, Leader, the fence and
+// guarded writes never look under P/observers/ (and a lock name with a
+// path element "observers" is refused, as "queue" is).
 //
 // A campaign is the Mutex's LockContext: campaigners queue in the order
 // they asked, and a term is one hold of the lock; its token is the hold's

@@ -4,19 +4,24 @@ package etcdlock
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Observe returns a channel of the election's leader records: the current
 // one as of the call first (if there is a leader; Observe reads it before
 // it returns), then each one written after it, in
-// the order etcd committed them, until ctx is done (then the channel is
-// closed). A new term gives a Term with a higher Token than any before; a
+// the order etcd committed them, until ctx is done or e's lease is lost
+// (Lost: expired, revoked, or Close); then the channel is closed. A new
+// term gives a Term with a higher Token than any before; a
 // Proclaim gives one with the same Token and a new Value. A term ending
 // (Resign, a lease expiry) sends nothing; Leader says whether there is a
 // leader now.
@@ -30,10 +35,127 @@ import (
 // history it has not read yet, the records in between are gone: Observe
 // resumes from the current record, which it sends with Gap set.
 //
+// While the channel is open the observer is registered, for lockword
+// inspect and Observers, by a key of its own, P/observers/<lease>-<nonce>,
+// on e's lease: its host, PID, e's SetName name and the time of the call.
+// No campaigner, leader or fence reads that key. It is written in the same
+// transaction as the first read, deleted in the background once the
+// channel is closed (one try; failing, it goes with the lease), and goes
+// with e's lease if e's process dies. The package-level Observe registers
+// nothing: it has no lease.
+//
 // Observe returns an error, and no channel, if its first read fails: see
-// the package-level Observe.
+// the package-level Observe; and an error wrapping ErrLeaseLost if e's
+// lease is lost. A registration that may still land after Observe gave up
+// (ctx done first) is deleted once etcd has answered it.
 func (e *Election) Observe(ctx context.Context) (<-chan Term, error) {
-	return Observe(ctx, e.m.cli, e.m.prefix)
+	if err := checkClient(ctx, e.m.cli); err != nil {
+		return nil, err
+	}
+	if isClosed(e.m.lost) {
+		return nil, e.m.nameErr(ErrLeaseLost)
+	}
+	key := observerKeyName(e.m.prefix, e.m.me.Lease)
+	first, err := e.register(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	octx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-e.m.lost: // the key went with the lease; nobody sees this observer
+		case <-octx.Done():
+		}
+		cancel()
+	}()
+	ch := make(chan Term)
+	go func() {
+		observe(octx, e.m.cli, e.m.prefix, ch, first) // closes ch
+		cancel()
+		e.unregister(key)
+	}()
+	return ch, nil
+}
+
+// observerDir holds an election's observers (Election.Observe): keys that
+// no campaigner, leader, fence or verdict reads, only Observers. A lock
+// named with a path element "observers" would put its records among them,
+// so such names are refused, as "queue" and "fence" are (lockName).
+const observerDir = "/observers/"
+
+func init() { reservedNames = append(reservedNames, "observers") }
+
+// observerRecord is an observer key's JSON, part of the format other
+// processes read.
+type observerRecord struct {
+	Holder
+	Name        string `json:"name,omitempty"`
+	SinceUnixNs int64  `json:"since_unix_ns"`
+}
+
+// observerKeyName names a new observer key of the election at prefix on
+// lease: P/observers/<lease, 16 hex digits>-<nonce, 8 hex digits>, with a
+// random nonce (one Election may observe more than once at a time).
+func observerKeyName(prefix string, lease int64) string {
+	var nonce [4]byte
+	rand.Read(nonce[:])
+	return fmt.Sprintf("%s%s%016x-%x", prefix, observerDir, lease, nonce)
+}
+
+// register writes the observer key and reads the leader record in one
+// transaction, so that the observer is listed from the revision its
+// stream starts at. The request is sent with a context ctx's cancel does
+// not cut (bounded by observeFirstWait), and ctx is honoured only while
+// waiting for it: a registration that lands after Observe gave up is
+// then deleted, not left listed until the lease ends.
+func (e *Election) register(ctx context.Context, key string) (*clientv3.GetResponse, error) {
+	rec := observerRecord{Holder: e.m.me, SinceUnixNs: time.Now().UnixNano()}
+	if n := e.m.named.Load(); n != nil {
+		rec.Name = *n
+	}
+	b, _ := json.Marshal(rec)
+	type result struct {
+		r   *clientv3.TxnResponse
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), observeFirstWait)
+		defer cancel()
+		r, err := e.m.cli.Txn(rctx).Then(
+			clientv3.OpPut(key, string(b), clientv3.WithLease(clientv3.LeaseID(e.m.me.Lease))),
+			clientv3.OpGet(e.m.prefix+leaderKey)).Commit()
+		done <- result{r, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		go func() { <-done; e.unregister(key) }()
+		return nil, fmt.Errorf("etcdlock: Observe %q: registering the observer: %w", e.m.prefix, ctx.Err())
+	}
+	switch err := res.err; {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		return nil, e.m.nameErr(fmt.Errorf("%w (%v)", ErrLeaseLost, err))
+	case err != nil:
+		go e.unregister(key) // an answer lost on the way may hide a put that landed
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within %v (is it an etcd server?): %w", observeFirstWait, err)
+		}
+		return nil, fmt.Errorf("etcdlock: Observe %q: registering the observer at %s: %w", e.m.prefix, strings.Join(e.m.cli.Endpoints(), ","), err)
+	}
+	first := (*clientv3.GetResponse)(res.r.Responses[1].GetResponseRange())
+	first.Header = res.r.Header // the revision the stream resumes after
+	return first, nil
+}
+
+// unregister deletes an observer key: one try, bounded by requestTimeout,
+// in the background of Observe (a key it cannot delete goes with the
+// lease).
+func (e *Election) unregister(key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	e.m.cli.Delete(ctx, key)
 }
 
 // observeFirstWait bounds Observe's first read: an endpoint that is not

@@ -229,9 +229,15 @@ func TestElectionNilContext(t *testing.T) {
 	if _, err := Readers(nil, cli, p); !errors.Is(err, lockword.ErrNilContext) {
 		t.Errorf("Readers(nil): %v", err)
 	}
-	for _, name := range []string{p + "/readers", p + "/rfence/x"} {
+	if _, err := Observers(nil, cli, p); !errors.Is(err, lockword.ErrNilContext) {
+		t.Errorf("Observers(nil): %v", err)
+	}
+	if ch, err := e.Observe(nil); ch != nil || !errors.Is(err, lockword.ErrNilContext) {
+		t.Errorf("Election.Observe(nil): %v", err)
+	}
+	for _, name := range []string{p + "/readers", p + "/rfence/x", p + "/observers"} {
 		if _, err := NewMutex(context.Background(), cli, name, nil); !errors.Is(err, ErrBadArgument) {
-			t.Errorf("NewMutex(%q): %v, want ErrBadArgument (its keys would count as an RWMutex's readers)", name, err)
+			t.Errorf("NewMutex(%q): %v, want ErrBadArgument (its keys would count as an RWMutex's readers or an election's observers)", name, err)
 		}
 	}
 }
