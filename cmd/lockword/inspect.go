@@ -165,12 +165,16 @@ etcd locks (lockword inspect -etcd host:port,... PREFIX):
   token, how long it has held (the holder's clock), the time its lease has
   left, and the waiters in their order. For an etcdlock.Election on
   PREFIX it adds the leader, its value, its term's fencing token and its
-  lease's time left (the waiters are the campaigners; who observes is not
-  known: etcd does not say who watches a key), and for an
-  etcdlock.RWMutex its readers in order of arrival (the holder and
-  waiters are its writers). -json prints
+  lease's time left (the waiters are the campaigners), and the observers:
+  each Election.Observe in progress registers a key of its own,
+  PREFIX/observers/<lease>-<nonce>, on its lease, naming its host, PID,
+  the Election's SetName name and since when it observes (gone when
+  Observe ends or its lease expires; the package-level etcdlock.Observe
+  registers nothing). For an etcdlock.RWMutex it adds its readers in
+  order of arrival (the holder and waiters are its writers). -json prints
   etcdlock.Info's fields, with [] for an empty list and a missing holder
-  or time left out, "election" when there is a leader, and "readers".
+  or time left out, "election" when there is a leader, "readers" and
+  "observers".
   It exits 1, with standard error naming the records, when it reports
   records no valid history writes (state corrupt, an election's leader
   record, a semaphore's stored count or keys): their calls fail with

@@ -58,13 +58,17 @@ func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer
 	if err == nil {
 		readers, err = etcdlock.Readers(ctx, cli, prefix)
 	}
+	var observers []observerView
+	if err == nil {
+		observers, err = inspectObservers(ctx, cli, prefix)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "lockword inspect: etcd at %s: %v\n", endpoints, err)
 		return exitUsage
 	}
 	if asJSON {
 		// One line, as every lockword -json output.
-		if err := json.NewEncoder(stdout).Encode(etcdJSON(info, el, readers)); err != nil {
+		if err := json.NewEncoder(stdout).Encode(etcdJSON(info, el, readers, observers)); err != nil {
 			fmt.Fprintf(stderr, "lockword inspect: %v\n", err)
 			return exitFail
 		}
@@ -98,6 +102,16 @@ func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer
 			fmt.Fprintf(stdout, "  %s, arrived at revision %d\n", holderText(r.Holder), r.Revision)
 		}
 	}
+	printElection(stdout, el, observers)
+	return etcdCorruptStatus("lock", info.Prefix, info.Corrupt, stderr)
+}
+
+// printElection prints an election's leader, if it has one, and its
+// observers, if it has a leader or observers.
+func printElection(stdout io.Writer, el *electionView, observers []observerView) {
+	if el == nil && len(observers) == 0 {
+		return
+	}
 	if el != nil {
 		fmt.Fprintf(stdout, "Election leader: %s\n", holderText(el.Leader))
 		fmt.Fprintf(stdout, "  value: %s\n", shownName(el.Value))
@@ -105,9 +119,20 @@ func inspectEtcd(endpoints, prefix string, asJSON bool, stdout, stderr io.Writer
 		if el.LeaseTTL >= 0 {
 			fmt.Fprintf(stdout, "  lease TTL left: %v (of %v)\n", el.LeaseTTL, el.LeaseGranted)
 		}
-		fmt.Fprintln(stdout, "  observers: not known (etcd does not say who watches a key)")
+	} else {
+		fmt.Fprintln(stdout, "Election leader: none now")
 	}
-	return etcdCorruptStatus("lock", info.Prefix, info.Corrupt, stderr)
+	fmt.Fprintf(stdout, "  observers: %d\n", len(observers))
+	for _, o := range observers {
+		line := "    " + holderText(o.Holder)
+		if o.Name != "" {
+			line += ", name " + shownName(o.Name)
+		}
+		if o.Since != nil {
+			line += fmt.Sprintf(", observing since %s (its clock)", o.Since.Format(time.RFC3339Nano))
+		}
+		fmt.Fprintln(stdout, line)
+	}
 }
 
 // etcdCorruptStatus is inspect -etcd's exit status once it has printed
@@ -154,6 +179,30 @@ func inspectElection(ctx context.Context, cli *clientv3.Client, prefix string) (
 	return v, nil
 }
 
+// observerView is an election's observer as inspect shows it: its
+// Since left out of -json when the key does not say.
+type observerView struct {
+	etcdlock.Observer
+	Since *time.Time `json:"since,omitempty"`
+}
+
+// inspectObservers reads the observers of the election at prefix ([] if
+// none).
+func inspectObservers(ctx context.Context, cli *clientv3.Client, prefix string) ([]observerView, error) {
+	obs, err := etcdlock.Observers(ctx, cli, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]observerView, len(obs))
+	for i, o := range obs {
+		out[i].Observer = o
+		if !o.Since.IsZero() {
+			out[i].Since = &obs[i].Since
+		}
+	}
+	return out, nil
+}
+
 // etcdInfoJSON is inspect -etcd -json: etcdlock.Info without a null or a
 // zero time (an empty list is [], a missing holder or time is left out),
 // and the election's leader if there is one.
@@ -171,9 +220,12 @@ type etcdInfoJSON struct {
 	Election     *electionView     `json:"election,omitempty"`
 	// Readers are an RWMutex's readers ([] for a Mutex or an Election).
 	Readers []etcdlock.Reader `json:"readers"`
+	// Observers are an Election's observers (Election.Observe), with or
+	// without a leader ([] if none).
+	Observers []observerView `json:"observers"`
 }
 
-func etcdJSON(info *etcdlock.Info, el *electionView, readers []etcdlock.Reader) etcdInfoJSON {
+func etcdJSON(info *etcdlock.Info, el *electionView, readers []etcdlock.Reader, observers []observerView) etcdInfoJSON {
 	j := etcdInfoJSON{Prefix: info.Prefix, State: info.State, Holder: info.Holder, Token: info.Token,
 		LeaseTTL: info.LeaseTTL, LeaseGranted: info.LeaseGranted, Revision: info.Revision,
 		Waiters: info.Waiters, Corrupt: info.Corrupt, Election: el}
@@ -189,6 +241,10 @@ func etcdJSON(info *etcdlock.Info, el *electionView, readers []etcdlock.Reader) 
 	j.Readers = readers
 	if j.Readers == nil {
 		j.Readers = []etcdlock.Reader{}
+	}
+	j.Observers = observers
+	if j.Observers == nil {
+		j.Observers = []observerView{}
 	}
 	return j
 }
