@@ -63,7 +63,7 @@ func (e *Election) Observe(ctx context.Context) (<-chan Term, error) {
 	octx, cancel := context.WithCancel(ctx)
 	go func() {
 		select {
-		case <-e.m.lost: // the key went with the lease; nobody sees this observer
+		case <-e.m.lost: // e closed, or its lease (and so the key) gone: the observer ends with it
 		case <-octx.Done():
 		}
 		cancel()
