@@ -202,13 +202,16 @@ func (t *noteTrack) timeIfStats() {
 
 // sleeping is called before each sleep. It counts the park for Stats and
 // returns the note and the start to sleep with (wait.WaitNoted); a nil
-// note (stuck reports off for the lock) is a plain sleep.
+// note (stuck reports off for the lock) is a plain sleep. A wait sampled
+// for the contention profile keeps its note even then: the note is the
+// key by which the wake-up finds the armed sample (the stuck watcher
+// skips it, its threshold being off).
 func (t *noteTrack) sleeping() (note any, sinceNs int64) {
 	if t.info != nil {
 		if t.info.statsOn.Load() {
 			t.info.parks.Add(1)
 		}
-		if t.info.stuckNs.Load() < 0 {
+		if t.info.stuckNs.Load() < 0 && t.profNs == 0 {
 			return nil, 0
 		}
 	}
