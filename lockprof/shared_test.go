@@ -5,7 +5,9 @@ package lockprof
 import (
 	"bytes"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/shm"
@@ -22,7 +24,9 @@ func contendedShared(m *shm.Mutex, n int) {
 
 // TestContentionProfileSharedMutex: this process's waits on a shm.Mutex
 // are in the waiters' profile too, charged to the function that called
-// Lock.
+// Lock; and those on shm.Mutex, TicketMutex and RWMutex's writers with
+// their stuck reports off. Timing assumption: none; 8 goroutines that each
+// hold the lock 100 times contend on any host.
 func TestContentionProfileSharedMutex(t *testing.T) {
 	defer lockword.SetContentionProfileRate(lockword.SetContentionProfileRate(1))
 	r, err := shm.Create(filepath.Join(t.TempDir(), "region"), 0, nil)
@@ -41,5 +45,24 @@ func TestContentionProfileSharedMutex(t *testing.T) {
 	}
 	if leaves := leafFunctions(t, buf.Bytes()); !leaves[".contendedShared"] {
 		t.Fatalf("no sample at contendedShared; leaves: %v", leaves)
+	}
+	tm, err := r.TicketMutex("tickets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw, err := r.RWMutex("catalog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, l := range map[string]interface {
+		sync.Locker
+		SetStuckThreshold(time.Duration)
+	}{"shm.Mutex": m, "shm.TicketMutex": tm, "shm.RWMutex": rw} {
+		l.SetStuckThreshold(-1)
+		before := written(t, WriteWaitersTo)
+		contend(func() { contendedLocker(l, 100) })
+		if !grew(before, written(t, WriteWaitersTo), ".contendedLocker") {
+			t.Errorf("%s, stuck reports off: no wait recorded at contendedLocker in the waiters' profile", name)
+		}
 	}
 }

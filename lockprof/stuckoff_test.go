@@ -1,43 +1,47 @@
 package lockprof
 
 import (
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/lockword/lockword"
 )
 
+// contendedLocker is contendedOrders for any kind: the checks below run
+// one kind at a time, so one leaf serves them all.
+//
 //go:noinline
-func contendedWriters(m *lockword.RWMutex, n int) {
+func contendedLocker(l sync.Locker, n int) {
 	for range n {
-		m.Lock()
+		l.Lock()
 		holdBriefly()
-		m.Unlock()
+		l.Unlock()
 	}
 }
 
 // stuckOffKinds are the in-process locks whose waits the profile must
 // record with stuck reports off: a Mutex registers its sleeps with the
 // stuck watcher, a TicketMutex and an RWMutex sleep with a note, and
-// turning reports off skips both. leaf is the function that calls Lock.
+// turning reports off skips both.
 var stuckOffKinds = []struct {
-	name, leaf string
-	run        func(stuck time.Duration)
+	name string
+	new  func(stuck time.Duration) sync.Locker
 }{
-	{"Mutex", ".contendedOrders", func(stuck time.Duration) {
-		var m lockword.Mutex
+	{"Mutex", func(stuck time.Duration) sync.Locker {
+		m := new(lockword.Mutex)
 		m.SetStuckThreshold(stuck)
-		contend(func() { contendedOrders(&m, 100) })
+		return m
 	}},
-	{"TicketMutex", ".contendedTickets", func(stuck time.Duration) {
-		var m lockword.TicketMutex
+	{"TicketMutex", func(stuck time.Duration) sync.Locker {
+		m := new(lockword.TicketMutex)
 		m.SetStuckThreshold(stuck)
-		contend(func() { contendedTickets(&m, 100) })
+		return m
 	}},
-	{"RWMutex", ".contendedWriters", func(stuck time.Duration) {
-		var m lockword.RWMutex
+	{"RWMutex", func(stuck time.Duration) sync.Locker {
+		m := new(lockword.RWMutex)
 		m.SetStuckThreshold(stuck)
-		contend(func() { contendedWriters(&m, 100) })
+		return m
 	}},
 }
 
@@ -64,12 +68,13 @@ func TestContentionProfileStuckReportsOff(t *testing.T) {
 	defer lockword.SetContentionProfileRate(lockword.SetContentionProfileRate(1))
 	for _, k := range stuckOffKinds {
 		unlockers, waiters := written(t, WriteTo), written(t, WriteWaitersTo)
-		k.run(-1)
-		if !grew(waiters, written(t, WriteWaitersTo), k.leaf) {
-			t.Errorf("%s, stuck reports off: no wait recorded at %s in the waiters' profile", k.name, k.leaf)
+		l := k.new(-1)
+		contend(func() { contendedLocker(l, 100) })
+		if !grew(waiters, written(t, WriteWaitersTo), ".contendedLocker") {
+			t.Errorf("%s, stuck reports off: no wait recorded at contendedLocker in the waiters' profile", k.name)
 		}
-		if !grew(unlockers, written(t, WriteTo), k.leaf) {
-			t.Errorf("%s, stuck reports off: no wait charged to %s's Unlock in the unlockers' profile", k.name, k.leaf)
+		if !grew(unlockers, written(t, WriteTo), ".contendedLocker") {
+			t.Errorf("%s, stuck reports off: no wait charged to contendedLocker's Unlock in the unlockers' profile", k.name)
 		}
 	}
 }
