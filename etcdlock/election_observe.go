@@ -47,7 +47,9 @@ import (
 // Observe returns an error, and no channel, if its first read fails: see
 // the package-level Observe; and an error wrapping ErrLeaseLost if e's
 // lease is lost. A registration that may still land after Observe gave up
-// (ctx done first) is deleted once etcd has answered it.
+// (ctx done first, or an error) is deleted once etcd has answered it (or
+// its 5 s bound ran out: a request etcd answers later still would leave
+// its key until the lease ends).
 func (e *Election) Observe(ctx context.Context) (<-chan Term, error) {
 	if err := checkClient(ctx, e.m.cli); err != nil {
 		return nil, err

@@ -6,6 +6,10 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/etcdlock/etcdtest"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // waitObservers polls Observers of the election at p until it lists n,
@@ -143,5 +147,39 @@ func TestElectionObserveRegisters(t *testing.T) {
 	waitObservers(t, e, 0)
 	if _, err := e.Observe(ctx); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("Observe of a closed Election: %v, want ErrLeaseLost", err)
+	}
+}
+
+// TestElectionObserveLateRegistration: an Observe that gives up (its
+// context ends) before etcd has answered its registration, sent through a
+// delayed link, leaves no observer behind: the put lands late, and is
+// deleted once it has (a watch sees the put, then the delete, long before
+// the lease would end). Timing assumption: none; the 300 ms delay only
+// makes the put land after the 50 ms context, on any host.
+func TestElectionObserveLateRegistration(t *testing.T) {
+	cli, p := parallelClient(t)
+	px := etcdtest.NewProxy(t, endpoints[0])
+	e := newElection(t, newClient(t, []string{px.Addr()}), p, liveTTL)
+	ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
+	defer cancel()
+	events := cli.Watch(ctx, p+observerDir, clientv3.WithPrefix())
+	px.SetDelay(300 * time.Millisecond)
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	ch, err := e.Observe(short)
+	cancelShort()
+	if ch != nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Observe through a 300 ms link with 50 ms to go: %v, %v; want DeadlineExceeded", ch, err)
+	}
+	var seen []mvccpb.Event_EventType
+	for wr := range events {
+		for _, ev := range wr.Events {
+			seen = append(seen, ev.Type)
+		}
+		if len(seen) >= 2 {
+			break
+		}
+	}
+	if len(seen) != 2 || seen[0] != mvccpb.PUT || seen[1] != mvccpb.DELETE {
+		t.Fatalf("observer key events %v within %v; want the late put, then its delete", seen, lockTimeout)
 	}
 }
