@@ -531,14 +531,7 @@ func removeRegion(path string, force bool) error {
 	if err != nil {
 		return err
 	}
-	now, err := sysLstat(path)
-	if err != nil {
-		return err
-	}
-	if opened.dev != now.dev || opened.ino != now.ino {
-		return fmt.Errorf("%w: the path was replaced while it was being removed", fs.ErrExist)
-	}
-	return sysUnlink(path)
+	return unlinkIfSame(path, opened)
 }
 
 // removeDamaged is a forced removal of the file at path, which failed to
@@ -567,6 +560,13 @@ func removeDamaged(path string, openErr error) error {
 	if !hasRegionSignature(head[:n]) {
 		return fmt.Errorf("%w (refused even when forced: the file does not start with a region header, so nothing shows it is a region; if it is yours, rm(1) removes it)", openErr)
 	}
+	return unlinkIfSame(path, opened)
+}
+
+// unlinkIfSame unlinks path only if it still names the file opened was
+// taken from (same device and inode, not through a link): a path replaced
+// while it was being removed is left alone.
+func unlinkIfSame(path string, opened fileInfo) error {
 	now, err := sysLstat(path)
 	if err != nil {
 		return err
