@@ -12,7 +12,8 @@ package bench
 // time per popped item, Mitems/s its inverse in millions per second.
 // Every 16th item carries its push time, and the consumers report the
 // wait per item (push to pop): p99-µs and max-µs. fair is the most items
-// any producer pushed over the fewest (1 is perfectly fair). cpu-ns/item
+// any producer pushed over the fewest (1 is perfectly fair). Kind claims
+// is the floor: the two claimed positions alone (claimsFloor). cpu-ns/item
 // is the process's CPU time per item; for the Queue, parks/Mitem and
 // wakes/Mitem count its parks and wake calls per million items
 // (QueueStats).
@@ -92,6 +93,47 @@ var mpmcKinds = []mpmcKind{
 			}
 		}, func() { closed.Store(true) }, nil}
 	}},
+	{"claims", claimsFloor},
+}
+
+// claimsFloor is the floor of a queue built on two claimed positions:
+// producers claim tail and consumers head with a CAS, as lockword's Queue
+// and xsync's MPMCQueue do, and nothing else: no slots, no items (pop
+// returns zero items, so it reports no wait), yielding when full or empty
+// as the xsync peer does. Its Mitems/s is what the two contended words
+// alone allow in the same shape.
+func claimsFloor(capacity int) mpmcOps {
+	var w struct {
+		_          [128]byte
+		tail       atomic.Uint64
+		_          [120]byte
+		head       atomic.Uint64
+		_          [120]byte
+		closedFlag atomic.Bool
+	}
+	c := uint64(capacity)
+	return mpmcOps{func(mpmcItem) {
+		for {
+			if t := w.tail.Load(); t-w.head.Load() < c && w.tail.CompareAndSwap(t, t+1) {
+				return
+			}
+			runtime.Gosched()
+		}
+	}, func() (mpmcItem, bool) {
+		for {
+			done := w.closedFlag.Load() // set after the last push returned
+			if h := w.head.Load(); h < w.tail.Load() {
+				if w.head.CompareAndSwap(h, h+1) {
+					return mpmcItem{}, true
+				}
+				continue
+			}
+			if done {
+				return mpmcItem{}, false
+			}
+			runtime.Gosched()
+		}
+	}, func() { w.closedFlag.Store(true) }, nil}
 }
 
 // benchmarkMPMC runs one kind with producers and consumers goroutines.
