@@ -62,9 +62,8 @@ const queueClosed = 1 << 63
 // TryPush and TryPop never wait for another goroutine's progress other than
 // through failed CASes; TryPop reports false when the oldest claimed slot
 // is not yet published. Push, Pop, PushSlice and PopSlice wait when the
-// queue is full (empty): they yield and spin briefly, as the Ring's do
-// (not when another goroutine of their side is parked already: see await),
-// then park on a wake word (internal/wait), using no CPU while idle. A side that
+// queue is full (empty): they yield and spin briefly, as the Ring's do, then
+// park on a wake word (internal/wait), using no CPU while idle. A side that
 // frees a slot (publishes an item) wakes one parked producer (consumer) per
 // slot, but only if one is announced and not already woken, so a busy queue
 // makes no wake calls and a sleep costs one wake call; see QueueStats and
@@ -582,7 +581,7 @@ func (w *queueWaiters) wakeAll() {
 
 // await waits until ready reports true, or an error: ready's (the queue is
 // closed), ErrNilContext, or ctx's. It yields and spins as a Ring does,
-// unless a goroutine of its side is already parked, then parks on w.
+// then parks on w.
 func (q *Queue[T]) await(ctx context.Context, w *queueWaiters, ready func() (bool, error)) error {
 	if ctx == nil {
 		return ErrNilContext
@@ -591,12 +590,7 @@ func (q *Queue[T]) await(ctx context.Context, w *queueWaiters, ready func() (boo
 		if ok, err := ready(); ok {
 			return err
 		}
-		// Spin only while nobody of our side is parked: once one is,
-		// the queue has more waiters than the other side serves, and a
-		// spinning goroutine holds a processor that the other side
-		// (often one consumer behind many producers) needs, only to
-		// watch a word that parked goroutines are first in line for.
-		if uint32(w.state.Load()) != 0 || !sp.Wait() {
+		if !sp.Wait() {
 			break
 		}
 	}

@@ -454,35 +454,3 @@ func TestQueueSlotsOnOwnLines(t *testing.T) {
 	var b queueSlot[[3]uint64]
 	check("queueSlot[[3]uint64]", unsafe.Sizeof(b), unsafe.Offsetof(b.seq))
 }
-
-// TestQueueNoSpinBehindParked: a push that finds the queue full while
-// another producer is already parked parks at once, without the yields and
-// spins (which would hold a processor the consumer needs): it looks at the
-// queue once before announcing itself and once after, where a spinning
-// push looks a dozen times. Counted through queueLookHook, so no timing.
-func TestQueueNoSpinBehindParked(t *testing.T) {
-	defer func() { queueLookHook = nil }()
-	ctx := context.Background()
-	q := mustQueue[int](t, 2)
-	q.TryPushSlice([]int{1, 2})
-	done := make(chan error, 2)
-	go func() { done <- q.Push(ctx, 3) }()
-	waitParked(t, &q.pushers, 1)
-	var looks atomic.Int64
-	queueLookHook = func() { looks.Add(1) }
-	go func() { done <- q.Push(ctx, 4) }()
-	waitParked(t, &q.pushers, 2)
-	n := looks.Load()
-	for range 4 {
-		q.TryPop() // wake both; the last two pops find their items
-	}
-	for range 2 {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n > 3 {
-		t.Fatalf("a push behind a parked producer looked %d times before parking: it spun", n)
-	}
-	t.Logf("looks before parking: %d", n)
-}
