@@ -42,7 +42,9 @@ const queueClosed = 1 << 63
 //	              p+capacity
 //
 // So producers contend only on tail, consumers only on head, and a producer
-// and a consumer meet only at a slot, never at a shared lock. Vyukov's
+// and a consumer meet only at a slot, never at a shared lock; each slot has
+// a cache line of its own (queueSlot), so they do not meet at the next
+// slot's line either. Vyukov's
 // design was chosen over a linked queue (Michael & Scott) because it is
 // bounded and allocates nothing per item, and over a ring of two indices
 // with a lock because a claim is one CAS; its one cost is that a producer
@@ -96,11 +98,22 @@ type Queue[T any] struct {
 	clear bool   // T holds pointers: zero popped slots so the GC can free what they held
 }
 
-// queueSlot is one slot: its sequence (see Queue) and the item.
+// queueSlot is one slot: its sequence (see Queue) and the item, padded so
+// that no two slots' sequences share a cache line. When the queue is full
+// (empty), the producer refilling slot i (the consumer waiting on it) and
+// the consumer taking slot i+1 (the producer filling it) work one slot
+// apart at the same time; unpadded, three 24-byte slots of a 16-byte item
+// share a line, which then moves between the cores for every item. Generic
+// code cannot size the pad to T, so it is one line less the sequence: a
+// slot takes queueSlotPad more bytes than its item and sequence.
 type queueSlot[T any] struct {
 	seq atomic.Uint64
 	v   T
+	_   [queueSlotPad]byte // keep the next slot's sequence off this one's line
 }
+
+// queueSlotPad is a cache line less the sequence word.
+const queueSlotPad = 64 - 8
 
 // QueueStats counts how often the blocking calls of a Queue parked and were
 // woken. A busy queue, where nobody waits for long, parks rarely and makes
@@ -118,9 +131,11 @@ type QueueStats struct {
 // NewQueue returns an empty Queue with room for capacity items. capacity
 // must be a power of two from 2 to MaxRingCapacity (Vyukov's sequences need
 // two slots to tell "full" from "free for the next lap"); otherwise NewQueue
-// returns an error. The queue allocates capacity slots up front: it also
-// returns an error, instead of letting make panic or the runtime die out of
-// memory, when those slots would take more than maxRingBytes (128 TiB).
+// returns an error. The queue allocates capacity slots up front, each the
+// item's size plus 64 bytes (its sequence and a pad against false sharing:
+// see queueSlot). It also returns an error, instead of letting make panic
+// or the runtime die out of memory, when those slots would take more than
+// maxRingBytes (128 TiB).
 func NewQueue[T any](capacity int) (*Queue[T], error) {
 	if capacity < 2 || capacity > MaxRingCapacity || capacity&(capacity-1) != 0 {
 		return nil, fmt.Errorf("lockword: NewQueue capacity %d: must be a power of two from 2 to %d (try %d)",

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func mustQueue[T any](t testing.TB, capacity int) *Queue[T] {
@@ -437,4 +438,19 @@ func TestQueueWokenBeforeItSleeps(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestQueueSlotsOnOwnLines: consecutive slots' sequences lie at least a
+// cache line apart, so a producer and a consumer one slot apart do not
+// share a line (queueSlot).
+func TestQueueSlotsOnOwnLines(t *testing.T) {
+	check := func(name string, size, seqOff uintptr) {
+		if size < 64 || seqOff != 0 {
+			t.Errorf("%s: slot of %d bytes, sequence at %d: want at least 64 bytes, sequence first", name, size, seqOff)
+		}
+	}
+	var a queueSlot[byte]
+	check("queueSlot[byte]", unsafe.Sizeof(a), unsafe.Offsetof(a.seq))
+	var b queueSlot[[3]uint64]
+	check("queueSlot[[3]uint64]", unsafe.Sizeof(b), unsafe.Offsetof(b.seq))
 }

@@ -12,7 +12,11 @@ package bench
 // time per popped item, Mitems/s its inverse in millions per second.
 // Every 16th item carries its push time, and the consumers report the
 // wait per item (push to pop): p99-µs and max-µs. fair is the most items
-// any producer pushed over the fewest (1 is perfectly fair).
+// any producer pushed over the fewest (1 is perfectly fair). Kind claims
+// is the floor: the two claimed positions alone (claimsFloor). cpu-ns/item
+// is the process's CPU time per item; for the Queue, parks/Mitem and
+// wakes/Mitem count its parks and wake calls per million items
+// (QueueStats).
 
 import (
 	"context"
@@ -40,56 +44,108 @@ type mpmcItem struct {
 // after every producer has returned.
 type mpmcKind struct {
 	name    string
-	prepare func(capacity int) (push func(v mpmcItem), pop func() (mpmcItem, bool), close func())
+	prepare func(capacity int) mpmcOps
+}
+
+// mpmcOps are one prepared queue's calls; stats, nil for the peers,
+// returns lockword's counts of parks and wake calls.
+type mpmcOps struct {
+	push  func(v mpmcItem)
+	pop   func() (mpmcItem, bool)
+	close func()
+	stats func() lockword.QueueStats
 }
 
 var mpmcKinds = []mpmcKind{
-	{"chan", func(capacity int) (func(mpmcItem), func() (mpmcItem, bool), func()) {
+	{"chan", func(capacity int) mpmcOps {
 		ch := make(chan mpmcItem, capacity)
-		return func(v mpmcItem) { ch <- v },
+		return mpmcOps{func(v mpmcItem) { ch <- v },
 			func() (mpmcItem, bool) { v, ok := <-ch; return v, ok },
-			func() { close(ch) }
+			func() { close(ch) }, nil}
 	}},
-	{"queue", func(capacity int) (func(mpmcItem), func() (mpmcItem, bool), func()) {
+	{"queue", func(capacity int) mpmcOps {
 		q, err := lockword.NewQueue[mpmcItem](capacity)
 		if err != nil {
 			panic(err)
 		}
 		ctx := context.Background()
-		return func(v mpmcItem) { q.Push(ctx, v) },
+		return mpmcOps{func(v mpmcItem) { q.Push(ctx, v) },
 			func() (mpmcItem, bool) { v, err := q.Pop(ctx); return v, err == nil },
-			q.Close
+			q.Close, q.Stats}
 	}},
-	{"xsync", func(capacity int) (func(mpmcItem), func() (mpmcItem, bool), func()) {
+	{"xsync", func(capacity int) mpmcOps {
 		q := xsync.NewMPMCQueue[mpmcItem](capacity)
 		var closed atomic.Bool
-		return func(v mpmcItem) {
-				for !q.TryEnqueue(v) {
-					runtime.Gosched()
+		return mpmcOps{func(v mpmcItem) {
+			for !q.TryEnqueue(v) {
+				runtime.Gosched()
+			}
+		}, func() (mpmcItem, bool) {
+			for {
+				if v, ok := q.TryDequeue(); ok {
+					return v, true
 				}
-			}, func() (mpmcItem, bool) {
-				for {
-					if v, ok := q.TryDequeue(); ok {
-						return v, true
-					}
-					if closed.Load() { // set after the last push returned
-						v, ok := q.TryDequeue()
-						return v, ok
-					}
-					runtime.Gosched()
+				if closed.Load() { // set after the last push returned
+					v, ok := q.TryDequeue()
+					return v, ok
 				}
-			}, func() { closed.Store(true) }
+				runtime.Gosched()
+			}
+		}, func() { closed.Store(true) }, nil}
 	}},
+	{"claims", claimsFloor},
+}
+
+// claimsFloor is the floor of a queue built on two claimed positions:
+// producers claim tail and consumers head with a CAS, as lockword's Queue
+// and xsync's MPMCQueue do, and nothing else: no slots, no items (pop
+// returns zero items, so it reports no wait), yielding when full or empty
+// as the xsync peer does. Its Mitems/s is what the two contended words
+// alone allow in the same shape.
+func claimsFloor(capacity int) mpmcOps {
+	var w struct {
+		_          [128]byte
+		tail       atomic.Uint64
+		_          [120]byte
+		head       atomic.Uint64
+		_          [120]byte
+		closedFlag atomic.Bool
+	}
+	c := uint64(capacity)
+	return mpmcOps{func(mpmcItem) {
+		for {
+			if t := w.tail.Load(); t-w.head.Load() < c && w.tail.CompareAndSwap(t, t+1) {
+				return
+			}
+			runtime.Gosched()
+		}
+	}, func() (mpmcItem, bool) {
+		for {
+			done := w.closedFlag.Load() // set after the last push returned
+			if h := w.head.Load(); h < w.tail.Load() {
+				if w.head.CompareAndSwap(h, h+1) {
+					return mpmcItem{}, true
+				}
+				continue
+			}
+			if done {
+				return mpmcItem{}, false
+			}
+			runtime.Gosched()
+		}
+	}, func() { w.closedFlag.Store(true) }, nil}
 }
 
 // benchmarkMPMC runs one kind with producers and consumers goroutines.
 func benchmarkMPMC(b *testing.B, k mpmcKind, producers, consumers, capacity int) {
-	push, pop, closeQ := k.prepare(capacity)
+	ops := k.prepare(capacity)
+	push, pop := ops.push, ops.pop
 	var stop atomic.Bool
 	var popped atomic.Int64
 	pushed := make([]int64, producers)
 	lat := make([][]int64, consumers)
 	start := time.Now()
+	cpu0, cpuOK := processCPU()
 	var wgp, wgc sync.WaitGroup
 	b.ResetTimer()
 	for p := range producers {
@@ -127,9 +183,10 @@ func benchmarkMPMC(b *testing.B, k mpmcKind, producers, consumers, capacity int)
 		})
 	}
 	wgp.Wait()
-	closeQ()
+	ops.close()
 	wgc.Wait()
 	elapsed := time.Since(start)
+	cpu1, _ := processCPU()
 	b.StopTimer()
 	var total int64
 	for _, n := range pushed {
@@ -144,6 +201,13 @@ func benchmarkMPMC(b *testing.B, k mpmcKind, producers, consumers, capacity int)
 		b.ReportMetric(float64(all[len(all)-1])/1e3, "max-µs")
 	}
 	b.ReportMetric(float64(slices.Max(pushed))/float64(max(1, slices.Min(pushed))), "fair")
+	reportCPU(b, cpu1-cpu0, cpuOK, total)
+	if ops.stats != nil && total > 0 {
+		st := ops.stats()
+		perM := 1e6 / float64(total)
+		b.ReportMetric(float64(st.PushSleeps+st.PopSleeps)*perM, "parks/Mitem")
+		b.ReportMetric(float64(st.Wakes)*perM, "wakes/Mitem")
+	}
 }
 
 // BenchmarkQueueMPMC interleaves the kinds at each shape, capacity 1024.
