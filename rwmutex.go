@@ -197,8 +197,15 @@ func (rw *RWMutex) RUnlock() {
 // waiting, and reports whether it did.
 func (rw *RWMutex) TryRLock() bool {
 	if deadlockBuilt && lockTracking.Load() != 0 {
-		return trackAcquire(nil, rw.trackRef("RWMutex (read)"), rw.tryRLock, nil) == nil
+		return trackAcquire(nil, rw.trackRef("RWMutex (read)"), rw.tryRLockOrPanic, nil) == nil
 	}
+	return rw.tryRLockOrPanic()
+}
+
+// tryRLockOrPanic is TryRLock's attempt: unlike tryRLock (the first try of
+// a blocking RLock, whose slow path reports the overflow), it panics on a
+// full reader count itself, tracked or not.
+func (rw *RWMutex) tryRLockOrPanic() bool {
 	for {
 		s := rw.state.Load()
 		if s&rwWriter != 0 {
