@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"unsafe" // for go:linkname: the runtime's notify list
 
 	"github.com/lockword/lockword/internal/wait"
 )
@@ -13,34 +14,36 @@ import (
 //
 // Its waiters stand in one order of arrival, kept in two lists:
 //
-//   - Wait (and WaitContext with a context that is never done) sleeps in
-//     the runtime's notify list, through a sync.Cond (rt): the list that
-//     sync.Cond is built on (runtime/sema.go, notifyList), in which every
-//     waiter draws a ticket and a notification takes tickets in order.
-//     The runtime parks the goroutine itself, which no code outside it can
-//     do as cheaply.
+//   - Wait (and WaitContext with a context that is never done) draws a
+//     ticket from the runtime's notify list (nl), the list that sync.Cond
+//     is built on (runtime/sema.go, notifyList): a waiter draws a ticket
+//     with one atomic add, and a notification takes tickets in order. The
+//     runtime parks the goroutine itself, which no code outside it can do
+//     as cheaply. A plain Wait takes no lock of the Cond's own, so it
+//     costs what sync.Cond's Wait costs.
 //   - WaitContext with a context that can end joins a FIFO queue of
 //     records (head, tail) and sleeps on a word of its own, which lets it
 //     leave the queue when ctx ends (the runtime's list cannot be left).
 //
-// Both kinds join while holding L and mu, so the order in which they join
-// is the order in which they began to wait. mu (held for a few counter
-// and pointer moves, never while anyone sleeps) guards the queue, the two
-// counters of rt's tickets and every notification of rt:
+// Both kinds join while holding L, so the order in which they join is the
+// order in which they began to wait. mu (held for a few counter and
+// pointer moves, never while anyone sleeps) guards the queue, the dead
+// tickets and every notification of nl, so that nl's notified count moves
+// only under mu:
 //
 //	counter     meaning
-//	rtAdded     tickets drawn from rt (by Wait, under mu)
-//	rtNotified  tickets that a notification took (Signal one, Broadcast
-//	            all, under mu); rt's tickets in [rtNotified, rtAdded)
-//	            are waiting
-//	before      (per queued record) rtAdded when it joined: the tickets
+//	nl.wait     tickets drawn (by Wait, an atomic add, without mu)
+//	nl.notify   tickets that a notification took (Signal one, Broadcast
+//	            all, under mu); tickets in [nl.notify, nl.wait) are waiting
+//	before      (per queued record) nl.wait when it joined: the tickets
 //	            drawn before it
+//	queued      records on the queue (changed under mu, read without it)
 //
 // A waiter, by kind:
 //
 //	kind   state      meaning                           moved by
-//	plain  waiting    ticket t in [rtNotified, rtAdded) Wait, as it joins
-//	plain  notified   t < rtNotified: rt lets it return Signal, Broadcast
+//	plain  waiting    ticket t in [nl.notify, nl.wait)  Wait, as it joins
+//	plain  notified   t < nl.notify: Wait returns       Signal, Broadcast
 //	plain  dead       L.Unlock panicked (misuse), t     Wait's release
 //	                  still waiting: t is in dead
 //	ctx    queued     on the queue, or leaving it       WaitContext, as it
@@ -48,12 +51,12 @@ import (
 //	ctx    chosen     taken off the queue: may return   Signal, Broadcast
 //
 // Signal takes the oldest waiter: the queue's head if every ticket drawn
-// before it was taken (before == rtNotified), else the next ticket, with
-// rt.Signal, which wakes exactly that ticket's goroutine (or lets it pass
-// if it has not slept yet); a dead ticket it takes is passed over to the
-// next waiter. Broadcast takes every ticket (rt.Broadcast) and the whole
-// queue. waiters counts the waiting and queued ones, so that Signal and
-// Broadcast with nobody waiting cost one atomic load.
+// before it was taken (before == nl.notify), else the next ticket, which
+// the runtime wakes alone (or lets pass if its goroutine has not slept
+// yet); a dead ticket it takes is passed over to the next waiter.
+// Broadcast takes every ticket and the whole queue. With no ticket waiting
+// and no record queued (idle), Signal and Broadcast return after three
+// atomic loads, without mu.
 //
 // Wait returns only when a Signal or Broadcast took its waiter, never
 // spuriously; one Signal wakes exactly one Wait, the one waiting longest,
@@ -81,38 +84,66 @@ import (
 // record off the queue), so later notifications are not lost to it.
 //
 // The zero value is a Cond with no L, ready to use once L is set. A Cond
-// must not be copied after first use. It is 128 bytes, mu at offset 0.
-// A Wait costs what sync.Cond's does
-// plus one lock of mu; a WaitContext costs a record (pooled) and a parked
-// goroutine.
+// must not be copied after first use. It is 128 bytes, mu at offset 0 and
+// nl at 16. A Wait costs what sync.Cond's does; a WaitContext with a
+// context that can end costs a record (pooled), two locks of mu and a
+// parked goroutine; a Signal or Broadcast with someone waiting costs
+// sync.Cond's plus one lock of mu.
 //
 // In the terminology of the Go memory model, a call to Signal or Broadcast
 // synchronizes before any Wait call that it unblocks.
 type Cond struct {
 	_  noCopy
-	mu Mutex // guards the queue, the counters, dead, and every call into rt
-	// waiters counts the waiting plain waiters and the queued records;
-	// changed under mu, loaded without it by Signal and Broadcast, which
-	// return at once when it is zero.
-	waiters             atomic.Int32
-	rtAdded, rtNotified uint32 // rt's tickets, mod 2^32 as rt's own
-	// rt is the runtime's notify list; its L is the Cond as a condRelease.
-	// At offset 32, so that its ticket counters and lock share the first
-	// cache line with mu and the counters: a waiter or a notifier moves
-	// one line, not two (Cond is 128 bytes, a size class whose objects
-	// are 128-aligned).
-	rt         sync.Cond
+	mu Mutex // guards the queue, dead, and every notification of nl
+	// nl is the runtime's notify list, at offset 16 so that its counters
+	// and lock share the first cache line with mu and queued: a waiter or
+	// a notifier moves one line, not two (Cond is 128 bytes, a size class
+	// whose objects are 128-aligned).
+	nl         notifyList
+	queued     atomic.Int32 // records on the queue: see idle
 	head, tail *condWaiter
 	dead       *[]uint32 // waiting tickets of Waits whose L.Unlock panicked
 	// L is held while observing or changing the condition.
 	L sync.Locker
+	_ [32]byte // to 128 bytes: see nl
 }
+
+// notifyList is the runtime's notifyList (runtime/sema.go), which
+// sync.Cond embeds the same way; its size is checked against the
+// runtime's at init, as package sync does.
+type notifyList struct {
+	wait   atomic.Uint32 // the next ticket to draw
+	notify uint32        // the next ticket to notify: written by the runtime under lock
+	lock   uintptr       // the runtime's lock of the list
+	head   unsafe.Pointer
+	tail   unsafe.Pointer
+}
+
+// The runtime's notify list, as package sync reaches it: the runtime
+// exports these by go:linkname under sync's names and keeps them for it.
+//
+//go:linkname runtimeNotifyListAdd sync.runtime_notifyListAdd
+func runtimeNotifyListAdd(l *notifyList) uint32
+
+//go:linkname runtimeNotifyListWait sync.runtime_notifyListWait
+func runtimeNotifyListWait(l *notifyList, t uint32)
+
+//go:linkname runtimeNotifyListNotifyOne sync.runtime_notifyListNotifyOne
+func runtimeNotifyListNotifyOne(l *notifyList)
+
+//go:linkname runtimeNotifyListNotifyAll sync.runtime_notifyListNotifyAll
+func runtimeNotifyListNotifyAll(l *notifyList)
+
+//go:linkname runtimeNotifyListCheck sync.runtime_notifyListCheck
+func runtimeNotifyListCheck(size uintptr)
+
+func init() { runtimeNotifyListCheck(unsafe.Sizeof(notifyList{})) }
 
 // condWaiter is one goroutine in WaitContext: its place in the queue and
 // the word it sleeps on.
 type condWaiter struct {
 	state      atomic.Uint32
-	before     uint32 // rtAdded when it joined (guarded by mu)
+	before     uint32 // nl.wait when it joined (guarded by mu)
 	queued     bool   // on the queue (guarded by mu)
 	prev, next *condWaiter
 }
@@ -133,26 +164,16 @@ func NewCond(l sync.Locker) *Cond { return &Cond{L: l} }
 // return otherwise, but the condition may have changed again by the time
 // it holds c.L: call it in a loop that re-checks the condition.
 func (c *Cond) Wait() {
-	c.mu.Lock()
-	c.rtAdded++ // the ticket rt.Wait draws next: mu orders both
-	c.waiters.Add(1)
-	if c.rt.L == nil {
-		c.rt.L = (*condRelease)(c) // once, under mu: every later reader holds or held mu
-	}
-	c.rt.Wait() // draws the ticket, then releases mu and L (condRelease.Unlock)
+	t := runtimeNotifyListAdd(&c.nl) // join: before L is released, so no notification after it is lost
+	c.unlockL(t)
+	runtimeNotifyListWait(&c.nl, t)
+	c.L.Lock()
 }
 
-// condRelease is the lock that rt.Wait releases after drawing its ticket,
-// and takes again once notified: mu (held since the waiter joined), then
-// L.
-type condRelease Cond
-
-// Unlock releases mu, then L. If L's Unlock panics (Wait without L
-// held), the ticket is buried before the panic goes on.
-func (r *condRelease) Unlock() {
-	c := (*Cond)(r)
-	t := c.rtAdded - 1 // this waiter's ticket: mu is still held
-	c.mu.Unlock()
+// unlockL releases L for the Wait that drew ticket t. If L's Unlock
+// panics (Wait without L held), the ticket is buried before the panic
+// goes on.
+func (c *Cond) unlockL(t uint32) {
 	released := false
 	defer func() {
 		if !released {
@@ -163,27 +184,32 @@ func (r *condRelease) Unlock() {
 	released = true
 }
 
-// Lock locks L, as Wait returns.
-func (r *condRelease) Lock() { (*Cond)(r).L.Lock() }
-
 // bury takes ticket t, whose Wait failed to release L, out of the order:
 // if it is still waiting, the next Signal to take it passes over it (dead);
 // if a notification took it meanwhile (a Signal without L), that Signal is
 // passed on to the next waiter.
 func (c *Cond) bury(t uint32) {
 	c.mu.Lock()
-	if t-c.rtNotified < c.rtAdded-c.rtNotified { // still waiting
+	if !condBefore(t, c.notified()) { // still waiting
 		if c.dead == nil {
 			c.dead = new([]uint32)
 		}
 		*c.dead = append(*c.dead, t)
-		c.waiters.Add(-1)
 		c.mu.Unlock()
 		return
 	}
 	c.mu.Unlock()
 	c.Signal()
 }
+
+// notified is nl.notify: the next ticket a notification takes. It moves
+// only under mu (every notification holds it), so with mu held it is
+// stable; without, it is a snapshot.
+func (c *Cond) notified() uint32 { return atomic.LoadUint32(&c.nl.notify) }
+
+// condBefore reports whether ticket a was drawn before b, as the runtime
+// compares its tickets (mod 2^32, less than 2^31 apart).
+func condBefore(a, b uint32) bool { return int32(a-b) < 0 }
 
 // WaitContext is Wait that gives up when ctx is done. It always returns
 // with c.L locked, whether it was woken (nil) or ctx ended first
@@ -207,16 +233,27 @@ func (c *Cond) WaitContext(ctx context.Context) error {
 
 // Signal wakes the goroutine that has waited longest on c, if any.
 func (c *Cond) Signal() {
-	if c.waiters.Load() != 0 { // else nobody waits: nothing to do
+	if !c.idle() {
 		c.signalSlow()
 	}
 }
 
 // Broadcast wakes every goroutine waiting on c.
 func (c *Cond) Broadcast() {
-	if c.waiters.Load() != 0 { // else nobody waits: nothing to do
+	if !c.idle() {
 		c.broadcastSlow()
 	}
+}
+
+// idle reports whether nobody waits: no ticket waiting, no record queued.
+// The ticket count is read on both sides of the queue's: if no ticket
+// was drawn in between, there was a moment (the queue's read) with no
+// ticket waiting and no record queued, at which a Signal that does
+// nothing takes effect. Dead tickets count as waiting: signalSlow
+// passes over them.
+func (c *Cond) idle() bool {
+	w := c.nl.wait.Load()
+	return w == c.notified() && c.queued.Load() == 0 && c.nl.wait.Load() == w
 }
 
 // waitContext is WaitContext with a ctx that can end: a queued record.
@@ -236,7 +273,7 @@ func (c *Cond) waitContext(ctx context.Context) error {
 func (c *Cond) enqueue(w *condWaiter) {
 	c.mu.Lock()
 	w.queued = true
-	w.before = c.rtAdded
+	w.before = c.nl.wait.Load()
 	if t := c.tail; t != nil {
 		w.prev = t
 		t.next = w
@@ -244,7 +281,7 @@ func (c *Cond) enqueue(w *condWaiter) {
 		c.head = w
 	}
 	c.tail = w
-	c.waiters.Add(1)
+	c.queued.Add(1)
 	c.mu.Unlock()
 }
 
@@ -307,7 +344,7 @@ func (c *Cond) unlink(w *condWaiter) {
 		c.tail = w.prev
 	}
 	w.prev, w.next, w.queued = nil, nil, false
-	c.waiters.Add(-1)
+	c.queued.Add(-1)
 }
 
 // signalSlow takes the oldest waiter: the queue's head if every ticket
@@ -316,23 +353,21 @@ func (c *Cond) unlink(w *condWaiter) {
 func (c *Cond) signalSlow() {
 	c.mu.Lock()
 	for {
-		if w := c.head; w != nil && w.before == c.rtNotified {
+		n := c.notified()
+		if w := c.head; w != nil && w.before == n {
 			c.unlink(w)
 			c.mu.Unlock()
 			choose(w)
 			return
 		}
-		if c.rtNotified == c.rtAdded { // left (cancelled) or taken since the caller looked
+		if c.nl.wait.Load() == n { // left (cancelled) or taken since the caller looked
 			break
 		}
-		c.rt.Signal() // wakes the goroutine of ticket rtNotified, and only it
-		t := c.rtNotified
-		c.rtNotified++
-		if !c.unbury(t) {
-			c.waiters.Add(-1)
+		runtimeNotifyListNotifyOne(&c.nl) // takes ticket n (only we notify: mu) and wakes its goroutine alone
+		if !c.unbury(n) {
 			break
 		}
-		// t's Wait failed: this Signal is for the next waiter.
+		// n's Wait failed: this Signal is for the next waiter.
 	}
 	c.mu.Unlock()
 }
@@ -353,21 +388,18 @@ func (c *Cond) unbury(t uint32) bool {
 }
 
 // broadcastSlow takes every ticket and the whole queue, then wakes the
-// queue's records, oldest first (rt.Broadcast has readied the ticket
+// queue's records, oldest first (the runtime has readied the ticket
 // holders).
 func (c *Cond) broadcastSlow() {
 	c.mu.Lock()
-	if c.rtNotified != c.rtAdded {
-		c.rt.Broadcast()
-		c.rtNotified = c.rtAdded
-		c.dead = nil
-	}
+	runtimeNotifyListNotifyAll(&c.nl) // nothing to do if no ticket waits
+	c.dead = nil                      // every ticket was taken, dead ones too
 	list := c.head
 	c.head, c.tail = nil, nil
 	for w := list; w != nil; w = w.next {
 		w.queued = false
 	}
-	c.waiters.Store(0)
+	c.queued.Store(0)
 	c.mu.Unlock()
 	for w := list; w != nil; {
 		next := w.next

@@ -402,7 +402,11 @@ func TestCondCancelledWaiterNeverSwallowsSignal(t *testing.T) {
 func (c *Cond) queueLen() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return int(c.waiters.Load())
+	dead := 0
+	if c.dead != nil {
+		dead = len(*c.dead)
+	}
+	return int(c.nl.wait.Load()-c.notified()) - dead + int(c.queued.Load())
 }
 
 // Every in-process lock that ContextLocker's doc names satisfies it: the
@@ -438,3 +442,62 @@ func TestCondWaitWithoutLockLeavesQueue(t *testing.T) {
 		t.Fatalf("woke %d", got)
 	}
 }
+
+// TestCondPlainWaitTakesNoMu: a plain Wait, and a Signal or Broadcast with
+// nobody waiting, cost what sync.Cond's do; neither takes the Cond's own
+// mu, which only the queue of WaitContext records and the notifications
+// that find someone waiting need. Counted with mu's statistics: rounds of
+// one Wait woken by one Signal or Broadcast take mu once per round (the
+// notification), and none for the Signal and Broadcast with nobody
+// waiting that the woken waiter makes.
+func TestCondPlainWaitTakesNoMu(t *testing.T) {
+	const rounds = 50
+	var l Mutex
+	c := NewCond(&l)
+	c.mu.EnableStats()
+	done := make(chan struct{})
+	ready := false // guarded by l
+	go func() {
+		defer close(done)
+		for range rounds {
+			l.Lock()
+			for !ready {
+				c.Wait()
+			}
+			ready = false
+			c.Signal() // nobody waits (we are the only waiter): idle
+			c.Broadcast()
+			l.Unlock()
+		}
+	}()
+	for i := range rounds {
+		for c.queueLenNoMu() == 0 { // until the waiter has joined
+			runtime.Gosched()
+		}
+		l.Lock()
+		ready = true
+		if i%2 == 0 {
+			c.Signal()
+		} else {
+			c.Broadcast()
+		}
+		l.Unlock()
+		for {
+			l.Lock()
+			r := ready
+			l.Unlock()
+			if !r {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	<-done
+	if got := c.mu.Stats().Acquisitions; got != rounds {
+		t.Fatalf("mu taken %d times in %d rounds of one Wait and one notification, want %d: a plain Wait or an idle notification took it", got, rounds, rounds)
+	}
+}
+
+// queueLenNoMu is the number of tickets waiting, read without mu (for a
+// test in which no WaitContext and no misuse happen).
+func (c *Cond) queueLenNoMu() uint32 { return c.nl.wait.Load() - c.notified() }

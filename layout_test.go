@@ -32,7 +32,7 @@ func TestLayout(t *testing.T) {
 	}{
 		{"TicketMutex", unsafe.Sizeof(tm), []uintptr{unsafe.Offsetof(tm.next), unsafe.Offsetof(tm.serving), unsafe.Offsetof(tm.aux)}, 24, []uintptr{0, 4, 8}},
 		{"RWMutex", unsafe.Sizeof(rw), []uintptr{unsafe.Offsetof(rw.state), unsafe.Offsetof(rw.departing), unsafe.Offsetof(rw.writers)}, 24, []uintptr{0, 4, 8}},
-		{"Cond", unsafe.Sizeof(c), []uintptr{unsafe.Offsetof(c.mu), unsafe.Offsetof(c.rt)}, 128, []uintptr{0, 32}},
+		{"Cond", unsafe.Sizeof(c), []uintptr{unsafe.Offsetof(c.mu), unsafe.Offsetof(c.nl), unsafe.Offsetof(c.queued)}, 128, []uintptr{0, 16, 48}},
 	} {
 		if f.size != f.wantSize || fmt.Sprint(f.offsets) != fmt.Sprint(f.wantOffsets) {
 			t.Errorf("%s: size %d, word offsets %v; want size %d, offsets %v", f.name, f.size, f.offsets, f.wantSize, f.wantOffsets)

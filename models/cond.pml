@@ -4,8 +4,8 @@
  *
  * Cond (default): its waiters stand in one order, kept in two lists.
  * Wait (goroutine 1, "plain") draws a ticket of the runtime's notify list
- * (rt, a sync.Cond) under the Cond's mu while holding L (rtA counts the
- * tickets drawn), unlocks mu and L, and sleeps until a notification took
+ * (nl) with one atomic add, holding L but not mu (rtA counts the tickets
+ * drawn: nl.wait), unlocks L, and sleeps until a notification took
  * its ticket (rtN counts those: the runtime's notifyListWait returns when
  * ticket < rtN, modelled as that guard, the runtime being trusted as L
  * is); then it locks L. WaitContext (goroutine 2, "ctx") queues a record
@@ -14,13 +14,16 @@
  * it chosen, locks L again. Signal, under mu, takes the oldest waiter: the
  * queue's head if before == rtN (every ticket ahead of it taken), else the
  * next ticket (rtN++, rt.Signal); it chooses a record by storing chosen,
- * then (outside mu) WakeOne. Broadcast takes every ticket (rtN = rtA) and
+ * then (outside mu) WakeOne. Signal and Broadcast first look without mu
+ * (idle: rtA, rtN, qlen, rtA again, each its own step) and return if
+ * nobody waits. Broadcast takes every ticket (rtN = rtA) and
  * the whole queue, then chooses each record. A cancelled WaitContext
  * leaves the queue if it is still there (err), else it was chosen and
  * waits for its notification and reports it (nil). The misuse path (a
  * Wait whose L.Unlock panics buries its ticket) is not modelled.
  * models: cond.go (*Cond).Wait
- * models: cond.go (*condRelease).Unlock
+ * models: cond.go (*Cond).unlockL
+ * models: cond.go (*Cond).idle
  * models: cond.go (*Cond).waitContext
  * models: cond.go (*Cond).enqueue
  * models: cond.go (*Cond).sleep
@@ -146,7 +149,7 @@ byte grants, wakes; /* ghosts: waiters notifications took; Waits returned woken 
 #ifndef SHARED
 /* enqueue: Cond.enqueue, under mu */
 #define enqueue(g) atomic { q[qlen] = g; qlen++; queued[g] = true; before[g] = rtA; clock++; enq[g] = clock }
-/* join: Wait under mu, with rt.Wait's notifyListAdd: draw ticket tk */
+/* join: Wait's notifyListAdd (an atomic add, not under mu): draw ticket tk */
 #define join(tk) atomic { tk = rtA; rtA++; pwait = true; clock++; enq[PLAIN] = clock }
 
 /* unlink: take g off the queue (mu held) */
@@ -164,10 +167,42 @@ inline choose(g) {
 	wake_n(WADDR(g), 1, false, 0)
 }
 
-/* Signal: signalSlow, under mu: the queue's head if every ticket drawn
- * before it was taken, else the next ticket (PLAIN's: rt wakes it). The
- * no-steal assert: the one it takes joined before any other waiting. */
+/* idle: Cond.idle, without mu: the tickets drawn (n), none waiting, no
+ * record queued, and no ticket drawn since n. Sets nobody. (Its second
+ * look at rtA matters only to a Signal without L that races a cancelled
+ * record and a new ticket, which these scenarios do not reach.) */
+inline idlecheck() {
+	nobody = false;
+	n = rtA;
+	if
+	:: n != rtN -> skip
+	:: else ->
+		if
+		:: qlen != 0 -> skip
+		:: else ->
+			if
+			:: rtA == n -> nobody = true
+			:: else -> skip
+			fi
+		fi
+	fi;
+	n = 0
+}
+
+/* Signal: idle, else signalSlow, under mu: the queue's head if every
+ * ticket drawn before it was taken, else the next ticket (PLAIN's: the
+ * runtime wakes it). The no-steal assert: the one it takes joined before
+ * any other waiting. */
 inline signal() {
+	idlecheck();
+	if
+	:: nobody -> skip
+	:: else -> signalslow()
+	fi;
+	nobody = false
+}
+
+inline signalslow() {
 	atomic {
 		w = NG;
 		if
@@ -210,6 +245,11 @@ inline broadcast() {
 #ifdef BROKEN_BCAST_ONE
 	signal()
 #else
+	idlecheck();
+	if
+	:: nobody -> goto bdone
+	:: else -> skip
+	fi;
 	atomic {
 		n = qlen; b0 = q[0]; b1 = q[1];
 		if :: n > 0 -> queued[b0] = false; notified[b0] = true; grants++ :: else -> skip fi;
@@ -219,7 +259,9 @@ inline broadcast() {
 	}
 	if :: n > 0 -> choose(b0) :: else -> skip fi;
 	if :: n > 1 -> choose(b1) :: else -> skip fi;
-	n = 0; b0 = 0; b1 = 0
+	n = 0; b0 = 0; b1 = 0;
+bdone:
+	nobody = false
 #endif
 }
 #endif
@@ -244,6 +286,7 @@ active proctype Producer() {
 	byte i;
 #ifndef SHARED
 	byte w, n, b0, b1;
+	bool nobody; /* idle found nobody waiting */
 #endif
 #if defined(ONEBCAST) && !defined(SHARED)
 	lock();
@@ -278,8 +321,8 @@ active [2] proctype Consumer() {
 #ifndef SHARED
 		if
 		:: self == PLAIN ->
-			/* Cond.Wait: under mu draw a ticket (join, notifyListAdd);
-			   release mu and L; notifyListWait; L.Lock */
+			/* Cond.Wait: draw a ticket (join, notifyListAdd); release
+			   L; notifyListWait; L.Lock */
 #ifdef BROKEN_LATE_ENQUEUE
 			unlock();
 			join(tk);
