@@ -476,13 +476,14 @@ func TestTicketMutexWrap(t *testing.T) {
 }
 
 // fairShares runs workers that take turns on l until total acquisitions
-// have been made in all, and returns how many each made. It holds l while
-// the workers start, so that all of them are waiting when it is released:
-// otherwise, with one P, the first worker to run could finish the lot
-// before the others ever reach Lock.
-func fairShares(l sync.Locker, workers, total int) []int {
+// are made, and returns each worker's share and the fraction of
+// acquisitions that came in turn: after exactly workers-1 acquisitions by
+// the others (workers-2 counts too: one other worker may be away). A
+// FIFO lock with every worker queued gives every acquisition in turn.
+func fairShares(l sync.Locker, workers, total int) (shares []int, inTurn float64) {
 	defer watchdog("fair shares", 2*time.Minute)()
 	counts := make([]paddedCount, workers)
+	turns := make([]paddedCount, workers)
 	made := 0 // guarded by l
 	var started sync.WaitGroup
 	var wg sync.WaitGroup
@@ -491,12 +492,17 @@ func fairShares(l sync.Locker, workers, total int) []int {
 		started.Add(1)
 		wg.Go(func() {
 			started.Done()
+			last := -1
 			for {
 				l.Lock()
 				if made >= total {
 					l.Unlock()
 					return
 				}
+				if gap := made - last - 1; last >= 0 && gap >= workers-2 && gap <= workers-1 {
+					turns[w].n++
+				}
+				last = made
 				made++
 				counts[w].n++
 				l.Unlock()
@@ -504,14 +510,26 @@ func fairShares(l sync.Locker, workers, total int) []int {
 		})
 	}
 	started.Wait()
-	time.Sleep(20 * time.Millisecond) // let them all reach Lock
+	// Let them all reach Lock before the first Unlock: a worker that
+	// queues late misses turns, which no lock can give back. A lock that
+	// counts its queue is waited for (under a host's load the workers'
+	// thread may not run for a long while); another gets 20 ms.
+	if q, ok := l.(interface{ queued() int }); ok {
+		for q.queued() < workers {
+			time.Sleep(time.Millisecond)
+		}
+	} else {
+		time.Sleep(20 * time.Millisecond)
+	}
 	l.Unlock()
 	wg.Wait()
-	out := make([]int, workers)
+	shares = make([]int, workers)
+	inTurns := 0
 	for i := range counts {
-		out[i] = counts[i].n
+		shares[i] = counts[i].n
+		inTurns += turns[i].n
 	}
-	return out
+	return shares, float64(inTurns) / float64(total)
 }
 
 // maxMin is the largest share over the smallest (+Inf if one is 0).
@@ -523,13 +541,22 @@ func maxMin(shares []int) float64 {
 	return float64(hi) / float64(lo)
 }
 
-// TestTicketMutexFairShares: every worker gets the same share within 5%
-// with one P, where a worker is never descheduled outside the queue by
-// another core's traffic. With two Ps on a shared machine the operating
-// system may stop a worker's thread between its Unlock and its next Lock,
-// and the others rightly go on without it, so the bound there is the
-// kernel locktorture's starvation flag (2×). The same check flags Mutex,
-// which is unfair on purpose.
+// TestTicketMutexFairShares: eight goroutines taking turns on a TicketMutex
+// get equal shares (max/min ≤ 1.05 on one processor).
+//
+// Its assumption: a worker is away from the lock's queue only between its
+// Unlock and its next Lock, a few instructions. The Go scheduler breaks it
+// under a host's load: it preempts a goroutine every 10 ms of wall time,
+// and one preempted between Unlock and Lock waits in the global run queue
+// while the others hand the processor to each other; at load 20 a share
+// lost 10-25 % that way (max/min 1.08-1.37, three tries in a row). So when
+// three tries miss the bound, the run is judged by what the lock decides:
+// at least 95 % of acquisitions must come in turn (after the seven others,
+// or six while one is away). Unfairness of the lock's own making fails
+// both: Mutex (checker-catches-Mutex) comes in turn in well under half of
+// its acquisitions, and an Unlock that yields (see ticketSpinIterations;
+// max/min 31,747 when it was tried) lets one worker re-lock alone, out of
+// turn, for a whole time slice.
 func TestTicketMutexFairShares(t *testing.T) {
 	total := scaled(400_000)
 	for _, c := range []struct {
@@ -538,26 +565,31 @@ func TestTicketMutexFairShares(t *testing.T) {
 	}{{1, 1.05}, {2, 2}} {
 		t.Run(fmt.Sprintf("procs=%d", c.procs), func(t *testing.T) {
 			withGOMAXPROCS(t, c.procs)
-			// A thread stopped by the host's other load skews one try;
-			// the try is repeated (up to 3), the bound never widened.
-			shares := fairShares(new(TicketMutex), 8, total)
+			shares, inTurn := fairShares(new(TicketMutex), 8, total)
 			for try := 1; try < 3 && maxMin(shares) > c.bound; try++ {
-				t.Logf("try %d: max/min %.3f, shares %v: again", try, maxMin(shares), shares)
-				shares = fairShares(new(TicketMutex), 8, total)
+				t.Logf("try %d: max/min %.3f, %.1f%% in turn, shares %v: again", try, maxMin(shares), 100*inTurn, shares)
+				shares, inTurn = fairShares(new(TicketMutex), 8, total)
 			}
-			if r := maxMin(shares); r > c.bound {
-				t.Fatalf("max/min = %.3f > %.2f: shares %v", r, c.bound, shares)
-			} else {
-				t.Logf("max/min %.4f, shares %v", r, shares)
+			switch r := maxMin(shares); {
+			case r <= c.bound:
+				t.Logf("max/min %.4f, %.1f%% in turn, shares %v", r, 100*inTurn, shares)
+			case inTurn >= 0.95:
+				t.Logf("max/min %.3f > %.2f in three tries, but %.1f%% of acquisitions came in turn: workers were preempted outside the queue (host load), shares %v", r, c.bound, 100*inTurn, shares)
+			default:
+				t.Fatalf("max/min = %.3f > %.2f and only %.1f%% of acquisitions in turn: shares %v", r, c.bound, 100*inTurn, shares)
 			}
 		})
 	}
 	t.Run("checker-catches-Mutex", func(t *testing.T) {
 		withGOMAXPROCS(t, 1)
-		shares := fairShares(new(Mutex), 8, total)
+		shares, inTurn := fairShares(new(Mutex), 8, total)
 		if r := maxMin(shares); r <= 2 {
 			t.Fatalf("Mutex (unfair by design) has max/min %.3f: the fairness check cannot fail", r)
 		}
+		if inTurn >= 0.95 {
+			t.Fatalf("Mutex (unfair by design) came in turn in %.1f%% of acquisitions: the in-turn check cannot fail", 100*inTurn)
+		}
+		t.Logf("Mutex: %.1f%% in turn", 100*inTurn)
 	})
 }
 
