@@ -133,6 +133,14 @@ func runProcs(ctx context.Context, exe, kind string, p Params) (s Sample, err er
 	if err != nil {
 		return s, err
 	}
+	return runChildren(ctx, exe, kind, dir, p, func() (uint64, error) { return ne.Uint64(counter), nil })
+}
+
+// runChildren measures p.Goroutines children of exe hammering kind's lock
+// in dir: it gathers their results, and once they have exited checks
+// that the shared counter (read by counter) equals their acquisitions,
+// or the lock did not exclude.
+func runChildren(ctx context.Context, exe, kind, dir string, p Params, counter func() (uint64, error)) (s Sample, err error) {
 	in, out := p.Section.steps(p.StepsPerNs)
 	g, start, err := startChildren(ctx, exe, childSpec{Kind: kind, Dir: dir, Duration: p.Duration, Inside: in, Outside: out}, p.Goroutines)
 	defer g.Close()
@@ -143,7 +151,11 @@ func runProcs(ctx context.Context, exe, kind string, p Params) (s Sample, err er
 	if err != nil {
 		return s, err
 	}
-	if got := ne.Uint64(counter); got != uint64(s.Ops) {
+	got, err := counter()
+	if err != nil {
+		return s, err
+	}
+	if got != uint64(s.Ops) {
 		return s, fmt.Errorf("%s: shared counter %d, but the processes made %d acquisitions: the lock did not exclude", kind, got, s.Ops)
 	}
 	s.Elapsed = time.Duration(end - start.UnixNano())

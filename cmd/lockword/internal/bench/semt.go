@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"time"
 )
 
 //go:embed cpeer/semt.c
@@ -88,23 +87,11 @@ func runSemt(ctx context.Context, bin string, p Params) (s Sample, err error) {
 	if out, err := exec.CommandContext(ctx, bin, "init", file).CombinedOutput(); err != nil {
 		return s, fmt.Errorf("sem_t init: %v: %s", err, bytes.TrimSpace(out))
 	}
-	in, out := p.Section.steps(p.StepsPerNs)
-	g, start, err := startChildren(ctx, bin, childSpec{Kind: semtName, Dir: dir, Duration: p.Duration, Inside: in, Outside: out}, p.Goroutines)
-	defer g.Close()
-	if err != nil {
-		return s, err
-	}
-	end, err := gatherProcs(ctx, g, &s)
-	if err != nil {
-		return s, err
-	}
-	data, err := os.ReadFile(file)
-	if err != nil || len(data) < semtCounterOff+8 {
-		return s, fmt.Errorf("sem_t: reading the counter: %v (%d bytes)", err, len(data))
-	}
-	if got := ne.Uint64(data[semtCounterOff:]); got != uint64(s.Ops) {
-		return s, fmt.Errorf("%s: shared counter %d, but the processes made %d acquisitions: the lock did not exclude", semtName, got, s.Ops)
-	}
-	s.Elapsed = time.Duration(end - start.UnixNano())
-	return s, nil
+	return runChildren(ctx, bin, semtName, dir, p, func() (uint64, error) {
+		data, err := os.ReadFile(file)
+		if err != nil || len(data) < semtCounterOff+8 {
+			return 0, fmt.Errorf("sem_t: reading the counter: %v (%d bytes)", err, len(data))
+		}
+		return ne.Uint64(data[semtCounterOff:]), nil
+	})
 }
