@@ -586,10 +586,15 @@ int lw_sem_acquire(lw_sem *s, int64_t n, lw_sem_recovery *dead);
 int lw_sem_tryacquire(lw_sem *s, int64_t n, lw_sem_recovery *dead);
 
 /* lw_sem_release gives back n permits this process holds: 0, LW_EPERM
- * (it holds fewer: nothing changed), LW_EINVAL (n < 0), LW_ECORRUPT. */
+ * (it holds fewer, by lw_sem_held: nothing changed), LW_EINVAL (n < 0),
+ * LW_ECORRUPT (the words are corrupt, or this process's entry records
+ * fewer than lw_sem_held: the n permits count as given back, and what the
+ * entry still records is freed once this process detaches). */
 int lw_sem_release(lw_sem *s, int64_t n);
 
-/* lw_sem_held returns the permits this process holds; lw_sem_capacity
+/* lw_sem_held returns the permits this process holds, counted in process
+ * memory as its calls returned them (a corrupt entry does not change it;
+ * lw_region_close goes by it); lw_sem_capacity
  * the permits the semaphore has. 0 for a NULL s. */
 int64_t lw_sem_held(const lw_sem *s);
 int64_t lw_sem_capacity(const lw_sem *s);

@@ -24,6 +24,11 @@ struct lw_sem {
 	_Atomic uint32_t gate;
 	_Atomic int64_t reaped_ns;  /* last liveness check of the entries */
 	_Atomic int64_t checked_ns; /* last validation of every entry */
+	/* held: the permits this process holds, as its calls returned them,
+	 * in process memory that no stray write to the region reaches (Go:
+	 * Semaphore.held): release tells misuse (more than this) from
+	 * corruption (the entry disagrees), and close asks it, not the entry. */
+	_Atomic int64_t held;
 };
 
 /* lw_sem_dead collects what one call took back from dead processes. */
@@ -44,15 +49,18 @@ static void sem_st(_Atomic uint32_t *w, uint32_t v) { atomic_store(w, v); }
 
 int64_t lw_sem_capacity(const lw_sem *s) { return s ? atomic_load(w32(s->obj, LW_SEM_PERMITS)) : 0; }
 
-int64_t lw_sem_held(const lw_sem *s) {
-	if (!s || atomic_load(w32(s->me, LW_SEM_SLOT_TOKEN)) != s->r->token)
-		return 0;
-	return atomic_load(w32(s->me, LW_SEM_SLOT_HELD));
-}
+int64_t lw_sem_held(const lw_sem *s) { return s ? atomic_load(&s->held) : 0; }
 
-/* sem_holds: lw_region_close refuses while this process holds permits. */
-static bool sem_holds(lw_sem *s) {
-	return lw_sem_held(s) != 0 || (atomic_load(s->guard.word) & LW_OWNER_MASK) == s->r->token;
+/* sem_holds: lw_region_close refuses while this process holds permits, by
+ * its own count: a corrupt entry must not make close refuse forever. */
+static bool sem_holds(lw_sem *s) { return lw_sem_held(s) != 0; }
+
+/* sem_count adds n to what this process holds if err says the call holds
+ * them (0 or LW_EOWNERDEAD), and returns err. */
+static int sem_count(lw_sem *s, int64_t n, int err) {
+	if (err == 0 || err == LW_EOWNERDEAD)
+		atomic_fetch_add(&s->held, n);
+	return err;
 }
 
 static bool sem_valid_token(uint32_t t) { return token_gen(t) != 0 && token_gen(t) <= LW_OWNER_GEN_MAX; }
@@ -124,7 +132,9 @@ static int sem_guard_lock(lw_sem *s, int64_t deadline) {
 		if (err != 0)
 			lw_mutex_unlock(&s->guard);
 	}
-	return err;
+	/* The guard is marked consistent whenever it is recovered: one found
+	 * not recoverable was written by no valid history. */
+	return err == LW_ENOTRECOVERABLE ? LW_ECORRUPT : err;
 }
 
 
@@ -358,7 +368,7 @@ static int sem_try_take(lw_sem *s, uint32_t n, int64_t deadline, lw_sem_recovery
 int lw_sem_tryacquire(lw_sem *s, int64_t n, lw_sem_recovery *dead) {
 	if (!s || n < 0 || n > lw_sem_capacity(s))
 		return LW_EINVAL;
-	return n == 0 ? 0 : sem_try_take(s, (uint32_t)n, -1, dead);
+	return n == 0 ? 0 : sem_count(s, n, sem_try_take(s, (uint32_t)n, -1, dead));
 }
 
 /* ---- The slow acquire (sharedsemaphorewaiter.go) ---- */
@@ -459,7 +469,7 @@ int lw_sem_timedacquire(lw_sem *s, int64_t n, int64_t timeout_ns, lw_sem_recover
 	int64_t deadline = deadline_of(timeout_ns);
 	int err = sem_try_take(s, (uint32_t)n, deadline, dead);
 	if (err != LW_EBUSY)
-		return err;
+		return sem_count(s, n, err);
 	atomic_fetch_add(&s->r->waiting, 1);
 	if (!sem_gate_take(s, deadline)) {
 		atomic_fetch_sub(&s->r->waiting, 1);
@@ -486,7 +496,7 @@ int lw_sem_timedacquire(lw_sem *s, int64_t n, int64_t timeout_ns, lw_sem_recover
 	}
 	sem_gate_release(s);
 	atomic_fetch_sub(&s->r->waiting, 1);
-	return err;
+	return sem_count(s, n, err);
 }
 
 int lw_sem_acquire(lw_sem *s, int64_t n, lw_sem_recovery *dead) { return lw_sem_timedacquire(s, n, -1, dead); }
@@ -496,11 +506,18 @@ int lw_sem_release(lw_sem *s, int64_t n) {
 		return LW_EINVAL;
 	if (n == 0)
 		return 0;
+	/* Misuse is judged on this process's own count; from here on the n
+	 * permits count as given back, whatever the words say. */
+	int64_t h = atomic_load(&s->held);
+	do {
+		if (n > h)
+			return LW_EPERM;
+	} while (!atomic_compare_exchange_weak(&s->held, &h, h - n));
 	int err = sem_guard_lock(s, -1);
 	if (err != 0)
 		return err;
 	if (sem_ld(sem_me_w(s, LW_SEM_SLOT_TOKEN)) != s->r->token || sem_ld(sem_me_w(s, LW_SEM_SLOT_HELD)) < n)
-		return sem_guard_unlock(s, false, LW_EPERM);
+		return sem_guard_unlock(s, false, LW_ECORRUPT); /* we hold them: the entry is wrong */
 	/* Release trusts only its own entry and the counts: it checks those. */
 	if ((err = sem_validate(s->obj, true, (int)s->r->slot)) != 0)
 		return sem_guard_unlock(s, false, err);

@@ -149,9 +149,9 @@ var liveKinds = []struct {
 				return err // nothing held: ctx.Err, a WeightError or a CorruptError
 			}
 			// Our entry or the counts overwritten during the hold
-			// make Release panic: as misuse (more than this process
-			// holds) or with the CorruptError; both name the kind.
-			return liveGuard(o, w, "Semaphore", func() { s.Release(k) })
+			// make Release panic with the CorruptError naming the
+			// Semaphore, never as misuse: we release what we took.
+			return liveGuard(o, w, `Semaphore "semaphore" in`, func() { s.Release(k) })
 		}, err
 	}},
 	{"mpsc", func(r *Region, role int) (func(context.Context, liveObject) error, error) {
@@ -484,6 +484,13 @@ func FuzzLiveWords(f *testing.F) {
 		}
 		return b
 	}
+	// semaphore: the users' held zeroed, again and again, under their
+	// holds: Release must panic with a CorruptError, not as misuse.
+	var zeroHeld []uint32
+	for range 3 {
+		zeroHeld = append(zeroHeld, 6, 36, 0, 6, 40, 0, 6, 44, 0)
+	}
+	f.Add(le(zeroHeld...))
 	f.Add(le(1, 1, 10))                                          // ticket: serving = 10, ahead of next
 	f.Add(le(2, 1, 1000, 2, 0, 0))                               // rw writers' queue: serving far ahead, next reset
 	f.Add(le(0, 0, 0x0fffffff, 0, 0, 1<<18))                     // mutex: not recoverable, then a generation-0 token

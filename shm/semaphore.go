@@ -125,7 +125,10 @@ var ErrPermitsMismatch = errors.New("lockword: shared semaphore exists with anot
 // the capacity gets a *lockword.WeightError (lockword.ErrWeight). Release(k) of more
 // permits than this process holds in the semaphore panics: holds are per
 // process, so a process cannot release what another holds. Close refuses
-// (ErrRegionBusy) while this process holds permits.
+// (ErrRegionBusy) while this process holds permits. What this process
+// holds is also counted in Go memory, out of reach of stray writes to the
+// region: misuse is judged on that count, so an entry that disagrees with
+// it is corruption, not misuse, and Close and Held go by it.
 //
 // Memory model: a Release synchronizes before any Acquire (or successful
 // TryAcquire) that obtains permits it released, across processes as within
@@ -136,8 +139,9 @@ var ErrPermitsMismatch = errors.New("lockword: shared semaphore exists with anot
 // than the capacity, naming a token of another slot or an impossible
 // generation; docs/abi.md lists the checks) make the call return a
 // *lockword.CorruptError (lockword.ErrCorrupt) holding nothing, before any
-// count is trusted; Release panics with it; (*Region).Semaphore returns it
-// rather than ErrPermitsMismatch. lockword inspect runs the same checks.
+// count is trusted; Release panics with it, its permits counted as given
+// back; (*Region).Semaphore returns it rather than ErrPermitsMismatch. Errors
+// of the guard name the Semaphore too. lockword inspect runs the same checks.
 // Every call checks the counts and its own entry; every entry is checked
 // by a process's first call, then every 10 ms or more, and before any
 // reap.
@@ -155,6 +159,12 @@ type Semaphore struct {
 	// reapedNs is when this process last checked the entries' processes,
 	// checkedNs when it last validated every word (monotonic ns).
 	reapedNs, checkedNs atomic.Int64
+	// held is the permits this process holds, as its calls returned
+	// them, in Go memory that no stray write reaches: Release tells
+	// misuse (more than held) from corruption (the entry disagrees), and
+	// Close asks it, not the entry. The entry's held is at least this
+	// between calls (it rises first and falls last).
+	held atomic.Int64
 }
 
 // A SemaphoreOwnerDeadError is returned by Semaphore.Acquire (and
@@ -222,11 +232,11 @@ func newSharedSemaphore(r *Region, name string, obj []byte) *Semaphore {
 	return s
 }
 
-// holdsLock reports whether this process holds permits (or the guard):
-// Close refuses then.
-func (s *Semaphore) holdsLock() bool {
-	return s.guard.holdsLock() || word32(s.me, semSlotToken).Load() == s.r.token && word32(s.me, semSlotHeld).Load() != 0
-}
+// holdsLock reports whether this process holds permits: Close refuses
+// then. It asks Go memory, not the entry (a corrupt entry must not keep
+// Close refusing forever), nor the guard, which only a call in progress
+// holds (Close during a call is the caller's race, as for any handle).
+func (s *Semaphore) holdsLock() bool { return s.held.Load() != 0 }
 
 // Name returns the object's name in its region.
 func (s *Semaphore) Name() string { return s.name }
@@ -234,13 +244,10 @@ func (s *Semaphore) Name() string { return s.name }
 // Capacity returns the number of permits the semaphore was made with.
 func (s *Semaphore) Capacity() int64 { return int64(word32(s.obj, semObjPermits).Load()) }
 
-// Held returns the permits this process holds.
-func (s *Semaphore) Held() int64 {
-	if word32(s.me, semSlotToken).Load() != s.r.token {
-		return 0
-	}
-	return int64(word32(s.me, semSlotHeld).Load())
-}
+// Held returns the permits this process holds: what its Acquire calls
+// took and its Release calls have not given back (counted in Go memory,
+// so a corrupt entry does not change it).
+func (s *Semaphore) Held() int64 { return s.held.Load() }
 
 // Acquire takes n permits, waiting until they are free and every earlier
 // waiter has been served, or until ctx is done (it takes free permits
@@ -256,10 +263,22 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 		return err
 	}
 	took, err := s.tryTake(ctx, uint32(n))
-	if took || err != nil {
-		return err
+	if !took && err == nil {
+		err = s.acquireSlow(ctx, uint32(n))
 	}
-	return s.acquireSlow(ctx, uint32(n))
+	s.count(n, err == nil || errors.Is(err, lockword.ErrOwnerDead))
+	return err
+}
+
+// count adds n to the permits this process holds if the call that took
+// them reports them held. One that took them but returns a CorruptError
+// (the guard overwritten while held) told its caller it holds nothing:
+// they are not counted, and stay recorded in the entry only until this
+// process detaches (another process's reap then frees them).
+func (s *Semaphore) count(n int64, held bool) {
+	if held {
+		s.held.Add(n)
+	}
 }
 
 // TryAcquire takes n permits if they are free and nobody waits, without
@@ -280,7 +299,10 @@ func (s *Semaphore) AcquireNow(n int64) (took bool, err error) {
 	if err := s.weight(n); err != nil || n == 0 {
 		return err == nil, err
 	}
-	return s.tryTake(context.Background(), uint32(n))
+	took, err = s.tryTake(context.Background(), uint32(n))
+	took = took && (err == nil || errors.Is(err, lockword.ErrOwnerDead))
+	s.count(n, took)
+	return took, err
 }
 
 // tryTake takes n permits under the guard if they are free and nobody
@@ -325,30 +347,46 @@ var testBrokenSemWrongWake bool
 
 // Release gives back n permits that this process holds, and wakes the
 // waiters if any sleep. It panics if n is negative or more than this
-// process holds, and with a *lockword.CorruptError if the words are corrupt.
+// process holds (Held: misuse, as sync panics), and with a
+// *lockword.CorruptError if the words are corrupt (the entry records fewer
+// permits than Held, or the counts or guard are impossible): then the n
+// permits count as given back for this process (Held drops, Close does not
+// refuse for them), and what the entry still records is freed once this
+// process detaches, by another process's reap.
 func (s *Semaphore) Release(n int64) {
 	if n == 0 {
 		return
 	}
+	// Misuse is judged on Go memory, which no stray write reaches.
+	for h := s.held.Load(); ; h = s.held.Load() {
+		if n < 0 || n > h {
+			panic(fmt.Sprintf("lockword: Release(%d) of more permits than this process holds (%d) in Semaphore %q", n, h, s.name))
+		}
+		if s.held.CompareAndSwap(h, h-n) {
+			break
+		}
+	}
 	if err := s.lock(context.Background()); err != nil {
-		panic(err)
+		panic(err) // a CorruptError naming s (lock), or ErrRegionClosed
 	}
 	held := word32(s.me, semSlotHeld)
-	if n < 0 || word32(s.me, semSlotToken).Load() != s.r.token || int64(held.Load()) < n {
-		h := s.Held()
-		s.unlock(false, false, nil)
-		panic(fmt.Sprintf("lockword: Release(%d) of more permits than this process holds (%d) in Semaphore %q", n, h, s.name))
+	if t := word32(s.me, semSlotToken).Load(); t != s.r.token || int64(held.Load()) < n {
+		_, err := s.unlock(false, false, s.errCorrupt("Release(%d): this process's entry records %d permits for token %#x, but this process (token %#x) holds %d",
+			n, held.Load(), t, s.r.token, s.held.Load()+n))
+		panic(err)
 	}
 	// Release trusts only its own entry and the counts: it checks those.
 	if reason := semValidate(s.obj, true, int(s.r.slot)); reason != "" {
-		s.unlock(false, false, nil)
-		panic(s.errCorrupt("%s", reason))
+		_, err := s.unlock(false, false, s.errCorrupt("%s", reason))
+		panic(err)
 	}
 	held.Store(held.Load() - uint32(n))
 	inUse := word32(s.obj, semObjInUse)
 	inUse.Store(inUse.Load() - uint32(n))
 	s.settle()
-	s.unlock(true, false, nil)
+	if _, err := s.unlock(true, false, nil); err != nil {
+		panic(err) // the guard was overwritten while held: the permits are back
+	}
 }
 
 func (s *Semaphore) weight(n int64) error {
@@ -377,6 +415,25 @@ func (s *Semaphore) lock(ctx context.Context) error {
 		if err = s.guard.MarkConsistent(); err != nil {
 			s.guard.unlockInternal() // err already says the guard is corrupt
 		}
+	}
+	return s.guardErr(err)
+}
+
+// guardErr names the Semaphore in an error of its guard, whose own
+// errors name a shm.Mutex the caller never made. The guard is marked
+// consistent whenever it is taken from a dead holder, so a guard found
+// not recoverable was written by no valid history: corrupt.
+func (s *Semaphore) guardErr(err error) error {
+	var ce *lockword.CorruptError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ce) && ce.Kind != "Semaphore":
+		return s.errCorrupt("its guard: %s", ce.Reason)
+	case errors.Is(err, lockword.ErrNotRecoverable):
+		return s.errCorrupt("its guard is marked not recoverable, which no valid history leaves it")
+	case errors.Is(err, ErrRegionClosed):
+		return fmt.Errorf("%w: Semaphore %q used after Close of %s", ErrRegionClosed, s.name, s.r.path)
 	}
 	return err
 }

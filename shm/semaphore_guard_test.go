@@ -44,3 +44,48 @@ func TestSemaphoreGuardOverwrittenUnderHold(t *testing.T) {
 	}
 	s.Release(1)
 }
+
+// TestSemaphoreGuardErrorsNameIt: a guard word that no valid history
+// writes (a token of no incarnation; the not-recoverable owner, which the
+// semaphore never leaves, as it marks a recovered guard consistent) is a
+// CorruptError naming the Semaphore, not the shm.Mutex inside it, which
+// the caller never made; and Release, whose Acquire succeeded, panics with
+// it rather than hang or call it misuse.
+func TestSemaphoreGuardErrorsNameIt(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		word uint32
+	}{
+		{"token of no incarnation", makeToken(5, 0)},
+		{"not recoverable", ownerNotRecoverable},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := mustCreate(t, tempRegionPath(t), 0)
+			s, err := r.Semaphore("sem", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Acquire(context.Background(), 1); err != nil {
+				t.Fatal(err)
+			}
+			s.guard.word.Store(c.word)
+			var ce *lockword.CorruptError
+			err = s.Acquire(context.Background(), 1)
+			if !errors.As(err, &ce) || ce.Kind != "Semaphore" || ce.Object != "sem" {
+				t.Errorf("Acquire: %v, want a CorruptError naming Semaphore \"sem\"", err)
+			}
+			func() {
+				defer func() {
+					p, _ := recover().(error)
+					if !errors.As(p, &ce) || ce.Kind != "Semaphore" {
+						t.Errorf("Release: panicked with %v, want a CorruptError naming the Semaphore", p)
+					}
+				}()
+				s.Release(1)
+			}()
+			if err := r.Close(); err != nil {
+				t.Errorf("Close after Release: %v", err)
+			}
+		})
+	}
+}

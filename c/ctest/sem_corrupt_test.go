@@ -3,7 +3,9 @@
 package ctest
 
 import (
+	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +63,38 @@ func TestCSemaphoreCorruptEntry(t *testing.T) {
 	m := startC(t, b.Worker, "sem-acquire", path, "ticket", "5", "1", "2000")
 	if _, err := m.wait(10 * time.Second); err == nil || !strings.Contains(err.Error(), "another number of permits") {
 		t.Errorf("C handle with 5 permits on a semaphore of 4: %v, want the permit count named", err)
+	}
+}
+
+// TestCSemaphoreReleaseCorruptEntry: a C process holding 2 permits whose
+// entry is overwritten (its held zeroed) gets LW_ECORRUPT from its release,
+// not LW_EPERM, which says it released more than it took: it did not. Its
+// own count says what it holds (0 after the release), and its close
+// finishes, as Go's Release and Close do.
+func TestCSemaphoreReleaseCorruptEntry(t *testing.T) {
+	b := cBuild(t, "plain")
+	path, r := goRegion(t)
+	if _, err := r.Semaphore("sem", 4); err != nil {
+		t.Fatal(err)
+	}
+	w, in := startCAttached(t, b.Worker, "held", "sem-release-after", path, "sem", "4", "2")
+	info, err := r.Inspect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zeroed := false
+	for _, o := range info.Objects {
+		if o.Name == "sem" && o.Semaphore != nil && len(o.Semaphore.Processes) == 1 {
+			semWriteEntry(t, path, o.Offset, int64(o.Semaphore.Processes[0].Slot), 0, []byte{0, 0, 0, 0})
+			zeroed = true
+		}
+	}
+	if !zeroed {
+		t.Fatalf("Inspect: %+v, want the C holder", info)
+	}
+	io.WriteString(in, "go\n")
+	rest, err := w.wait(10 * time.Second)
+	if want := []string{"release 1023 0", "close 0"}; err != nil || !slices.Equal(rest, want) {
+		t.Errorf("C release and close over a zeroed entry: %q %v, want %q (LW_ECORRUPT, held 0; closed)", rest, err, want)
 	}
 }

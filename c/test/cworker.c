@@ -647,7 +647,7 @@ static const struct {
 	{"torture", cmd_torture}, {"open", cmd_open}, {"stress", cmd_stress}, {"send", cmd_send}, {"recv", cmd_recv},
 	{"hold", cmd_hold}, {"wait", cmd_wait}, {"create", cmd_create}, {"bench-child", cmd_bench_child}, {"api", cmd_api},
 	{"nullargs", cmd_nullargs}, {"flocked", cmd_flocked}, {"sem-hold", cmd_sem_hold}, {"sem-acquire", cmd_sem_acquire},
-	{"sem-open-close", cmd_sem_open_close},
+	{"sem-open-close", cmd_sem_open_close}, {"sem-release-after", cmd_sem_release_after},
 	{"sem-stress", cmd_sem_stress}, {"sem-torture", cmd_sem_torture}, {"cycle", cmd_cycle},
 	{"wait-then-hold", cmd_wait_then_hold},
 	{"mpsc-send", cmd_mpsc_send},

@@ -55,6 +55,29 @@ static int cmd_sem_open_close(int argc, char **argv) {
 	return 0;
 }
 
+/* sem-release-after REGION NAME PERMITS K: take K permits, print "held",
+ * wait for a line on stdin (the test writes the region meanwhile), then
+ * release them and close, printing "release CODE HELD" and "close CODE". */
+static int cmd_sem_release_after(int argc, char **argv) {
+	if (argc != 6)
+		return 2;
+	lw_region *r;
+	lw_sem *s = sem_open_args(argv, &r);
+	int64_t k = strtoll(argv[5], NULL, 10);
+	int err = lw_sem_acquire(s, k, NULL);
+	if (err && err != LW_EOWNERDEAD)
+		die("acquire", err);
+	printf("held\n");
+	fflush(stdout);
+	char line[16];
+	if (!fgets(line, sizeof line, stdin))
+		return 1;
+	err = lw_sem_release(s, k);
+	printf("release %d %lld\n", err, (long long)lw_sem_held(s));
+	printf("close %d\n", lw_region_close(r));
+	return 0;
+}
+
 /* sem-acquire REGION NAME PERMITS K TIMEOUT_MS [wait]: one timed
  * acquisition; prints "CODE HOLDERS PERMITS PID HELD", then releases what
  * it holds. With wait, it first prints "open" and waits for a line on

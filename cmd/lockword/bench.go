@@ -90,8 +90,9 @@ func defineBenchFlags(fs *flag.FlagSet) benchFlagValues {
 		procs: fs.Bool("procs", false,
 			"also measure the cross-process kinds: shm.Mutex and a one-permit\n"+
 				"shm.Semaphore in 2 and 4 processes (this binary re-executed)\n"+
-				"against flock(2) on a kept file\n"+
-				"descriptor and gofrs/flock. Linux only."),
+				"against flock(2) on a kept file descriptor and gofrs/flock, and\n"+
+				"the semaphore against a POSIX sem_t (a C child built with gcc\n"+
+				"when the run starts; without gcc its row is skipped). Linux only."),
 		json: fs.Bool("json", false,
 			"print one JSON object per sample (JSON Lines) as it is measured,\n"+
 				"instead of the table."),

@@ -33,7 +33,7 @@ var Kinds = []Kind{
 	{"ring-batch", "ring", fmt.Sprintf("lockword.Ring PushSlice/PopSlice vs a channel of [%d]uint64, %d items a batch", ringBatch, ringBatch), false},
 	{"queue", "queue", fmt.Sprintf("lockword.Queue vs a buffered channel and xsync's MPMCQueue, capacity %d, 1 and 4 consumers", queueCapacity), false},
 	{"semaphore", "semaphore", fmt.Sprintf("lockword.Semaphore vs x/sync's semaphore.Weighted, %d permits, Acquire(1)/Release(1)", semPermits), false},
-	{"shared", "shared", "shm.Mutex vs flock(2) on a kept fd and gofrs/flock, 2 and 4 processes", true},
+	{"shared", "shared", "shm.Mutex vs flock(2) on a kept fd and gofrs/flock, and a one-permit shm.Semaphore vs POSIX sem_t too, 2 and 4 processes", true},
 }
 
 // semPermits is the semaphore group's capacity: a pool of 4 (connections,
@@ -159,8 +159,10 @@ func Groups(kinds []string, grid []int, exe string) []Group {
 			}})
 	}
 	if want("shared") {
-		gs = append(gs, Group{Name: "shared", Title: "Cross-process locks", Unit: "acq", Axis: "processes", Grid: procsGrid,
-			Subjects: procsSubjects(exe), Processes: true})
+		g := Group{Name: "shared", Title: "Cross-process locks", Unit: "acq", Axis: "processes", Grid: procsGrid,
+			Subjects: procsSubjects(exe), Processes: true}
+		addSemt(&g)
+		gs = append(gs, g)
 	}
 	if want("shared-queue") {
 		gs = append(gs, sharedQueueGroups(exe)...)

@@ -133,14 +133,39 @@ func runProcs(ctx context.Context, exe, kind string, p Params) (s Sample, err er
 	if err != nil {
 		return s, err
 	}
+	return runChildren(ctx, exe, kind, dir, p, func() (uint64, error) { return ne.Uint64(counter), nil })
+}
+
+// runChildren measures p.Goroutines children of exe hammering kind's lock
+// in dir: it gathers their results, and once they have exited checks
+// that the shared counter (read by counter) equals their acquisitions,
+// or the lock did not exclude.
+func runChildren(ctx context.Context, exe, kind, dir string, p Params, counter func() (uint64, error)) (s Sample, err error) {
 	in, out := p.Section.steps(p.StepsPerNs)
 	g, start, err := startChildren(ctx, exe, childSpec{Kind: kind, Dir: dir, Duration: p.Duration, Inside: in, Outside: out}, p.Goroutines)
 	defer g.Close()
 	if err != nil {
 		return s, err
 	}
+	end, err := gatherProcs(ctx, g, &s)
+	if err != nil {
+		return s, err
+	}
+	got, err := counter()
+	if err != nil {
+		return s, err
+	}
+	if got != uint64(s.Ops) {
+		return s, fmt.Errorf("%s: shared counter %d, but the processes made %d acquisitions: the lock did not exclude", kind, got, s.Ops)
+	}
+	s.Elapsed = time.Duration(end - start.UnixNano())
+	return s, nil
+}
+
+// gatherProcs adds the children's results to s, waits for them to exit,
+// and returns the latest end of their work (Unix ns).
+func gatherProcs(ctx context.Context, g *startgate.Group, s *Sample) (end int64, err error) {
 	s.Waits = new(Histogram)
-	var end int64
 	err = g.Results(func(_ int, line []byte) error {
 		var res childResult
 		if err := json.Unmarshal(line, &res); err != nil {
@@ -157,18 +182,11 @@ func runProcs(ctx context.Context, exe, kind string, p Params) (s Sample, err er
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return s, ctx.Err()
+			return end, ctx.Err()
 		}
-		return s, err
+		return end, err
 	}
-	if err := g.Wait(); err != nil {
-		return s, err
-	}
-	if got := ne.Uint64(counter); got != uint64(s.Ops) {
-		return s, fmt.Errorf("%s: shared counter %d, but the processes made %d acquisitions: the lock did not exclude", kind, got, s.Ops)
-	}
-	s.Elapsed = time.Duration(end - start.UnixNano())
-	return s, nil
+	return end, g.Wait()
 }
 
 // startChildren starts n children of exe told spec, once each is ready

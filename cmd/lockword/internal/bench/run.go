@@ -58,8 +58,11 @@ type Group struct {
 	// sample duration (the etcd kinds: a few hundred acquisitions a
 	// second).
 	MinDuration time.Duration
+	// Notes are printed under the group's table: a subject left out, and
+	// why.
+	Notes []string
 	// close, if set, releases what the group's samples share (the etcd
-	// member) when Run ends.
+	// member, the sem_t peer's build) when Run ends.
 	close func()
 }
 

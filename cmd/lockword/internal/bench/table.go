@@ -25,6 +25,9 @@ func WriteTable(w io.Writer, groups []Group, sums []Summary) error {
 			continue
 		}
 		fmt.Fprintf(tw, "\n%s (%s/s, median of %d; vs: throughput over the peer's)\n", g.Title, g.Unit, rows[0].Rounds)
+		for _, n := range g.Notes {
+			fmt.Fprintf(tw, "note: %s\n", n)
+		}
 		cpu := rows[0].ServerCPUPerOp > 0
 		wait := "wait"
 		if cpu {
