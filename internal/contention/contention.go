@@ -22,7 +22,6 @@ package contention
 
 import (
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,10 +55,11 @@ type Record struct {
 	// runtime scales its mutex profile).
 	Count int64
 	Delay time.Duration
-	// Stack is the charged stack as program counters (runtime.Callers),
-	// innermost first, starting inside lockword (the waker's wake-up or
-	// the waiter's slow path): lockprof drops the lockword frames, so
-	// that a sample's leaf is the caller of Unlock or of Lock.
+	// Stack is the charged stack as program counters (as runtime.Callers
+	// returns them: one per frame, inlined calls included), innermost
+	// first, starting inside lockword (the waker's wake-up or the
+	// waiter's slow path): lockprof drops the lockword frames, so that a
+	// sample's leaf is the caller of Unlock or of Lock.
 	Stack []uintptr
 }
 
@@ -71,8 +71,9 @@ type recordKey struct {
 }
 
 var profile struct {
-	mu      sync.Mutex
-	records map[recordKey]*Record
+	mu       sync.Mutex
+	records  map[recordKey]*Record
+	boundary [256]boundaryEntry // atBoundary's answers, by return address
 }
 
 var epoch = time.Now()
@@ -84,7 +85,7 @@ func Records() []Record {
 	var records []Record
 	for _, r := range profile.records {
 		c := *r
-		c.Stack = append([]uintptr(nil), r.Stack...)
+		c.Stack = logical(r.Stack)
 		records = append(records, c)
 	}
 	return records
@@ -108,13 +109,13 @@ func End(start int64) {
 	record(Waiter, int64(time.Since(epoch))-start)
 }
 
-// record adds one wait of delay ns to view, at the stack of its caller's
-// caller.
+// record adds one wait of delay ns to view, at the calling goroutine's
+// stack (callers: from inside this package on).
 func record(view View, delay int64) {
 	k := recordKey{view: view}
-	n := runtime.Callers(3, k.stack[:])
 	profile.mu.Lock()
 	defer profile.mu.Unlock()
+	n := callers(&k.stack)
 	if profile.records == nil {
 		profile.records = map[recordKey]*Record{}
 	}
