@@ -27,16 +27,29 @@ import (
 	"time"
 )
 
-// rate is the sampling rate: 0 off, n one slow-path acquisition in n on
-// average.
-var rate atomic.Int64
+// hot holds the words that every slow path reads while the profile is
+// on, on a cache line of their own: the mutexes beside them in memory are
+// written several times by each sample, and the slow paths that are not
+// sampled (99 in 100) should not miss on their line.
+var hot struct {
+	_ [cacheLine]byte
+	// rate is the sampling rate: 0 off, n one slow-path acquisition in n
+	// on average.
+	rate atomic.Int64
+	// armed is len(armed.samples): a park loads it, and looks only if
+	// not 0. Written twice a sample.
+	armed atomic.Int32
+	_     [cacheLine - 12]byte
+}
+
+const cacheLine = 64
 
 // SetRate sets the sampling rate (0: off) and returns the previous one.
-func SetRate(n int64) int64 { return rate.Swap(n) }
+func SetRate(n int64) int64 { return hot.rate.Swap(n) }
 
 // Rate returns the sampling rate. A slow path reads it before anything
 // else, so that the profile costs one load when off.
-func Rate() int64 { return rate.Load() }
+func Rate() int64 { return hot.rate.Load() }
 
 // A View is which stack a record charges: the unlocker's or the waiter's.
 type View uint8
@@ -94,7 +107,7 @@ func Records() []Record {
 // Begin returns the start of a wait if it is sampled, else 0 (as when
 // the profile is off). Callers call it only when Rate is not 0.
 func Begin() int64 {
-	n := rate.Load()
+	n := hot.rate.Load()
 	if n <= 0 || (n > 1 && rand.Int64N(n) != 0) {
 		return 0
 	}
@@ -137,7 +150,6 @@ func record(view View, delay int64) {
 var armed armedSet
 
 type armedSet struct {
-	n    atomic.Int32 // len(samples): a park loads it, and looks only if not 0
 	mu   sync.Mutex
 	last uint64 // the last sample's id
 	// samples are the armed samples, oldest first.
@@ -164,7 +176,7 @@ func Arm(key any) uint64 {
 	}
 	armed.last++
 	armed.samples = append(armed.samples, armedSample{key, armed.last})
-	armed.n.Add(1)
+	hot.armed.Add(1)
 	return armed.last
 }
 
@@ -188,12 +200,12 @@ func Disarm(id uint64) {
 // drop removes sample i. The caller holds a.mu.
 func (a *armedSet) drop(i int) {
 	a.samples = append(a.samples[:i], a.samples[i+1:]...)
-	a.n.Add(-1)
+	hot.armed.Add(-1)
 }
 
 // Armed reports whether any sample is armed: the waiting layer's one load
 // per park, 0 while the profile is off.
-func Armed() bool { return armed.n.Load() != 0 }
+func Armed() bool { return hot.armed.Load() != 0 }
 
 // Take returns the park's start stamp (on this package's clock) if a
 // sample is armed for its word addr or its note, which it consumes; else
