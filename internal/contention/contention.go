@@ -86,7 +86,7 @@ type recordKey struct {
 var profile struct {
 	mu       sync.Mutex
 	records  map[recordKey]*Record
-	boundary [256]boundaryEntry // atBoundary's answers, by return address
+	boundary [1 << boundaryBits]boundaryEntry // atBoundary's answers, by return address
 }
 
 var epoch = time.Now()

@@ -20,16 +20,35 @@ import (
 // pc: pc is in no Go function (C code), or in the runtime's cgo callback
 // entry, beyond which frame pointers belong to C code, which may keep
 // none (the runtime's own profiles unwind such goroutines the slow way).
-// The answers are cached in a small direct-mapped table (a map cost more
-// than the walk itself); the caller holds profile.mu.
+// The answers are cached in a small open-addressed table (a map cost more
+// than the walk itself; a direct-mapped one thrashed on two return
+// addresses that shared an entry); the caller holds profile.mu.
 func atBoundary(pc uintptr) bool {
-	e := &profile.boundary[(pc>>2)%uintptr(len(profile.boundary))]
-	if e.pc != pc {
-		f := runtime.FuncForPC(pc - 1) // pc - 1: inside the call, not after it
-		e.pc, e.stop = pc, f == nil || strings.HasPrefix(f.Name(), "runtime.cgocallback")
+	t := &profile.boundary
+	h := uint64(pc) * 0x9E3779B97F4A7C15 >> (64 - boundaryBits)
+	for i := range uint64(boundaryProbes) {
+		e := &t[(h+i)%uint64(len(t))]
+		if e.pc == pc {
+			return e.stop
+		}
+		if e.pc == 0 {
+			e.pc, e.stop = pc, boundary(pc)
+			return e.stop
+		}
 	}
-	return e.stop
+	return boundary(pc) // the table is full around h: no caching
 }
+
+// boundary is atBoundary without the cache.
+func boundary(pc uintptr) bool {
+	f := runtime.FuncForPC(pc - 1) // pc - 1: inside the call, not after it
+	return f == nil || strings.HasPrefix(f.Name(), "runtime.cgocallback")
+}
+
+const (
+	boundaryBits   = 10 // 1024 return addresses, 16 KiB
+	boundaryProbes = 8
+)
 
 // A boundaryEntry caches atBoundary's answer for one return address.
 type boundaryEntry struct {
