@@ -1,6 +1,9 @@
 package contention
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -99,5 +102,37 @@ func TestCallersLeavesOutWrappers(t *testing.T) {
 	got, want := funcs(logical(fp), ".captureBoth"), funcs(byRuntime, ".captureBoth")
 	if len(want) < 3 || !slices.Equal(got, want) {
 		t.Fatalf("stack read by callers:\n  %s\nruntime.Callers:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// TestCallersStopsAtCgoCallback runs testdata/cgocallback: a sampled wait
+// inside a Go function called back from C, whose frame pointer register
+// the C code left pointing at nothing. The walk must stop at the
+// runtime's cgo callback entry (a walk that went on faults: checked by
+// making atBoundary always false) and still name the waiting function.
+// It builds a cgo program (about 10 s on the loaded 2-core host), so it
+// runs only with LOCKWORD_LONG=1, and needs a C compiler.
+func TestCallersStopsAtCgoCallback(t *testing.T) {
+	if os.Getenv("LOCKWORD_LONG") == "" {
+		t.Skip("builds a cgo program; set LOCKWORD_LONG=1")
+	}
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skip("no frame pointers walked on " + runtime.GOARCH)
+	}
+	if _, err := exec.LookPath("cc"); err != nil {
+		t.Skip("no C compiler")
+	}
+	bin := filepath.Join(t.TempDir(), "cgocallback")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/cgocallback")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cgocallback: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "main.waitInGo\n") {
+		t.Fatalf("the recorded stack does not name main.waitInGo:\n%s", out)
 	}
 }
