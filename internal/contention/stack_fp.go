@@ -15,8 +15,9 @@ func framePointer() unsafe.Pointer
 // the goroutine's first frame (a nil frame pointer) or at a boundary
 // (atBoundary). The caller holds profile.mu.
 //
-// The walk calls nothing that could move the stack while it reads it, and
-// fp is a pointer (not a uintptr), so that a stack copy would adjust it.
+// On a cache miss atBoundary calls into the runtime, which may grow (copy)
+// the stack mid-walk: fp is a pointer, not a uintptr, so that the copy
+// adjusts it, as it adjusts the frame pointers saved in the frames.
 func callers(stk *[depth]uintptr) int {
 	fp := framePointer()
 	n := 0
