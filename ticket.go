@@ -29,12 +29,12 @@ const (
 const ticketAbandonedMask = statsFlag - 1
 
 // A ticketRef points at the three lock words of a ticket lock
-// (Mellor-Crummey & Scott, 1991): TicketMutex and the writers of RWMutex
-// hold them as fields (fields, not a struct, so that
-// the fast paths stay within the inliner's budget), and at the lock's
-// diagnostics, where the tickets of waiters that gave up are recorded.
-// All comparisons are equalities or int32 differences, so both counters
-// wrap at 2^32.
+// (Mellor-Crummey & Scott, 1991), which TicketMutex holds as fields
+// (fields, not a struct, so that its fast paths stay within the inliner's
+// budget), and at the lock's diagnostics, where the tickets of waiters
+// that gave up are recorded. TicketMutex is its only user; tests build
+// one over their own words to inject faults (hookTicket). All comparisons
+// are equalities or int32 differences, so both counters wrap at 2^32.
 type ticketRef struct {
 	next    *atomic.Uint32 // the next ticket to hand out
 	serving *atomic.Uint32 // the ticket that holds the lock
@@ -162,8 +162,7 @@ func (r ticketRef) release(kind string) {
 }
 
 // unlock advances serving and releases: Unlock on behalf of a holder that
-// is not a TicketMutex method (an abandoned ticket whose turn came, an
-// RWMutex writer).
+// is not a TicketMutex method (an abandoned ticket whose turn came).
 func (r ticketRef) unlock(kind string) {
 	if r.serving.Add(1) != r.next.Load() {
 		r.release(kind)
