@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/pprof/profile"
 
@@ -50,6 +51,22 @@ func contend(f func()) {
 		wg.Go(f)
 	}
 	wg.Wait()
+}
+
+// contendUntil runs contend(f) until recorded reports true, for at most
+// 30 s, and reports whether it did. Eight goroutines contend on a quiet
+// host at once, but a loaded host can run each one's whole loop in one
+// time slice, none waiting for another: the rounds are repeated until a
+// wait happens (the check can still fail: a profile that records nothing
+// never reports true).
+func contendUntil(f func(), recorded func() bool) bool {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		contend(f)
+		if recorded() {
+			return true
+		}
+	}
+	return false
 }
 
 // flatDelay parses a written profile and returns each leaf function's
@@ -101,21 +118,28 @@ func written(t *testing.T, write func(io.Writer) error) map[string]int64 {
 // workload on each kind of waiter (a Mutex, which registers its waits,
 // and a TicketMutex, which sleeps with a note) shows up in the profile,
 // written and parsed back, with the function that called Lock ranked
-// first by delay; served over HTTP too. Timing assumption: none; 8
-// goroutines that each hold the lock 200 times contend on any host.
+// first by delay; served over HTTP too. Timing assumption: none; the
+// goroutines contend again until a wait is recorded (contendUntil).
 func TestContentionProfileNamesTheContendedFunction(t *testing.T) {
 	defer lockword.SetContentionProfileRate(lockword.SetContentionProfileRate(1))
 	before := written(t, WriteTo)
 	var m lockword.Mutex
-	contend(func() { contendedOrders(&m, 200) })
-	if top := topSince(before, written(t, WriteTo)); !strings.HasSuffix(top, ".contendedOrders") {
+	var top string
+	if !contendUntil(func() { contendedOrders(&m, 200) }, func() bool {
+		after := written(t, WriteTo)
+		top = topSince(before, after)
+		return grew(before, after, ".contendedOrders")
+	}) || !strings.HasSuffix(top, ".contendedOrders") {
 		t.Fatalf("the profile's top function by delay is %q, want contendedOrders", top)
 	}
 	var tm lockword.TicketMutex
-	contend(func() { contendedTickets(&tm, 400) })
-	rec := httptest.NewRecorder()
-	Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/lockword", nil))
-	if leaves := leafFunctions(t, rec.Body.Bytes()); !leaves[".contendedTickets"] {
+	var leaves map[string]bool
+	if !contendUntil(func() { contendedTickets(&tm, 400) }, func() bool {
+		rec := httptest.NewRecorder()
+		Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/lockword", nil))
+		leaves = leafFunctions(t, rec.Body.Bytes())
+		return leaves[".contendedTickets"]
+	}) {
 		t.Fatalf("no sample at contendedTickets in the served profile; leaves: %v", leaves)
 	}
 }

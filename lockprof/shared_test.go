@@ -25,8 +25,8 @@ func contendedShared(m *shm.Mutex, n int) {
 // TestContentionProfileSharedMutex: this process's waits on a shm.Mutex
 // are in the waiters' profile too, charged to the function that called
 // Lock; and those on shm.Mutex, TicketMutex and RWMutex's writers with
-// their stuck reports off. Timing assumption: none; 8 goroutines that each
-// hold the lock 100 times contend on any host.
+// their stuck reports off. Timing assumption: none; the goroutines contend
+// again until a wait is recorded (contendUntil), for at most 30 s.
 func TestContentionProfileSharedMutex(t *testing.T) {
 	defer lockword.SetContentionProfileRate(lockword.SetContentionProfileRate(1))
 	r, err := shm.Create(filepath.Join(t.TempDir(), "region"), 0, nil)
@@ -38,12 +38,15 @@ func TestContentionProfileSharedMutex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	contend(func() { contendedShared(m, 300) })
-	var buf bytes.Buffer
-	if err := WriteWaitersTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	if leaves := leafFunctions(t, buf.Bytes()); !leaves[".contendedShared"] {
+	var leaves map[string]bool
+	if !contendUntil(func() { contendedShared(m, 300) }, func() bool {
+		var buf bytes.Buffer
+		if err := WriteWaitersTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		leaves = leafFunctions(t, buf.Bytes())
+		return leaves[".contendedShared"]
+	}) {
 		t.Fatalf("no sample at contendedShared; leaves: %v", leaves)
 	}
 	tm, err := r.TicketMutex("tickets")
@@ -60,8 +63,9 @@ func TestContentionProfileSharedMutex(t *testing.T) {
 	}{"shm.Mutex": m, "shm.TicketMutex": tm, "shm.RWMutex": rw} {
 		l.SetStuckThreshold(-1)
 		before := written(t, WriteWaitersTo)
-		contend(func() { contendedLocker(l, 100) })
-		if !grew(before, written(t, WriteWaitersTo), ".contendedLocker") {
+		if !contendUntil(func() { contendedLocker(l, 100) }, func() bool {
+			return grew(before, written(t, WriteWaitersTo), ".contendedLocker")
+		}) {
 			t.Errorf("%s, stuck reports off: no wait recorded at contendedLocker in the waiters' profile", name)
 		}
 	}

@@ -62,18 +62,21 @@ func grew(before, after map[string]int64, leaf string) bool {
 // TestContentionProfileStuckReportsOff: both views record the waits of
 // every kind with its stuck reports off (a negative threshold), as they
 // do with them on (TestContentionProfileNamesTheContendedFunction).
-// Timing assumption: none; 8 goroutines that each hold the lock 100
-// times contend on any host.
+// Timing assumption: none; the goroutines contend again until a wait is
+// recorded (contendUntil), for at most 30 s.
 func TestContentionProfileStuckReportsOff(t *testing.T) {
 	defer lockword.SetContentionProfileRate(lockword.SetContentionProfileRate(1))
 	for _, k := range stuckOffKinds {
 		unlockers, waiters := written(t, WriteTo), written(t, WriteWaitersTo)
 		l := k.new(-1)
-		contend(func() { contendedLocker(l, 100) })
-		if !grew(waiters, written(t, WriteWaitersTo), ".contendedLocker") {
+		if !contendUntil(func() { contendedLocker(l, 100) }, func() bool {
+			return grew(waiters, written(t, WriteWaitersTo), ".contendedLocker")
+		}) {
 			t.Errorf("%s, stuck reports off: no wait recorded at contendedLocker in the waiters' profile", k.name)
 		}
-		if !grew(unlockers, written(t, WriteTo), ".contendedLocker") {
+		if !contendUntil(func() { contendedLocker(l, 100) }, func() bool {
+			return grew(unlockers, written(t, WriteTo), ".contendedLocker")
+		}) {
 			t.Errorf("%s, stuck reports off: no wait charged to contendedLocker's Unlock in the unlockers' profile", k.name)
 		}
 	}
