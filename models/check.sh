@@ -175,7 +175,7 @@ run sharedmutex.pml pass  safety         -DHANDOFF -DUROUNDS=1 -DSPURIOUS=0 -O2
 # its context ends its sleeps), without deaths, safety and the liveness
 # claim (3.3 M states each, 16 M visited under weak fairness: values no
 # later step reads are cleared, see the model's header; before, safety
-# stored 7.9 M and the claim passed 35 M unfinished). With one death,
+# stored 7.9 M and the claim visited 35 M unfinished). With one death,
 # safety is nightly (27.7 M states, 76 CPU s of search, 1.2 GB); the claim
 # with a death is by hand.
 run sharedmutex.pml pass  safety         -DHANDOFF -DUROUNDS=1 -DSPURIOUS=0 -DCANCEL -DDEATHS=0 -O2
