@@ -26,17 +26,26 @@
  *
  * Bounds: capacity C = 2; NP = 3 processes (one goroutine each: the
  * in-process gate is an ordinary Mutex and not modelled) wanting 2, 1 and
- * 1 permits, ROUNDS acquisitions each; one process may die at any step
- * (the killer), holding the guard, permits or a ticket, or in the middle
- * of a guard section. The guard is a lock whose dead holder's guard is
- * taken over and the counts recomputed from the entries (the SharedMutex
- * under it has its own model). The 10 ms liveness check is a reap at every
- * round; a sleep on seq may end by its timeout only while a dead process's
- * entry or guard is unrecovered, or the dead process had bumped seq and
- * died before its FUTEX_WAKE (TIMEOUT_OK: the 10 ms slices are what
- * covers that wake), so a lost wake-up among the living is an invalid
- * end state. -DHOUSEKEEP adds the reap of a Region Close after each
- * process's rounds (14.6 M states: nightly). No PID reuse
+ * 1 permits, ROUNDS acquisitions each (ROUNDS0 for process 0); one
+ * process may die at any step (the killer; -DNODEATH: none), holding the
+ * guard, permits or a ticket, or in the middle of a guard section. The
+ * guard is a lock whose dead holder's guard is taken over and the counts
+ * recomputed from the entries (the SharedMutex under it has its own
+ * model). The 10 ms liveness check is a reap at every round; a sleep on
+ * seq may end by its timeout only while a dead process's entry or guard
+ * is unrecovered, or, for the process whose wake the dead one owed (it
+ * bumped seq and died before its FUTEX_WAKE), until its next return from
+ * a sleep (TIMEOUT_OK: the 10 ms slices are what covers that wake), so a
+ * lost wake-up among the living is an invalid end state, and a waiter
+ * that loops on timeouts does so only while a death is unrecovered (for
+ * the liveness formula: the guard is a spin in the model, and a waiter
+ * looping on free timeouts could take it for ever under weak fairness,
+ * which the real guard, a mutex with a hand-off, does not allow).
+ * Values no later step reads are cleared (a woken waiter's word and key:
+ * WAIT_FORGET; the scratch of bump and reclaim; a sleep's result is
+ * hidden), which changes no behaviour and halves the states.
+ * -DHOUSEKEEP adds the reap of a Region Close after each
+ * process's rounds (nightly). No PID reuse
  * (sharedmutex.pml models generations), no cancellation (the in-process
  * model does).
  *
@@ -55,7 +64,12 @@
  *     goroutines of a process that wait behind its ticket holder at the
  *     in-process gate hold no ticket (unmodelled), and other processes'
  *     later requests that draw tickets first are granted before them;
- *   - no lost wake-up: no invalid end state.
+ *   - no lost wake-up: no invalid end state;
+ *   - ltl all_done under weak fairness: every live process finishes its
+ *     rounds (no cancellation here: every request is granted), also
+ *     when a dead process's permits, ticket or guard must be taken back
+ *     first: a waiter that times out for ever without recovering them
+ *     is a cycle, not an end state, which only the formula rejects.
  *
  * Negative controls:
  *   -DBROKEN_NO_RECOUNT  a guard taken from a dead holder is used as it is:
@@ -75,17 +89,25 @@
  *   -DBROKEN_CLEAR_SLEEPERS a bump clears the sleepers flag although
  *                        tickets still queue (the wake-all rule's bump): the
  *                        waiter behind the front is never woken.
+ *   -DBROKEN_ROUND_NO_REAP a waiter's rounds never reap (only a newcomer's
+ *                        first try does): a process that dies holding
+ *                        permits after the others queued leaves them
+ *                        timing out for ever. No end state is invalid
+ *                        (the safety run passes it); ltl all_done fails.
  */
 #define NP 3
 #define NG NP
 #ifndef ROUNDS
 #define ROUNDS 1
 #endif
+#ifndef ROUNDS0
+#define ROUNDS0 ROUNDS
+#endif
 #define C 2
 #define SEQ 1
 #define need(p) ((p) == 0 -> 2 : 1)
-#define deadpending (killed != 255 && (tok[killed] || guard == killed + 1 || owes[killed]))
-#define TIMEOUT_OK(self) deadpending
+#define TIMEOUT_OK(self) (killed != 255 && (tok[killed] || guard == killed + 1 || owes[killed] == (self) + 1))
+#define WAIT_FORGET
 #include "wait.pml"
 
 byte guard;          /* 0 free, else holder + 1 */
@@ -96,13 +118,14 @@ byte ticket[NP];     /* 0: not waiting */
 byte waiters, next = 1, seq;
 bool sleepers;
 bool dead[NP];
+hidden byte herr;    /* a sleep's result: never read (hidden: not in the state) */
 byte killed = 255;   /* the dead process, 255: none */
 byte deadheld;       /* ghost: what it held when it died */
 byte recovered;      /* ghost: permits taken back */
 byte inside[NP];     /* ghost: permits of a live process in its critical section */
 byte fin;
-bool done[NP];
-bool owes[NP];       /* ghost: bumped seq with sleepers, not yet woken them */
+bool isdone[NP];     /* not "done": pan.c has one when the model never reads it */
+byte owes[NP];       /* ghost: the key a bump with sleepers owes a wake, 0: none */
 
 #define sumheld (held[0] + held[1] + held[2])
 #define fits(n) (inuse + (n) <= C)
@@ -140,13 +163,15 @@ inline bump(p) {
 			skip
 #endif
 		fi;
-		owes[p] = wk && fk != 0
+		owes[p] = (wk && fk != 0 -> fk : 0);
+		/* locals with no further reader: cleared, so they split no states */
+		wk = false; if :: owes[p] == 0 -> fk = 0 :: else fi
 	}
 }
 
 /* bumpwake: the wake a bump owes: the front's process only. */
 inline bumpwake(p) {
-	if :: owes[p] -> atomic { wake_n(SEQ, NG, true, fk); owes[p] = false } :: else fi
+	if :: owes[p] != 0 -> atomic { wake_n(SEQ, NG, true, fk); owes[p] = 0; fk = 0 } :: else fi
 }
 
 inline glock(p) {
@@ -161,7 +186,7 @@ inline glock(p) {
 #ifndef BROKEN_TAKEOVER_NO_BUMP
 		bump(p);
 		/* rare: wake every sleeper (lock's wakeShared of all) */
-		if :: owes[p] -> atomic { wake_n(SEQ, NG, false, 0); owes[p] = false } :: else fi
+		if :: owes[p] != 0 -> atomic { wake_n(SEQ, NG, false, 0); owes[p] = 0 } :: else fi
 #endif
 	fi
 }
@@ -196,7 +221,7 @@ inline reclaim(q) {
 	atomic { held[q] = 0; recovered = recovered + h };
 	tok[q] = false;
 #endif
-	inuse = inuse - h;
+	atomic { inuse = inuse - h; h = 0 };
 	reaped = true;
 	assert(recovered <= deadheld)
 }
@@ -221,9 +246,9 @@ inline reap(p) {
 
 proctype P(byte p) {
 	byte n = need(p), v, h, q, r, fk;
-	bool wk, reaped, err;
+	bool wk, reaped;
 	{
-	for (r : 1 .. ROUNDS) {
+	for (r : 1 .. (p == 0 -> ROUNDS0 : ROUNDS)) {
 		/* tryTake */
 		glock(p);
 #ifdef BROKEN_BARGE
@@ -248,7 +273,12 @@ fast:			assert(noliveticket(p));
 		tok[p] = true;
 		atomic { ticket[p] = next; next = next + 1 };
 		waiters = waiters + 1;
-round:		reap(p);
+round:
+#ifdef BROKEN_ROUND_NO_REAP
+		reaped = false;
+#else
+		reap(p);
+#endif
 		if
 		:: reaped -> bump(p); bumpwake(p)
 		:: else
@@ -262,7 +292,10 @@ round:		reap(p);
 		atomic { sleepers = true; v = seq };
 		gunlock(p, false);
 		wait_enqueue(p, SEQ, seq, v, p + 1);
-		wait_sleep(p, false, err);
+		wait_sleep(p, false, herr);
+		/* A wake a dead bumper owed us is paid by this return (by its
+		 * slice at the latest): not a reason to time out for ever. */
+		atomic { if :: killed != 255 && owes[killed] == p + 1 -> owes[killed] = 0 :: else fi; v = 0 };
 		glock(p);
 		goto round;
 cs:		atomic {
@@ -290,16 +323,19 @@ cs:		atomic {
 	:: skip
 	fi;
 #endif
-	atomic { fin++; done[p] = true }
+	atomic { fin++; isdone[p] = true }
 	} unless { dead[p] }
 }
 
-/* The killer: at most one death, at any step of any process. */
+/* The killer: at most one death, at any step of any process (-DNODEATH:
+ * none). */
 active proctype killer() {
 	if
-	:: atomic { !done[0] -> dead[0] = true; killed = 0; deadheld = held[0]; inside[0] = 0 }
-	:: atomic { !done[1] -> dead[1] = true; killed = 1; deadheld = held[1]; inside[1] = 0 }
-	:: atomic { !done[2] -> dead[2] = true; killed = 2; deadheld = held[2]; inside[2] = 0 }
+#ifndef NODEATH
+	:: atomic { !isdone[0] -> dead[0] = true; killed = 0; deadheld = held[0]; inside[0] = 0 }
+	:: atomic { !isdone[1] -> dead[1] = true; killed = 1; deadheld = held[1]; inside[1] = 0 }
+	:: atomic { !isdone[2] -> dead[2] = true; killed = 2; deadheld = held[2]; inside[2] = 0 }
+#endif
 	:: skip
 	fi
 }
@@ -312,3 +348,6 @@ init {
 	assert(recovered + deadhold == deadheld);
 	assert(held[0] + held[1] + held[2] == deadhold)
 }
+
+/* Every live process finishes its rounds (the dead one is not waited for). */
+ltl all_done { <> (fin + (killed != 255) == NP) }
