@@ -169,6 +169,13 @@ func leakCases() []leakCase {
 }
 
 func TestDroppedLocksAreCollected(t *testing.T) {
+	if deadlockBuilt && lockTracking.Load() != 0 {
+		// Every case drops a lock while a goroutine holds it, and the
+		// lock-order tracker keeps its holders' records (and so the
+		// lock) until Unlock: a debugging build's cost, documented in
+		// docs/diagnostics.md.
+		t.Skip("deadlock detection keeps a held lock reachable until it is unlocked")
+	}
 	const n = 1000
 	for _, c := range leakCases() {
 		t.Run(c.name, func(t *testing.T) {
