@@ -60,7 +60,7 @@ func (r *Region) MPSCConsumer(name string, capacity int) (*MPSCConsumer, error) 
 	}
 	c.head = c.q.head.Load()
 	c.end = c.head
-	if _, err := c.q.claimEnd(c.q.tail.Load(), c.head); err != nil || c.head%mpscRecAlign != 0 {
+	if _, err := c.q.counts(); err != nil || c.head%mpscRecAlign != 0 {
 		c.q.consumerRole.CompareAndSwap(c.q.token, 0)
 		if err == nil {
 			err = c.q.corrupt("head %d", c.head)
@@ -79,6 +79,9 @@ func (c *MPSCConsumer) claimRole() error {
 	q := &c.q
 	for range retryLimit { // a CAS fails only if another claimant moved the word
 		w := q.consumerRole.Load()
+		if w&^ownerMask != 0 || w != 0 && !validToken(w) {
+			return q.corrupt("consumer word %#x is no owner token", w)
+		}
 		if w != 0 {
 			if alive, pid := q.r.tokenAlive(w & ownerMask); alive {
 				return fmt.Errorf("%w: MPSC queue %q in %s has a consumer, PID %d", ErrRingBusy, q.name, q.r.path, pid)
@@ -99,12 +102,21 @@ func (c *MPSCConsumer) MaxMessage() int { return int(c.q.maxMsg) }
 
 // Lost returns how many records the queue's consumers have skipped since
 // it was created because their producer died between claiming and
-// publishing them.
-func (c *MPSCConsumer) Lost() uint64 { return c.q.lost.Load() }
+// publishing them. It returns lockword.ErrCorrupt if a counter or index of
+// the queue is impossible (more records counted than its indices have
+// passed), and then also for later calls on c.
+func (c *MPSCConsumer) Lost() (uint64, error) {
+	s, err := c.q.counts()
+	return s.lost, err
+}
 
 // ClaimsRecovered returns how many claim words of producers that died
-// while holding them have been taken back since the queue was created.
-func (c *MPSCConsumer) ClaimsRecovered() uint64 { return c.q.recovered.Load() }
+// while holding them have been taken back since the queue was created;
+// errors as Lost's.
+func (c *MPSCConsumer) ClaimsRecovered() (uint64, error) {
+	s, err := c.q.counts()
+	return s.recovered, err
+}
 
 // Receive removes the oldest published message from the queue, waiting
 // while there is none, and returns it appended to buf[:0] (pass a buffer of
@@ -187,19 +199,34 @@ func (c *MPSCConsumer) tryReceive(buf []byte) (msg []byte, ok bool, err error) {
 				if q.state(off).Load() != st {
 					continue
 				}
-				q.lost.Add(1)
+				// Counted after head passes it: lost+received <= head/16.
+				if !mpscConsumedOK(q.recvd.Load(), q.lost.Load()+1, h+size) {
+					return buf[:0], false, c.countsCorrupt(h + size)
+				}
 				c.release(h + size)
+				q.lost.Add(1)
 				continue
+			}
+			n := q.recvd.Load() + 1 // only the consumer writes it
+			if !mpscConsumedOK(n, q.lost.Load(), h+size) {
+				return buf[:0], false, c.countsCorrupt(h + size)
 			}
 			msg = append(buf[:0], q.data[off+mpscHeaderSize:off+mpscHeaderSize+length]...)
 			c.release(h + size)
-			q.recvd.Store(q.recvd.Load() + 1) // only the consumer writes it
+			q.recvd.Store(n)
 			return msg, true, nil
 		default:
 			return buf[:0], false, q.corrupt("record state word %#x at offset %d", st, off)
 		}
 	}
 	return buf[:0], false, q.err
+}
+
+// countsCorrupt sets the sticky error for received and lost counts that do
+// not fit below head h.
+func (c *MPSCConsumer) countsCorrupt(h uint64) error {
+	return c.q.corrupt("messages received %d and lost %d, more than the %d records below head %d",
+		c.q.recvd.Load(), c.q.lost.Load(), h/mpscRecAlign, h)
 }
 
 // claimerDead reports whether the producer that claimed the record at h,
@@ -227,6 +254,16 @@ func (c *MPSCConsumer) claimerDead(h uint64, tok uint32) bool {
 // record lies at head. A claim word held by a dead claimer (asked once we
 // have waited an interval on it) is taken back.
 func (c *MPSCConsumer) refreshEnd() bool {
+	// The head and role words are ours alone while we consume: anything
+	// else in them was written from outside.
+	if hw := c.q.head.Load(); hw != c.head {
+		c.q.corrupt("head word %d, where this consumer released %d", hw, c.head)
+		return false
+	}
+	if rw := c.q.consumerRole.Load(); rw != c.q.token {
+		c.q.corrupt("consumer word %#x, not this consumer's token %#x", rw, c.q.token)
+		return false
+	}
 	w := c.q.tail.Load()
 	e, err := c.q.claimEnd(w, c.head)
 	if err != nil {
@@ -264,7 +301,7 @@ func (c *MPSCConsumer) waitRecord(ctx context.Context) error {
 	c.q.r.waiting.Add(1)
 	defer c.q.r.waiting.Add(-1)
 	return ringindex.Await(ctx, c.q.notEmpty, c.q.consSleeps, c.sl, false, func() bool {
-		if c.q.err != nil || c.head == c.end && !c.refreshEnd() {
+		if !c.q.wakeWordOK(c.q.notEmpty.Load()) || c.q.err != nil || c.head == c.end && !c.refreshEnd() {
 			return c.q.err != nil
 		}
 		st := c.q.state(c.head & c.q.mask).Load()
