@@ -40,6 +40,8 @@ type MPSCConsumer struct {
 	// deadAt is 1 + the position of a claimed record whose claimer was
 	// found dead (0: none), so that the wait's verdict holds for the skip.
 	deadAt uint64
+	// wokeAt is head when we last woke the producers (wakeProducers).
+	wokeAt uint64
 }
 
 // MPSCConsumer attaches this process as the consumer of the shared MPSC
@@ -139,6 +141,7 @@ func (c *MPSCConsumer) Receive(ctx context.Context, buf []byte) ([]byte, error) 
 		if ok || err != nil {
 			return msg, err
 		}
+		c.wakeProducers(true)
 		if err := c.waitRecord(ctx); err != nil {
 			return buf[:0], err
 		}
@@ -151,7 +154,11 @@ func (c *MPSCConsumer) TryReceive(buf []byte) ([]byte, bool, error) {
 	if err := c.q.r.errClosed("MPSCConsumer", c.q.name, "TryReceive"); err != nil {
 		return buf[:0], false, err
 	}
-	return c.tryReceive(buf)
+	msg, ok, err := c.tryReceive(buf)
+	if !ok && err == nil {
+		c.wakeProducers(true)
+	}
+	return msg, ok, err
 }
 
 // tryReceive returns the next published message, if there is one. Each
@@ -286,11 +293,35 @@ func (c *MPSCConsumer) refreshEnd() bool {
 }
 
 // release frees the queue up to h: our read of the records before it
-// happens before a producer reuses their bytes.
+// happens before a producer reuses their bytes. Head is stored for every
+// record: a consumer that dies leaves only the record it was receiving to
+// its successor.
 func (c *MPSCConsumer) release(h uint64) {
 	c.head = h
 	ringindex.Publish(c.q.head, h)
-	if c.q.notFull.Load()&ringindex.Sleeping != 0 {
+	c.wakeProducers(false)
+}
+
+// mpscWakeEvery is how much of the capacity the consumer frees between
+// wake-ups of sleeping producers while it has records to read: a
+// producer asleep on a full queue is woken once a quarter is free, not
+// for every record (a futex wake, and four producers woken to share one
+// record's room, per message), and once the queue is empty (or blocked on
+// a record being written), when every byte it has passed is free.
+const mpscWakeEvery = 4
+
+// wakeProducers wakes the producers asleep on notFull, if any announced a
+// sleep (the Dekker pair: head was stored before this load), once we have
+// freed capacity/mpscWakeEvery bytes since the last wake-up, or at once if
+// idle (we have no record to read). A producer whose wake-up is held back
+// rechecks the room on its own within its 10 ms sleep slice.
+func (c *MPSCConsumer) wakeProducers(idle bool) {
+	if c.q.notFull.Load()&ringindex.Sleeping == 0 {
+		c.wokeAt = c.head // none asleep: count from here
+		return
+	}
+	if idle || c.head-c.wokeAt >= c.q.capacity/mpscWakeEvery {
+		c.wokeAt = c.head
 		ringindex.WakeSide(c.q.notFull, c.q.consWakes, c.sl)
 	}
 }

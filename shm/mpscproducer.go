@@ -3,7 +3,6 @@ package shm
 import (
 	"context"
 	"fmt"
-	"runtime"
 
 	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/internal/faultpoint"
@@ -373,7 +372,7 @@ func (p *MPSCProducer) consumerDead() error {
 }
 
 // claimWait is a producer's wait while another holds the claim word: spin,
-// then yield, and every 10 ms ask whether the claimer lives, taking its
+// then yield the processor, and every 10 ms ask whether the claimer lives, taking its
 // claim back if not. The context ends the wait only after the spin (a
 // claim is held for three stores), so that a Send with room sends even
 // with a done context. With a nil ctx (TrySend) it asks at once after the
@@ -394,7 +393,7 @@ func (c *claimWait) wait(ctx context.Context, q *mpscQueue, w uint64) (busy bool
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		runtime.Gosched()
+		osYield() // the claimer may be another process, preempted
 		if !c.check.due() {
 			return false, nil
 		}
