@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/faultpoint"
 	"github.com/lockword/lockword/internal/ringindex"
 )
 
@@ -313,8 +314,23 @@ func inspectMPSC(insp *inspector, obj []byte, info *ObjectInfo) {
 		Lost:             word64(obj, mpscLost).Load(),
 		ClaimsRecovered:  word64(obj, mpscRecovered).Load(),
 	}
-	// head first: the queue only grows between the two loads.
-	h, w := word64(obj, mpscHead).Load(), word64(obj, mpscTail).Load()
+	// Tail, head, tail, as positions does: a head read before the tail
+	// may lie more than capacity behind it on a busy queue (head moved,
+	// producers filled the room) and look impossible.
+	tail, head := word64(obj, mpscTail), word64(obj, mpscHead)
+	var h uint64
+	w := tail.Load()
+	for range 1000 {
+		h = head.Load()
+		if faultpoint.MPSC != nil {
+			faultpoint.MPSC("inspect-head")
+		}
+		again := tail.Load()
+		if again == w {
+			break
+		}
+		w = again
+	}
 	t := w
 	if w&mpscTailClaiming != 0 {
 		mi.Claiming = insp.role(uint32(w & ownerMask))

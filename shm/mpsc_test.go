@@ -333,3 +333,46 @@ func TestMPSCPublishedThenDied(t *testing.T) {
 		t.Fatalf("Receive: %q, %v; lost %d (hook fired %v); want the message and none lost", got, err, lost, fired)
 	}
 }
+
+// TestMPSCInspectBusyQueue: Inspect reads a full queue while, between its
+// loads of head and tail (a test hook), the consumer receives a message
+// and a producer sends one into the room it freed. The queue is valid
+// throughout; Inspect read head before tail and judged a tail more than
+// the capacity past an old head corrupt.
+func TestMPSCInspectBusyQueue(t *testing.T) {
+	const capacity = 1024
+	r, c := mpscConsumer(t, capacity)
+	p, err := r.MPSCProducer("q", capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	msg := make([]byte, 48) // 64-byte records: 16 fill the queue
+	for range capacity / 64 {
+		if err := p.Send(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fired := false
+	faultpoint.MPSC = func(step string) {
+		if step != "inspect-head" || fired {
+			return
+		}
+		fired = true
+		if _, err := c.Receive(ctx, nil); err != nil {
+			t.Error(err)
+		}
+		if err := p.Send(ctx, msg); err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { faultpoint.MPSC = nil }()
+	info, err := r.Inspect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mi := info.Objects[0].MPSC
+	if !fired || mi == nil || mi.Corrupt || mi.Used != capacity {
+		t.Fatalf("hook fired %v; %+v; want a full queue, not corrupt", fired, mi)
+	}
+}
