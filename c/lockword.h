@@ -663,9 +663,12 @@ typedef struct lw_mpsc lw_mpsc;
 int lw_region_mpsc_producer(lw_region *r, const char *name, size_t capacity, lw_mpsc **out);
 int lw_region_mpsc_consumer(lw_region *r, const char *name, size_t capacity, lw_mpsc **out);
 
-/* capacity - 16 bytes; records skipped since creation. 0 for NULL. */
+/* lw_mpsc_max_message: capacity - 16 bytes; 0 for NULL. lw_mpsc_lost stores
+ * in *lost the records skipped since creation: 0, LW_EINVAL (NULL), or
+ * LW_ECORRUPT when a counter is impossible (more records counted than the
+ * queue's indices have passed). */
 size_t lw_mpsc_max_message(const lw_mpsc *q);
-uint64_t lw_mpsc_lost(const lw_mpsc *q);
+int lw_mpsc_lost(lw_mpsc *q, uint64_t *lost);
 
 /* lw_mpsc_send copies len bytes into the queue as one message, waiting
  * while it lacks room, at most timeout_ns (negative: no limit); sent if

@@ -21,6 +21,10 @@
  *  - a claimed record whose claimer is found dead is skipped only if its
  *    state word, read again after the liveness check, is still that
  *    claim: the producer may have published and then died.
+ * Bounds (mpsclayout.go): wake words hold only SLEEPING and CLOSED;
+ * sent <= tail/16 and recovered <= tail/16 + mpsc_max_deaths, checked while
+ * holding the claim at tail; received + lost <= head/16, counted after
+ * head moves; the consumer's head and role words read back as it wrote.
  *
  * Go twin: shm/mpsc.go, shm/mpscproducer.go, shm/mpscconsumer.go, shm/mpsclayout.go.
  */
@@ -48,6 +52,10 @@ static const char *const mpsc_stop_steps[5] = {
 #define MPSC_POS_MASK ((1ull << 35) - 1)
 #define MPSC_ST_SHIFT 28
 #define MPSC_LEN_SHIFT 32
+#define MPSC_WAKE_BITS (LW_RING_SLEEPING | LW_RING_CLOSED)
+/* owner tokens a region issues before one comes back: each claim taken
+ * back without a record is one such process's death */
+#define MPSC_MAX_DEATHS ((uint64_t)LW_PROC_SLOTS * LW_OWNER_GEN_MAX)
 
 struct lw_mpsc {
 	lw_region *r;
@@ -74,6 +82,19 @@ static uint64_t mpsc_st_word(uint32_t tok, uint32_t st, uint64_t len) {
 }
 
 static int mpsc_corrupt(lw_mpsc *q) { return q->err = LW_ECORRUPT; }
+
+/* mpsc_counts_ok is mpscCountsReason: the counters, each read before the
+ * position t or h it is judged against. */
+static bool mpsc_counts_ok(uint64_t sent, uint64_t recovered, uint64_t received, uint64_t lost, uint64_t h, uint64_t t) {
+	return sent <= t / 16 && recovered <= t / 16 + MPSC_MAX_DEATHS && received <= h / 16 && lost <= h / 16 - received;
+}
+
+/* mpsc_wake_ok, mpsc_role_ok: a wake word with only its two bits, a role word that is 0
+ * or an owner token; else the queue is corrupt. */
+static bool mpsc_wake_ok(lw_mpsc *q, uint32_t v) { return (v & ~MPSC_WAKE_BITS) == 0 || (mpsc_corrupt(q), false); }
+static bool mpsc_role_ok(lw_mpsc *q, uint32_t v) {
+	return v == 0 || ((v & ~LW_OWNER_MASK) == 0 && valid_token(v)) || (mpsc_corrupt(q), false);
+}
 
 /* due paces liveness checks (deadline.due): true at most once per 10 ms,
  * the first time an interval after the first call (*next 0: start). */
@@ -150,15 +171,17 @@ static int mpsc_await(lw_mpsc *q, _Atomic uint32_t *word, int64_t deadline, bool
 	for (int i = 0;; i++) {
 		bool sleeping = i >= ring_spin_iterations + ring_yield_rounds;
 		uint32_t old = sleeping ? atomic_fetch_or(word, LW_RING_SLEEPING) : atomic_load(word);
-		int err = old & LW_RING_CLOSED && q->producer ? LW_ERINGCLOSED : 0;
+		int err = !mpsc_wake_ok(q, old) ? LW_ECORRUPT : old & LW_RING_CLOSED && q->producer ? LW_ERINGCLOSED : 0;
 		if (!err && ready(q, need))
 			err = -1;
 		if (!err && sleeping) {
 			if (deadline >= 0 && mono_ns() >= deadline)
 				err = LW_ETIMEDOUT;
 			else if (q->producer && mpsc_due(&q->peer_next)) {
-				uint32_t tok = atomic_load(q->role) & LW_OWNER_MASK, pid;
-				if (tok != 0 && !token_alive(q->r, tok, &pid))
+				uint32_t tok = atomic_load(q->role), pid;
+				if (!mpsc_role_ok(q, tok))
+					err = LW_ECORRUPT;
+				else if (tok != 0 && !token_alive(q->r, tok, &pid))
 					err = LW_EPEERDEAD;
 			}
 		}
@@ -211,23 +234,24 @@ static int mpsc_attach(lw_region *r, const char *name, size_t capacity, bool pro
 	bool claimed = producer;
 	for (int k = 0; k < retry_limit && !claimed; k++) { /* a CAS fails only if another claimant moved it */
 		uint32_t w = atomic_load(q->role), pid;
-		if (w != 0 && token_alive(r, w & LW_OWNER_MASK, &pid)) {
+		int busy = !mpsc_role_ok(q, w) ? LW_ECORRUPT : w != 0 && token_alive(r, w, &pid) ? LW_ERINGBUSY : 0;
+		if (busy) {
 			free(q);
-			return LW_ERINGBUSY;
+			return busy;
 		}
 		claimed = atomic_compare_exchange_strong(q->role, &w, q->token);
 	}
 	/* Tail, head, tail again (point a): a tail read before a head that
 	 * other producers and the consumer moved since may lie more than
 	 * capacity past it. The consumer's head is its own: one pass. */
-	uint64_t end, w = 0;
+	uint64_t end, w = 0, lost;
 	for (int k = 0; k < retry_limit; k++) {
 		w = atomic_load(q->tail);
 		q->head_c = q->end = atomic_load(q->head);
 		if (!producer || atomic_load(q->tail) == w)
 			break;
 	}
-	if (!claimed || !mpsc_claim_end(q, w, q->head_c, &end)) {
+	if (!claimed || !mpsc_claim_end(q, w, q->head_c, &end) || lw_mpsc_lost(q, &lost) != 0) {
 		uint32_t mine = q->token;
 		if (claimed && !producer)
 			atomic_compare_exchange_strong(q->role, &mine, 0);
@@ -235,7 +259,11 @@ static int mpsc_attach(lw_region *r, const char *name, size_t capacity, bool pro
 		return LW_ECORRUPT;
 	}
 	if (producer) {
-		atomic_fetch_add(q->producers, 1);
+		if ((int32_t)(atomic_fetch_add(q->producers, 1) + 1) < 1) {
+			atomic_fetch_sub(q->producers, 1);
+			free(q);
+			return LW_ECORRUPT;
+		}
 	} else { /* the role is ours: an earlier consumer's close ends here */
 		atomic_fetch_and(q->not_empty, ~LW_RING_CLOSED);
 		atomic_fetch_and(q->not_full, ~LW_RING_CLOSED);
@@ -253,7 +281,22 @@ int lw_region_mpsc_consumer(lw_region *r, const char *name, size_t capacity, lw_
 }
 
 size_t lw_mpsc_max_message(const lw_mpsc *q) { return q ? (size_t)q->max_msg : 0; }
-uint64_t lw_mpsc_lost(const lw_mpsc *q) { return q ? atomic_load(q->lost) : 0; }
+int lw_mpsc_lost(lw_mpsc *q, uint64_t *lost) {
+	if (!q || !lost)
+		return LW_EINVAL;
+	uint64_t sent = atomic_load(q->sent), rec = atomic_load(q->recovered), got = atomic_load(q->received);
+	*lost = atomic_load(q->lost);
+	uint64_t w = 0, h = 0, t;
+	for (int k = 0; k < retry_limit; k++) { /* tail, head, tail: one moment's pair */
+		w = atomic_load(q->tail);
+		h = atomic_load(q->head);
+		if (atomic_load(q->tail) == w)
+			break;
+	}
+	if (!mpsc_claim_end(q, w, h, &t) || !mpsc_counts_ok(sent, rec, got, *lost, h, t))
+		return mpsc_corrupt(q);
+	return 0;
+}
 
 /* mpsc_refresh_head is refreshHead (point a): true if need bytes are free past
  * the free tail t, or the tail moved on (look again). */
@@ -268,6 +311,8 @@ static bool mpsc_refresh_head(lw_mpsc *q, uint64_t t, uint64_t need) {
 }
 
 static bool mpsc_room_ready(lw_mpsc *q, uint64_t need) {
+	if (!mpsc_wake_ok(q, atomic_load(q->not_full)))
+		return true;
 	uint64_t w = atomic_load(q->tail);
 	return w & MPSC_CLAIMING || mpsc_refresh_head(q, w, need) || q->err;
 }
@@ -338,13 +383,22 @@ static int mpsc_try_send(lw_mpsc *q, const void *msg, uint64_t n, int64_t deadli
 			*err = q->err;
 			return 0;
 		}
-		if (atomic_load(q->not_empty) & LW_RING_CLOSED) {
-			*err = LW_ERINGCLOSED;
+		uint32_t ne = atomic_load(q->not_empty);
+		if (!mpsc_wake_ok(q, ne) || ne & LW_RING_CLOSED) {
+			*err = q->err ? q->err : LW_ERINGCLOSED;
 			return 0;
 		}
 		uint64_t claim = MPSC_CLAIMING | ((t >> 3) & MPSC_POS_MASK) << MPSC_POS_SHIFT | q->token;
 		if (!atomic_compare_exchange_strong(q->tail, &t, claim))
 			continue; /* another producer claimed t first */
+		/* Holding the claim at t, every record counted sent or taken back
+		 * lies below t (the counters share the claim word's line). */
+		if (!mpsc_counts_ok(atomic_load(q->sent), atomic_load(q->recovered), 0, 0, 0, t)) {
+			uint64_t c = claim;
+			atomic_compare_exchange_strong(q->tail, &c, t); /* give the claim back, unused */
+			*err = mpsc_corrupt(q);
+			return 0;
+		}
 		mpsc_stop_here(q, 1);
 		/* State word, then position word, before the claim word is freed:
 		 * a taker trusts the state word only if the position is this one. */
@@ -416,6 +470,11 @@ static bool mpsc_blocked_due(lw_mpsc *q, uint64_t at) {
 /* mpsc_refresh_end is refreshEnd: read the claim word; true if a record lies
  * at head. A claim word held by a dead claimer is taken back. */
 static bool mpsc_refresh_end(lw_mpsc *q) {
+	/* Head and role words are ours alone while we consume. */
+	if (atomic_load(q->head) != q->head_c || atomic_load(q->role) != q->token) {
+		mpsc_corrupt(q);
+		return false;
+	}
 	uint64_t w = atomic_load(q->tail);
 	if (!mpsc_claim_end(q, w, q->head_c, &q->end))
 		return false;
@@ -473,17 +532,22 @@ static int mpsc_try_receive(lw_mpsc *q, unsigned char *buf, size_t bufsize, size
 			/* Point d: it may have published, then died, since our read. */
 			if (atomic_load(mpsc_rec_state(q, off)) != st)
 				continue;
+			if (!mpsc_counts_ok(0, 0, atomic_load(q->received), atomic_load(q->lost) + 1, h + size, 0))
+				return *err = mpsc_corrupt(q), 0;
+			mpsc_release_to(q, h + size); /* counted after head passes it */
 			atomic_fetch_add(q->lost, 1);
-			mpsc_release_to(q, h + size);
 			continue;
 		}
 		*len = (size_t)length;
+		uint64_t got = atomic_load(q->received) + 1; /* only the consumer writes it */
+		if (!mpsc_counts_ok(0, 0, got, atomic_load(q->lost), h + size, 0))
+			return *err = mpsc_corrupt(q), 0;
 		if (length > bufsize)
 			return *err = LW_EMSGSIZE, 0;
 		if (length > 0)
 			memcpy(buf, q->data + off + mpsc_hdr, (size_t)length);
 		mpsc_release_to(q, h + size);
-		atomic_store(q->received, atomic_load(q->received) + 1); /* only the consumer writes it */
+		atomic_store(q->received, got);
 		return 1;
 	}
 	if (*err == 0)
@@ -493,7 +557,7 @@ static int mpsc_try_receive(lw_mpsc *q, unsigned char *buf, size_t bufsize, size
 
 static bool mpsc_record_ready(lw_mpsc *q, uint64_t unused) {
 	(void)unused;
-	if (q->err || (q->head_c == q->end && !mpsc_refresh_end(q)))
+	if (!mpsc_wake_ok(q, atomic_load(q->not_empty)) || q->err || (q->head_c == q->end && !mpsc_refresh_end(q)))
 		return q->err != 0;
 	uint64_t st = atomic_load(mpsc_rec_state(q, q->head_c & q->mask));
 	/* A claimed record: ready once its claimer's check is due, to ask. */

@@ -507,6 +507,7 @@ func FuzzLiveWords(f *testing.F) {
 	f.Add(le(7, 33, 1<<31|5, 7, 32, 0x3ff<<18|7))                // mpsc claim word: claiming, by a token of no process
 	f.Add(le(7, 32, 0x7, 7, 33, 1, 7, 64, 8))                    // mpsc tail unaligned and 2^32 past head; head unaligned
 	f.Add(le(7, 128, 2<<28, 7, 129, 0xffff, 7, 34, 0xffffffff))  // mpsc record: published, length past capacity; wake word all ones
+	f.Add(le(7, 41, 1<<12, 7, 43, 1<<12, 7, 73, 1, 7, 66, 0x80)) // mpsc: sent, claims recovered, received past their bounds; an unknown not-full bit
 	f.Fuzz(func(t *testing.T, writes []byte) {
 		if len(writes) > 7*200 {
 			writes = writes[:7*200]

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockword/lockword"
+	"github.com/lockword/lockword/internal/faultpoint"
 	"github.com/lockword/lockword/internal/ringindex"
 )
 
@@ -111,6 +112,53 @@ func (q *mpscQueue) claimEnd(w, h uint64) (uint64, error) {
 		return 0, q.corrupt("tail %d with head %d (capacity %d)", p, h, q.capacity)
 	}
 	return p, nil
+}
+
+// positions reads the claim word and head as one moment's: tail, head,
+// tail again, until the two tails agree (a head judged against a tail read
+// on either side of it alone may be ahead of it, or more than the capacity
+// behind, on a busy queue), and validates them. t is where published
+// records end.
+func (q *mpscQueue) positions() (w, h, t uint64, err error) {
+	w = q.tail.Load()
+	for i := 0; ; i++ {
+		h = q.head.Load()
+		again := q.tail.Load()
+		if again == w || i == 1000 {
+			break
+		}
+		w = again
+	}
+	t, err = q.claimEnd(w, h)
+	return w, h, t, err
+}
+
+// mpscCounts are the queue's counters, read by counts.
+type mpscCounts struct{ sent, recovered, recvd, lost uint64 }
+
+// counts reads the counters, then the positions, and checks each counter
+// against its bound (mpsclayout.go); an impossible one sets the sticky
+// error.
+func (q *mpscQueue) counts() (mpscCounts, error) {
+	s := mpscCounts{q.sent.Load(), q.recovered.Load(), q.recvd.Load(), q.lost.Load()}
+	_, h, t, err := q.positions()
+	if err != nil {
+		return s, err
+	}
+	if reason := mpscCountsReason(s.sent, s.recovered, s.recvd, s.lost, h, t); reason != "" {
+		return s, q.corrupt("%s", reason)
+	}
+	return s, nil
+}
+
+// wakeWordOK reports whether a wake word holds only its two bits, setting
+// the sticky error if not.
+func (q *mpscQueue) wakeWordOK(v uint32) bool {
+	if v&^mpscWakeBits == 0 {
+		return true
+	}
+	q.corrupt("wake word %#x holds bits other than sleeping and closed", v)
+	return false
 }
 
 // takeBack frees the claim word w, which names a claimer whose process has
@@ -266,14 +314,30 @@ func inspectMPSC(insp *inspector, obj []byte, info *ObjectInfo) {
 		Lost:             word64(obj, mpscLost).Load(),
 		ClaimsRecovered:  word64(obj, mpscRecovered).Load(),
 	}
-	// head first: the queue only grows between the two loads.
-	h, w := word64(obj, mpscHead).Load(), word64(obj, mpscTail).Load()
+	// Tail, head, tail, as positions does: a head read before the tail
+	// may lie more than capacity behind it on a busy queue (head moved,
+	// producers filled the room) and look impossible.
+	tail, head := word64(obj, mpscTail), word64(obj, mpscHead)
+	var h uint64
+	w := tail.Load()
+	for range 1000 {
+		h = head.Load()
+		if faultpoint.MPSC != nil {
+			faultpoint.MPSC("inspect-head")
+		}
+		again := tail.Load()
+		if again == w {
+			break
+		}
+		w = again
+	}
 	t := w
 	if w&mpscTailClaiming != 0 {
 		mi.Claiming = insp.role(uint32(w & ownerMask))
 		t = mpscClaimPos(w, h)
 	}
 	cw := word32(obj, mpscConsumerRole).Load()
+	ne, nf := word32(obj, mpscNotEmpty).Load(), word32(obj, mpscNotFull).Load()
 	switch used := t - h; {
 	case used > uint64(mi.Capacity) || t%mpscRecAlign != 0 || h%mpscRecAlign != 0:
 		mi.CorruptReason = fmt.Sprintf("indices impossible: head %d, tail %d", h, t)
@@ -283,9 +347,47 @@ func inspectMPSC(insp *inspector, obj []byte, info *ObjectInfo) {
 		mi.CorruptReason = fmt.Sprintf("producer count %d", mi.Producers)
 	case cw&^ownerMask != 0 || cw != 0 && !validToken(cw):
 		mi.CorruptReason = fmt.Sprintf("consumer word %#x is no owner token", cw)
+	case ne&^mpscWakeBits != 0 || nf&^mpscWakeBits != 0:
+		mi.CorruptReason = fmt.Sprintf("wake words %#x, %#x hold bits other than sleeping and closed", ne, nf)
 	default:
-		mi.Used = int64(used)
+		// The counters were read before head and tail (above).
+		mi.CorruptReason = mpscCountsReason(mi.MessagesSent, mi.ClaimsRecovered, mi.MessagesReceived, mi.Lost, h, t)
+		if mi.CorruptReason == "" && used > 0 {
+			mi.CorruptReason = mpscHeadRecordReason(obj, h, t)
+		}
+		if mi.CorruptReason == "" {
+			mi.Used = int64(used)
+		}
 	}
 	mi.Corrupt = mi.CorruptReason != ""
 	info.MPSC = mi
+}
+
+// mpscHeadRecordReason judges the header of the record at head h, below
+// the end t, as the consumer would before receiving it; "" if it is one
+// the protocol writes. Its header was written before the claim word moved
+// past it, so it is this record's unless the consumer released it since
+// and a producer reused the bytes: a verdict stands only if head has not
+// moved meanwhile.
+func mpscHeadRecordReason(obj []byte, h, t uint64) string {
+	data := obj[mpscData:]
+	capacity := uint64(len(data))
+	off := h & (capacity - 1)
+	st, p := word64(data, off+mpscRecState).Load(), word64(data, off+mpscRecPos).Load()
+	length, room := st>>mpscRecLenShift, capacity-off
+	var reason string
+	switch state := st & (mpscRecStMask | 3<<30) >> mpscRecStShift; {
+	case p != h:
+		reason = fmt.Sprintf("record at head %d says position %d", h, p)
+	case !validToken(uint32(st & mpscRecTokenMask)):
+		reason = fmt.Sprintf("record at head %d names token %#x", h, st&mpscRecTokenMask)
+	case state == mpscRecPadding && (off == 0 || mpscHeaderSize+length != room || room > t-h),
+		(state == mpscRecClaimed || state == mpscRecPublished) && (length > capacity-mpscHeaderSize || mpscRecordSize(length) > min(room, t-h)),
+		state == 0 || state > mpscRecPadding:
+		reason = fmt.Sprintf("record state word %#x at head %d (%d bytes to the end, %d claimed)", st, h, room, t-h)
+	}
+	if reason != "" && word64(obj, mpscHead).Load() != h {
+		return "" // released meanwhile: the bytes may be a new record's
+	}
+	return reason
 }

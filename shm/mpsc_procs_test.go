@@ -127,8 +127,8 @@ func TestMPSCAcrossProcesses(t *testing.T) {
 			t.Errorf("producer %d: %d in order, want %d", id, next, n)
 		}
 	}
-	if !chk.OK() || c.Lost() != 0 {
-		t.Fatalf("%v, %d lost", chk, c.Lost())
+	if lost := lostOf(t, c); !chk.OK() || lost != 0 {
+		t.Fatalf("%v, %d lost", chk, lost)
 	}
 	if _, ok, err := c.TryReceive(nil); ok || err != nil {
 		t.Fatalf("a message too many: %v, %v", ok, err)
@@ -175,7 +175,7 @@ func TestMPSCProducerKilledMidClaim(t *testing.T) {
 			if !chk.OK() || chk.Next[0] != before || chk.Next[1] != after {
 				t.Fatalf("%v; in order: %v, want [%d %d]", chk, chk.Next, before, after)
 			}
-			if lost, rec := c.Lost(), c.q.recovered.Load(); lost != tc.lost || rec != tc.recovered {
+			if lost, rec := lostOf(t, c), c.q.recovered.Load(); lost != tc.lost || rec != tc.recovered {
 				t.Fatalf("lost %d, claims recovered %d; want %d, %d", lost, rec, tc.lost, tc.recovered)
 			}
 			if _, ok, err := c.TryReceive(nil); ok || err != nil {

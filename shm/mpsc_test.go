@@ -31,6 +31,16 @@ func mpscConsumer(t *testing.T, capacity int) (*Region, *MPSCConsumer) {
 }
 
 // receiveN receives until chk has seen n messages, or fails the test.
+// lostOf is c.Lost(), failing the test on an error.
+func lostOf(t testing.TB, c *MPSCConsumer) uint64 {
+	t.Helper()
+	n, err := c.Lost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func receiveN(t *testing.T, c *MPSCConsumer, chk *msgcheck.Checker, n int) {
 	t.Helper()
 	ctx := context.Background()
@@ -94,8 +104,8 @@ func TestMPSCInProcess(t *testing.T) {
 	if !chk.OK() {
 		t.Fatal(chk)
 	}
-	if got := c.q.sent.Load(); got != uint64(producers*n) || c.q.recvd.Load() != got || c.Lost() != 0 {
-		t.Fatalf("counts: sent %d, received %d, lost %d; want %d, %d, 0", got, c.q.recvd.Load(), c.Lost(), producers*n, producers*n)
+	if got, lost := c.q.sent.Load(), lostOf(t, c); got != uint64(producers*n) || c.q.recvd.Load() != got || lost != 0 {
+		t.Fatalf("counts: sent %d, received %d, lost %d; want %d, %d, 0", got, c.q.recvd.Load(), lost, producers*n, producers*n)
 	}
 	if _, ok, err := c.TryReceive(nil); ok || err != nil {
 		t.Fatalf("TryReceive on the drained queue: %v, %v", ok, err)
@@ -158,30 +168,45 @@ func TestMPSCCheckerCatchesTornPublish(t *testing.T) {
 }
 
 // TestMPSCCorrupt writes words no valid history produces into a queue with
-// one message: the consumer (or producer) returns lockword.ErrCorrupt at
-// once, never a panic, a message, or a wait for its context.
+// one message: the call named returns lockword.ErrCorrupt at once, never a
+// panic, a message, or a wait for its context. Every word of the object
+// with a bound is flipped past it by one case.
 func TestMPSCCorrupt(t *testing.T) {
 	const capacity = 1024
+	const big = 1 << 44 // a high bit flipped in a counter
 	for _, tc := range []struct {
-		name     string
-		producer bool // the producer's Send sees it (else the consumer's Receive)
-		spoil    func(q *mpscQueue)
+		name  string
+		call  string // "send", "receive", "stats" (Lost, ClaimsRecovered) or "attach" (a producer)
+		spoil func(q *mpscQueue)
 	}{
-		{"position word", false, func(q *mpscQueue) { q.pos(0).Store(4096) }},
-		{"length beyond capacity", false, func(q *mpscQueue) {
+		{"position word", "receive", func(q *mpscQueue) { q.pos(0).Store(4096) }},
+		{"length beyond capacity", "receive", func(q *mpscQueue) {
 			q.state(0).Store(mpscStateWord(q.token, mpscRecPublished, capacity))
 		}},
-		{"invalid token", false, func(q *mpscQueue) { q.state(0).Store(mpscStateWord(0, mpscRecPublished, 20)) }},
-		{"state 0", false, func(q *mpscQueue) { q.state(0).Store(mpscStateWord(q.token, 0, 20)) }},
-		{"reserved state bits", false, func(q *mpscQueue) { q.state(0).Add(1 << 30) }},
-		{"padding at offset 0", false, func(q *mpscQueue) {
+		{"invalid token", "receive", func(q *mpscQueue) { q.state(0).Store(mpscStateWord(0, mpscRecPublished, 20)) }},
+		{"state 0", "receive", func(q *mpscQueue) { q.state(0).Store(mpscStateWord(q.token, 0, 20)) }},
+		{"reserved state bits", "receive", func(q *mpscQueue) { q.state(0).Add(1 << 30) }},
+		{"padding at offset 0", "receive", func(q *mpscQueue) {
 			q.state(0).Store(mpscStateWord(q.token, mpscRecPadding, capacity-mpscHeaderSize))
 		}},
-		{"tail misaligned", false, func(q *mpscQueue) { q.tail.Store(q.tail.Load() + 8) }},
-		{"tail beyond capacity", false, func(q *mpscQueue) { q.tail.Store(2 * capacity) }},
-		{"claim word with invalid token", false, func(q *mpscQueue) { q.tail.Store(mpscClaimWord(48, 0)) }},
-		{"head ahead of tail", true, func(q *mpscQueue) { q.head.Store(q.tail.Load() + 2*capacity) }},
-		{"head misaligned", true, func(q *mpscQueue) { q.head.Store(8) }},
+		{"tail misaligned", "receive", func(q *mpscQueue) { q.tail.Store(q.tail.Load() + 8) }},
+		{"tail beyond capacity", "receive", func(q *mpscQueue) { q.tail.Store(2 * capacity) }},
+		{"claim word with invalid token", "receive", func(q *mpscQueue) { q.tail.Store(mpscClaimWord(48, 0)) }},
+		{"head ahead of tail", "send", func(q *mpscQueue) { q.head.Store(q.tail.Load() + 2*capacity) }},
+		{"head misaligned", "send", func(q *mpscQueue) { q.head.Store(8) }},
+		{"head moved under the consumer", "receive", func(q *mpscQueue) { q.head.Store(16) }},
+		{"consumer word", "receive", func(q *mpscQueue) { q.consumerRole.Store(0xffffffff) }},
+		{"consumer word, seen by a waiting producer", "send", func(q *mpscQueue) { q.consumerRole.Store(0xffffffff) }},
+		{"producer count", "attach", func(q *mpscQueue) { q.producers.Store(0xffffffff - 1) }},
+		{"not-empty wake word", "send", func(q *mpscQueue) { q.notEmpty.Store(1 << 7) }},
+		{"not-full wake word", "send", func(q *mpscQueue) { q.notFull.Store(1 << 7) }},
+		{"messages sent", "send", func(q *mpscQueue) { q.sent.Store(big) }},
+		{"claims recovered, at send", "send", func(q *mpscQueue) { q.recovered.Store(big) }},
+		{"claims recovered", "stats", func(q *mpscQueue) { q.recovered.Store(big) }},
+		{"messages sent, in stats", "stats", func(q *mpscQueue) { q.sent.Store(big) }},
+		{"messages received", "receive", func(q *mpscQueue) { q.recvd.Store(big) }},
+		{"lost", "receive", func(q *mpscQueue) { q.lost.Store(big) }},
+		{"lost, in stats", "stats", func(q *mpscQueue) { q.lost.Store(big) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, c := mpscConsumer(t, capacity)
@@ -193,17 +218,32 @@ func TestMPSCCorrupt(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.spoil(&c.q)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			// Seconds: the calls return at once; an old one that waits
+			// fails here rather than after a minute.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			start := time.Now()
-			if tc.producer {
+			switch tc.call {
+			case "send":
+				// The whole capacity: a Send that finds nothing wrong
+				// waits for room, and the wait's checks run too.
 				err = p.Send(ctx, make([]byte, capacity-mpscHeaderSize))
-			} else {
+			case "receive":
 				var msg []byte
 				msg, err = c.Receive(ctx, nil)
 				if len(msg) != 0 {
 					t.Errorf("delivered %d bytes", len(msg))
 				}
+			case "stats":
+				var lost, rec uint64
+				lost, err = c.Lost()
+				if _, err2 := c.ClaimsRecovered(); err == nil || err2 == nil {
+					err = errors.Join(err, err2)
+					rec, _ = c.ClaimsRecovered()
+					t.Logf("Lost %d, ClaimsRecovered %d", lost, rec)
+				}
+			case "attach":
+				_, err = r.MPSCProducer("q", capacity)
 			}
 			if !errors.Is(err, lockword.ErrCorrupt) {
 				t.Fatalf("%v after %v, want lockword.ErrCorrupt", err, time.Since(start))
@@ -289,7 +329,50 @@ func TestMPSCPublishedThenDied(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	got, err := c.Receive(ctx, nil)
-	if err != nil || string(got) != string(msg) || c.Lost() != 0 || !fired {
-		t.Fatalf("Receive: %q, %v; lost %d (hook fired %v); want the message and none lost", got, err, c.Lost(), fired)
+	if lost := lostOf(t, c); err != nil || string(got) != string(msg) || lost != 0 || !fired {
+		t.Fatalf("Receive: %q, %v; lost %d (hook fired %v); want the message and none lost", got, err, lost, fired)
+	}
+}
+
+// TestMPSCInspectBusyQueue: Inspect reads a full queue while, between its
+// loads of head and tail (a test hook), the consumer receives a message
+// and a producer sends one into the room it freed. The queue is valid
+// throughout; Inspect read head before tail and judged a tail more than
+// the capacity past an old head corrupt.
+func TestMPSCInspectBusyQueue(t *testing.T) {
+	const capacity = 1024
+	r, c := mpscConsumer(t, capacity)
+	p, err := r.MPSCProducer("q", capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	msg := make([]byte, 48) // 64-byte records: 16 fill the queue
+	for range capacity / 64 {
+		if err := p.Send(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fired := false
+	faultpoint.MPSC = func(step string) {
+		if step != "inspect-head" || fired {
+			return
+		}
+		fired = true
+		if _, err := c.Receive(ctx, nil); err != nil {
+			t.Error(err)
+		}
+		if err := p.Send(ctx, msg); err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { faultpoint.MPSC = nil }()
+	info, err := r.Inspect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mi := info.Objects[0].MPSC
+	if !fired || mi == nil || mi.Corrupt || mi.Used != capacity {
+		t.Fatalf("hook fired %v; %+v; want a full queue, not corrupt", fired, mi)
 	}
 }

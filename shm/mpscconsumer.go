@@ -40,6 +40,8 @@ type MPSCConsumer struct {
 	// deadAt is 1 + the position of a claimed record whose claimer was
 	// found dead (0: none), so that the wait's verdict holds for the skip.
 	deadAt uint64
+	// wokeAt is head when we last woke the producers (wakeProducers).
+	wokeAt uint64
 }
 
 // MPSCConsumer attaches this process as the consumer of the shared MPSC
@@ -60,7 +62,7 @@ func (r *Region) MPSCConsumer(name string, capacity int) (*MPSCConsumer, error) 
 	}
 	c.head = c.q.head.Load()
 	c.end = c.head
-	if _, err := c.q.claimEnd(c.q.tail.Load(), c.head); err != nil || c.head%mpscRecAlign != 0 {
+	if _, err := c.q.counts(); err != nil || c.head%mpscRecAlign != 0 {
 		c.q.consumerRole.CompareAndSwap(c.q.token, 0)
 		if err == nil {
 			err = c.q.corrupt("head %d", c.head)
@@ -79,6 +81,9 @@ func (c *MPSCConsumer) claimRole() error {
 	q := &c.q
 	for range retryLimit { // a CAS fails only if another claimant moved the word
 		w := q.consumerRole.Load()
+		if w&^ownerMask != 0 || w != 0 && !validToken(w) {
+			return q.corrupt("consumer word %#x is no owner token", w)
+		}
 		if w != 0 {
 			if alive, pid := q.r.tokenAlive(w & ownerMask); alive {
 				return fmt.Errorf("%w: MPSC queue %q in %s has a consumer, PID %d", ErrRingBusy, q.name, q.r.path, pid)
@@ -99,12 +104,21 @@ func (c *MPSCConsumer) MaxMessage() int { return int(c.q.maxMsg) }
 
 // Lost returns how many records the queue's consumers have skipped since
 // it was created because their producer died between claiming and
-// publishing them.
-func (c *MPSCConsumer) Lost() uint64 { return c.q.lost.Load() }
+// publishing them. It returns lockword.ErrCorrupt if a counter or index of
+// the queue is impossible (more records counted than its indices have
+// passed), and then also for later calls on c.
+func (c *MPSCConsumer) Lost() (uint64, error) {
+	s, err := c.q.counts()
+	return s.lost, err
+}
 
 // ClaimsRecovered returns how many claim words of producers that died
-// while holding them have been taken back since the queue was created.
-func (c *MPSCConsumer) ClaimsRecovered() uint64 { return c.q.recovered.Load() }
+// while holding them have been taken back since the queue was created;
+// errors as Lost's.
+func (c *MPSCConsumer) ClaimsRecovered() (uint64, error) {
+	s, err := c.q.counts()
+	return s.recovered, err
+}
 
 // Receive removes the oldest published message from the queue, waiting
 // while there is none, and returns it appended to buf[:0] (pass a buffer of
@@ -127,6 +141,7 @@ func (c *MPSCConsumer) Receive(ctx context.Context, buf []byte) ([]byte, error) 
 		if ok || err != nil {
 			return msg, err
 		}
+		c.wakeProducers(true)
 		if err := c.waitRecord(ctx); err != nil {
 			return buf[:0], err
 		}
@@ -139,7 +154,11 @@ func (c *MPSCConsumer) TryReceive(buf []byte) ([]byte, bool, error) {
 	if err := c.q.r.errClosed("MPSCConsumer", c.q.name, "TryReceive"); err != nil {
 		return buf[:0], false, err
 	}
-	return c.tryReceive(buf)
+	msg, ok, err := c.tryReceive(buf)
+	if !ok && err == nil {
+		c.wakeProducers(true)
+	}
+	return msg, ok, err
 }
 
 // tryReceive returns the next published message, if there is one. Each
@@ -187,19 +206,34 @@ func (c *MPSCConsumer) tryReceive(buf []byte) (msg []byte, ok bool, err error) {
 				if q.state(off).Load() != st {
 					continue
 				}
-				q.lost.Add(1)
+				// Counted after head passes it: lost+received <= head/16.
+				if !mpscConsumedOK(q.recvd.Load(), q.lost.Load()+1, h+size) {
+					return buf[:0], false, c.countsCorrupt(h + size)
+				}
 				c.release(h + size)
+				q.lost.Add(1)
 				continue
+			}
+			n := q.recvd.Load() + 1 // only the consumer writes it
+			if !mpscConsumedOK(n, q.lost.Load(), h+size) {
+				return buf[:0], false, c.countsCorrupt(h + size)
 			}
 			msg = append(buf[:0], q.data[off+mpscHeaderSize:off+mpscHeaderSize+length]...)
 			c.release(h + size)
-			q.recvd.Store(q.recvd.Load() + 1) // only the consumer writes it
+			q.recvd.Store(n)
 			return msg, true, nil
 		default:
 			return buf[:0], false, q.corrupt("record state word %#x at offset %d", st, off)
 		}
 	}
 	return buf[:0], false, q.err
+}
+
+// countsCorrupt sets the sticky error for received and lost counts that do
+// not fit below head h.
+func (c *MPSCConsumer) countsCorrupt(h uint64) error {
+	return c.q.corrupt("messages received %d and lost %d, more than the %d records below head %d",
+		c.q.recvd.Load(), c.q.lost.Load(), h/mpscRecAlign, h)
 }
 
 // claimerDead reports whether the producer that claimed the record at h,
@@ -227,6 +261,16 @@ func (c *MPSCConsumer) claimerDead(h uint64, tok uint32) bool {
 // record lies at head. A claim word held by a dead claimer (asked once we
 // have waited an interval on it) is taken back.
 func (c *MPSCConsumer) refreshEnd() bool {
+	// The head and role words are ours alone while we consume: anything
+	// else in them was written from outside.
+	if hw := c.q.head.Load(); hw != c.head {
+		c.q.corrupt("head word %d, where this consumer released %d", hw, c.head)
+		return false
+	}
+	if rw := c.q.consumerRole.Load(); rw != c.q.token {
+		c.q.corrupt("consumer word %#x, not this consumer's token %#x", rw, c.q.token)
+		return false
+	}
 	w := c.q.tail.Load()
 	e, err := c.q.claimEnd(w, c.head)
 	if err != nil {
@@ -249,11 +293,35 @@ func (c *MPSCConsumer) refreshEnd() bool {
 }
 
 // release frees the queue up to h: our read of the records before it
-// happens before a producer reuses their bytes.
+// happens before a producer reuses their bytes. Head is stored for every
+// record: a consumer that dies leaves only the record it was receiving to
+// its successor.
 func (c *MPSCConsumer) release(h uint64) {
 	c.head = h
 	ringindex.Publish(c.q.head, h)
-	if c.q.notFull.Load()&ringindex.Sleeping != 0 {
+	c.wakeProducers(false)
+}
+
+// mpscWakeEvery is how much of the capacity the consumer frees between
+// wake-ups of sleeping producers while it has records to read: a
+// producer asleep on a full queue is woken once a quarter is free, not
+// for every record (a futex wake, and four producers woken to share one
+// record's room, per message), and once the queue is empty (or blocked on
+// a record being written), when every byte it has passed is free.
+const mpscWakeEvery = 4
+
+// wakeProducers wakes the producers asleep on notFull, if any announced a
+// sleep (the Dekker pair: head was stored before this load), once we have
+// freed capacity/mpscWakeEvery bytes since the last wake-up, or at once if
+// idle (we have no record to read). A producer whose wake-up is held back
+// rechecks the room on its own within its 10 ms sleep slice.
+func (c *MPSCConsumer) wakeProducers(idle bool) {
+	if c.q.notFull.Load()&ringindex.Sleeping == 0 {
+		c.wokeAt = c.head // none asleep: count from here
+		return
+	}
+	if idle || c.head-c.wokeAt >= c.q.capacity/mpscWakeEvery {
+		c.wokeAt = c.head
 		ringindex.WakeSide(c.q.notFull, c.q.consWakes, c.sl)
 	}
 }
@@ -264,7 +332,7 @@ func (c *MPSCConsumer) waitRecord(ctx context.Context) error {
 	c.q.r.waiting.Add(1)
 	defer c.q.r.waiting.Add(-1)
 	return ringindex.Await(ctx, c.q.notEmpty, c.q.consSleeps, c.sl, false, func() bool {
-		if c.q.err != nil || c.head == c.end && !c.refreshEnd() {
+		if !c.q.wakeWordOK(c.q.notEmpty.Load()) || c.q.err != nil || c.head == c.end && !c.refreshEnd() {
 			return c.q.err != nil
 		}
 		st := c.q.state(c.head & c.q.mask).Load()

@@ -1,6 +1,10 @@
 package shm
 
-import "github.com/lockword/lockword/internal/ringindex"
+import (
+	"fmt"
+
+	"github.com/lockword/lockword/internal/ringindex"
+)
 
 // The layout of the shared multi-producer byte queue (MPSCProducer,
 // MPSCConsumer): kind 11, docs/abi.md "MPSC queue object". A C twin reads
@@ -63,6 +67,48 @@ const (
 	// MaxMPSCCapacity is the largest: 1 GiB.
 	MaxMPSCCapacity = 1 << 30
 )
+
+// Bounds on the words that have one, checked wherever they are read (and
+// by Inspect): a word past its bound is lockword.ErrCorrupt.
+//   - The wake words hold only ringindex.Sleeping and ringindex.Closed.
+//   - Every record takes at least mpscRecAlign bytes and is counted after
+//     its bytes were claimed (sent, after the claim that lies below tail)
+//     or released (received and lost, after head moved past it): so
+//     sent <= tail/16 and received+lost <= head/16, each counter read
+//     before the position it is judged against.
+//   - A claim taken back either moves tail past a record (at least 16
+//     bytes) or belongs to a process that died holding the claim word,
+//     and a region issues at most mpscMaxDeaths owner tokens before one
+//     comes back: claims recovered <= tail/16 + mpscMaxDeaths.
+//   - The consumer's head word is its own: it must read back as the
+//     consumer stored it, and the role word must stay its token.
+//
+// The sleep and wake statistics have no bound, and are only shown.
+const (
+	mpscWakeBits  = ringindex.Sleeping | ringindex.Closed
+	mpscMaxDeaths = regionProcSlots * ownerGenMax
+)
+
+// mpscCountsReason judges the counters against the positions, tail t and
+// head h, each read after the counters it bounds; "" if they hold.
+func mpscCountsReason(sent, recovered, recvd, lost, h, t uint64) string {
+	switch recs := t / mpscRecAlign; {
+	case sent > recs:
+		return fmt.Sprintf("messages sent %d, more than the %d records below tail %d", sent, recs, t)
+	case recovered > recs+mpscMaxDeaths:
+		return fmt.Sprintf("claims recovered %d, more than the %d records below tail %d and %d process deaths", recovered, recs, t, uint64(mpscMaxDeaths))
+	case !mpscConsumedOK(recvd, lost, h):
+		return fmt.Sprintf("messages received %d and lost %d, more than the %d records below head %d", recvd, lost, h/mpscRecAlign, h)
+	}
+	return ""
+}
+
+// mpscConsumedOK reports whether recvd messages received and lost skipped
+// fit below head h.
+func mpscConsumedOK(recvd, lost, h uint64) bool {
+	recs := h / mpscRecAlign
+	return recvd <= recs && lost <= recs-recvd
+}
 
 // mpscRecordSize is the space a record of n payload bytes takes.
 func mpscRecordSize(n uint64) uint64 { return mpscHeaderSize + (n+mpscRecAlign-1)&^(mpscRecAlign-1) }

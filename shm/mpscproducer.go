@@ -3,7 +3,6 @@ package shm
 import (
 	"context"
 	"fmt"
-	"runtime"
 
 	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/internal/faultpoint"
@@ -135,22 +134,14 @@ func (r *Region) MPSCProducer(name string, capacity int) (*MPSCProducer, error) 
 		return nil, err
 	}
 	p.sl = mpscSleeper{q: &p.q, peerDead: p.consumerDead}
-	// Tail, head, tail: a head judged against a tail read on either side
-	// of it alone may be ahead of it, or more than the capacity behind,
-	// on a busy queue. Equal tails make the pair one moment's.
-	w := p.q.tail.Load()
-	for i := 0; ; i++ {
-		p.headCache = p.q.head.Load()
-		again := p.q.tail.Load()
-		if again == w || i == 1000 {
-			break
-		}
-		w = again
-	}
-	if _, err := p.q.claimEnd(w, p.headCache); err != nil {
+	if _, err := p.q.counts(); err != nil {
 		return nil, err
 	}
-	p.q.producers.Add(1)
+	_, p.headCache, _, _ = p.q.positions() // validated by counts
+	if n := int32(p.q.producers.Add(1)); n < 1 {
+		p.q.producers.Add(^uint32(0))
+		return nil, p.q.corrupt("producer count %d after this attach", n)
+	}
 	return p, nil
 }
 
@@ -252,12 +243,21 @@ func (p *MPSCProducer) trySend(ctx context.Context, msg []byte) (sent bool, need
 		if t-p.headCache > q.capacity-need && !p.refreshHead(t, need) {
 			return false, need, q.err
 		}
-		if q.notEmpty.Load()&ringindex.Closed != 0 {
+		if ne := q.notEmpty.Load(); !q.wakeWordOK(ne) {
+			return false, 0, q.err
+		} else if ne&ringindex.Closed != 0 {
 			return false, 0, fmt.Errorf("%w: MPSC queue %q in %s was closed by its consumer", lockword.ErrRingClosed, q.name, q.r.path)
 		}
 		claim := mpscClaimWord(t, q.token)
 		if !q.tail.CompareAndSwap(t, claim) { // another producer claimed t first
 			continue
+		}
+		// Holding the claim at t, every record counted sent or taken back
+		// lies below t; the counters share the claim word's cache line,
+		// which the CAS just brought here.
+		if reason := mpscCountsReason(q.sent.Load(), q.recovered.Load(), 0, 0, 0, t); reason != "" {
+			q.tail.CompareAndSwap(claim, t) // give back the claim, unused
+			return false, 0, q.corrupt("%s", reason)
 		}
 		if faultpoint.MPSC != nil {
 			faultpoint.MPSC("claiming")
@@ -335,6 +335,9 @@ func (p *MPSCProducer) waitRoom(ctx context.Context, need uint64) error {
 	defer p.q.r.waiting.Add(-1)
 	p.peerCheck.reset()
 	return ringindex.Await(ctx, p.q.notFull, p.q.prodSleeps, p.sl, true, func() bool {
+		if !p.q.wakeWordOK(p.q.notFull.Load()) {
+			return true
+		}
 		w := p.q.tail.Load()
 		if w&mpscTailClaiming != 0 {
 			return true // another producer is moving the tail: look again
@@ -350,9 +353,12 @@ func (p *MPSCProducer) consumerDead() error {
 	if !p.peerCheck.due() {
 		return nil
 	}
-	tok := p.q.consumerRole.Load() & ownerMask
+	tok := p.q.consumerRole.Load()
 	if tok == 0 {
 		return nil
+	}
+	if tok&^ownerMask != 0 || !validToken(tok) {
+		return p.q.corrupt("consumer word %#x is no owner token", tok)
 	}
 	alive, pid := p.q.r.tokenAlive(tok)
 	if alive {
@@ -366,7 +372,7 @@ func (p *MPSCProducer) consumerDead() error {
 }
 
 // claimWait is a producer's wait while another holds the claim word: spin,
-// then yield, and every 10 ms ask whether the claimer lives, taking its
+// then yield the processor, and every 10 ms ask whether the claimer lives, taking its
 // claim back if not. The context ends the wait only after the spin (a
 // claim is held for three stores), so that a Send with room sends even
 // with a done context. With a nil ctx (TrySend) it asks at once after the
@@ -387,7 +393,7 @@ func (c *claimWait) wait(ctx context.Context, q *mpscQueue, w uint64) (busy bool
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		runtime.Gosched()
+		osYield() // the claimer may be another process, preempted
 		if !c.check.due() {
 			return false, nil
 		}

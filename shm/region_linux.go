@@ -243,3 +243,10 @@ func sysReopen(fd uintptr) (int, error) {
 		}
 	}
 }
+
+// osYield gives the processor to another runnable thread of any process
+// (sched_yield(2)). An MPSC producer waiting on a claim word held by
+// another process needs that process to run; runtime.Gosched only yields
+// to this process's goroutines, and with none runnable spins out the time
+// slice.
+func osYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }

@@ -2,7 +2,10 @@
 
 package shm
 
-import "os"
+import (
+	"os"
+	"runtime"
+)
 
 // Shared regions need mmap(MAP_SHARED), flock and the shared kernel futex
 // as Linux provides them, and /proc for owner liveness: elsewhere every
@@ -37,3 +40,6 @@ func selfIdentity() (procIdentity, error)                  { return procIdentity
 func processAlive(id procIdentity) bool                    { return true }
 
 var errNotReadWrite = ErrUnsupported
+
+// osYield is region_linux.go's; no region exists here to wait on.
+func osYield() { runtime.Gosched() }

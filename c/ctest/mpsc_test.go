@@ -136,8 +136,8 @@ func TestMPSCCAndGoProducersToGoConsumer(t *testing.T) {
 			t.Fatalf("C producer: %v %q", err, rest)
 		}
 	}
-	if c.Lost() != 0 {
-		t.Errorf("lost %d, want 0", c.Lost())
+	if lost, err := c.Lost(); lost != 0 || err != nil {
+		t.Errorf("lost %d, %v; want 0", lost, err)
 	}
 	c.Close()
 }
@@ -196,8 +196,8 @@ func TestMPSCCProducerKilledBetweenClaimAndPublish(t *testing.T) {
 			wait := goProducers(t, r, "mq", mpscCap, []uint64{1}, 100)
 			mpscCheck(t, c, map[uint64]uint64{1: 100})
 			wait()
-			if c.Lost() != tc.lost {
-				t.Errorf("lost %d, want %d", c.Lost(), tc.lost)
+			if lost, err := c.Lost(); lost != tc.lost || err != nil {
+				t.Errorf("lost %d, %v; want %d", lost, err, tc.lost)
 			}
 			if _, ok, err := c.TryReceive(nil); ok || err != nil {
 				t.Errorf("TryReceive after all: %v %v, want nothing", ok, err)
@@ -211,7 +211,8 @@ func TestMPSCCProducerKilledBetweenClaimAndPublish(t *testing.T) {
 // corrupt queue is LW_ECORRUPT, never a read outside it or a hang: a tail
 // not a multiple of 16 or more than capacity ahead of head refuses the
 // attach; a record at head whose position word is not head fails the
-// receive.
+// receive; a counter past its bound, an unknown wake bit or a consumer
+// word that is no owner token fails the call that reads it.
 func TestMPSCCorruptInC(t *testing.T) {
 	b := cBuild(t, "plain")
 	capStr := strconv.Itoa(mpscCap)
@@ -224,10 +225,23 @@ func TestMPSCCorruptInC(t *testing.T) {
 		{"unaligned tail", map[int64]uint64{128: 8}, []string{"mpsc-recv", "mq", capStr, "1", "1"}, "consumer: lockword: corrupt shared object"},
 		{"tail past capacity", map[int64]uint64{128: 2 * mpscCap}, []string{"mpsc-send", "mq", capStr, "0", "1", "1"}, "send: lockword: corrupt shared object"},
 		{"position word", map[int64]uint64{128: 32, 512: 2<<28 | 1<<32 | 1<<18 | 1, 520: 4096}, []string{"mpsc-recv", "mq", capStr, "1", "1"}, "FAIL receive after 0: 1023"},
+		// A word flipped past its bound (see TestMPSCCorrupt in shm).
+		{"messages sent", map[int64]uint64{160: 1 << 44}, []string{"mpsc-send", "mq", capStr, "0", "1", "1"}, "send: lockword: corrupt shared object"},
+		{"claims recovered", map[int64]uint64{168: 1 << 44}, []string{"mpsc-send", "mq", capStr, "0", "1", "1"}, "send: lockword: corrupt shared object"},
+		{"not-empty wake word", map[int64]uint64{136: 1 << 7}, []string{"mpsc-send", "mq", capStr, "0", "1", "1"}, "send: lockword: corrupt shared object"},
+		{"messages received", map[int64]uint64{288: 1 << 44}, []string{"mpsc-recv", "mq", capStr, "1", "1"}, "corrupt shared object"},
+		{"lost", map[int64]uint64{296: 1 << 44}, []string{"mpsc-recv", "mq", capStr, "1", "1"}, "corrupt shared object"},
+		{"consumer word", map[int64]uint64{0: 1<<32 | 0xffffffff}, []string{"mpsc-recv", "mq", capStr, "1", "1"}, "consumer: lockword: corrupt shared object"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path, r := goRegion(t)
-			if _, err := r.MPSCProducer("mq", mpscCap); err != nil {
+			gp, err := r.MPSCProducer("mq", mpscCap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// One message queued, producer 0's first: a consumer that
+			// checks nothing receives it.
+			if err := gp.Send(context.Background(), mpscMessage(make([]byte, 256), 0, 0)); err != nil {
 				t.Fatal(err)
 			}
 			info, err := r.Inspect()

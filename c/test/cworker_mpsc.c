@@ -112,7 +112,13 @@ static int mpsc_consume(lw_mpsc *q, uint64_t ids, uint64_t count) {
 		next[id] = seq + 1;
 		got++;
 	}
-	printf("received %llu lost %llu\n", (unsigned long long)got, (unsigned long long)lw_mpsc_lost(q));
+	uint64_t lost = 0;
+	int err = lw_mpsc_lost(q, &lost);
+	printf("received %llu lost %llu\n", (unsigned long long)got, (unsigned long long)lost);
+	if (err) {
+		printf("FAIL lost: %d %s\n", err, lw_strerror(err));
+		bad = 1;
+	}
 	free(next);
 	return bad;
 }

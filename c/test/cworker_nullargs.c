@@ -36,6 +36,7 @@ static int null_case(int i, bool run, const struct null_env *e, const char **wha
 	char buf[8] = "x";
 	size_t len;
 	uint32_t pid;
+	uint64_t u64;
 #define NULL_CASE(call, expected) \
 	if (i == n++) { \
 		*what = #call; \
@@ -125,7 +126,8 @@ static int null_case(int i, bool run, const struct null_env *e, const char **wha
 	NULL_CASE(lw_region_mpsc_consumer(r, NULL, 256, &mq), LW_EINVAL)
 	NULL_CASE(lw_region_mpsc_consumer(r, "mq2", 256, NULL), LW_EINVAL)
 	NULL_CASE(lw_mpsc_max_message(NULL), 0)
-	NULL_CASE(lw_mpsc_lost(NULL), 0)
+	NULL_CASE(lw_mpsc_lost(NULL, &u64), LW_EINVAL)
+	NULL_CASE(lw_mpsc_lost(mp, NULL), LW_EINVAL)
 	NULL_CASE(lw_mpsc_send(NULL, buf, 1, 0), LW_EINVAL)
 	NULL_CASE(lw_mpsc_send(mp, NULL, 8, 0), LW_EINVAL)
 	NULL_CASE(lw_mpsc_try_send(NULL, buf, 1), LW_EINVAL)

@@ -147,26 +147,37 @@ func TestInspectMPSCStoppedClaimer(t *testing.T) {
 	}
 }
 
-// TestInspectCorruptMPSCFails: an MPSC queue whose producer count (the
-// object's second word) is negative, or whose consumer word is no owner
-// token, is corrupt: inspect names it and why on stderr and exits 1 (it
-// exited 0 and showed -1 producers).
+// TestInspectCorruptMPSCFails: an MPSC queue with one message in it, and a
+// word flipped past its bound (a negative producer count, a consumer word
+// that is no owner token, a counter that more records than the indices
+// passed, a wake word's unknown bit, a record at head that says another
+// position), is corrupt: inspect names it and why on stderr and exits 1
+// (it exited 0 and showed -1 producers, 2^44 claims recovered).
 func TestInspectCorruptMPSCFails(t *testing.T) {
+	u32 := func(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
+	u64 := func(v uint64) []byte { return binary.NativeEndian.AppendUint64(nil, v) }
 	for _, c := range []struct {
 		off  int64
-		word uint32
+		word []byte
 		want string
 	}{
-		{4, 0xffffffff, "producer count -1"},
-		{0, 0xffffffff, "consumer word 0xffffffff is no owner token"},
+		{4, u32(0xffffffff), "producer count -1"},
+		{0, u32(0xffffffff), "consumer word 0xffffffff is no owner token"},
+		{136, u32(1 << 7), "wake words 0x80, 0x0 hold bits other than sleeping and closed"},
+		{160, u64(1 << 44), "messages sent 17592186044416, more than the 2 records below tail 32"},
+		{168, u64(1 << 44), "claims recovered 17592186044416, more than the 2 records below tail 32 and 268433408 process deaths"},
+		{288, u64(1 << 44), "messages received 17592186044416 and lost 0, more than the 0 records below head 0"},
+		{296, u64(3), "messages received 0 and lost 3, more than the 0 records below head 0"},
+		{512 + 8, u64(4096), "record at head 0 says position 4096"},
 	} {
 		path := regionWithCorruptWord(t, func(r *shm.Region) error {
 			p, err := r.MPSCProducer("q", 256)
 			if err == nil {
+				err = p.Send(context.Background(), []byte("one"))
 				p.Close()
 			}
 			return err
-		}, c.off, binary.NativeEndian.AppendUint32(nil, c.word))
+		}, c.off, c.word)
 		stdout, stderr, status := runCLI(t, "inspect", path)
 		if status != exitFail || !strings.Contains(stderr, "1 corrupt object: q (MPSC queue "+c.want+")") ||
 			!strings.Contains(stdout, "corrupt: "+c.want) {

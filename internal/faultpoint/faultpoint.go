@@ -10,7 +10,9 @@ package faultpoint
 // send ("claiming": the claim word holds its claim, no record header yet;
 // "claimed": the header is written in the claimed state and the claim
 // word free again, the payload not yet copied) and by the consumer when
-// it has found the claimer of the record at head dead ("claimer-dead").
+// it has found the claimer of the record at head dead ("claimer-dead"),
+// and by Inspect between its loads of a queue's head and tail
+// ("inspect-head").
 // Set it before the queue's handles are used; it is called from their
 // goroutines.
 var MPSC func(step string)

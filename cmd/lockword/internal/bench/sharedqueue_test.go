@@ -4,6 +4,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -63,6 +64,39 @@ func TestSharedQueueChecks(t *testing.T) {
 		_, err := receiveAll(context.Background(), rx, size, 1, new(Histogram))
 		if (c.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+}
+
+// BenchmarkSharedQueue is lockword bench's shared-queue row as a testing.B
+// benchmark, by the same code (runSharedQueue), so that the two cannot
+// disagree: 4 producer processes (this test binary re-executed, started,
+// attached and ready before the sample begins) send for 150 ms from one
+// start time, to an MPSC queue or to a Unix datagram socket alike; the
+// rate is the messages received over the time from that start to the last
+// one's arrival. Each b.N is one sample: run it with -benchtime 1x and
+// -count for rounds, interleaved with the peer (the quiet-window script
+// does). Mmsgs/s is the figure; ns/op is a whole sample's time.
+func BenchmarkSharedQueue(b *testing.B) {
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, size := range sharedQueueSizes {
+		for _, k := range []struct{ name, kind string }{{"mpsc", mpscKind}, {"unixgram", unixgramKind}} {
+			b.Run(fmt.Sprintf("%s/%dB", k.name, size), func(b *testing.B) {
+				var msgs int64
+				var took time.Duration
+				for range b.N {
+					s, err := runSharedQueue(context.Background(), exe, k.kind, size,
+						Params{Goroutines: sharedQueueProcs, Duration: 150 * time.Millisecond})
+					if err != nil {
+						b.Fatal(err)
+					}
+					msgs, took = msgs+s.Ops, took+s.Elapsed
+				}
+				b.ReportMetric(float64(msgs)/took.Seconds()/1e6, "Mmsgs/s")
+			})
 		}
 	}
 }

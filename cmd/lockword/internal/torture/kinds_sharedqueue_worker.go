@@ -130,7 +130,12 @@ func sharedQueueWorker(spec *sharedQueueSpec) (res sharedQueueResult, err error)
 		res.Received, res.Dups, res.Gaps, res.Mangled = int64(chk.Received), int64(chk.Dups), int64(chk.Gaps), int64(chk.Mangled)
 		res.Next, res.ElapsedNs = chk.Next, int64(time.Since(start))
 		if sc != nil {
-			res.Lost, res.Recovered = sc.Lost(), sc.ClaimsRecovered()
+			var lerr, rerr error
+			res.Lost, lerr = sc.Lost()
+			res.Recovered, rerr = sc.ClaimsRecovered()
+			if err == nil {
+				err = errors.Join(lerr, rerr)
+			}
 		}
 	}()
 	buf := make([]byte, 0, sharedQueueCapacity)
