@@ -98,3 +98,52 @@ func TestCSemaphoreReleaseCorruptEntry(t *testing.T) {
 		t.Errorf("C release and close over a zeroed entry: %q %v, want %q (LW_ECORRUPT, held 0; closed)", rest, err, want)
 	}
 }
+
+// TestCSemaphoreGuardNamesThisProcess: a stray write of a C process's own
+// owner token into its semaphore's guard word, while no thread of it holds
+// the guard, is corruption: its release returns LW_ECORRUPT (its count
+// says the permits are given back) and its close finishes, promptly,
+// instead of waiting for ever for a holder that does not exist. 10 s is
+// far above what the check costs on a loaded host; the old code waited
+// past it.
+func TestCSemaphoreGuardNamesThisProcess(t *testing.T) {
+	b := cBuild(t, "plain")
+	path, r := goRegion(t)
+	if _, err := r.Semaphore("sem", 4); err != nil {
+		t.Fatal(err)
+	}
+	w, in := startCAttached(t, b.Worker, "held", "sem-release-after", path, "sem", "4", "2")
+	info, err := r.Inspect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted := false
+	for _, o := range info.Objects {
+		if o.Name == "sem" && o.Semaphore != nil && len(o.Semaphore.Processes) == 1 {
+			// The entry's token (docs/abi.md: entries at 128, 16
+			// bytes each, the token at 4) into the guard word (0).
+			slot := int64(o.Semaphore.Processes[0].Slot)
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok := make([]byte, 4)
+			if _, err := f.ReadAt(tok, o.Offset+128+16*slot+4); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt(tok, o.Offset); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			planted = true
+		}
+	}
+	if !planted {
+		t.Fatalf("Inspect: %+v, want the C holder", info)
+	}
+	io.WriteString(in, "go\n")
+	rest, err := w.wait(10 * time.Second)
+	if want := []string{"release 1023 0", "close 0"}; err != nil || !slices.Equal(rest, want) {
+		t.Errorf("C release and close over a guard naming the C process: %q %v, want %q (LW_ECORRUPT, held 0; closed)", rest, err, want)
+	}
+}
