@@ -141,7 +141,10 @@ var ErrPermitsMismatch = errors.New("lockword: shared semaphore exists with anot
 // *lockword.CorruptError (lockword.ErrCorrupt) holding nothing, before any
 // count is trusted; Release panics with it, its permits counted as given
 // back; (*Region).Semaphore returns it rather than ErrPermitsMismatch. Errors
-// of the guard name the Semaphore too. lockword inspect runs the same checks.
+// of the guard name the Semaphore too; a guard word naming this process
+// while none of its goroutines holds the guard is one of them, reported at
+// once, not waited on (semaphoreguard.go). lockword inspect runs the same
+// checks.
 // Every call checks the counts and its own entry; every entry is checked
 // by a process's first call, then every 10 ms or more, and before any
 // reap.
