@@ -18,11 +18,7 @@ import (
 // held it, not a misuse panic: that call may be a cancelled waiter's
 // withdrawal on a background goroutine, where a panic kills the process.
 func TestSemaphoreGuardOverwrittenUnderHold(t *testing.T) {
-	r := mustCreate(t, tempRegionPath(t), 0)
-	s, err := r.Semaphore("sem", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s := semTwo(t)
 	if err := s.lock(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -62,17 +58,10 @@ func TestSemaphoreGuardErrorsNameIt(t *testing.T) {
 		{"not recoverable", ownerNotRecoverable},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := mustCreate(t, tempRegionPath(t), 0)
-			s, err := r.Semaphore("sem", 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Acquire(context.Background(), 1); err != nil {
-				t.Fatal(err)
-			}
+			r, s := semHoldingOne(t)
 			s.guard.word.Store(c.word)
 			var ce *lockword.CorruptError
-			err = s.Acquire(context.Background(), 1)
+			err := s.Acquire(context.Background(), 1)
 			if !errors.As(err, &ce) || ce.Kind != "Semaphore" || ce.Object != "sem" {
 				t.Errorf("Acquire: %v, want a CorruptError naming Semaphore \"sem\"", err)
 			}
@@ -90,6 +79,27 @@ func TestSemaphoreGuardErrorsNameIt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// semTwo returns a new region's Semaphore "sem" of 2 permits.
+func semTwo(t *testing.T) (*Region, *Semaphore) {
+	t.Helper()
+	r := mustCreate(t, tempRegionPath(t), 0)
+	s, err := r.Semaphore("sem", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, s
+}
+
+// semHoldingOne is semTwo with 1 permit held by this process.
+func semHoldingOne(t *testing.T) (*Region, *Semaphore) {
+	t.Helper()
+	r, s := semTwo(t)
+	if err := s.Acquire(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	return r, s
 }
 
 // semCall runs call on its own goroutine and returns what it returned or
@@ -143,16 +153,9 @@ func TestSemaphoreGuardNamesThisProcess(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := mustCreate(t, tempRegionPath(t), 0)
-			s, err := r.Semaphore("sem", 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Acquire(context.Background(), 1); err != nil {
-				t.Fatal(err)
-			}
+			r, s := semHoldingOne(t)
 			s.guard.word.Store(r.token)
-			err = semCall(t, c.name, func() error { return c.call(s) })
+			err := semCall(t, c.name, func() error { return c.call(s) })
 			var ce *lockword.CorruptError
 			if c.name == "TryAcquire" {
 				// Its bool cannot say why: AcquireNow's case does.
@@ -178,11 +181,7 @@ func TestSemaphoreGuardNamesThisProcess(t *testing.T) {
 // it and then succeeds; and goroutines of one process hammering the
 // semaphore (under -race) never see a CorruptError.
 func TestSemaphoreGuardHeldByAnotherGoroutine(t *testing.T) {
-	r := mustCreate(t, tempRegionPath(t), 0)
-	s, err := r.Semaphore("sem", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s := semTwo(t)
 	if err := s.lock(context.Background()); err != nil {
 		t.Fatal(err)
 	}
