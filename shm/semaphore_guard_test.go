@@ -228,3 +228,36 @@ func TestSemaphoreGuardHeldByAnotherGoroutine(t *testing.T) {
 		}
 	}
 }
+
+// TestSemaphoreGuardTurnsToThisProcess: a guard word that a stray write
+// turns to this process's token while this process waits for another
+// holder (here a second Region handle, alive, holding the guard) is
+// corrupt too: the wait ends with a CorruptError within a liveness slice
+// or so (10 s here, for any load), not never.
+func TestSemaphoreGuardTurnsToThisProcess(t *testing.T) {
+	r, s := semTwo(t)
+	r2, err := Open(r.Path(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	s2, err := r2.Semaphore("sem", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.lock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- s.Acquire(context.Background(), 1) }()
+	// Not a timing requirement: an Acquire that has not begun waiting
+	// by the write finds the word naming us before it waits.
+	time.Sleep(50 * time.Millisecond)
+	s.guard.word.Store(r.token)
+	err = semCall(t, "Acquire", func() error { return <-got })
+	var ce *lockword.CorruptError
+	if !errors.As(err, &ce) || ce.Kind != "Semaphore" {
+		t.Fatalf("Acquire while the guard word turned to this process: %v, want a CorruptError naming the Semaphore", err)
+	}
+	s2.unlock(false, false, nil) // its word is not its own: a CorruptError, ignored
+}

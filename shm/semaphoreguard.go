@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/lockword/lockword"
 )
@@ -28,11 +30,13 @@ import (
 // contention for the guard parks at local instead of at the guard's own
 // gate.
 //
-//	local   guard word        step
-//	held    free, or another  take the guard (LockContext: waits, repairs
-//	        process's token   after an owner death)
-//	held    this process's    CorruptError: nobody of ours holds it
-//	        token
+//	local   guard word             step
+//	held    free, or another       take the guard (LockContext: waits,
+//	        process's token        repairs after an owner death)
+//	held    this process's token   CorruptError: nobody of ours holds it
+//	held    turns to this          CorruptError at the next check, every
+//	        process's token while  ownerCheckInterval of the wait
+//	        we wait                (waitGuard)
 
 // lock takes the guard. One taken from a dead holder is repaired (the
 // counts recomputed from the entries) and marked consistent: the guard
@@ -57,7 +61,7 @@ func (s *Semaphore) lockGuard(ctx context.Context) error {
 	if owner := s.guard.word.Load() & ownerMask; owner == s.r.token {
 		return s.errCorrupt("its guard word names this process (owner token %#x), but no goroutine of this process holds the guard", owner)
 	}
-	err := s.guard.LockContext(ctx)
+	err := s.waitGuard(ctx)
 	if errors.Is(err, lockword.ErrOwnerDead) {
 		s.recount()
 		s.checkedNs.Store(0) // the counts now come from every entry
@@ -71,6 +75,64 @@ func (s *Semaphore) lockGuard(ctx context.Context) error {
 		}
 	}
 	return s.guardErr(err)
+}
+
+// errGuardOurs is the cause with which a guardWatch ends a guard wait.
+var errGuardOurs = errors.New("guard word turned to this process's token while it waited")
+
+// waitGuard is the guard's LockContext, local held, watched: a stray write
+// that turns the word to our token while we wait for another process's
+// hold would keep the Mutex waiting for ever (its holder is us, alive). So
+// a wait that lasts ownerCheckInterval is checked every interval, by a
+// timer, not a goroutine (most waits end in the spin). Ending the wait
+// through its context is always safe: the Mutex's cancelled waiter
+// withdraws, and one handed the guard meanwhile takes it and returns nil.
+func (s *Semaphore) waitGuard(ctx context.Context) error {
+	if s.guard.word.CompareAndSwap(0, s.guard.token) {
+		return nil // the Mutex's own fast path, without the timer
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	w := &guardWatch{s: s, cancel: cancel}
+	w.mu.Lock()
+	w.t = time.AfterFunc(ownerCheckInterval, w.fire)
+	w.mu.Unlock()
+	err := s.guard.LockContext(wctx)
+	w.stop()
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), errGuardOurs) {
+		return s.errCorrupt("its guard word turned to this process's token (%#x) while it waited, and no goroutine of this process holds the guard", s.r.token)
+	}
+	return err
+}
+
+// A guardWatch checks, every ownerCheckInterval while a guard wait lasts,
+// whether the guard word names this process, and ends the wait if so.
+type guardWatch struct {
+	s       *Semaphore
+	cancel  context.CancelCauseFunc
+	mu      sync.Mutex // orders fire's re-arm after the timer's creation and before stop
+	t       *time.Timer
+	stopped bool
+}
+
+func (w *guardWatch) fire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	if w.s.guard.word.Load()&ownerMask == w.s.r.token {
+		w.cancel(errGuardOurs)
+		return
+	}
+	w.t.Reset(ownerCheckInterval)
+}
+
+func (w *guardWatch) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.t.Stop()
+	w.mu.Unlock()
 }
 
 // guardErr names the Semaphore in an error of its guard, whose own
