@@ -22,6 +22,12 @@ struct lw_sem {
 	/* gate queues this process's waiters (private futex, 0 free, 1 held,
 	 * 2 held with sleepers): one at a time holds the process's ticket. */
 	_Atomic uint32_t gate;
+	/* local (the same futex states) is held by the one thread of this
+	 * process that takes or holds the guard: the guard word names the
+	 * process, not the thread, so only local's holder, before it takes
+	 * the guard, can tell that a word naming us is nobody's hold of ours
+	 * (corrupt) rather than another thread's (Go: Semaphore.local). */
+	_Atomic uint32_t local;
 	_Atomic int64_t reaped_ns;  /* last liveness check of the entries */
 	_Atomic int64_t checked_ns; /* last validation of every entry */
 	/* held: the permits this process holds, as its calls returned them,
@@ -117,8 +123,36 @@ static uint32_t sem_bump_seq(lw_sem *s) {
 	return bits;
 }
 
-/* guard_lock takes the guard, repairing the counts after an owner death. */
+/* sem_futex_lock takes a private lock word (0 free, 1 held, 2 held with
+ * sleepers) before deadline (-1: none); false if it passed. */
+static bool sem_futex_lock(_Atomic uint32_t *l, int64_t deadline) {
+	uint32_t g = 0;
+	if (atomic_compare_exchange_strong(l, &g, 1))
+		return true;
+	while (atomic_exchange(l, 2) != 0) {
+		if (deadline >= 0 && mono_ns() >= deadline)
+			return false;
+		futex_wait(l, 2, slice_until(deadline, LW_OWNER_CHECK_INTERVAL_NS), false);
+	}
+	return true;
+}
+
+static void sem_futex_unlock(_Atomic uint32_t *l) {
+	if (atomic_exchange(l, 0) == 2)
+		futex_wake(l, 1, false);
+}
+
+/* guard_lock takes local, then the guard, repairing the counts after an
+ * owner death; on an error it holds neither. A guard word naming this
+ * process, found by local's holder before it takes the guard, is
+ * LW_ECORRUPT: no thread of ours holds it, and waiting would be for ever. */
 static int sem_guard_lock(lw_sem *s, int64_t deadline) {
+	if (!sem_futex_lock(&s->local, deadline))
+		return LW_ETIMEDOUT;
+	if ((atomic_load(s->guard.word) & LW_OWNER_MASK) == s->guard.token) {
+		sem_futex_unlock(&s->local);
+		return LW_ECORRUPT;
+	}
 	int64_t left = deadline < 0 ? -1 : deadline - mono_ns();
 	int err = lw_mutex_timedlock(&s->guard, left < 0 && deadline >= 0 ? 0 : left);
 	if (err == LW_EOWNERDEAD) {
@@ -132,15 +166,17 @@ static int sem_guard_lock(lw_sem *s, int64_t deadline) {
 		if (err != 0)
 			lw_mutex_unlock(&s->guard);
 	}
+	if (err != 0)
+		sem_futex_unlock(&s->local);
 	/* The guard is marked consistent whenever it is recovered: one found
 	 * not recoverable was written by no valid history. */
 	return err == LW_ENOTRECOVERABLE ? LW_ECORRUPT : err;
 }
 
-
 static int sem_guard_unlock(lw_sem *s, bool bump, int ret) {
 	uint32_t bits = bump ? sem_bump_seq(s) : 0;
 	lw_mutex_unlock(&s->guard);
+	sem_futex_unlock(&s->local); /* after the guard: local's next holder finds it released */
 	if (bits)
 		futex_wake_bits(sem_w(s, LW_SEM_SEQ), INT32_MAX, bits);
 	return ret;
@@ -300,18 +336,24 @@ static int64_t sem_housekeep(lw_region *r) {
 	for (uint32_t i = 0; i < r->nobj; i++) {
 		if (r->objs[i].kind != LW_KIND_SEMAPHORE || r->objs[i].size != LW_SEM_OBJ_SIZE)
 			continue;
-		lw_sem s = {0}; /* not cached: nothing but the guard's words is used */
-		sem_init(&s, r, i);
-		if (atomic_load(sem_w(&s, LW_SEM_PERMITS)) == 0)
+		/* This process's handle if it has one: its threads take the
+		 * guard one at a time through its local lock. Otherwise one not
+		 * cached: nothing but the guard's words and local are used. */
+		lw_sem tmp = {0}, *s = r->sems[i];
+		if (!s) {
+			sem_init(&tmp, r, i);
+			s = &tmp;
+		}
+		if (atomic_load(sem_w(s, LW_SEM_PERMITS)) == 0)
 			continue; /* no handle has recorded a capacity: nothing held */
-		if (sem_guard_lock(&s, mono_ns()) != 0)
+		if (sem_guard_lock(s, mono_ns()) != 0)
 			continue;
 		sem_rec rec = {0};
-		if (sem_reap(&s, &rec) != 0) {
-			sem_guard_unlock(&s, false, 0);
+		if (sem_reap(s, &rec) != 0) {
+			sem_guard_unlock(s, false, 0);
 			continue;
 		}
-		sem_guard_unlock(&s, rec.entries != 0, 0); /* freed permits: wake the front */
+		sem_guard_unlock(s, rec.entries != 0, 0); /* freed permits: wake the front */
 		permits += rec.out.permits;
 	}
 	return permits;
@@ -372,23 +414,6 @@ int lw_sem_tryacquire(lw_sem *s, int64_t n, lw_sem_recovery *dead) {
 }
 
 /* ---- The slow acquire (sharedsemaphorewaiter.go) ---- */
-
-static bool sem_gate_take(lw_sem *s, int64_t deadline) {
-	uint32_t g = 0;
-	if (atomic_compare_exchange_strong(&s->gate, &g, 1))
-		return true;
-	while (atomic_exchange(&s->gate, 2) != 0) {
-		if (deadline >= 0 && mono_ns() >= deadline)
-			return false;
-		futex_wait(&s->gate, 2, slice_until(deadline, LW_OWNER_CHECK_INTERVAL_NS), false);
-	}
-	return true;
-}
-
-static void sem_gate_release(lw_sem *s) {
-	if (atomic_exchange(&s->gate, 0) == 2)
-		futex_wake(&s->gate, 1, false);
-}
 
 /* behind reports whether another process's waiter holds an earlier ticket. */
 static bool sem_behind(lw_sem *s, uint32_t ticket) {
@@ -471,7 +496,7 @@ int lw_sem_timedacquire(lw_sem *s, int64_t n, int64_t timeout_ns, lw_sem_recover
 	if (err != LW_EBUSY)
 		return sem_count(s, n, err);
 	atomic_fetch_add(&s->r->waiting, 1);
-	if (!sem_gate_take(s, deadline)) {
+	if (!sem_futex_lock(&s->gate, deadline)) {
 		atomic_fetch_sub(&s->r->waiting, 1);
 		return LW_ETIMEDOUT;
 	}
@@ -494,7 +519,7 @@ int lw_sem_timedacquire(lw_sem *s, int64_t n, int64_t timeout_ns, lw_sem_recover
 		sem_leave(s, ticket);
 		sem_guard_unlock(s, true, 0);
 	}
-	sem_gate_release(s);
+	sem_futex_unlock(&s->gate);
 	atomic_fetch_sub(&s->r->waiting, 1);
 	return sem_count(s, n, err);
 }

@@ -19,7 +19,7 @@ var (
 	// The shared kinds, their common parts and their waiting helper.
 	sharedFiles = []string{"wait.go", "queue.go", "queue_inspect.go", "ownerdead.go", "diag.go",
 		"mutex.go", "mutexwaiter.go", "handoff.go", "ticket.go", "rwmutex.go", "rwreaders.go", "cond.go", "ring.go", "ringends.go", "seqlock.go",
-		"semaphore.go", "semaphorewaiter.go", "semaphore_inspect.go", "semaphorereclaim.go",
+		"semaphore.go", "semaphoreguard.go", "semaphorewaiter.go", "semaphore_inspect.go", "semaphorereclaim.go",
 		"mpsc.go", "mpsclayout.go", "mpscproducer.go", "mpscconsumer.go"}
 	// What every layer uses: package doc, casts, the names taken from below.
 	commonFiles = []string{"doc.go", "unsafe.go", "common.go", "race.go", "norace.go"}

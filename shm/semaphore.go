@@ -141,7 +141,10 @@ var ErrPermitsMismatch = errors.New("lockword: shared semaphore exists with anot
 // *lockword.CorruptError (lockword.ErrCorrupt) holding nothing, before any
 // count is trusted; Release panics with it, its permits counted as given
 // back; (*Region).Semaphore returns it rather than ErrPermitsMismatch. Errors
-// of the guard name the Semaphore too. lockword inspect runs the same checks.
+// of the guard name the Semaphore too; a guard word naming this process
+// while none of its goroutines holds the guard is one of them, reported at
+// once, not waited on (semaphoreguard.go). lockword inspect runs the same
+// checks.
 // Every call checks the counts and its own entry; every entry is checked
 // by a process's first call, then every 10 ms or more, and before any
 // reap.
@@ -156,6 +159,11 @@ type Semaphore struct {
 	// gate queues this process's waiters: one at a time holds the
 	// process's ticket.
 	gate lockword.Mutex
+	// local is held by the one goroutine of this process that takes or
+	// holds the guard (semaphoreguard.go): a guard word naming this
+	// process found by local's holder before it takes the guard is
+	// corrupt, not another goroutine's hold.
+	local lockword.Mutex
 	// reapedNs is when this process last checked the entries' processes,
 	// checkedNs when it last validated every word (monotonic ns).
 	reapedNs, checkedNs atomic.Int64
@@ -229,6 +237,7 @@ func newSharedSemaphore(r *Region, name string, obj []byte) *Semaphore {
 		s.me = obj[off : off+semSlotSize : off+semSlotSize]
 	}
 	s.gate.SetStuckThreshold(-1)
+	s.local.SetStuckThreshold(-1)
 	return s
 }
 
@@ -394,66 +403,6 @@ func (s *Semaphore) weight(n int64) error {
 		return &lockword.WeightError{N: n, Capacity: uint32(c)}
 	}
 	return nil
-}
-
-// lock takes the guard. One taken from a dead holder is repaired (the
-// counts recomputed from the entries) and marked consistent: the guard
-// protects only the words of this object, which the repair restores. The
-// dead holder may have freed permits and died before bumping seq (the
-// SPIN model found the waiters then asleep until their next 10 ms slice):
-// the repair bumps and wakes for it.
-func (s *Semaphore) lock(ctx context.Context) error {
-	err := s.guard.LockContext(ctx)
-	if errors.Is(err, lockword.ErrOwnerDead) {
-		s.recount()
-		s.checkedNs.Store(0) // the counts now come from every entry
-		if s.bumpSeq() != 0 {
-			// Rare: wake every sleeper, whatever the dead
-			// holder left half-done in the queue.
-			wakeShared(word32(s.obj, semObjSeq), wakeAll)
-		}
-		if err = s.guard.MarkConsistent(); err != nil {
-			s.guard.unlockInternal() // err already says the guard is corrupt
-		}
-	}
-	return s.guardErr(err)
-}
-
-// guardErr names the Semaphore in an error of its guard, whose own
-// errors name a shm.Mutex the caller never made. The guard is marked
-// consistent whenever it is taken from a dead holder, so a guard found
-// not recoverable was written by no valid history: corrupt.
-func (s *Semaphore) guardErr(err error) error {
-	var ce *lockword.CorruptError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ce) && ce.Kind != "Semaphore":
-		return s.errCorrupt("its guard: %s", ce.Reason)
-	case errors.Is(err, lockword.ErrNotRecoverable):
-		return s.errCorrupt("its guard is marked not recoverable, which no valid history leaves it")
-	case errors.Is(err, ErrRegionClosed):
-		return fmt.Errorf("%w: Semaphore %q used after Close of %s", ErrRegionClosed, s.name, s.r.path)
-	}
-	return err
-}
-
-// unlock releases the guard, first bumping seq if bump (a change a waiter
-// may await), then waking the front waiter's process; it returns took and
-// err, or, if the guard's word was overwritten while held and err is nil,
-// a CorruptError (took stands: what was taken is recorded in our entry).
-func (s *Semaphore) unlock(bump, took bool, err error) (bool, error) {
-	var bits uint32
-	if bump {
-		bits = s.bumpSeq()
-	}
-	if gerr := s.guard.unlockInternal(); gerr != nil && err == nil {
-		err = s.errCorrupt("its guard was overwritten while held (%v)", gerr)
-	}
-	if bits != 0 && !testBrokenSemNoWake {
-		wakeSharedBits(word32(s.obj, semObjSeq), wakeAll, bits)
-	}
-	return took, err
 }
 
 // bumpSeq bumps seq, under the guard, and returns the futex bits to wake

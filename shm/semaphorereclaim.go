@@ -20,8 +20,8 @@ import "context"
 // words are corrupt is left for its users' calls to report.
 
 // reapSemaphores reaps the dead entries of the semaphores among objs, and
-// returns the permits it freed. r.mu may be held (Close holds it): the
-// handles it makes are not cached.
+// returns the permits it freed. r.mu is held (Close holds it; Open's
+// region is not yet shared): the handles it makes are not cached.
 func (r *Region) reapSemaphores(objs map[string]regionObject) (permits int64) {
 	if r.token == 0 {
 		return 0 // not attached: an observer reaps nothing
@@ -36,7 +36,12 @@ func (r *Region) reapSemaphores(objs map[string]regionObject) (permits int64) {
 		if word32(obj, semObjPermits).Load() == 0 {
 			continue // no handle has recorded a capacity yet: nothing held
 		}
-		s := newSharedSemaphore(r, name, obj)
+		// This process's handle if it has one: its goroutines take the
+		// guard one at a time through it (semaphoreguard.go).
+		s, ok := r.handles[name].(*Semaphore)
+		if !ok {
+			s = newSharedSemaphore(r, name, obj)
+		}
 		if s.lock(done) != nil {
 			continue
 		}
