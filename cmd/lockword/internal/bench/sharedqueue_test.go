@@ -5,7 +5,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +32,57 @@ func TestSharedQueueKinds(t *testing.T) {
 				t.Errorf("%s %s: %d msgs in %v, per process %v, %d waits", g.Name, s.Name, sample.Ops, sample.Elapsed, sample.PerWorker, sample.Waits.N)
 			}
 		}
+	}
+}
+
+// TestSeqpacketPeerChecked sends whole streams from two senders over real
+// connections to the seqpacket peer's receiver, queued before the first
+// read (the senders' send buffers hold them: no timing): they must arrive
+// whole and pass receiveAll's checks, and the same receiver with one
+// message dropped must fail them, so that a socket that loses a message
+// cannot pass as fast.
+func TestSeqpacketPeerChecked(t *testing.T) {
+	const size, msgs = 64, 50
+	for name, drop := range map[string]int{"good": 0, "drops message 20": 20} {
+		dir := t.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		rx, err := openReceiver(ctx, seqpacketKind, dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for pid := range uint32(2) {
+			conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: filepath.Join(dir, "sock"), Net: "unixpacket"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := make([]byte, size)
+			ne.PutUint32(m, 100+pid)
+			for seq := uint64(1); seq <= msgs+1; seq++ {
+				ne.PutUint64(m[8:], seq%(msgs+1)) // the last is seq 0, with the count
+				ne.PutUint64(m[16:], seq/(msgs+1)*msgs)
+				m[size-1] = byte(seq)
+				if _, err := conn.Write(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			conn.Close() // the receiver sees its end after the messages
+		}
+		n, recv := 0, rx.recv
+		rx.recv = func(ctx context.Context, buf []byte) ([]byte, error) {
+			if n++; n == drop {
+				recv(ctx, buf)
+			}
+			return recv(ctx, buf)
+		}
+		got, err := receiveAll(ctx, rx, size, 2, new(Histogram))
+		switch {
+		case drop == 0 && (err != nil || got != 2*msgs):
+			t.Errorf("%s: %d messages, %v; want %d", name, got, err, 2*msgs)
+		case drop != 0 && (err == nil || !strings.Contains(err.Error(), "was due")):
+			t.Errorf("%s: %d messages, %v; want a message out of order", name, got, err)
+		}
+		rx.close()
+		cancel()
 	}
 }
 
@@ -74,7 +127,7 @@ func TestSharedQueueChecks(t *testing.T) {
 // attached and ready before the sample begins) send for 150 ms from one
 // start time, to an MPSC queue or to a Unix datagram socket alike; the
 // rate is the messages received over the time from that start to the last
-// one's arrival. Each b.N is one sample: run it with -benchtime 1x and
+// one's arrival; the seqpacket socket is the other peer. Each b.N is one sample: run it with -benchtime 1x and
 // -count for rounds, interleaved with the peer (the quiet-window script
 // does). Mmsgs/s is the figure; ns/op is a whole sample's time.
 func BenchmarkSharedQueue(b *testing.B) {
@@ -83,7 +136,7 @@ func BenchmarkSharedQueue(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, size := range sharedQueueSizes {
-		for _, k := range []struct{ name, kind string }{{"mpsc", mpscKind}, {"unixgram", unixgramKind}} {
+		for _, k := range []struct{ name, kind string }{{"mpsc", mpscKind}, {"unixgram", unixgramKind}, {"seqpacket", seqpacketKind}} {
 			b.Run(fmt.Sprintf("%s/%dB", k.name, size), func(b *testing.B) {
 				var msgs int64
 				var took time.Duration
