@@ -99,6 +99,10 @@ type queueReceiver struct {
 	close func()
 }
 
+// openQueueReceiver is openReceiver, a variable so that tests can break
+// the receiving end.
+var openQueueReceiver = openReceiver
+
 // openReceiver opens kind's receiving end in dir (a socket) or r; recv
 // returns ctx.Err() once ctx is done.
 func openReceiver(ctx context.Context, kind, dir string, r *shm.Region) (queueReceiver, error) {
@@ -148,7 +152,7 @@ func runSharedQueue(ctx context.Context, exe, kind string, size int, p Params) (
 	// message; one that fails instead ends the receive loop.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rx, err := openReceiver(rctx, kind, dir, r)
+	rx, err := openQueueReceiver(rctx, kind, dir, r)
 	if err != nil {
 		return s, err
 	}
@@ -176,9 +180,12 @@ func runSharedQueue(ctx context.Context, exe, kind string, size int, p Params) (
 	s.Ops, err = receiveAll(rctx, rx, size, p.Goroutines, s.Waits)
 	s.Elapsed = time.Since(start)
 	if err != nil {
+		// Decided before Close: stopping the senders fails them too, and
+		// cancels rctx, which must not hide the receiver's error.
+		childFirst := ctx.Err() == nil && rctx.Err() != nil
 		g.Close() // the senders may be blocked on a full queue
-		if rerr := <-results; rerr != nil && ctx.Err() == nil && rctx.Err() != nil {
-			return s, rerr // a child failed first
+		if rerr := <-results; rerr != nil && childFirst {
+			return s, rerr
 		}
 		return s, fmt.Errorf("%s: %w", kind, err)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/shm"
 )
 
 // TestSharedQueueKinds runs each shared-queue subject with 2 producer
@@ -35,13 +37,13 @@ func TestSharedQueueKinds(t *testing.T) {
 	}
 }
 
-// TestSeqpacketPeerChecked sends whole streams from two senders over real
+// TestSharedQueueSeqpacketChecked sends whole streams from two senders over real
 // connections to the seqpacket peer's receiver, queued before the first
 // read (the senders' send buffers hold them: no timing): they must arrive
 // whole and pass receiveAll's checks, and the same receiver with one
 // message dropped must fail them, so that a socket that loses a message
 // cannot pass as fast.
-func TestSeqpacketPeerChecked(t *testing.T) {
+func TestSharedQueueSeqpacketChecked(t *testing.T) {
 	const size, msgs = 64, 50
 	for name, drop := range map[string]int{"good": 0, "drops message 20": 20} {
 		dir := t.TempDir()
@@ -83,6 +85,32 @@ func TestSeqpacketPeerChecked(t *testing.T) {
 		}
 		rx.close()
 		cancel()
+	}
+}
+
+// TestSharedQueueReportsReceiverError breaks the receiving end (each
+// message comes one byte short) in a real sample: the error must be the
+// check's, not that of the senders the failed sample then stops.
+func TestSharedQueueReportsReceiverError(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(open func(context.Context, string, string, *shm.Region) (queueReceiver, error)) {
+		openQueueReceiver = open
+	}(openQueueReceiver)
+	openQueueReceiver = func(ctx context.Context, kind, dir string, r *shm.Region) (queueReceiver, error) {
+		rx, err := openReceiver(ctx, kind, dir, r)
+		recv := rx.recv
+		rx.recv = func(ctx context.Context, buf []byte) ([]byte, error) {
+			m, err := recv(ctx, buf)
+			return m[:max(len(m)-1, 0)], err
+		}
+		return rx, err
+	}
+	_, err = runSharedQueue(context.Background(), exe, seqpacketKind, 64, Params{Goroutines: 2, Duration: 30 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "a 63-byte message") {
+		t.Errorf("a sample whose receiver cuts each message short: %v, want the size check's error", err)
 	}
 }
 
