@@ -85,9 +85,9 @@ const maxDgramQlenFile = "/proc/sys/net/unix/max_dgram_qlen"
 func dgramNote() string {
 	qlen := "unknown here"
 	if b, err := os.ReadFile(maxDgramQlenFile); err == nil {
-		qlen = strings.TrimSpace(string(b))
+		qlen = strings.TrimSpace(string(b)) + " on this host"
 	}
-	return fmt.Sprintf("unix dgram: a sender blocks once net.unix.max_dgram_qlen datagrams wait (%s on this host), "+
+	return fmt.Sprintf("unix dgram: a sender blocks once net.unix.max_dgram_qlen datagrams wait (%s), "+
 		"so its figure depends on that setting; unix seqpacket: one connection per sender, bounded by its send buffer; "+
 		"judge shm.MPSC against the faster socket", qlen)
 }

@@ -18,11 +18,23 @@ import (
 // TestSharedQueueKinds runs each shared-queue subject with 2 producer
 // processes (this test binary re-executed) for 30 ms at the smallest
 // message: every message must arrive, in order per sender, and the sample
-// carries each process's count and sampled waits. About 0.5 s.
+// carries each process's count and sampled waits; each group's note gives
+// the host's max_dgram_qlen. About 0.7 s.
 func TestSharedQueueKinds(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The datagram socket's figure depends on the host's setting: the
+	// table says which it is.
+	want := "(unknown here)"
+	if qlen, err := os.ReadFile(maxDgramQlenFile); err == nil {
+		want = fmt.Sprintf("(%s on this host)", strings.TrimSpace(string(qlen)))
+	}
+	for _, g := range sharedQueueGroups(exe) {
+		if len(g.Notes) != 1 || !strings.Contains(g.Notes[0], want) {
+			t.Errorf("%s: notes %q, want one with %q", g.Name, g.Notes, want)
+		}
 	}
 	for _, g := range sharedQueueGroups(exe)[:1] {
 		for _, s := range g.Subjects {
