@@ -253,7 +253,7 @@ func child(specText string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	defer r.Close()
-	if spec.Kind == mpscKind || spec.Kind == unixgramKind {
+	if spec.Kind == mpscKind || spec.Kind == unixgramKind || spec.Kind == seqpacketKind {
 		return queueChild(spec, r, stdin, stdout)
 	}
 	counter, err := r.Bytes(counterName, 8)

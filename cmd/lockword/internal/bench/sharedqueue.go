@@ -2,10 +2,14 @@ package bench
 
 // The shared-queue kind: Grid processes (this binary re-executed, see
 // ChildMain) each send fixed-size messages for Params.Duration to this
-// process, through an shm MPSC queue or, as the peer, one Unix datagram
-// socket (SOCK_DGRAM: what a user picks for many senders and one
-// receiver, a whole message per read, no framing). Two groups, 64 B and
-// 4 KiB messages.
+// process, through an shm MPSC queue or, as the peers, a Unix socket that
+// keeps message boundaries, the two a user would pick for many senders
+// and one receiver: one SOCK_DGRAM socket that every sender writes to
+// (whole messages, no connections; a sender blocks once
+// net.unix.max_dgram_qlen datagrams wait, so its figure depends on that
+// setting), or a SOCK_SEQPACKET listener with one connection per sender
+// (whole messages, bounded by each connection's send buffer instead).
+// Two groups, 64 B and 4 KiB messages.
 //
 // A message is [sender pid u32][pad u32][seq u64][send ns i64][fill...]:
 // seq counts from 1 per sender and must arrive in order; one message in
@@ -24,6 +28,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/lockword/lockword/shm"
@@ -38,6 +43,7 @@ const (
 	sharedQueueProcs    = 4 // producer processes, the count
 	mpscKind            = "shm.MPSC"
 	unixgramKind        = "unix dgram"
+	seqpacketKind       = "unix seqpacket"
 	msgHeader           = 24 // pid, pad, seq, time
 )
 
@@ -46,7 +52,7 @@ var sharedQueueSizes = []int{64, 4096}
 
 func init() {
 	Kinds = append(Kinds, Kind{"shared-queue", "shared-queue",
-		fmt.Sprintf("shm MPSC queue vs a Unix datagram socket, %d producer processes, 64 B and 4 KiB messages", sharedQueueProcs), true})
+		fmt.Sprintf("shm MPSC queue vs Unix seqpacket and datagram sockets, %d producer processes, 64 B and 4 KiB messages", sharedQueueProcs), true})
 	kindSubject["shared-queue"] = mpscKind
 }
 
@@ -62,9 +68,28 @@ func sharedQueueGroups(exe string) []Group {
 		gs = append(gs, Group{Name: fmt.Sprintf("shared-queue-%dB", size),
 			Title: fmt.Sprintf("Cross-process queues, %d B messages, one receiver", size),
 			Unit:  "msgs", Axis: "producer processes", Grid: []int{sharedQueueProcs}, Processes: true,
-			Subjects: []Subject{sub(unixgramKind, nil), sub(mpscKind, []string{unixgramKind})}})
+			// The seqpacket socket first: the faster peer, the chart's ratio.
+			Subjects: []Subject{sub(unixgramKind, nil), sub(seqpacketKind, nil),
+				sub(mpscKind, []string{seqpacketKind, unixgramKind})},
+			Notes: []string{dgramNote()}})
 	}
 	return gs
+}
+
+// maxDgramQlenFile holds how many datagrams may wait on a Unix datagram
+// socket before its senders block.
+const maxDgramQlenFile = "/proc/sys/net/unix/max_dgram_qlen"
+
+// dgramNote says what the datagram socket's figure depends on, with this
+// host's setting.
+func dgramNote() string {
+	qlen := "unknown here"
+	if b, err := os.ReadFile(maxDgramQlenFile); err == nil {
+		qlen = strings.TrimSpace(string(b)) + " on this host"
+	}
+	return fmt.Sprintf("unix dgram: a sender blocks once net.unix.max_dgram_qlen datagrams wait (%s), "+
+		"so its figure depends on that setting; unix seqpacket: one connection per sender, bounded by its send buffer; "+
+		"judge shm.MPSC against the faster socket", qlen)
 }
 
 // A queueReceiver is the receiving end of one sample: recv returns the
@@ -74,15 +99,22 @@ type queueReceiver struct {
 	close func()
 }
 
+// openQueueReceiver is openReceiver, a variable so that tests can break
+// the receiving end.
+var openQueueReceiver = openReceiver
+
 // openReceiver opens kind's receiving end in dir (a socket) or r; recv
 // returns ctx.Err() once ctx is done.
 func openReceiver(ctx context.Context, kind, dir string, r *shm.Region) (queueReceiver, error) {
-	if kind == mpscKind {
+	switch kind {
+	case mpscKind:
 		c, err := r.MPSCConsumer(sharedQueueName, sharedQueueCapacity)
 		if err != nil {
 			return queueReceiver{}, err
 		}
 		return queueReceiver{c.Receive, c.Detach}, nil
+	case seqpacketKind:
+		return listenSeqpacket(ctx, filepath.Join(dir, "sock"))
 	}
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: filepath.Join(dir, "sock"), Net: "unixgram"})
 	if err != nil {
@@ -120,7 +152,7 @@ func runSharedQueue(ctx context.Context, exe, kind string, size int, p Params) (
 	// message; one that fails instead ends the receive loop.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rx, err := openReceiver(rctx, kind, dir, r)
+	rx, err := openQueueReceiver(rctx, kind, dir, r)
 	if err != nil {
 		return s, err
 	}
@@ -148,9 +180,12 @@ func runSharedQueue(ctx context.Context, exe, kind string, size int, p Params) (
 	s.Ops, err = receiveAll(rctx, rx, size, p.Goroutines, s.Waits)
 	s.Elapsed = time.Since(start)
 	if err != nil {
+		// Decided before Close: stopping the senders fails them too, and
+		// cancels rctx, which must not hide the receiver's error.
+		childFirst := ctx.Err() == nil && rctx.Err() != nil
 		g.Close() // the senders may be blocked on a full queue
-		if rerr := <-results; rerr != nil && ctx.Err() == nil && rctx.Err() != nil {
-			return s, rerr // a child failed first
+		if rerr := <-results; rerr != nil && childFirst {
+			return s, rerr
 		}
 		return s, fmt.Errorf("%s: %w", kind, err)
 	}
@@ -224,8 +259,15 @@ func queueChild(spec childSpec, r *shm.Region, stdin io.Reader, stdout io.Writer
 		}
 		defer p.Close()
 		send = func(msg []byte) error { return p.Send(context.Background(), msg) }
-	case unixgramKind:
-		conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: filepath.Join(spec.Dir, "sock"), Net: "unixgram"})
+	case unixgramKind, seqpacketKind:
+		// Each sender has a socket of its own: a connection to the
+		// seqpacket listener, or a datagram socket aimed at the
+		// receiver's.
+		network := "unixgram"
+		if spec.Kind == seqpacketKind {
+			network = "unixpacket"
+		}
+		conn, err := net.DialUnix(network, nil, &net.UnixAddr{Name: filepath.Join(spec.Dir, "sock"), Net: network})
 		if err != nil {
 			return err
 		}

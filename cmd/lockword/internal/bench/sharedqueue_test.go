@@ -5,20 +5,36 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockword/lockword/shm"
 )
 
 // TestSharedQueueKinds runs each shared-queue subject with 2 producer
 // processes (this test binary re-executed) for 30 ms at the smallest
 // message: every message must arrive, in order per sender, and the sample
-// carries each process's count and sampled waits. About 0.5 s.
+// carries each process's count and sampled waits; each group's note gives
+// the host's max_dgram_qlen. About 0.7 s.
 func TestSharedQueueKinds(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The datagram socket's figure depends on the host's setting: the
+	// table says which it is.
+	want := "(unknown here)"
+	if qlen, err := os.ReadFile(maxDgramQlenFile); err == nil {
+		want = fmt.Sprintf("(%s on this host)", strings.TrimSpace(string(qlen)))
+	}
+	for _, g := range sharedQueueGroups(exe) {
+		if len(g.Notes) != 1 || !strings.Contains(g.Notes[0], want) {
+			t.Errorf("%s: notes %q, want one with %q", g.Name, g.Notes, want)
+		}
 	}
 	for _, g := range sharedQueueGroups(exe)[:1] {
 		for _, s := range g.Subjects {
@@ -30,6 +46,83 @@ func TestSharedQueueKinds(t *testing.T) {
 				t.Errorf("%s %s: %d msgs in %v, per process %v, %d waits", g.Name, s.Name, sample.Ops, sample.Elapsed, sample.PerWorker, sample.Waits.N)
 			}
 		}
+	}
+}
+
+// TestSharedQueueSeqpacketChecked sends whole streams from two senders over real
+// connections to the seqpacket peer's receiver, queued before the first
+// read (the senders' send buffers hold them: no timing): they must arrive
+// whole and pass receiveAll's checks, and the same receiver with one
+// message dropped must fail them, so that a socket that loses a message
+// cannot pass as fast.
+func TestSharedQueueSeqpacketChecked(t *testing.T) {
+	const size, msgs = 64, 50
+	for name, drop := range map[string]int{"good": 0, "drops message 20": 20} {
+		dir := t.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		rx, err := openReceiver(ctx, seqpacketKind, dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for pid := range uint32(2) {
+			conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: filepath.Join(dir, "sock"), Net: "unixpacket"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := make([]byte, size)
+			ne.PutUint32(m, 100+pid)
+			for seq := uint64(1); seq <= msgs+1; seq++ {
+				ne.PutUint64(m[8:], seq%(msgs+1)) // the last is seq 0, with the count
+				ne.PutUint64(m[16:], seq/(msgs+1)*msgs)
+				m[size-1] = byte(seq)
+				if _, err := conn.Write(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			conn.Close() // the receiver sees its end after the messages
+		}
+		n, recv := 0, rx.recv
+		rx.recv = func(ctx context.Context, buf []byte) ([]byte, error) {
+			if n++; n == drop {
+				recv(ctx, buf)
+			}
+			return recv(ctx, buf)
+		}
+		got, err := receiveAll(ctx, rx, size, 2, new(Histogram))
+		switch {
+		case drop == 0 && (err != nil || got != 2*msgs):
+			t.Errorf("%s: %d messages, %v; want %d", name, got, err, 2*msgs)
+		case drop != 0 && (err == nil || !strings.Contains(err.Error(), "was due")):
+			t.Errorf("%s: %d messages, %v; want a message out of order", name, got, err)
+		}
+		rx.close()
+		cancel()
+	}
+}
+
+// TestSharedQueueReportsReceiverError breaks the receiving end (each
+// message comes one byte short) in a real sample: the error must be the
+// check's, not that of the senders the failed sample then stops.
+func TestSharedQueueReportsReceiverError(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(open func(context.Context, string, string, *shm.Region) (queueReceiver, error)) {
+		openQueueReceiver = open
+	}(openQueueReceiver)
+	openQueueReceiver = func(ctx context.Context, kind, dir string, r *shm.Region) (queueReceiver, error) {
+		rx, err := openReceiver(ctx, kind, dir, r)
+		recv := rx.recv
+		rx.recv = func(ctx context.Context, buf []byte) ([]byte, error) {
+			m, err := recv(ctx, buf)
+			return m[:max(len(m)-1, 0)], err
+		}
+		return rx, err
+	}
+	_, err = runSharedQueue(context.Background(), exe, seqpacketKind, 64, Params{Goroutines: 2, Duration: 30 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "a 63-byte message") {
+		t.Errorf("a sample whose receiver cuts each message short: %v, want the size check's error", err)
 	}
 }
 
@@ -74,7 +167,7 @@ func TestSharedQueueChecks(t *testing.T) {
 // attached and ready before the sample begins) send for 150 ms from one
 // start time, to an MPSC queue or to a Unix datagram socket alike; the
 // rate is the messages received over the time from that start to the last
-// one's arrival. Each b.N is one sample: run it with -benchtime 1x and
+// one's arrival; the seqpacket socket is the other peer. Each b.N is one sample: run it with -benchtime 1x and
 // -count for rounds, interleaved with the peer (the quiet-window script
 // does). Mmsgs/s is the figure; ns/op is a whole sample's time.
 func BenchmarkSharedQueue(b *testing.B) {
@@ -83,7 +176,7 @@ func BenchmarkSharedQueue(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, size := range sharedQueueSizes {
-		for _, k := range []struct{ name, kind string }{{"mpsc", mpscKind}, {"unixgram", unixgramKind}} {
+		for _, k := range []struct{ name, kind string }{{"mpsc", mpscKind}, {"unixgram", unixgramKind}, {"seqpacket", seqpacketKind}} {
 			b.Run(fmt.Sprintf("%s/%dB", k.name, size), func(b *testing.B) {
 				var msgs int64
 				var took time.Duration
