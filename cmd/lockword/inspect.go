@@ -115,8 +115,8 @@ Flags:
           inspect in a loop and each line is a snapshot; pipe to jq . to
           read it indented). An object that is not a lock (kind bytes,
           ring) has only name, kind, offset and size_bytes (a ring adds
-          ring: capacity_bytes, producer and consumer ({slot, pid, alive}
-          or null), used_bytes, closed, bytes_sent, bytes_received,
+          ring: capacity_bytes, producer and consumer ({slot, pid, alive},
+          absent for a role nobody holds), used_bytes, closed, bytes_sent, bytes_received,
           messages_sent, messages_received), a lock also state (one of
           the STATE values above), word, holder_pid, holder_alive,
           holder_state (the holder's process state, as ALIVE shows it:
@@ -241,8 +241,9 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 // "dead", left out where unknown.
 type inspectJSON struct {
 	*shm.RegionInfo
-	Objects   []objectJSON  `json:"objects"`
-	Processes []processJSON `json:"processes"`
+	Objects   []objectJSON   `json:"objects"`
+	Processes []processJSON  `json:"processes"`
+	Deadlocks []shm.Deadlock `json:"deadlocks"`
 }
 
 type processJSON struct {
@@ -272,7 +273,11 @@ func (o objectJSON) MarshalJSON() ([]byte, error) {
 }
 
 func newInspectJSON(info *shm.RegionInfo) inspectJSON {
-	j := inspectJSON{RegionInfo: info} // nil slices stay null, as RegionInfo's
+	// Every list is [] when empty, never null (inspect's help promises it).
+	j := inspectJSON{RegionInfo: info, Objects: []objectJSON{}, Processes: []processJSON{}, Deadlocks: info.Deadlocks}
+	if j.Deadlocks == nil {
+		j.Deadlocks = []shm.Deadlock{}
+	}
 	for _, o := range info.Objects {
 		oj := objectJSON{ObjectInfo: o}
 		if o.HolderPID != 0 {
