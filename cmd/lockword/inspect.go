@@ -73,8 +73,10 @@ For each object it prints its name, kind and offset and, for locks:
 A shared semaphore (kind semaphore) is "free", "held", "contended, N
 queued" (processes waiting their turn) or "owner-dead" (a dead process
 still holds permits: the next acquirer that finds it short takes them
-back), and a "Semaphores:" table after it: permits in use of its
-capacity, each process's permits held and what it waits for (dead ones
+back); its HOLDER is the PIDs holding permits, and ALIVE is "-" unless
+one of them is dead or stopped (then as for a lock's holder). A
+"Semaphores:" table follows: permits in use of its capacity, each
+process's permits held and what it waits for (dead and stopped ones
 marked), and the permits taken back from dead processes so far.
 
 A ring (kind ring: RingProducer/RingConsumer) shows open or closed and
@@ -199,10 +201,14 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	}
 	paths := fs.Args()
 	if len(paths) != 1 {
+		what := "region PATH"
+		if *etcdEndpoints != "" {
+			what = "etcd key PREFIX (with -etcd)"
+		}
 		if len(paths) == 0 {
-			fmt.Fprintln(stderr, "lockword inspect: expected exactly one region PATH, got none")
+			fmt.Fprintf(stderr, "lockword inspect: expected exactly one %s, got none\n", what)
 		} else {
-			fmt.Fprintf(stderr, "lockword inspect: expected exactly one region PATH, got %d: %q\n", len(paths), paths)
+			fmt.Fprintf(stderr, "lockword inspect: expected exactly one %s, got %d: %q\n", what, len(paths), paths)
 		}
 		fmt.Fprintln(stderr, "Run 'lockword inspect -help' for usage.")
 		return exitUsage
@@ -384,7 +390,7 @@ func writeInspectText(w io.Writer, info *shm.RegionInfo, all bool) {
 				// "N dead readers" that the next writer drops).
 			default:
 				if o.Semaphore != nil { // held by processes, not by one
-					holder = semHolders(o.Semaphore)
+					holder, alive = semHolders(o.Semaphore), semAlive(o.Semaphore)
 					break
 				}
 				holder = "unknown" // died, and its slot was taken since
