@@ -68,7 +68,7 @@ const char *lw_strerror(int code) {
 	case LW_EBUSY:
 		return "lockword: busy (a trylock found the lock held, or a try send or receive found no room or no message)";
 	case LW_EINVAL:
-		return "lockword: invalid argument (a NULL pointer, an empty path, or a ring handle of the other role)";
+		return "lockword: invalid argument (a NULL pointer, an empty path, a value out of range such as a semaphore weight, permit count or mode bits, or a ring or queue handle of the other role)";
 	case LW_ETIMEDOUT:
 		return "lockword: timed out (the deadline passed first)";
 	case LW_EOWNERDEAD:

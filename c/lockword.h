@@ -349,7 +349,7 @@ _Static_assert(sizeof(struct lw_record) == LW_REC_HEADER_SIZE, "record header si
 /* The POSIX codes, as <errno.h> has them on Linux. */
 #define LW_EPERM 1            /* EPERM: unlock by a non-holder */
 #define LW_EBUSY 16           /* EBUSY: trylock of a held lock; MPSC try call with no room / no message */
-#define LW_EINVAL 22          /* EINVAL: a NULL pointer argument, an empty path, a ring handle of the other role */
+#define LW_EINVAL 22          /* EINVAL: a bad argument: NULL, an empty path, a value out of range, a handle of the other role */
 #define LW_ETIMEDOUT 110      /* ETIMEDOUT: timed lock or ring call timed out */
 #define LW_EOWNERDEAD 130     /* EOWNERDEAD: held; the last holder died */
 #define LW_ENOTRECOVERABLE 131 /* ENOTRECOVERABLE: not held; never again */

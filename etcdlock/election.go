@@ -351,9 +351,11 @@ func parseTerm(prefix string, kv *mvccKV) (Term, error) {
 func (e *Election) TTL() time.Duration { return e.m.ttl }
 
 // SetName names e in its log lines (failed releases and clean-ups) and
-// in its ErrNotHolder and ErrLeaseLost errors, beside its prefix, as every lockword lock takes a name:
-// for whoever reads this process's logs. Other processes do not see it;
-// inspect shows the prefix and the holder's host, PID and lease.
+// in its ErrNotHolder and ErrLeaseLost errors, beside its prefix, as every
+// lockword lock takes a name. Other processes see it in one place: an
+// Observe called after SetName records the name in its observer key, which
+// Observers and lockword inspect show. The leader record does not carry
+// it (inspect shows the leader's host, PID and lease).
 func (e *Election) SetName(name string) { e.m.setName(name) }
 
 // Name returns the name given by SetName, or the prefix (normalised) if

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockword/lockword"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -103,4 +104,24 @@ func oneOfEach(t *testing.T, cli *clientv3.Client, p string) (*Mutex, *RWMutex, 
 	}
 	t.Cleanup(func() { e.Close() })
 	return m, rw, s, e
+}
+
+// TestSemOwnerDeadErrorText: a semaphore's owner-death error names the
+// semaphore, the permits and the dead holder, still matches
+// lockword.ErrOwnerDead, and gives no lock's advice: a semaphore has no
+// MarkConsistent to call.
+func TestSemOwnerDeadErrorText(t *testing.T) {
+	err := error(&SemOwnerDeadError{Semaphore: "/sem/jobs/", Dead: []Holder{{Host: "h1", PID: 41, Lease: 7}}, Permits: 2})
+	msg := err.Error()
+	if !errors.Is(err, lockword.ErrOwnerDead) {
+		t.Errorf("%q does not match lockword.ErrOwnerDead", msg)
+	}
+	for _, want := range []string{`"/sem/jobs/"`, "2 permits", "h1"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q lacks %s", msg, want)
+		}
+	}
+	if strings.Contains(msg, "MarkConsistent") {
+		t.Errorf("%q tells the caller to call MarkConsistent, which a Semaphore lacks", msg)
+	}
 }

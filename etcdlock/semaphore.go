@@ -19,7 +19,7 @@ import (
 // Release; a value holds at most one acquisition at a time (make one
 // Semaphore per concurrent holder, on a Session to share one lease). A
 // holder that dies (its lease expires) gives its permits back, and the
-// next acquirer told of it gets them with an *OwnerDeadError naming the
+// next acquirer told of it gets them with a *SemOwnerDeadError naming the
 // dead holder and the permits recovered. Every acquisition returns a
 // fencing token (Token), and Txn and Put write to etcd only while the
 // acquisition still holds, as Mutex's do.
@@ -294,9 +294,11 @@ type SemOwnerDeadError struct {
 	Permits   int      // the permits they held, now returned
 }
 
-// Error names the semaphore, the dead holders and their permits.
+// Error names the semaphore, the dead holders and their permits. It does
+// not repeat lockword.ErrOwnerDead's text, whose advice (MarkConsistent)
+// is a lock's: a semaphore has no such step.
 func (e *SemOwnerDeadError) Error() string {
-	return fmt.Sprintf("%v (etcd semaphore %q; %d permits returned by dead holders %v)", lockword.ErrOwnerDead, e.Semaphore, e.Permits, e.Dead)
+	return fmt.Sprintf("lockword: holders of etcd semaphore %q died holding permits: %d permits returned by dead holders %v; the caller holds the permits it asked for", e.Semaphore, e.Permits, e.Dead)
 }
 
 // Is reports whether target is lockword.ErrOwnerDead.

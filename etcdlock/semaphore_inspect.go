@@ -24,7 +24,8 @@ type SemInfo struct {
 	Permits int `json:"permits"`
 	InUse   int `json:"in_use"` // permits held by live holders
 	// Holders hold permits; Waiters wait, first first; Dead are holders
-	// whose lease ended holding, not yet reported to an acquirer.
+	// whose lease ended holding, not yet reported to an acquirer. Never
+	// nil (an empty list is JSON's [], not null).
 	Holders []SemHold `json:"holders"`
 	Waiters []SemHold `json:"waiters"`
 	Dead    []SemHold `json:"dead"`
@@ -52,7 +53,7 @@ func InspectSemaphore(ctx context.Context, cli *clientv3.Client, prefix string) 
 	if err != nil {
 		return nil, err
 	}
-	info := &SemInfo{Prefix: p, Revision: r.Header.Revision}
+	info := &SemInfo{Prefix: p, Revision: r.Header.Revision, Holders: []SemHold{}, Waiters: []SemHold{}, Dead: []SemHold{}}
 	if kvs := r.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
 		if info.Permits, err = parsePermits(kvs[0].Key, kvs[0].Value); err != nil {
 			info.Corrupt = append(info.Corrupt, err.Error())

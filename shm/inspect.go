@@ -159,10 +159,10 @@ type SeqLockInfo struct {
 type RingInfo struct {
 	Capacity int `json:"capacity_bytes"`
 	// Producer and Consumer are the processes holding the two roles (Slot
-	// is their process-table slot, PID 0 when unknown); nil when nobody
-	// holds the role.
-	Producer *ProcessInfo `json:"producer"`
-	Consumer *ProcessInfo `json:"consumer"`
+	// is their process-table slot, PID 0 when unknown); nil, and left out
+	// of the JSON form, when nobody holds the role.
+	Producer *ProcessInfo `json:"producer,omitempty"`
+	Consumer *ProcessInfo `json:"consumer,omitempty"`
 	// Used is the record bytes published and not yet received (tail −
 	// head), 0..Capacity.
 	Used int64 `json:"used_bytes"`

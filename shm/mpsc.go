@@ -272,8 +272,9 @@ func (d *deadline) reset() { d.next = time.Time{} }
 // disagree by a message sent meanwhile.
 type MPSCInfo struct {
 	Capacity int `json:"capacity_bytes"`
-	// Consumer is the process holding the consumer role; nil for none.
-	Consumer *ProcessInfo `json:"consumer"`
+	// Consumer is the process holding the consumer role; nil, and left
+	// out of the JSON form, for none.
+	Consumer *ProcessInfo `json:"consumer,omitempty"`
 	// Producers is the producer handles attached (a producer that died
 	// without closing its handle stays counted).
 	Producers int `json:"producers"`

@@ -106,8 +106,12 @@ func (c *MPSCConsumer) MaxMessage() int { return int(c.q.maxMsg) }
 // it was created because their producer died between claiming and
 // publishing them. It returns lockword.ErrCorrupt if a counter or index of
 // the queue is impossible (more records counted than its indices have
-// passed), and then also for later calls on c.
+// passed), and then also for later calls on c, and an error wrapping
+// ErrRegionClosed after the region's Close.
 func (c *MPSCConsumer) Lost() (uint64, error) {
+	if err := c.q.r.errClosed("MPSCConsumer", c.q.name, "Lost"); err != nil {
+		return 0, err
+	}
 	s, err := c.q.counts()
 	return s.lost, err
 }
@@ -116,6 +120,9 @@ func (c *MPSCConsumer) Lost() (uint64, error) {
 // while holding them have been taken back since the queue was created;
 // errors as Lost's.
 func (c *MPSCConsumer) ClaimsRecovered() (uint64, error) {
+	if err := c.q.r.errClosed("MPSCConsumer", c.q.name, "ClaimsRecovered"); err != nil {
+		return 0, err
+	}
 	s, err := c.q.counts()
 	return s.recovered, err
 }

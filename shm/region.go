@@ -62,8 +62,8 @@ import (
 // Close releases it. Close refuses with ErrRegionBusy while this process
 // holds a lock in the region or has goroutines waiting for one: unmapping a
 // held lock would leave it held by a process that can no longer release it.
-// A call on a lock, condition variable, sequence lock or ring end of a
-// closed Region panics (calls that return no error) or returns an error
+// A call on a lock, condition variable, sequence lock, semaphore, ring end
+// or MPSC queue end of a closed Region panics (calls that return no error) or returns an error
 // wrapping ErrRegionClosed, naming the object: it never reaches the
 // unmapped memory (except in a build with the race detector, where a
 // Mutex's or RWMutex's fast path after Close faults: see close). Pointers

@@ -97,7 +97,7 @@ const (
 	kindValue       objectKind = 9 // Value: one plain-data T (regionvalue.go); parameter: T's alignment
 )
 
-// kindSemaphore is SharedSemaphore (sharedsemaphore.go).
+// kindSemaphore is Semaphore (semaphore.go).
 const kindSemaphore objectKind = 10
 
 // kindMPSC is the shared multi-producer byte queue (MPSCProducer,

@@ -250,23 +250,38 @@ func (s *Semaphore) holdsLock() bool { return s.held.Load() != 0 }
 // Name returns the object's name in its region.
 func (s *Semaphore) Name() string { return s.name }
 
-// Capacity returns the number of permits the semaphore was made with.
-func (s *Semaphore) Capacity() int64 { return int64(word32(s.obj, semObjPermits).Load()) }
+// Capacity returns the number of permits the semaphore was made with. It
+// panics with an error wrapping ErrRegionClosed after the region's Close.
+func (s *Semaphore) Capacity() int64 {
+	s.r.checkOpen("Semaphore", s.name, "Capacity")
+	return s.capacity()
+}
+
+func (s *Semaphore) capacity() int64 { return int64(word32(s.obj, semObjPermits).Load()) }
 
 // Held returns the permits this process holds: what its Acquire calls
 // took and its Release calls have not given back (counted in Go memory,
-// so a corrupt entry does not change it).
-func (s *Semaphore) Held() int64 { return s.held.Load() }
+// so a corrupt entry does not change it). It panics with an error
+// wrapping ErrRegionClosed after the region's Close, as every call on a
+// closed region's handle does.
+func (s *Semaphore) Held() int64 {
+	s.r.checkOpen("Semaphore", s.name, "Held")
+	return s.held.Load()
+}
 
 // Acquire takes n permits, waiting until they are free and every earlier
 // waiter has been served, or until ctx is done (it takes free permits
 // even then, if nobody waits). It returns nil (n permits held), a
 // *SemaphoreOwnerDeadError (n permits held; permits of dead processes
 // were taken back on the way), ctx.Err() (nothing held), a *lockword.WeightError,
-// or a *lockword.CorruptError (nothing held).
+// a *lockword.CorruptError (nothing held), or, after the region's Close,
+// an error wrapping ErrRegionClosed.
 func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 	if ctx == nil {
 		return lockword.ErrNilContext
+	}
+	if err := s.r.errClosed("Semaphore", s.name, "Acquire"); err != nil {
+		return err
 	}
 	if err := s.weight(n); err != nil || n == 0 {
 		return err
@@ -292,19 +307,25 @@ func (s *Semaphore) count(n int64, held bool) {
 
 // TryAcquire takes n permits if they are free and nobody waits, without
 // waiting for them, and reports whether it did (false for a bad weight or
-// a corrupt semaphore). It waits for the guard (a critical section of a
+// a corrupt semaphore; it panics with an error wrapping ErrRegionClosed
+// after the region's Close, as TryLock does). It waits for the guard (a critical section of a
 // few stores, or 10 ms and more if the guard's holder died in it). Permits
 // taken back from a dead process on the way are not reported: use
 // AcquireNow for that.
 func (s *Semaphore) TryAcquire(n int64) bool {
+	s.r.checkOpen("Semaphore", s.name, "TryAcquire")
 	took, err := s.AcquireNow(n)
 	return took && (err == nil || errors.Is(err, lockword.ErrOwnerDead))
 }
 
 // AcquireNow is TryAcquire with its error: a *SemaphoreOwnerDeadError
 // (took true) when it took back a dead process's permits, a *lockword.WeightError
-// or a *lockword.CorruptError (took false).
+// or a *lockword.CorruptError (took false), and an error wrapping
+// ErrRegionClosed after the region's Close.
 func (s *Semaphore) AcquireNow(n int64) (took bool, err error) {
+	if err := s.r.errClosed("Semaphore", s.name, "AcquireNow"); err != nil {
+		return false, err
+	}
 	if err := s.weight(n); err != nil || n == 0 {
 		return err == nil, err
 	}
@@ -361,8 +382,10 @@ var testBrokenSemWrongWake bool
 // permits than Held, or the counts or guard are impossible): then the n
 // permits count as given back for this process (Held drops, Close does not
 // refuse for them), and what the entry still records is freed once this
-// process detaches, by another process's reap.
+// process detaches, by another process's reap. After the region's Close it
+// panics with an error wrapping ErrRegionClosed, as Unlock does.
 func (s *Semaphore) Release(n int64) {
+	s.r.checkOpen("Semaphore", s.name, "Release")
 	if n == 0 {
 		return
 	}
@@ -399,7 +422,7 @@ func (s *Semaphore) Release(n int64) {
 }
 
 func (s *Semaphore) weight(n int64) error {
-	if c := s.Capacity(); n < 0 || n > c {
+	if c := s.capacity(); n < 0 || n > c {
 		return &lockword.WeightError{N: n, Capacity: uint32(c)}
 	}
 	return nil

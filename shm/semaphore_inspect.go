@@ -1,6 +1,9 @@
 package shm
 
-import "fmt"
+import (
+	"bytes"
+	"fmt"
+)
 
 // What InspectRegion (and lockword inspect) shows of a Semaphore:
 // its counts, and per process the permits it holds and what it awaits.
@@ -50,7 +53,7 @@ func inspectSemaphore(insp *inspector, obj []byte, info *ObjectInfo) {
 	seq := word32(obj, semObjSeq).Load()
 	info.Waiters = seq&semSleepers != 0
 	info.Queued = int(word32(obj, semObjWaiters).Load())
-	if reason := semValidate(obj, false, -1); reason != "" {
+	if reason := semInspectReason(obj); reason != "" {
 		info.State, info.Reason = "corrupt", reason
 		return
 	}
@@ -80,6 +83,55 @@ func inspectSemaphore(insp *inspector, obj []byte, info *ObjectInfo) {
 		info.State = "held"
 	default:
 		info.State = "free"
+	}
+}
+
+// semInspectReason returns why inspect calls a Semaphore object corrupt,
+// or "": the checks that need no guard on the live words, then the
+// guard's on a settled snapshot, if one is had (semSnapshot).
+func semInspectReason(obj []byte) string {
+	reason := semValidate(obj, false, -1)
+	if snap := semSnapshot(obj); reason == "" && snap != nil {
+		reason = semValidate(snap, true, -1)
+	}
+	return reason
+}
+
+// semSnapshot returns a copy of obj's words that the guard's checks
+// can judge (semValidate guarded), or nil if it gets none: the words are
+// copied (one atomic load each, the guard word first) until two copies in
+// a row agree and show the guard free. A critical section in progress at
+// a copy began after its guard load, and either still holds the guard at
+// the next copy's, or had landed all its stores by then, so the two
+// copies differ: seq, next and the counts move with every change, and no
+// change puts them back. A guard held by a stopped or dead process, or
+// words that keep changing for semSnapshotTries copies, give nil: inspect
+// then makes only the checks that need no guard, rather than call a busy
+// semaphore corrupt.
+func semSnapshot(obj []byte) []byte {
+	prev, cur := make([]byte, len(obj)), make([]byte, len(obj))
+	semCopy(prev, obj)
+	for range semSnapshotTries {
+		semCopy(cur, obj)
+		if bytes.Equal(prev, cur) && word32(cur, semObjGuard+mutexObjWord).Load()&ownerMask == 0 {
+			return cur
+		}
+		prev, cur = cur, prev
+	}
+	return nil
+}
+
+// semSnapshotTries bounds semSnapshot's copies (16 KiB each, a few
+// microseconds): a guard's critical section is a few stores, so a quiet
+// moment comes within a few copies unless the guard's holder stopped or
+// died, which no number of copies waits out.
+const semSnapshotTries = 64
+
+// semCopy copies src's 32-bit words into dst, in offset order, one atomic
+// load each (other processes store them concurrently).
+func semCopy(dst, src []byte) {
+	for off := uint64(0); off+4 <= uint64(len(src)); off += 4 {
+		word32(dst, off).Store(word32(src, off).Load())
 	}
 }
 

@@ -45,13 +45,25 @@ import (
 // SPIN model found the waiters then asleep until their next 10 ms slice):
 // the repair bumps and wakes for it. It returns holding local and the
 // guard, or an error holding neither.
+//
+// The call is counted in r.waiting from here to unlock, so that Close
+// refuses (ErrRegionBusy) while it runs, and it checks for a Close after
+// it is counted: a Close that came first is seen here, and the call
+// returns ErrRegionClosed instead of reading the unmapped words. (As for
+// a Mutex, a Close that has read the count but not yet marked the region
+// gone is the caller's race.)
 func (s *Semaphore) lock(ctx context.Context) error {
-	if err := s.local.LockContext(ctx); err != nil {
-		return err
+	s.r.waiting.Add(1)
+	err := s.r.errClosed("Semaphore", s.name, "lock")
+	if err == nil {
+		if err = s.local.LockContext(ctx); err == nil {
+			if err = s.lockGuard(ctx); err != nil {
+				s.local.Unlock()
+			}
+		}
 	}
-	err := s.lockGuard(ctx)
 	if err != nil {
-		s.local.Unlock()
+		s.r.waiting.Add(-1)
 	}
 	return err
 }
@@ -168,6 +180,7 @@ func (s *Semaphore) unlock(bump, took bool, err error) (bool, error) {
 		err = s.errCorrupt("its guard was overwritten while held (%v)", gerr)
 	}
 	s.local.Unlock() // after the guard: local's next holder finds it released
+	s.r.waiting.Add(-1)
 	if bits != 0 && !testBrokenSemNoWake {
 		wakeSharedBits(word32(s.obj, semObjSeq), wakeAll, bits)
 	}

@@ -7,7 +7,7 @@ import (
 // The slow Acquire of a Semaphore: one goroutine per process (the
 // gate's holder) draws a ticket for its process's entry and waits, under
 // the guard or asleep on seq, until no live waiter has an earlier ticket
-// and its permits fit. The type and its words are sharedsemaphore.go's.
+// and its permits fit. The type and its words are semaphore.go's.
 //
 // A waiter's rows (each step runs under the guard):
 //

@@ -194,6 +194,13 @@ static int cmd_api(int argc, char **argv) {
 		printf("FAIL lw_strerror(LW_EBUSY) = \"%s\", want it to name a try call's no room or no message\n", busy);
 		api_failures++;
 	}
+	/* LW_EINVAL is also a bad semaphore weight or permit count: its text
+	 * must cover bad arguments, not only NULLs and paths. */
+	const char *inval = lw_strerror(LW_EINVAL);
+	if (!strstr(inval, "out of range") || !strstr(inval, "semaphore weight")) {
+		printf("FAIL lw_strerror(LW_EINVAL) = \"%s\", want it to cover a value out of range (a semaphore weight)\n", inval);
+		api_failures++;
+	}
 	if (api_failures == 0)
 		printf("ok\n");
 	return api_failures != 0;

@@ -73,8 +73,10 @@ For each object it prints its name, kind and offset and, for locks:
 A shared semaphore (kind semaphore) is "free", "held", "contended, N
 queued" (processes waiting their turn) or "owner-dead" (a dead process
 still holds permits: the next acquirer that finds it short takes them
-back), and a "Semaphores:" table after it: permits in use of its
-capacity, each process's permits held and what it waits for (dead ones
+back); its HOLDER is the PIDs holding permits, and ALIVE is "-" unless
+one of them is dead or stopped (then as for a lock's holder). A
+"Semaphores:" table follows: permits in use of its capacity, each
+process's permits held and what it waits for (dead and stopped ones
 marked), and the permits taken back from dead processes so far.
 
 A ring (kind ring: RingProducer/RingConsumer) shows open or closed and
@@ -115,8 +117,8 @@ Flags:
           inspect in a loop and each line is a snapshot; pipe to jq . to
           read it indented). An object that is not a lock (kind bytes,
           ring) has only name, kind, offset and size_bytes (a ring adds
-          ring: capacity_bytes, producer and consumer ({slot, pid, alive}
-          or null), used_bytes, closed, bytes_sent, bytes_received,
+          ring: capacity_bytes, producer and consumer ({slot, pid, alive},
+          absent for a role nobody holds), used_bytes, closed, bytes_sent, bytes_received,
           messages_sent, messages_received), a lock also state (one of
           the STATE values above), word, holder_pid, holder_alive,
           holder_state (the holder's process state, as ALIVE shows it:
@@ -199,10 +201,14 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	}
 	paths := fs.Args()
 	if len(paths) != 1 {
+		what := "region PATH"
+		if *etcdEndpoints != "" {
+			what = "etcd key PREFIX (with -etcd)"
+		}
 		if len(paths) == 0 {
-			fmt.Fprintln(stderr, "lockword inspect: expected exactly one region PATH, got none")
+			fmt.Fprintf(stderr, "lockword inspect: expected exactly one %s, got none\n", what)
 		} else {
-			fmt.Fprintf(stderr, "lockword inspect: expected exactly one region PATH, got %d: %q\n", len(paths), paths)
+			fmt.Fprintf(stderr, "lockword inspect: expected exactly one %s, got %d: %q\n", what, len(paths), paths)
 		}
 		fmt.Fprintln(stderr, "Run 'lockword inspect -help' for usage.")
 		return exitUsage
@@ -241,8 +247,9 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 // "dead", left out where unknown.
 type inspectJSON struct {
 	*shm.RegionInfo
-	Objects   []objectJSON  `json:"objects"`
-	Processes []processJSON `json:"processes"`
+	Objects   []objectJSON   `json:"objects"`
+	Processes []processJSON  `json:"processes"`
+	Deadlocks []shm.Deadlock `json:"deadlocks"`
 }
 
 type processJSON struct {
@@ -272,7 +279,11 @@ func (o objectJSON) MarshalJSON() ([]byte, error) {
 }
 
 func newInspectJSON(info *shm.RegionInfo) inspectJSON {
-	j := inspectJSON{RegionInfo: info} // nil slices stay null, as RegionInfo's
+	// Every list is [] when empty, never null (inspect's help promises it).
+	j := inspectJSON{RegionInfo: info, Objects: []objectJSON{}, Processes: []processJSON{}, Deadlocks: info.Deadlocks}
+	if j.Deadlocks == nil {
+		j.Deadlocks = []shm.Deadlock{}
+	}
 	for _, o := range info.Objects {
 		oj := objectJSON{ObjectInfo: o}
 		if o.HolderPID != 0 {
@@ -379,7 +390,7 @@ func writeInspectText(w io.Writer, info *shm.RegionInfo, all bool) {
 				// "N dead readers" that the next writer drops).
 			default:
 				if o.Semaphore != nil { // held by processes, not by one
-					holder = semHolders(o.Semaphore)
+					holder, alive = semHolders(o.Semaphore), semAlive(o.Semaphore)
 					break
 				}
 				holder = "unknown" // died, and its slot was taken since

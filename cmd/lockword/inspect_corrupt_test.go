@@ -50,6 +50,20 @@ func TestInspectCorruptRingFails(t *testing.T) {
 	}
 }
 
+// TestInspectCorruptSemaphoreEntry: a semaphore entry that names no
+// process but holds a ticket (every call of the API returns ErrCorrupt for
+// it) is shown corrupt and inspect exits 1; it was shown free, status 0.
+func TestInspectCorruptSemaphoreEntry(t *testing.T) {
+	const slot, entries, entrySize, ticketOff = 635, 128, 16, 8 // docs/abi.md's Semaphore layout
+	path := regionWithCorruptWord(t, func(r *shm.Region) error { _, err := r.Semaphore("s", 4); return err },
+		entries+slot*entrySize+ticketOff, binary.NativeEndian.AppendUint32(nil, 43))
+	stdout, stderr, status := runCLI(t, "inspect", path)
+	const reason = "entry of slot 635 holds 0 permits (ticket 43) for no process"
+	if status != exitFail || !strings.Contains(stdout, "corrupt ("+reason+")") || !strings.Contains(stderr, "1 corrupt object: s ("+reason+")") {
+		t.Fatalf("status %d, stdout %q, stderr %q; want 1, the semaphore shown corrupt with its reason, and named on stderr", status, stdout, stderr)
+	}
+}
+
 // regionWithCorruptWord creates a region file whose one object make
 // creates, closes it, and writes word at offset off of that object, as a
 // process outside lockword would; it returns the file's path.

@@ -473,3 +473,32 @@ func TestInspectCorruptFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectSemaphoreStoppedHolder: a process stopped (SIGSTOP) holding
+// semaphore permits is marked stopped, in the Semaphores table beside its
+// PID and in the objects table's ALIVE column, as a lock's stopped holder
+// is: it keeps its permits until continued. Both showed it as merely
+// alive ("-" for ALIVE).
+func TestInspectSemaphoreStoppedHolder(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skip("no sleep(1) to stop:", err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() })
+	cmd.Process.Signal(syscall.SIGSTOP)
+	waitProcState(t, cmd.Process.Pid, "stopped")
+	pid := cmd.Process.Pid
+	info := &shm.RegionInfo{Path: "r", Objects: []shm.ObjectInfo{
+		{Name: "gpus", Kind: "semaphore", State: "held", Semaphore: &shm.SemaphoreInfo{
+			Capacity: 4, InUse: 1,
+			Processes: []shm.SemaphoreProcess{{ProcessInfo: shm.ProcessInfo{Slot: 1, PID: pid, Alive: true}, Held: 1}}}},
+	}}
+	var b bytes.Buffer
+	writeInspectText(&b, info, false)
+	if want := fmt.Sprintf("PID %d (stopped): 1 held", pid); !strings.Contains(b.String(), want) {
+		t.Errorf("no %q in the Semaphores table:\n%s", want, b.String())
+	}
+	if re := fmt.Sprintf(`\s+gpus\s+semaphore\s+\d+\s+held\s+%d\s+yes \(stopped\)\s`, pid); !regexp.MustCompile(re).MatchString(b.String()) {
+		t.Errorf("the objects row does not mark the holder stopped (%s):\n%s", re, b.String())
+	}
+}

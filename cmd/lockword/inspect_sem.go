@@ -26,8 +26,8 @@ func writeSemaphores(w io.Writer, sems []shm.ObjectInfo) {
 			if p.PID == 0 {
 				who = "PID unknown"
 			}
-			if !p.Alive {
-				who += " (dead)"
+			if st := semProcState(p); st != "" {
+				who += " (" + st + ")"
 			}
 			part := fmt.Sprintf("%s: %d held", who, p.Held)
 			if p.Waiting > 0 {
@@ -44,10 +44,46 @@ func writeSemaphores(w io.Writer, sems []shm.ObjectInfo) {
 	writeSection(w, "Semaphores", "NAME\tIN USE\tWAITING\tPROCESSES\tRECOVERED", rows)
 }
 
+// semProcState is what the Semaphores table says of a process beside its
+// PID: "dead", or, for a live one, its state from /proc when an operator
+// must notice it ("stopped": it holds its permits until continued, never
+// taken back), as the objects table's ALIVE column does for a lock's
+// holder; "" for a running one.
+func semProcState(p shm.SemaphoreProcess) string {
+	if !p.Alive {
+		return "dead"
+	}
+	return procState(p.PID)
+}
+
+// semAlive is a semaphore's ALIVE column: "-" while every process holding
+// permits runs (the Semaphores table says more), else the first holder
+// that is dead or in a state to notice, as aliveText gives it for a
+// lock's holder ("yes (stopped)"), led by its PID if several hold.
+func semAlive(si *shm.SemaphoreInfo) string {
+	holders := 0
+	for _, p := range si.Processes {
+		if p.Held != 0 {
+			holders++
+		}
+	}
+	for _, p := range si.Processes {
+		if p.Held == 0 || semProcState(p) == "" {
+			continue
+		}
+		if holders > 1 {
+			return fmt.Sprintf("%d: %s", p.PID, aliveText(p.PID, p.Alive))
+		}
+		return aliveText(p.PID, p.Alive)
+	}
+	return "-"
+}
+
 // semHolders is a semaphore's HOLDER column: the PIDs of the processes
 // holding permits ("unknown" for a dead one whose slot was taken), or
 // their number past three; "-" when none holds. A semaphore has no one
-// holder, so ALIVE and HELD FOR stay "-": its Semaphores row says more.
+// holder, so HELD FOR stays "-", and ALIVE is semAlive's: its Semaphores
+// row says more.
 func semHolders(si *shm.SemaphoreInfo) string {
 	var pids []string
 	for _, p := range si.Processes {

@@ -63,6 +63,7 @@ func TestInspectFlagsAnywhere(t *testing.T) {
 		{[]string{path, path}, `expected exactly one region PATH, got 2: ["` + path + `" "` + path + `"]`},
 		{[]string{path, "-bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"-json"}, "expected exactly one region PATH, got none"},
+		{[]string{"-etcd", "127.0.0.1:1"}, "expected exactly one etcd key PREFIX (with -etcd), got none"},
 		{[]string{path, "--", "-json"}, "got 2"}, // after --, -json is a path
 	} {
 		stdout, stderr, status := runCLI(t, append([]string{"inspect"}, c.args...)...)
