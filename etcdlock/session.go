@@ -2,10 +2,12 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -139,7 +141,8 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // (1 s): every Mutex on the Session is lost (see Session for what that
 // does to the locks they held). It returns the client's error if the
 // revocation failed; the lease then expires after its TTL, and the keys
-// with it.
+// with it. A lease already gone (expired, or revoked by an earlier Close)
+// is not an error: Close returns nil.
 func (s *Session) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
@@ -149,6 +152,9 @@ func (s *Session) Close() error {
 func (s *Session) revoke(ctx context.Context) error {
 	s.stop()
 	_, err := s.cli.Revoke(ctx, s.id)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil // expired, or revoked by an earlier Close: nothing is left to revoke
+	}
 	return err
 }
 

@@ -223,3 +223,24 @@ func TestSessionAdopt(t *testing.T) {
 		t.Errorf("NewMutex on a closed Session: %v, want ErrLeaseLost", err)
 	}
 }
+
+// TestCloseTwice: a second Close of a Mutex, a Semaphore or a Session, whose
+// lease an earlier Close revoked, returns nil, not etcd's "requested lease
+// not found".
+func TestCloseTwice(t *testing.T) {
+	cli, p := parallelClient(t)
+	m := newMutex(t, cli, p+"/m")
+	sem, err := NewSemaphore(context.Background(), cli, p+"/sem", 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, cli, &SessionOptions{TTL: liveTTL})
+	for name, c := range map[string]interface{ Close() error }{"Mutex": m, "Semaphore": sem, "Session": s} {
+		if err := c.Close(); err != nil {
+			t.Fatalf("%s: first Close: %v", name, err)
+		}
+		if err := c.Close(); err != nil {
+			t.Errorf("%s: second Close: %v, want nil", name, err)
+		}
+	}
+}
