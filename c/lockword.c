@@ -29,4 +29,5 @@
 #include "sharedring.c"
 #include "sharedsemaphore.c"
 #include "mpscqueue.c"
+#include "mpscconsumer.c"
 #include "errors.c"
