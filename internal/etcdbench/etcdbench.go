@@ -92,8 +92,12 @@ type hold struct {
 // A Sample is what one run measured.
 type Sample struct {
 	Acquisitions int64
-	Elapsed      time.Duration // from the workers' start to the last Unlock
-	ServerCPU    time.Duration // 0: not measured
+	// Elapsed runs from the workers' start to the stop: the later of the
+	// end of a timed run and the last Unlock call. A worker stops asking
+	// at the end, but the Unlock it is in then is still its work, so the
+	// last Unlock call alone can fall short of the end.
+	Elapsed   time.Duration
+	ServerCPU time.Duration // 0: not measured
 	// Handovers are the waits of acquisitions asked for before the
 	// previous holder called Unlock: from that call to their Lock's
 	// return, sorted.
@@ -155,8 +159,8 @@ func work(ctx context.Context, l Locker, start time.Time, count int, end time.Ti
 }
 
 // sample turns every worker's holds into a Sample, checking that no two
-// overlap.
-func sample(start time.Time, perWorker [][]hold) (Sample, error) {
+// overlap. end is the end of a timed run, zero for a counted one.
+func sample(start, end time.Time, perWorker [][]hold) (Sample, error) {
 	var s Sample
 	all := slices.Concat(perWorker...)
 	for _, hs := range perWorker {
@@ -177,7 +181,11 @@ func sample(start time.Time, perWorker [][]hold) (Sample, error) {
 		}
 	}
 	slices.Sort(s.Handovers)
-	s.Elapsed = time.Duration(all[len(all)-1].Left - start.UnixNano())
+	stop := all[len(all)-1].Left
+	if !end.IsZero() {
+		stop = max(stop, end.UnixNano())
+	}
+	s.Elapsed = time.Duration(stop - start.UnixNano())
 	return s, nil
 }
 
@@ -229,9 +237,17 @@ func Clients(ctx context.Context, endpoints []string, kind Kind, prefix string, 
 	if err := errors.Join(append(errs, err)...); err != nil {
 		return s, fmt.Errorf("%s: %w", kind.Name, err)
 	}
-	s, err = sample(start, holds)
+	s, err = sample(start, timedEnd(start, p), holds)
 	s.ServerCPU = cpu1 - cpu0
 	return s, err
+}
+
+// timedEnd is the end of a run of p from start: zero for a counted run.
+func timedEnd(start time.Time, p Params) time.Time {
+	if p.Count != 0 {
+		return time.Time{}
+	}
+	return start.Add(p.Duration)
 }
 
 func readCPU(f func() (time.Duration, error)) (time.Duration, error) {

@@ -125,7 +125,7 @@ func Procs(ctx context.Context, exe string, endpoints []string, kind Kind, prefi
 	if err := g.Wait(); err != nil {
 		return s, err
 	}
-	s, err = sample(start, holds)
+	s, err = sample(start, timedEnd(start, p), holds)
 	s.ServerCPU = cpu1 - cpu0
 	return s, err
 }
