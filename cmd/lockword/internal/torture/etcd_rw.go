@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,6 +133,7 @@ type etcdRWRun struct {
 	lateReadWrites   atomic.Int64  // readers' writes that landed after their hold ended
 	readsGaveUp      atomic.Int64  // reads that gave up waiting for a repair (rlock)
 	window           time.Duration // a writer's wait between its read and its write
+	closing          sync.Map      // *etcdlock.RWMutex closed on purpose (closeRW)
 }
 
 // errLostHold ends a worker's RWMutex after a refused late write.
@@ -142,7 +144,35 @@ const rwWriterMark = 10000
 func (w *etcdRWRun) newRW() (*etcdlock.RWMutex, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
 	defer cancel()
-	return etcdlock.NewRWMutex(ctx, w.cli, w.keys.lock(), &etcdlock.Options{TTL: w.cfg.etcd.ttl})
+	rw, err := etcdlock.NewRWMutex(ctx, w.cli, w.keys.lock(), &etcdlock.Options{TTL: w.cfg.etcd.ttl})
+	if err == nil && w.stop != nil {
+		go w.recordLeaseLoss(rw)
+	}
+	return rw, err
+}
+
+// recordLeaseLoss records, in a worker process, that rw's lease ended
+// while the process lived: stopped by a -pause, or its keep-alives
+// starved on a loaded host. A writer holding then is dead to the lock,
+// and the next writer is rightly told so; the supervisor counts these
+// beside the writers it killed or paused. Lost also closes on Close:
+// closeRW marks those first.
+func (w *etcdRWRun) recordLeaseLoss(rw *etcdlock.RWMutex) {
+	<-rw.Lost()
+	if _, closed := w.closing.LoadAndDelete(rw); closed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+	defer cancel()
+	if w.leaseGone(ctx, rw) {
+		w.cli.Put(ctx, fmt.Sprintf("%s%d-%d", w.keys.list("leaselost"), os.Getpid(), rw.Identity().Lease), "1")
+	}
+}
+
+// closeRW closes rw, marked first as closed on purpose (recordLeaseLoss).
+func (w *etcdRWRun) closeRW(rw *etcdlock.RWMutex) {
+	w.closing.Store(rw, true)
+	rw.Close()
 }
 
 func (w *etcdRWRun) worker(id int) error {
@@ -150,7 +180,7 @@ func (w *etcdRWRun) worker(id int) error {
 	if err != nil {
 		return err
 	}
-	defer func() { rw.Close() }()
+	defer func() { w.closeRW(rw) }()
 	for i := int64(0); (w.iters == 0 || i < w.iters) && (w.stop == nil || !w.stop.Load()); i++ {
 		var err error
 		if rand.IntN(2) == 0 {
@@ -162,7 +192,7 @@ func (w *etcdRWRun) worker(id int) error {
 		// Across processes a paused process loses its leases: its
 		// workers go on with new RWMutexes.
 		if w.stop != nil && (errors.Is(err, errLostHold) || errors.Is(err, etcdlock.ErrLeaseLost)) {
-			rw.Close()
+			w.closeRW(rw)
 			rw, err = w.newRW()
 		}
 		if err != nil {
