@@ -147,6 +147,17 @@ func mustQueue(capacity int) *lockword.Queue[mpmcItem] {
 	return q
 }
 
+// claimWords are the floors' two claimed positions, each on its own
+// cache lines as the Queue's are, and the flag that close sets.
+type claimWords struct {
+	_          [128]byte
+	tail       atomic.Uint64
+	_          [120]byte
+	head       atomic.Uint64
+	_          [120]byte
+	closedFlag atomic.Bool
+}
+
 // claimsFloor is the floor of a queue built on two claimed positions:
 // producers claim tail and consumers head with a CAS, as lockword's Queue
 // and xsync's MPMCQueue do, and nothing else: no slots, no items (pop
@@ -154,14 +165,7 @@ func mustQueue(capacity int) *lockword.Queue[mpmcItem] {
 // as the xsync peer does. Its Mitems/s is what the two contended words
 // alone allow in the same shape.
 func claimsFloor(capacity int) mpmcOps {
-	var w struct {
-		_          [128]byte
-		tail       atomic.Uint64
-		_          [120]byte
-		head       atomic.Uint64
-		_          [120]byte
-		closedFlag atomic.Bool
-	}
+	var w claimWords
 	c := uint64(capacity)
 	return mpmcOps{push: func(mpmcItem) {
 		for {
@@ -200,14 +204,7 @@ func claimSlotsFloor(capacity int) mpmcOps {
 		v   mpmcItem
 		_   [64 - 8 - 16]byte // one slot per cache line, as the Queue's
 	}
-	var w struct {
-		_          [128]byte
-		tail       atomic.Uint64
-		_          [120]byte
-		head       atomic.Uint64
-		_          [120]byte
-		closedFlag atomic.Bool
-	}
+	var w claimWords
 	slots := make([]slot, capacity)
 	for i := range slots {
 		slots[i].seq.Store(uint64(i))
