@@ -13,10 +13,16 @@ package bench
 // Every 16th item carries its push time, and the consumers report the
 // wait per item (push to pop): p99-µs and max-µs. fair is the most items
 // any producer pushed over the fewest (1 is perfectly fair). Kind claims
-// is the floor: the two claimed positions alone (claimsFloor). cpu-ns/item
-// is the process's CPU time per item; for the Queue, parks/Mitem and
-// wakes/Mitem count its parks and wake calls per million items
-// (QueueStats).
+// is the floor: the two claimed positions alone (claimsFloor); kind
+// claimslots adds moving the items through sequenced slots, with no
+// waiting protocol (claimSlotsFloor). Kind queue-try is the Queue's
+// TryPush and TryPop yielding when they fail, as the xsync peer does: the
+// Queue without parking. Kind queue-pop64 is the Queue with consumers
+// taking up to 64 items per PopSlice while producers push one at a time;
+// the channel and xsync peers have no batched pop, so they still pop one
+// item at a time in their rows. cpu-ns/item is the process's CPU time per
+// item; for the Queue, parks/Mitem and wakes/Mitem count its parks and
+// wake calls per million items (QueueStats).
 
 import (
 	"context"
@@ -48,39 +54,75 @@ type mpmcKind struct {
 }
 
 // mpmcOps are one prepared queue's calls; stats, nil for the peers,
-// returns lockword's counts of parks and wake calls.
+// returns lockword's counts of parks and wake calls. newPop, when not nil,
+// gives each consumer its own pop (one that keeps a batch between calls);
+// otherwise the consumers share pop.
 type mpmcOps struct {
-	push  func(v mpmcItem)
-	pop   func() (mpmcItem, bool)
-	close func()
-	stats func() lockword.QueueStats
+	push   func(v mpmcItem)
+	pop    func() (mpmcItem, bool)
+	close  func()
+	stats  func() lockword.QueueStats
+	newPop func() func() (mpmcItem, bool)
 }
 
 var mpmcKinds = []mpmcKind{
 	{"chan", func(capacity int) mpmcOps {
 		ch := make(chan mpmcItem, capacity)
-		return mpmcOps{func(v mpmcItem) { ch <- v },
-			func() (mpmcItem, bool) { v, ok := <-ch; return v, ok },
-			func() { close(ch) }, nil}
+		return mpmcOps{push: func(v mpmcItem) { ch <- v },
+			pop:   func() (mpmcItem, bool) { v, ok := <-ch; return v, ok },
+			close: func() { close(ch) }}
 	}},
 	{"queue", func(capacity int) mpmcOps {
-		q, err := lockword.NewQueue[mpmcItem](capacity)
-		if err != nil {
-			panic(err)
-		}
+		q := mustQueue(capacity)
 		ctx := context.Background()
-		return mpmcOps{func(v mpmcItem) { q.Push(ctx, v) },
-			func() (mpmcItem, bool) { v, err := q.Pop(ctx); return v, err == nil },
-			q.Close, q.Stats}
+		return mpmcOps{push: func(v mpmcItem) { q.Push(ctx, v) },
+			pop:   func() (mpmcItem, bool) { v, err := q.Pop(ctx); return v, err == nil },
+			close: q.Close, stats: q.Stats}
+	}},
+	{"queue-try", func(capacity int) mpmcOps {
+		q := mustQueue(capacity)
+		return mpmcOps{push: func(v mpmcItem) {
+			for !q.TryPush(v) {
+				runtime.Gosched()
+			}
+		}, pop: func() (mpmcItem, bool) {
+			for {
+				closed := q.Closed() // closed after the last push returned
+				if v, ok := q.TryPop(); ok || closed {
+					return v, ok
+				}
+				runtime.Gosched()
+			}
+		}, close: q.Close, stats: q.Stats}
+	}},
+	{"queue-pop64", func(capacity int) mpmcOps {
+		q := mustQueue(capacity)
+		ctx := context.Background()
+		return mpmcOps{push: func(v mpmcItem) { q.Push(ctx, v) },
+			newPop: func() func() (mpmcItem, bool) {
+				var buf [64]mpmcItem
+				next, n := 0, 0
+				return func() (mpmcItem, bool) {
+					if next == n {
+						var err error
+						if n, err = q.PopSlice(ctx, buf[:]); err != nil {
+							return mpmcItem{}, false
+						}
+						next = 0
+					}
+					next++
+					return buf[next-1], true
+				}
+			}, close: q.Close, stats: q.Stats}
 	}},
 	{"xsync", func(capacity int) mpmcOps {
 		q := xsync.NewMPMCQueue[mpmcItem](capacity)
 		var closed atomic.Bool
-		return mpmcOps{func(v mpmcItem) {
+		return mpmcOps{push: func(v mpmcItem) {
 			for !q.TryEnqueue(v) {
 				runtime.Gosched()
 			}
-		}, func() (mpmcItem, bool) {
+		}, pop: func() (mpmcItem, bool) {
 			for {
 				if v, ok := q.TryDequeue(); ok {
 					return v, true
@@ -91,9 +133,29 @@ var mpmcKinds = []mpmcKind{
 				}
 				runtime.Gosched()
 			}
-		}, func() { closed.Store(true) }, nil}
+		}, close: func() { closed.Store(true) }}
 	}},
 	{"claims", claimsFloor},
+	{"claimslots", claimSlotsFloor},
+}
+
+func mustQueue(capacity int) *lockword.Queue[mpmcItem] {
+	q, err := lockword.NewQueue[mpmcItem](capacity)
+	if err != nil {
+		panic(err)
+	}
+	return q
+}
+
+// claimWords are the floors' two claimed positions, each on its own
+// cache lines as the Queue's are, and the flag that close sets.
+type claimWords struct {
+	_          [128]byte
+	tail       atomic.Uint64
+	_          [120]byte
+	head       atomic.Uint64
+	_          [120]byte
+	closedFlag atomic.Bool
 }
 
 // claimsFloor is the floor of a queue built on two claimed positions:
@@ -103,23 +165,16 @@ var mpmcKinds = []mpmcKind{
 // as the xsync peer does. Its Mitems/s is what the two contended words
 // alone allow in the same shape.
 func claimsFloor(capacity int) mpmcOps {
-	var w struct {
-		_          [128]byte
-		tail       atomic.Uint64
-		_          [120]byte
-		head       atomic.Uint64
-		_          [120]byte
-		closedFlag atomic.Bool
-	}
+	var w claimWords
 	c := uint64(capacity)
-	return mpmcOps{func(mpmcItem) {
+	return mpmcOps{push: func(mpmcItem) {
 		for {
 			if t := w.tail.Load(); t-w.head.Load() < c && w.tail.CompareAndSwap(t, t+1) {
 				return
 			}
 			runtime.Gosched()
 		}
-	}, func() (mpmcItem, bool) {
+	}, pop: func() (mpmcItem, bool) {
 		for {
 			done := w.closedFlag.Load() // set after the last push returned
 			if h := w.head.Load(); h < w.tail.Load() {
@@ -133,7 +188,62 @@ func claimsFloor(capacity int) mpmcOps {
 			}
 			runtime.Gosched()
 		}
-	}, func() { w.closedFlag.Store(true) }, nil}
+	}, close: func() { w.closedFlag.Store(true) }}
+}
+
+// claimSlotsFloor is the floor of a queue that moves items through slots
+// with per-slot sequences (Vyukov's, as lockword's Queue and xsync's
+// MPMCQueue): the claims of claimsFloor, plus writing each item and its
+// slot's sequence and reading them back, one slot per cache line. It has
+// no waiting protocol at all: a side that fails yields, as the xsync peer
+// does, and never parks or looks for sleepers. The Queue's distance from
+// it is what its blocking calls cost.
+func claimSlotsFloor(capacity int) mpmcOps {
+	type slot struct {
+		seq atomic.Uint64
+		v   mpmcItem
+		_   [64 - 8 - 16]byte // one slot per cache line, as the Queue's
+	}
+	var w claimWords
+	slots := make([]slot, capacity)
+	for i := range slots {
+		slots[i].seq.Store(uint64(i))
+	}
+	mask := uint64(capacity - 1)
+	return mpmcOps{push: func(v mpmcItem) {
+		for {
+			t := w.tail.Load()
+			s := &slots[t&mask]
+			if s.seq.Load() == t && w.tail.CompareAndSwap(t, t+1) {
+				s.v = v
+				s.seq.Store(t + 1)
+				return
+			}
+			if int64(s.seq.Load()-t) < 0 { // full
+				runtime.Gosched()
+			}
+		}
+	}, pop: func() (mpmcItem, bool) {
+		for {
+			done := w.closedFlag.Load() // set after the last push returned
+			h := w.head.Load()
+			s := &slots[h&mask]
+			if d := int64(s.seq.Load() - (h + 1)); d == 0 {
+				if w.head.CompareAndSwap(h, h+1) {
+					v := s.v
+					s.seq.Store(h + uint64(len(slots)))
+					return v, true
+				}
+				continue
+			} else if d > 0 { // another consumer took h: look again
+				continue
+			}
+			if done && h >= w.tail.Load() {
+				return mpmcItem{}, false
+			}
+			runtime.Gosched()
+		}
+	}, close: func() { w.closedFlag.Store(true) }}
 }
 
 // benchmarkMPMC runs one kind with producers and consumers goroutines.
@@ -163,6 +273,10 @@ func benchmarkMPMC(b *testing.B, k mpmcKind, producers, consumers, capacity int)
 		})
 	}
 	for c := range consumers {
+		pop := pop
+		if ops.newPop != nil {
+			pop = ops.newPop()
+		}
 		wgc.Go(func() {
 			local := int64(0)
 			for {

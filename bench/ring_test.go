@@ -8,7 +8,11 @@ package bench
 //
 // One goroutine pushes b.N integers, another pops them and checks they
 // arrive in order; ns/op is wall time per item and Mitems/s its inverse in
-// millions per second. Kinds:
+// millions per second. Each row also reports cores (CPU time over wall
+// time: 2 when both goroutines ran all the time) and ping-M/s, the
+// floor of a one-item hand-over measured in the same process just after
+// the row (pingFor): a row whose ping falls far below the others' ran
+// without two cores, and its ratio measures the scheduler. Kinds:
 //
 //	chan        ch <- v / <-ch
 //	ring        lockword Ring Push / Pop (blocking: spin, then sleep)
@@ -242,6 +246,53 @@ func benchmarkSPSC(b *testing.B, k spscKind, capacity int) {
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds()/1e6, "Mitems/s")
 	reportCPU(b, cpu1-cpu0, cpuOK, int64(b.N))
+	if cpuOK {
+		// Cores busy: 2 when both goroutines ran all the time.
+		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(elapsed.Nanoseconds()), "cores")
+	}
+	b.ReportMetric(pingFor(pingWindow)/1e6, "ping-M/s")
+}
+
+// pingWindow is how long pingFor measures after each row: long enough for
+// thousands of hand-overs on an idle pair of cores, short against a row.
+const pingWindow = 20 * time.Millisecond
+
+// pingFor measures the floor of a one-item hand-over in the same process,
+// just after a row, so that each row carries the floor of its own moment:
+// one cache line handed back and forth between two goroutines, as
+// kind=ping, for d. It returns one-way hand-overs per second. When the two
+// goroutines do not get a core each (a loaded machine, GOMAXPROCS below 2),
+// it falls by orders of magnitude, which marks the row's ratios as the
+// scheduler's rather than the queue's.
+func pingFor(d time.Duration) float64 {
+	var line struct {
+		_    [64]byte
+		w    atomic.Uint64
+		_    [56]byte
+		stop atomic.Bool
+	}
+	// side hands the line over whenever it holds a value of its parity
+	// (odd for the helper, even for us), until stop.
+	side := func(odd uint64) uint64 {
+		n := uint64(0)
+		for spins := 0; !line.stop.Load(); spins++ {
+			if v := line.w.Load(); v%2 == odd {
+				line.w.Store(v + 1)
+				n++
+				spins = 0
+			} else if spins%1024 == 1023 {
+				runtime.Gosched() // a peer on our P must run
+			}
+		}
+		return n
+	}
+	done := make(chan uint64)
+	go func() { done <- side(1) }()
+	t0 := time.Now()
+	time.AfterFunc(d, func() { line.stop.Store(true) })
+	n := side(0)
+	n += <-done
+	return float64(n) / time.Since(t0).Seconds()
 }
 
 // reportCPU reports the process's CPU time per item (cpu-ns/item, both

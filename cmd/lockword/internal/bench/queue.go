@@ -25,11 +25,13 @@ var queueGrid = []int{4, 16, 64}
 
 // An mpmc is one multi-producer multi-consumer queue under test. push
 // returns once v is in; pop returns false once the queue is closed and
-// drained; close is called after the last push returned.
+// drained; close is called after the last push returned. newPop, when not
+// nil, replaces pop with one per consumer (one that keeps a batch).
 type mpmc struct {
-	push  func(v queueItem)
-	pop   func() (queueItem, bool)
-	close func()
+	push   func(v queueItem)
+	pop    func() (queueItem, bool)
+	close  func()
+	newPop func() func() (queueItem, bool)
 }
 
 // queueItem is an item: for one in waitSampleEvery, the push time in ns
@@ -38,17 +40,48 @@ type queueItem struct{ at int64 }
 
 func chanMPMC() mpmc {
 	ch := make(chan queueItem, queueCapacity)
-	return mpmc{func(v queueItem) { ch <- v }, func() (queueItem, bool) { v, ok := <-ch; return v, ok }, func() { close(ch) }}
+	return mpmc{push: func(v queueItem) { ch <- v }, pop: func() (queueItem, bool) { v, ok := <-ch; return v, ok }, close: func() { close(ch) }}
 }
 
-func lockwordMPMC() mpmc {
+func newLockwordQueue() *lockword.Queue[queueItem] {
 	q, err := lockword.NewQueue[queueItem](queueCapacity)
 	if err != nil {
 		panic(err) // queueCapacity is a power of two
 	}
+	return q
+}
+
+func lockwordMPMC() mpmc {
+	q := newLockwordQueue()
 	ctx := context.Background()
-	return mpmc{func(v queueItem) { q.Push(ctx, v) },
-		func() (queueItem, bool) { v, err := q.Pop(ctx); return v, err == nil }, q.Close}
+	return mpmc{push: func(v queueItem) { q.Push(ctx, v) },
+		pop: func() (queueItem, bool) { v, err := q.Pop(ctx); return v, err == nil }, close: q.Close}
+}
+
+// queuePopBatch is the most items one PopSlice of lockwordMPMCPopSlice takes.
+const queuePopBatch = 64
+
+// lockwordMPMCPopSlice is the Queue with producers pushing one item at a
+// time and each consumer taking up to queuePopBatch items per PopSlice.
+func lockwordMPMCPopSlice() mpmc {
+	q := newLockwordQueue()
+	ctx := context.Background()
+	return mpmc{push: func(v queueItem) { q.Push(ctx, v) }, close: q.Close,
+		newPop: func() func() (queueItem, bool) {
+			var buf [queuePopBatch]queueItem
+			next, n := 0, 0
+			return func() (queueItem, bool) {
+				if next == n {
+					var err error
+					if n, err = q.PopSlice(ctx, buf[:]); err != nil {
+						return queueItem{}, false
+					}
+					next = 0
+				}
+				next++
+				return buf[next-1], true
+			}
+		}}
 }
 
 // xsyncMPMC wraps xsync's MPMCQueue, which has no blocking calls: a side
@@ -57,11 +90,11 @@ func lockwordMPMC() mpmc {
 func xsyncMPMC() mpmc {
 	q := xsync.NewMPMCQueue[queueItem](queueCapacity)
 	var closed atomic.Bool
-	return mpmc{func(v queueItem) {
+	return mpmc{push: func(v queueItem) {
 		for !q.TryEnqueue(v) {
 			runtime.Gosched()
 		}
-	}, func() (queueItem, bool) {
+	}, pop: func() (queueItem, bool) {
 		for {
 			if v, ok := q.TryDequeue(); ok {
 				return v, true
@@ -71,7 +104,7 @@ func xsyncMPMC() mpmc {
 			}
 			runtime.Gosched()
 		}
-	}, func() { closed.Store(true) }}
+	}, close: func() { closed.Store(true) }}
 }
 
 // runMPMC measures one queue with p.Goroutines producers and consumers
@@ -97,10 +130,14 @@ func runMPMC(ctx context.Context, q mpmc, consumers int, p Params) (Sample, erro
 		})
 	}
 	for i := range consumers {
+		pop := q.pop
+		if q.newPop != nil {
+			pop = q.newPop()
+		}
 		wgc.Go(func() {
 			w := &waits[i]
 			for {
-				v, ok := q.pop()
+				v, ok := pop()
 				if !ok {
 					return
 				}
@@ -147,6 +184,10 @@ func queueGroups() []Group {
 				mpmcSubject("chan", nil, c, chanMPMC),
 				mpmcSubject("xsync MPMCQueue", nil, c, xsyncMPMC),
 				mpmcSubject("Queue", []string{"chan", "xsync MPMCQueue"}, c, lockwordMPMC),
+				// The peers have no batched pop: their rows pop one item at
+				// a time, and the name says so beside the ratio.
+				mpmcSubject(fmt.Sprintf("Queue batch-pop %d (peers pop 1)", queuePopBatch),
+					[]string{"chan", "xsync MPMCQueue"}, c, lockwordMPMCPopSlice),
 			}})
 	}
 	return gs
