@@ -180,6 +180,12 @@ func (c *Cond) unlockL(t uint32) {
 			c.bury(t)
 		}
 	}()
+	if m, ok := c.L.(*Mutex); ok {
+		woke := m.unlockToPark() // we park next: no yield (mutex_cond.go)
+		released = true
+		c.yieldUnlessParking(woke, t)
+		return
+	}
 	c.L.Unlock()
 	released = true
 }
