@@ -180,6 +180,12 @@ func (c *Cond) unlockL(t uint32) {
 			c.bury(t)
 		}
 	}()
+	if m, ok := c.L.(*Mutex); ok {
+		woke := m.unlockToPark() // we park next: no yield (mutex_cond.go)
+		released = true
+		c.yieldUnlessParking(woke, t)
+		return
+	}
 	c.L.Unlock()
 	released = true
 }
@@ -393,13 +399,20 @@ func (c *Cond) unbury(t uint32) bool {
 func (c *Cond) broadcastSlow() {
 	c.mu.Lock()
 	runtimeNotifyListNotifyAll(&c.nl) // nothing to do if no ticket waits
-	c.dead = nil                      // every ticket was taken, dead ones too
-	list := c.head
-	c.head, c.tail = nil, nil
-	for w := list; w != nil; w = w.next {
-		w.queued = false
+	if c.dead != nil {
+		c.dead = nil // every ticket was taken, dead ones too
 	}
-	c.queued.Store(0)
+	// With no record queued (plain Waits only, the common case) the queue
+	// is left alone: queued's store is an exchange, a full fence, and the
+	// stores would dirty the line that the waiters' tickets are drawn on.
+	list := c.head
+	if list != nil {
+		c.head, c.tail = nil, nil
+		for w := list; w != nil; w = w.next {
+			w.queued = false
+		}
+		c.queued.Store(0)
+	}
 	c.mu.Unlock()
 	for w := list; w != nil; {
 		next := w.next

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -501,3 +502,61 @@ func TestCondPlainWaitTakesNoMu(t *testing.T) {
 // queueLenNoMu is the number of tickets waiting, read without mu (for a
 // test in which no WaitContext and no misuse happen).
 func (c *Cond) queueLenNoMu() uint32 { return c.nl.wait.Load() - c.notified() }
+
+// TestCondWaitParksWithoutYield: a Wait whose release of L (our Mutex)
+// wakes a sleeper of L parks at once, without yielding first; the woken
+// goroutine, readied on the same processor, finds the waiter parked in
+// the notify list ("sync.Cond.Wait" in its stack dump), not runnable on
+// the scheduler's global queue, where Unlock's yield would have put it.
+// One processor (GOMAXPROCS=1), so that nothing runs between the unlock
+// and the park. Timing assumption: the waiter is preempted in those few
+// instructions only if its thread stalls for 10 ms there, so the test
+// fails when more than a quarter of the trials find it runnable; a
+// yielding Wait was found runnable in 17 trials of 20.
+func TestCondWaitParksWithoutYield(t *testing.T) {
+	withGOMAXPROCS(t, 1)
+	const trials = 20
+	var runnable []string
+	for range trials {
+		var l Mutex
+		c := NewCond(&l)
+		state := make(chan string, 1)
+		l.Lock()
+		go func() {
+			l.Lock() // sleeps: the test holds l
+			state <- schedState("(*Cond).Wait")
+			c.Signal()
+			l.Unlock()
+		}()
+		for wait.Parked(&l.state) == 0 { // until the sleeper sleeps
+			runtime.Gosched()
+		}
+		c.Wait() // its release of l wakes the sleeper
+		l.Unlock()
+		if s := <-state; s != "sync.Cond.Wait" {
+			runnable = append(runnable, s)
+		}
+	}
+	if len(runnable) > trials/4 {
+		t.Fatalf("in %d of %d trials the woken sleeper found the waiter %q, not parked in the notify list: Wait yielded after waking it", len(runnable), trials, runnable)
+	}
+}
+
+// schedState is the scheduler's state ("runnable", "sync.Cond.Wait",
+// ...) of the goroutine whose stack holds frame, from a dump of all
+// goroutines, or "" if none does.
+func schedState(frame string) string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if !strings.Contains(g, frame) {
+			continue
+		}
+		head, _, _ := strings.Cut(g, "\n") // goroutine N [state, ...]:
+		_, st, _ := strings.Cut(head, "[")
+		st, _, _ = strings.Cut(st, "]")
+		st, _, _ = strings.Cut(st, ",")
+		return st
+	}
+	return ""
+}

@@ -16,7 +16,7 @@ import (
 var (
 	// In-process primitives: goroutines of one process, parked by
 	// internal/wait.
-	inProcessFiles = []string{"mutex.go", "spin.go", "ticket.go", "rwmutex.go", "cond.go", "semaphore.go", "semaphorequeue.go", "diag.go", "stuck.go", "contention.go", "deadlock.go", "deadlockwalk.go", "deadlock_tag.go", "deadlock_notag.go"}
+	inProcessFiles = []string{"mutex.go", "spin.go", "ticket.go", "rwmutex.go", "cond.go", "mutex_cond.go", "semaphore.go", "semaphorequeue.go", "diag.go", "stuck.go", "contention.go", "deadlock.go", "deadlockwalk.go", "deadlock_tag.go", "deadlock_notag.go"}
 	// Lock-free structures.
 	lockFreeFiles = []string{"ring.go", "ringindex.go", "queue.go", "seqlock.go", "update.go"}
 	// What every layer, and package shm or etcdlock, uses: package doc,

@@ -20,7 +20,10 @@
  * the whole queue, then chooses each record. A cancelled WaitContext
  * leaves the queue if it is still there (err), else it was chosen and
  * waits for its notification and reports it (nil). The misuse path (a
- * Wait whose L.Unlock panics buries its ticket) is not modelled.
+ * Wait whose L.Unlock panics buries its ticket) is not modelled. When L is
+ * our Mutex, Wait releases it with unlockToPark (mutex_cond.go): Unlock's
+ * moves of the word, without the processor yield, which no model holds
+ * (mutex.pml says why); L stays trusted here, as one lock step.
  * models: cond.go (*Cond).Wait
  * models: cond.go (*Cond).unlockL
  * models: cond.go (*Cond).idle
