@@ -143,12 +143,18 @@ type Options struct {
 // where the peer's unlock is a plain Delete. Uncontended that is the whole
 // difference: an uncontended Lock+Unlock takes about 6% longer than the
 // peer's at the median, and without the record the two are at par. It is
-// the price of reporting owner deaths, and no fewer mutations would do:
-// the guard and the token need a key on the holder's lease created per
-// hold (and removed when it ends, or the queue never empties); the record
-// needs a key without a lease, so that it outlives a holder that dies;
-// and an unlock must remove or rewrite that record, since etcd shows the
-// deletion of a leased key by a Delete and by its lease's expiry alike.
+// the price of reporting owner deaths, and no fewer mutations would do
+// while the guard ends with the holder's lease: the guard and the token
+// need a key on the holder's lease created per hold (and removed when it
+// ends, or the queue never empties); the record needs a key without a
+// lease, so that it outlives a holder that dies; and an unlock must remove
+// or rewrite that record, since etcd shows the deletion of a leased key by
+// a Delete and by its lease's expiry alike. Two mutations would do if the
+// record alone marked an uncontended hold, naming for its liveness a key
+// that lives as long as the Mutex (its fence key): the guard would then be
+// the record's revision, which still holds for a holder whose lease expired
+// until a successor claims the record, and RWMutex's readers, which find a
+// writer by its queue key, would have to read the record as well.
 //
 // # Calls that fail
 //
