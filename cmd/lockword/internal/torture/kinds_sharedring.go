@@ -196,21 +196,12 @@ watch:
 }
 
 func (r *sharedRingReport) failures() []string {
-	var why []string
-	if r.recv.OutOfOrder > 0 {
-		why = append(why, fmt.Sprintf("%d messages out of order", r.recv.OutOfOrder))
-	}
-	if r.recv.Duplicates > 0 {
-		why = append(why, fmt.Sprintf("%d duplicated", r.recv.Duplicates))
-	}
-	if r.recv.Lost > 0 {
-		why = append(why, fmt.Sprintf("%d lost", r.recv.Lost))
-	}
+	why := streamFailures("messages", r.recv.OutOfOrder, r.recv.Duplicates, r.recv.Lost)
 	if r.recv.Mangled > 0 {
 		why = append(why, fmt.Sprintf("%d mangled", r.recv.Mangled))
 	}
 	if r.stalled {
-		why = append(why, fmt.Sprintf("stalled: no message moved for %v (a side asleep that nobody woke?)", stallTimeout))
+		why = append(why, stalledFailure("message"))
 	}
 	why = append(why, r.errs...)
 	if !r.stalled && len(r.errs) == 0 {
@@ -251,10 +242,7 @@ func (r *sharedRingReport) writeText(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "Items: %d\n", r.items)
 	}
-	fmt.Fprintf(w, "Received: %d\n", r.recv.Received)
-	fmt.Fprintf(w, "Out of order: %d\n", r.recv.OutOfOrder)
-	fmt.Fprintf(w, "Duplicates: %d\n", r.recv.Duplicates)
-	fmt.Fprintf(w, "Lost: %d\n", r.recv.Lost)
+	writeStreamCounts(w, r.recv.Received, r.recv.OutOfOrder, r.recv.Duplicates, r.recv.Lost)
 	fmt.Fprintf(w, "Mangled: %d\n", r.recv.Mangled)
 	m, mb := r.throughput()
 	fmt.Fprintf(w, "Throughput: %.2f M messages/s, %.1f MB/s\n", m, mb)
