@@ -7,9 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -124,17 +122,7 @@ func TestInspectMPSCStoppedClaimer(t *testing.T) {
 	if _, err := r.MPSCConsumer("jobs", 4096); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMPSCClaimChild$")
-	cmd.Env = append(os.Environ(), "LOCKWORD_MPSC_CLAIM="+path)
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() })
-	buf := make([]byte, 8)
-	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "claimed\n" {
-		t.Fatalf("child: %q %v", buf, err)
-	}
+	cmd := startChild(t, "TestMPSCClaimChild", "claimed", "LOCKWORD_MPSC_CLAIM="+path)
 	cmd.Process.Signal(syscall.SIGSTOP)
 	waitProcState(t, cmd.Process.Pid, "stopped")
 	stdout, stderr, status := runCLI(t, "inspect", path)
