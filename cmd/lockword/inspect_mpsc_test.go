@@ -90,15 +90,7 @@ func TestInspectMPSCQueue(t *testing.T) {
 // for good with the claim word held (faultpoint.MPSC's "claiming" step):
 // run by TestInspectMPSCStoppedClaimer.
 func TestMPSCClaimChild(t *testing.T) {
-	path := os.Getenv("LOCKWORD_MPSC_CLAIM")
-	if path == "" {
-		t.Skip("run by TestInspectMPSCStoppedClaimer")
-	}
-	r, err := shm.Open(path, nil)
-	if err != nil {
-		fmt.Println(err)
-		os.Exit(1)
-	}
+	r := childRegion(t, "LOCKWORD_MPSC_CLAIM", "TestInspectMPSCStoppedClaimer")
 	p, err := r.MPSCProducer("jobs", 4096)
 	if err != nil {
 		fmt.Println(err)

@@ -25,15 +25,7 @@ import (
 // TestHoldChild holds a lock in a region until killed: run by
 // TestInspectStoppedHolder.
 func TestHoldChild(t *testing.T) {
-	path := os.Getenv("LOCKWORD_HOLD")
-	if path == "" {
-		t.Skip("run by TestInspectStoppedHolder")
-	}
-	r, err := shm.Open(path, nil)
-	if err != nil {
-		fmt.Println(err)
-		os.Exit(1)
-	}
+	r := childRegion(t, "LOCKWORD_HOLD", "TestInspectStoppedHolder")
 	m, _ := r.Mutex("orders")
 	if os.Getenv("LOCKWORD_HOLD_STATS") != "" {
 		m.EnableStats()
@@ -57,6 +49,21 @@ func TestHoldChild(t *testing.T) {
 		os.Exit(0) // holding: a zombie until the parent reaps it
 	}
 	time.Sleep(time.Hour)
+}
+
+// childRegion opens, for a child test, the region that $env names; with
+// $env unset (the test binary run by hand) it skips: parent runs the child.
+func childRegion(t *testing.T, env, parent string) *shm.Region {
+	path := os.Getenv(env)
+	if path == "" {
+		t.Skip("run by " + parent)
+	}
+	r, err := shm.Open(path, nil)
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	return r
 }
 
 // startHolder starts TestHoldChild on the region at path with the extra
