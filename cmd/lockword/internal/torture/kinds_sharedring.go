@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 )
 
@@ -178,10 +177,9 @@ watch:
 		if i == 1 {
 			res = &rep.recv
 		}
-		lines := strings.Split(strings.TrimSpace(s.out.String()), "\n")
-		if err := json.Unmarshal([]byte(lines[len(lines)-1]), res); err != nil {
+		if err := s.result(res); err != nil {
 			if !rep.stalled {
-				rep.errs = append(rep.errs, fmt.Sprintf("%s (PID %d) gave no report: %v %s", who, s.cmd.Process.Pid, s.cmd.ProcessState, strings.TrimSpace(s.errOut.String())))
+				rep.errs = append(rep.errs, s.noResult(who))
 			}
 			continue
 		}
