@@ -197,5 +197,6 @@ static int64_t sem_housekeep(lw_region *r);
 
 /* region.c */
 static int object(lw_region *r, const char *name, uint32_t kind, uint32_t size, uint32_t *index);
+static int sized_object(lw_region *r, const char *name, uint32_t kind, size_t size, unsigned char **obj);
 
 #endif /* LOCKWORD_INTERNAL_H */

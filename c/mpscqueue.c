@@ -208,13 +208,8 @@ static int mpsc_attach(lw_region *r, const char *name, size_t capacity, bool pro
 		return LW_EINVAL;
 	if (capacity < LW_MPSC_MIN_CAPACITY || capacity > LW_MPSC_MAX_CAPACITY || (capacity & (capacity - 1)) != 0)
 		return LW_EOBJBOUNDS;
-	pthread_mutex_lock(&r->mu);
-	uint32_t i;
-	int err = object(r, name, LW_KIND_MPSC, (uint32_t)(mpsc_data + capacity), &i);
-	if (err == 0 && r->objs[i].size != mpsc_data + capacity)
-		err = LW_EOBJBOUNDS;
-	unsigned char *obj = err ? NULL : r->data + r->objs[i].offset;
-	pthread_mutex_unlock(&r->mu);
+	unsigned char *obj;
+	int err = sized_object(r, name, LW_KIND_MPSC, mpsc_data + capacity, &obj);
 	if (err)
 		return err;
 	lw_mpsc *q = calloc(1, sizeof *q);

@@ -82,18 +82,29 @@ out:
 	return err;
 }
 
+/* sized_object is object for the kinds whose size the caller chooses
+ * (Bytes, rings, MPSC queues): it takes r->mu itself, and an existing
+ * object of another size is LW_EOBJBOUNDS, as the Go callers check. On
+ * success *obj is the object's first byte. */
+static int sized_object(lw_region *r, const char *name, uint32_t kind, size_t size, unsigned char **obj) {
+	pthread_mutex_lock(&r->mu);
+	uint32_t i;
+	int err = object(r, name, kind, (uint32_t)size, &i);
+	if (err == 0 && r->objs[i].size != size)
+		err = LW_EOBJBOUNDS;
+	*obj = err ? NULL : r->data + r->objs[i].offset;
+	pthread_mutex_unlock(&r->mu);
+	return err;
+}
+
 int lw_region_bytes(lw_region *r, const char *name, size_t size, void **out) {
 	if (!r || !name || !out)
 		return LW_EINVAL;
 	if (size == 0 || size > (1u << 31))
 		return LW_EOBJBOUNDS;
-	pthread_mutex_lock(&r->mu);
-	uint32_t i;
-	int err = object(r, name, LW_KIND_BYTES, (uint32_t)size, &i);
-	if (err == 0 && r->objs[i].size != size)
-		err = LW_EOBJBOUNDS;
+	unsigned char *obj;
+	int err = sized_object(r, name, LW_KIND_BYTES, size, &obj);
 	if (err == 0)
-		*out = r->data + r->objs[i].offset;
-	pthread_mutex_unlock(&r->mu);
+		*out = obj;
 	return err;
 }

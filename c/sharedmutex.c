@@ -50,31 +50,24 @@ void lw_mutex_enable_stats(lw_mutex *m) {
 /* Fast paths: one CAS each (docs/abi.md, "0 -> token" and "token -> 0"). */
 static int lock_slow(lw_mutex *m, int64_t timeout_ns, uint32_t *dead_pid);
 
-int lw_mutex_lock(lw_mutex *m) {
-	if (!m)
-		return LW_EINVAL;
-	uint32_t free_word = 0;
-	if (atomic_compare_exchange_strong(m->word, &free_word, m->token))
-		return 0;
-	return lock_slow(m, -1, NULL);
-}
-
-int lw_mutex_timedlock(lw_mutex *m, int64_t timeout_ns) {
-	if (!m)
-		return LW_EINVAL;
-	uint32_t free_word = 0;
-	if (atomic_compare_exchange_strong(m->word, &free_word, m->token))
-		return 0;
-	return lock_slow(m, timeout_ns, NULL);
-}
-
-int lw_mutex_timedlock_pid(lw_mutex *m, int64_t timeout_ns, uint32_t *dead_pid) {
+/* lock_fast is the three lock calls' fast path. Static, so that each
+ * exported call inlines it rather than calling another exported (and,
+ * under -fPIC, interposable) function. */
+static inline int lock_fast(lw_mutex *m, int64_t timeout_ns, uint32_t *dead_pid) {
 	if (!m)
 		return LW_EINVAL;
 	uint32_t free_word = 0;
 	if (atomic_compare_exchange_strong(m->word, &free_word, m->token))
 		return 0;
 	return lock_slow(m, timeout_ns, dead_pid);
+}
+
+int lw_mutex_lock(lw_mutex *m) { return lock_fast(m, -1, NULL); }
+
+int lw_mutex_timedlock(lw_mutex *m, int64_t timeout_ns) { return lock_fast(m, timeout_ns, NULL); }
+
+int lw_mutex_timedlock_pid(lw_mutex *m, int64_t timeout_ns, uint32_t *dead_pid) {
+	return lock_fast(m, timeout_ns, dead_pid);
 }
 
 /* stamp records when this hold began: the time, then the timed bit. */

@@ -152,13 +152,8 @@ static int ring_attach(lw_region *r, const char *name, size_t capacity, bool pro
 		return LW_EINVAL;
 	if (capacity < LW_RING_MIN_CAPACITY || capacity > LW_RING_MAX_CAPACITY || (capacity & (capacity - 1)) != 0)
 		return LW_EOBJBOUNDS;
-	pthread_mutex_lock(&r->mu);
-	uint32_t i;
-	int err = object(r, name, LW_KIND_RING, (uint32_t)(LW_RING_DATA + capacity), &i);
-	if (err == 0 && r->objs[i].size != LW_RING_DATA + capacity)
-		err = LW_EOBJBOUNDS;
-	unsigned char *obj = err ? NULL : r->data + r->objs[i].offset;
-	pthread_mutex_unlock(&r->mu);
+	unsigned char *obj;
+	int err = sized_object(r, name, LW_KIND_RING, LW_RING_DATA + capacity, &obj);
 	if (err)
 		return err;
 	lw_ring *q = calloc(1, sizeof *q);

@@ -7,9 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -92,15 +90,7 @@ func TestInspectMPSCQueue(t *testing.T) {
 // for good with the claim word held (faultpoint.MPSC's "claiming" step):
 // run by TestInspectMPSCStoppedClaimer.
 func TestMPSCClaimChild(t *testing.T) {
-	path := os.Getenv("LOCKWORD_MPSC_CLAIM")
-	if path == "" {
-		t.Skip("run by TestInspectMPSCStoppedClaimer")
-	}
-	r, err := shm.Open(path, nil)
-	if err != nil {
-		fmt.Println(err)
-		os.Exit(1)
-	}
+	r := childRegion(t, "LOCKWORD_MPSC_CLAIM", "TestInspectMPSCStoppedClaimer")
 	p, err := r.MPSCProducer("jobs", 4096)
 	if err != nil {
 		fmt.Println(err)
@@ -124,17 +114,7 @@ func TestInspectMPSCStoppedClaimer(t *testing.T) {
 	if _, err := r.MPSCConsumer("jobs", 4096); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMPSCClaimChild$")
-	cmd.Env = append(os.Environ(), "LOCKWORD_MPSC_CLAIM="+path)
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() })
-	buf := make([]byte, 8)
-	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "claimed\n" {
-		t.Fatalf("child: %q %v", buf, err)
-	}
+	cmd := startChild(t, "TestMPSCClaimChild", "claimed", "LOCKWORD_MPSC_CLAIM="+path)
 	cmd.Process.Signal(syscall.SIGSTOP)
 	waitProcState(t, cmd.Process.Pid, "stopped")
 	stdout, stderr, status := runCLI(t, "inspect", path)

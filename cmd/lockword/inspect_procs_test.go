@@ -25,15 +25,7 @@ import (
 // TestHoldChild holds a lock in a region until killed: run by
 // TestInspectStoppedHolder.
 func TestHoldChild(t *testing.T) {
-	path := os.Getenv("LOCKWORD_HOLD")
-	if path == "" {
-		t.Skip("run by TestInspectStoppedHolder")
-	}
-	r, err := shm.Open(path, nil)
-	if err != nil {
-		fmt.Println(err)
-		os.Exit(1)
-	}
+	r := childRegion(t, "LOCKWORD_HOLD", "TestInspectStoppedHolder")
 	m, _ := r.Mutex("orders")
 	if os.Getenv("LOCKWORD_HOLD_STATS") != "" {
 		m.EnableStats()
@@ -59,19 +51,42 @@ func TestHoldChild(t *testing.T) {
 	time.Sleep(time.Hour)
 }
 
+// childRegion opens, for a child test, the region that $env names; with
+// $env unset (the test binary run by hand) it skips: parent runs the child.
+func childRegion(t *testing.T, env, parent string) *shm.Region {
+	path := os.Getenv(env)
+	if path == "" {
+		t.Skip("run by " + parent)
+	}
+	r, err := shm.Open(path, nil)
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	return r
+}
+
 // startHolder starts TestHoldChild on the region at path with the extra
 // environment env, and returns once it holds "orders".
 func startHolder(t *testing.T, path string, env ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldChild$")
-	cmd.Env = append(append(os.Environ(), "LOCKWORD_HOLD="+path), env...)
+	return startChild(t, "TestHoldChild", "locked", append([]string{"LOCKWORD_HOLD=" + path}, env...)...)
+}
+
+// startChild re-executes the test binary to run the child test named test
+// with the extra environment env, and returns once the child has printed
+// the line ready. The child is continued, killed and reaped at cleanup.
+func startChild(t *testing.T, test, ready string, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env...)
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() })
-	buf := make([]byte, 7)
-	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "locked\n" {
+	buf := make([]byte, len(ready)+1)
+	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != ready+"\n" {
 		t.Fatalf("child: %q %v", buf, err)
 	}
 	return cmd
@@ -219,18 +234,7 @@ func TestInspectStoppedHolder(t *testing.T) {
 	r, path := testRegion(t)
 	r.Mutex("orders")
 	r.Bytes("orders-data", 100)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldChild$")
-	cmd.Env = append(os.Environ(), "LOCKWORD_HOLD="+path)
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() }()
-	buf := make([]byte, 7)
-	if _, err := out.Read(buf); err != nil || string(buf) != "locked\n" {
-		t.Fatalf("child: %q %v", buf, err)
-	}
-	cmd.Process.Signal(syscall.SIGSTOP)
+	cmd := startStoppedHolder(t, path)
 
 	var held []time.Duration
 	for range 3 {

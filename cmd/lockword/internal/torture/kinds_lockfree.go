@@ -8,7 +8,6 @@ package torture
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -239,7 +238,7 @@ func (r *ringReport) consume(ctx context.Context, q streamQueue, received *atomi
 		if rng.IntN(2) == 0 {
 			got, err := q.PopSlice(ctx, batch[:k])
 			if err != nil {
-				return endOfStream(err)
+				return endOfStream(err, lockword.ErrRingClosed)
 			}
 			for _, v := range batch[:got] {
 				check(v)
@@ -249,34 +248,17 @@ func (r *ringReport) consume(ctx context.Context, q streamQueue, received *atomi
 		for range k {
 			v, err := q.Pop(ctx)
 			if err != nil {
-				return endOfStream(err)
+				return endOfStream(err, lockword.ErrRingClosed)
 			}
 			check(v)
 		}
 	}
 }
 
-// endOfStream turns the ring's end-of-stream error into nil.
-func endOfStream(err error) error {
-	if errors.Is(err, lockword.ErrRingClosed) {
-		return nil
-	}
-	return err
-}
-
 func (r *ringReport) failures() []string {
-	var why []string
-	if r.outOfOrder > 0 {
-		why = append(why, fmt.Sprintf("%d items out of order", r.outOfOrder))
-	}
-	if r.duplicates > 0 {
-		why = append(why, fmt.Sprintf("%d duplicated", r.duplicates))
-	}
-	if r.lost > 0 {
-		why = append(why, fmt.Sprintf("%d lost", r.lost))
-	}
+	why := streamFailures("items", r.outOfOrder, r.duplicates, r.lost)
 	if r.stalled {
-		why = append(why, fmt.Sprintf("stalled: no item moved for %v (a side asleep that nobody woke?)", stallTimeout))
+		why = append(why, stalledFailure("item"))
 	} else if r.err != nil {
 		why = append(why, r.err.Error())
 	}
@@ -305,10 +287,7 @@ func (r *ringReport) writeText(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "Items: %d\n", r.items)
 	}
-	fmt.Fprintf(w, "Received: %d\n", r.received)
-	fmt.Fprintf(w, "Out of order: %d\n", r.outOfOrder)
-	fmt.Fprintf(w, "Duplicates: %d\n", r.duplicates)
-	fmt.Fprintf(w, "Lost: %d\n", r.lost)
+	writeStreamCounts(w, r.received, r.outOfOrder, r.duplicates, r.lost)
 	fmt.Fprintf(w, "Throughput: %.1f M items/s\n", r.throughput())
 	if r.stats != nil {
 		fmt.Fprintf(w, "Sleeps: producer %d, consumer %d; wake calls %d\n",

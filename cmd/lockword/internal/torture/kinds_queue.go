@@ -7,7 +7,6 @@ package torture
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -281,13 +280,13 @@ func (r *queueReport) consume(ctx context.Context, q mpmcQueue, c int, received 
 		case 0:
 			v, err := q.Pop(ctx)
 			if err != nil {
-				return endOfQueue(err)
+				return endOfStream(err, lockword.ErrQueueClosed)
 			}
 			take(v)
 		case 1:
 			got, err := q.PopSlice(ctx, batch[:1+k%queueTortureBatch])
 			if err != nil {
-				return endOfQueue(err)
+				return endOfStream(err, lockword.ErrQueueClosed)
 			}
 			for _, v := range batch[:got] {
 				take(v)
@@ -318,30 +317,13 @@ func (r *queueReport) account() {
 	}
 }
 
-// endOfQueue turns the queue's end-of-stream error into nil.
-func endOfQueue(err error) error {
-	if errors.Is(err, lockword.ErrQueueClosed) {
-		return nil
-	}
-	return err
-}
-
 func (r *queueReport) failures() []string {
-	var why []string
-	if r.outOfOrder > 0 {
-		why = append(why, fmt.Sprintf("%d items out of order", r.outOfOrder))
-	}
-	if r.dups > 0 {
-		why = append(why, fmt.Sprintf("%d duplicated", r.dups))
-	}
-	if r.lost > 0 {
-		why = append(why, fmt.Sprintf("%d lost", r.lost))
-	}
+	why := streamFailures("items", r.outOfOrder, r.dups, r.lost)
 	if r.mismatched > 0 {
 		why = append(why, fmt.Sprintf("%d producers' items arrived in the right number but not each once", r.mismatched))
 	}
 	if r.stalled {
-		why = append(why, fmt.Sprintf("stalled: no item moved for %v (a side asleep that nobody woke?)", stallTimeout))
+		why = append(why, stalledFailure("item"))
 	} else if r.err != nil {
 		why = append(why, r.err.Error())
 	}
@@ -360,10 +342,7 @@ func (r *queueReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Producers: %d\nConsumers: %d\n", r.producers, r.consumers)
 	fmt.Fprintf(w, "Capacity: %d; single, batched (1..%d) and try calls\n", queueTortureCapacity, queueTortureBatch)
 	fmt.Fprintf(w, "Items: %d\n", r.pushed)
-	fmt.Fprintf(w, "Received: %d\n", r.received)
-	fmt.Fprintf(w, "Out of order: %d\n", r.outOfOrder)
-	fmt.Fprintf(w, "Duplicates: %d\n", r.dups)
-	fmt.Fprintf(w, "Lost: %d\n", r.lost)
+	writeStreamCounts(w, r.received, r.outOfOrder, r.dups, r.lost)
 	fmt.Fprintf(w, "Mismatched producers: %d\n", r.mismatched)
 	fmt.Fprintf(w, "Throughput: %.1f M items/s\n", r.throughput())
 	if r.stats != nil {

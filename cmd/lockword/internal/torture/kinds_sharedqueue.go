@@ -17,7 +17,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"strings"
 	"time"
 )
 
@@ -229,10 +228,9 @@ func tortureSharedQueue(cfg *config, broken bool) (report, error) {
 	prog.stop()
 	for i, p := range procs {
 		var res sharedQueueResult
-		lines := strings.Split(strings.TrimSpace(p.out.String()), "\n")
-		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		if err := p.result(&res); err != nil {
 			if i == 0 || !rep.killed[i-1] {
-				rep.errs = append(rep.errs, fmt.Sprintf("worker %d (PID %d) gave no report: %v %s", i-1, p.cmd.Process.Pid, p.cmd.ProcessState, strings.TrimSpace(p.errOut.String())))
+				rep.errs = append(rep.errs, p.noResult(fmt.Sprintf("worker %d", i-1)))
 			}
 		} else if res.Err != "" {
 			rep.errs = append(rep.errs, fmt.Sprintf("worker %d: %s", i-1, res.Err))

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 )
 
@@ -178,10 +177,9 @@ watch:
 		if i == 1 {
 			res = &rep.recv
 		}
-		lines := strings.Split(strings.TrimSpace(s.out.String()), "\n")
-		if err := json.Unmarshal([]byte(lines[len(lines)-1]), res); err != nil {
+		if err := s.result(res); err != nil {
 			if !rep.stalled {
-				rep.errs = append(rep.errs, fmt.Sprintf("%s (PID %d) gave no report: %v %s", who, s.cmd.Process.Pid, s.cmd.ProcessState, strings.TrimSpace(s.errOut.String())))
+				rep.errs = append(rep.errs, s.noResult(who))
 			}
 			continue
 		}
@@ -196,21 +194,12 @@ watch:
 }
 
 func (r *sharedRingReport) failures() []string {
-	var why []string
-	if r.recv.OutOfOrder > 0 {
-		why = append(why, fmt.Sprintf("%d messages out of order", r.recv.OutOfOrder))
-	}
-	if r.recv.Duplicates > 0 {
-		why = append(why, fmt.Sprintf("%d duplicated", r.recv.Duplicates))
-	}
-	if r.recv.Lost > 0 {
-		why = append(why, fmt.Sprintf("%d lost", r.recv.Lost))
-	}
+	why := streamFailures("messages", r.recv.OutOfOrder, r.recv.Duplicates, r.recv.Lost)
 	if r.recv.Mangled > 0 {
 		why = append(why, fmt.Sprintf("%d mangled", r.recv.Mangled))
 	}
 	if r.stalled {
-		why = append(why, fmt.Sprintf("stalled: no message moved for %v (a side asleep that nobody woke?)", stallTimeout))
+		why = append(why, stalledFailure("message"))
 	}
 	why = append(why, r.errs...)
 	if !r.stalled && len(r.errs) == 0 {
@@ -251,10 +240,7 @@ func (r *sharedRingReport) writeText(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "Items: %d\n", r.items)
 	}
-	fmt.Fprintf(w, "Received: %d\n", r.recv.Received)
-	fmt.Fprintf(w, "Out of order: %d\n", r.recv.OutOfOrder)
-	fmt.Fprintf(w, "Duplicates: %d\n", r.recv.Duplicates)
-	fmt.Fprintf(w, "Lost: %d\n", r.recv.Lost)
+	writeStreamCounts(w, r.recv.Received, r.recv.OutOfOrder, r.recv.Duplicates, r.recv.Lost)
 	fmt.Fprintf(w, "Mangled: %d\n", r.recv.Mangled)
 	m, mb := r.throughput()
 	fmt.Fprintf(w, "Throughput: %.2f M messages/s, %.1f MB/s\n", m, mb)

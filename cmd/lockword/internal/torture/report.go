@@ -5,7 +5,7 @@ package torture
 // their own have their report types beside them.
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -279,10 +279,47 @@ func (r *counterReport) writeJSON(w io.Writer) error {
 	if r.fair != nil {
 		j.Fairness = r.fair.json()
 	}
-	b, err := json.Marshal(j)
-	if err != nil {
-		return err
+	return writeJSONLine(w, j)
+}
+
+// ---- shared by the stream kinds (ring, queue, shared-ring) ----
+
+// streamFailures words the consumer's counts that every stream kind
+// checks, in the order its result line gives them; unit names what moves
+// ("items", "messages").
+func streamFailures(unit string, outOfOrder, dups, lost int64) []string {
+	var why []string
+	if outOfOrder > 0 {
+		why = append(why, fmt.Sprintf("%d %s out of order", outOfOrder, unit))
 	}
-	_, err = w.Write(append(b, '\n'))
+	if dups > 0 {
+		why = append(why, fmt.Sprintf("%d duplicated", dups))
+	}
+	if lost > 0 {
+		why = append(why, fmt.Sprintf("%d lost", lost))
+	}
+	return why
+}
+
+// stalledFailure is the failure of a stream in which no unit ("item",
+// "message") moved for stallTimeout.
+func stalledFailure(unit string) string {
+	return fmt.Sprintf("stalled: no %s moved for %v (a side asleep that nobody woke?)", unit, stallTimeout)
+}
+
+// writeStreamCounts prints the consumer's counts of a stream kind.
+func writeStreamCounts(w io.Writer, received, outOfOrder, dups, lost int64) {
+	fmt.Fprintf(w, "Received: %d\n", received)
+	fmt.Fprintf(w, "Out of order: %d\n", outOfOrder)
+	fmt.Fprintf(w, "Duplicates: %d\n", dups)
+	fmt.Fprintf(w, "Lost: %d\n", lost)
+}
+
+// endOfStream turns closed, the error a stream's Pop returns once it is
+// closed and drained, into nil: the end of the stream, not a failure.
+func endOfStream(err, closed error) error {
+	if errors.Is(err, closed) {
+		return nil
+	}
 	return err
 }

@@ -11,9 +11,11 @@ package torture
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/lockword/lockword/cmd/lockword/internal/interrupt"
@@ -75,6 +77,19 @@ func (w *workerProc) output() string {
 		return w.out.String()
 	}
 	return w.out.String() + w.errOut.String()
+}
+
+// result decodes into v the JSON result that a worker keeping its
+// standard error apart prints as the last line of its standard output.
+func (w *workerProc) result(v any) error {
+	lines := strings.Split(strings.TrimSpace(w.out.String()), "\n")
+	return json.Unmarshal([]byte(lines[len(lines)-1]), v)
+}
+
+// noResult is the failure of a worker, called who, that gave no result:
+// its PID, how it exited and what it wrote to standard error.
+func (w *workerProc) noResult(who string) string {
+	return fmt.Sprintf("%s (PID %d) gave no report: %v %s", who, w.cmd.Process.Pid, w.cmd.ProcessState, strings.TrimSpace(w.errOut.String()))
 }
 
 // exited reports whether w has exited and been reaped.

@@ -20,28 +20,30 @@ import (
 // and a test binary that runs torture in-process re-executes itself as
 // the workers, so the hook must run before its tests do too.
 func ServeWorker() {
-	if spec := os.Getenv(workerEnv); spec != "" {
-		nameWorkerProcess()
-		os.Exit(workerMain(spec))
+	for _, w := range workerMains {
+		if spec := os.Getenv(w.env); spec != "" {
+			if w.named {
+				nameWorkerProcess()
+			}
+			os.Exit(w.main(spec))
+		}
 	}
-	if spec := os.Getenv(sharedRingWorkerEnv); spec != "" {
-		nameWorkerProcess()
-		os.Exit(sharedRingWorkerMain(spec))
-	}
-	if spec := os.Getenv(sharedQueueWorkerEnv); spec != "" {
-		nameWorkerProcess()
-		os.Exit(sharedQueueWorkerMain(spec))
-	}
-	if spec := os.Getenv(shSemWorkerEnv); spec != "" {
-		nameWorkerProcess()
-		os.Exit(shSemWorkerMain(spec))
-	}
-	if spec := os.Getenv(etcdWorkerEnv); spec != "" {
-		os.Exit(etcdWorkerMain(spec))
-	}
-	if spec := os.Getenv(etcdKitWorkerEnv); spec != "" {
-		os.Exit(etcdKitWorkerMain(spec))
-	}
+}
+
+// workerMains is each worker's environment variable and main, in the
+// order ServeWorker looks for them; named workers show in ps as workers
+// (nameWorkerProcess), the etcd ones keep their name.
+var workerMains = []struct {
+	env   string
+	main  func(spec string) int
+	named bool
+}{
+	{workerEnv, workerMain, true},
+	{sharedRingWorkerEnv, sharedRingWorkerMain, true},
+	{sharedQueueWorkerEnv, sharedQueueWorkerMain, true},
+	{shSemWorkerEnv, shSemWorkerMain, true},
+	{etcdWorkerEnv, etcdWorkerMain, false},
+	{etcdKitWorkerEnv, etcdKitWorkerMain, false},
 }
 
 // Exit statuses, lockword's (cmd/lockword/main.go): Command returns them,
