@@ -193,6 +193,12 @@ func TestRegionRefusesNonRegularFiles(t *testing.T) {
 // validRegionBytes returns the bytes of a freshly created region with a
 // mutex and a bytes object.
 func validRegionBytes(t testing.TB) []byte {
+	return seedRegionBytes(t, nil)
+}
+
+// seedRegionBytes returns the bytes of a freshly created region with a
+// mutex "m", a bytes object "data", and what more adds (when not nil).
+func seedRegionBytes(t testing.TB, more func(r *Region) error) []byte {
 	path := filepath.Join(t.TempDir(), "seed")
 	r, err := Create(path, regionMinSize+4096, nil)
 	if err != nil {
@@ -203,6 +209,11 @@ func validRegionBytes(t testing.TB) []byte {
 	}
 	if _, err := r.Bytes("data", 100); err != nil {
 		t.Fatal(err)
+	}
+	if more != nil {
+		if err := more(r); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r.Close()
 	b, err := os.ReadFile(path)
