@@ -134,45 +134,34 @@ func sharedRWHammer(l rwLocker, data []byte, readers, writers, iters, pid int) i
 	act := word32(data, 16)
 	reads := word64(data, 24)
 	var violations atomic.Int64
-	var wg sync.WaitGroup
-	for g := range readers + writers {
-		wg.Go(func() {
-			id := uint64(pid)<<8 | uint64(g+1)
-			rnd := uint32(id) * 2654435761
-			for range iters {
-				rnd ^= rnd << 13
-				rnd ^= rnd >> 17
-				rnd ^= rnd << 5
-				if g < readers {
-					l.RLock()
-					if a := act.Add(1); a >= 10000 {
-						violations.Add(1)
-					}
-					c := ne.Uint64(data)
-					if rnd%4 == 0 {
-						spinWork(int(rnd>>8) % 64)
-					}
-					if ne.Uint64(data) != c || ne.Uint64(data[8:]) != 0 {
-						violations.Add(1)
-					}
-					reads.Add(1)
-					act.Add(^uint32(0))
-					l.RUnlock()
-					continue
-				}
-				l.Lock()
-				if a := act.Add(10000); a != 10000 {
-					violations.Add(1)
-				}
-				if n := sharedCritical(data, id, rnd); n != 0 {
-					violations.Add(n)
-				}
-				act.Add(^uint32(10000 - 1))
-				l.Unlock()
+	hammerGoroutines(readers+writers, iters, pid, func(g int, id uint64, rnd uint32) {
+		if g < readers {
+			l.RLock()
+			if a := act.Add(1); a >= 10000 {
+				violations.Add(1)
 			}
-		})
-	}
-	wg.Wait()
+			c := ne.Uint64(data)
+			if rnd%4 == 0 {
+				spinWork(int(rnd>>8) % 64)
+			}
+			if ne.Uint64(data) != c || ne.Uint64(data[8:]) != 0 {
+				violations.Add(1)
+			}
+			reads.Add(1)
+			act.Add(^uint32(0))
+			l.RUnlock()
+			return
+		}
+		l.Lock()
+		if a := act.Add(10000); a != 10000 {
+			violations.Add(1)
+		}
+		if n := sharedCritical(data, id, rnd); n != 0 {
+			violations.Add(n)
+		}
+		act.Add(^uint32(10000 - 1))
+		l.Unlock()
+	})
 	return violations.Load()
 }
 
