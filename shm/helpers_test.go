@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,4 +60,22 @@ func TestGateIdleReadsState(t *testing.T) {
 		tm.Lock()
 		tm.Unlock()
 	}
+}
+
+// firstHandle opens the object name through open and checks what every
+// kind's getter promises: a second call returns the same handle, and
+// asking for name as another kind (wrong) fails with ErrObjectKind.
+func firstHandle[T comparable, U any](t *testing.T, name string, open func(string) (T, error), wrong func(string) (U, error)) T {
+	t.Helper()
+	h, err := open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := open(name); again != h {
+		t.Fatalf("a second %T call for %q returned another handle", h, name)
+	}
+	if _, err := wrong(name); !errors.Is(err, ErrObjectKind) {
+		t.Fatalf("%T getter on %T %q: %v, want ErrObjectKind", *new(U), h, name, err)
+	}
+	return h
 }

@@ -247,16 +247,7 @@ func TestSharedRWMutexHammerHandles(t *testing.T) {
 func TestSharedRWMutexBasics(t *testing.T) {
 	path := tempRegionPath(t)
 	r := mustCreate(t, path, 0)
-	a, err := r.RWMutex("rw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again, _ := r.RWMutex("rw"); again != a {
-		t.Fatal("a second RWMutex call returned another handle")
-	}
-	if _, err := r.TicketMutex("rw"); !errors.Is(err, ErrObjectKind) {
-		t.Fatalf("lockword.TicketMutex on an rwmutex's name: %v", err)
-	}
+	a := firstHandle(t, "rw", r.RWMutex, r.TicketMutex)
 	b, _ := openHandles(t, path, 1)[0].RWMutex("rw")
 
 	a.RLock()

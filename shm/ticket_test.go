@@ -64,16 +64,7 @@ func queueAtRest(q *ticketQueue) error {
 func TestSharedTicketMutexBasics(t *testing.T) {
 	path := tempRegionPath(t)
 	r := mustCreate(t, path, 0)
-	a, err := r.TicketMutex("t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again, _ := r.TicketMutex("t"); again != a {
-		t.Fatal("a second lockword.TicketMutex call returned another handle")
-	}
-	if _, err := r.Mutex("t"); !errors.Is(err, ErrObjectKind) {
-		t.Fatalf("lockword.Mutex on a ticket mutex's name: %v", err)
-	}
+	a := firstHandle(t, "t", r.TicketMutex, r.Mutex)
 	other := openHandles(t, path, 1)[0]
 	b, _ := other.TicketMutex("t")
 
