@@ -79,3 +79,21 @@ func firstHandle[T comparable, U any](t *testing.T, name string, open func(strin
 	}
 	return h
 }
+
+// An abiField is one row of a layout test: a constant's value in the code
+// and the value docs/abi.md gives it, which C code and other processes
+// rely on.
+type abiField[T int | int64 | uint64] struct {
+	name      string
+	got, want T
+}
+
+// checkABI reports every row whose value differs from docs/abi.md's.
+func checkABI[T int | int64 | uint64](t *testing.T, fields []abiField[T]) {
+	t.Helper()
+	for _, f := range fields {
+		if f.got != f.want {
+			t.Errorf("%s: %d (%#x), docs/abi.md says %d (%#x)", f.name, f.got, f.got, f.want, f.want)
+		}
+	}
+}

@@ -511,10 +511,7 @@ func TestRegionTooSmall(t *testing.T) {
 
 // TestRegionLayout pins the ABI of docs/abi.md.
 func TestRegionLayout(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		got, want int64
-	}{
+	checkABI(t, []abiField[int64]{
 		{"magic", hdrMagic, 0}, {"version", hdrVersion, 8}, {"header size", hdrHeaderSize, 12},
 		{"size", hdrSize, 16}, {"table capacity", hdrTableCap, 24}, {"process slots", hdrProcSlots, 28},
 		{"flags", hdrFlags, 32}, {"created", hdrCreatedNs, 40}, {"object count", hdrObjectCount, 48},
@@ -533,11 +530,7 @@ func TestRegionLayout(t *testing.T) {
 		{"stats bit", sharedStats, 1 << 28}, {"inconsistent bit", sharedInconsistent, 1 << 29},
 		{"waiters bit", sharedWaiters, 1 << 30}, {"timed bit", sharedTimed, 1 << 31},
 		{"not recoverable", ownerNotRecoverable, 0x0FFFFFFF},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: %d, docs/abi.md says %d", c.name, c.got, c.want)
-		}
-	}
+	})
 	if regionMagic != 0x64726f776b636f6c || string(func() []byte { b := make([]byte, 8); ne.PutUint64(b, regionMagic); return b }()) != "lockword" {
 		t.Error("magic is not the bytes \"lockword\"")
 	}

@@ -171,10 +171,7 @@ func (p *RingProducer) brokenSend(msg []byte) {
 // TestSharedRingLayout pins the shared ring's layout as docs/abi.md gives
 // it, and its false-sharing distances.
 func TestSharedRingLayout(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		got, want int
-	}{
+	checkABI(t, []abiField[int]{
 		{"kind", int(kindRing), 6}, {"producer role", shringProducerRole, 0}, {"consumer role", shringConsumerRole, 4},
 		{"tail", shringTail, 128}, {"notEmpty", shringNotEmpty, 136},
 		{"producer sleeps", shringProducerSleeps, 144}, {"producer wakes", shringProducerWakes, 152},
@@ -186,11 +183,7 @@ func TestSharedRingLayout(t *testing.T) {
 		{"message type", recMessage, 0}, {"padding type", recPadding, 1},
 		{"sleeping bit", ringindex.Sleeping, 1}, {"closed bit", ringindex.Closed, 2},
 		{"min capacity", MinSharedRingCapacity, 64}, {"max capacity", MaxSharedRingCapacity, 1 << 30},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: %d, docs/abi.md says %d", c.name, c.got, c.want)
-		}
-	}
+	})
 	// What each side writes on every message lies on its own pair of
 	// cache lines, away from the other side's and from the records.
 	lines := []int{shringProducerRole, shringTail, shringHead, shringData}

@@ -563,10 +563,7 @@ func TestSharedRWMutexThousandGoroutines(t *testing.T) {
 
 // TestSharedRWMutexLayout pins the object layout of docs/abi.md.
 func TestSharedRWMutexLayout(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		got, want int64
-	}{
+	checkABI(t, []abiField[int64]{
 		{"kind", int64(kindRWMutex), 8}, {"kind v1", int64(kindRWMutexV1), 4}, {"size", rwObjSize, 12992},
 		{"in", rwObjIn, 640}, {"drain", rwObjDrain, 644},
 		{"dead readers", rwObjDeadReaders, 648}, {"dead reader pid", rwObjDeadReaderPID, 652}, {"lines", rwObjLines, 656},
@@ -578,11 +575,7 @@ func TestSharedRWMutexLayout(t *testing.T) {
 		{"count phase 0 slot 64", int64(rwCountOff(0, 64)), 704 + 4},
 		{"count phase 1 slot 1023", int64(rwCountOff(1, 1023)), 704 + 4096 + 63*64 + 15*4},
 		{"stamp slot 1023", int64(rwStampOff(1023)), 8896 + 4092},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: %d, docs/abi.md says %d", c.name, c.got, c.want)
-		}
-	}
+	})
 	// Every slot has its own word per phase; 64 consecutive slots use 64
 	// cache lines; rwSlotAt inverts the placement.
 	seen := map[uint64]bool{}

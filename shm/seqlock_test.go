@@ -18,18 +18,11 @@ import (
 // TestRegionSeqLockLayout pins the seqlock object's layout as docs/abi.md
 // gives it.
 func TestRegionSeqLockLayout(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		got, want int
-	}{
+	checkABI(t, []abiField[int]{
 		{"kind", int(kindSeqLock), 7}, {"writer lock", seqObjWriter, 0}, {"sequence", seqObjSeq, 64},
 		{"payload", seqObjPayload, 72}, {"alignment", int(objectKinds[kindSeqLock].align), 64},
 		{"writer lock size", mutexObjSize, 64},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: %d, docs/abi.md says %d", c.name, c.got, c.want)
-		}
-	}
+	})
 	r := mustCreate(t, tempRegionPath(t), 0)
 	if _, err := r.Bytes("spacer", 8); err != nil {
 		t.Fatal(err)

@@ -504,10 +504,7 @@ func testThousandGoroutines(t *testing.T, kind string) {
 
 // TestSharedTicketMutexLayout pins the object layout of docs/abi.md.
 func TestSharedTicketMutexLayout(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		got, want int64
-	}{
+	checkABI(t, []abiField[int64]{
 		{"kind", int64(kindTicketMutex), 3}, {"size", ticketObjSize, 640},
 		{"next", ticketObjNext, 0}, {"serving", ticketObjServing, 4},
 		{"flags", ticketObjFlags, 56}, {"dead pid", ticketObjDeadPID, 60},
@@ -517,11 +514,7 @@ func TestSharedTicketMutexLayout(t *testing.T) {
 		{"abandoned", recAbandoned >> 28, 3}, {"skipping", recSkipping >> 28, 4},
 		{"skip-dead", recSkippingDead >> 28, 5}, {"sleeping", recSleeping, 1 << 31},
 		{"not recoverable flag", queueNotRecoverable, 1 << 30},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: %d, docs/abi.md says %d", c.name, c.got, c.want)
-		}
-	}
+	})
 	if ticketObjRecords+queueRecords*queueRecordLen != ticketObjSize {
 		t.Error("the records do not end the object")
 	}
