@@ -283,10 +283,7 @@ func TestSharedTicketMutexDeadWaiterSkipped(t *testing.T) {
 // TestSharedTicketMutexForgedDeaths stages every record a dead process can
 // leave at the head of the queue, and what the next holder must be told.
 func TestSharedTicketMutexForgedDeaths(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	m, _ := r.TicketMutex("m")
-	q := &m.q
+	r, m, q := forgedTicket(t, "m")
 	dead := deadToken(t, r, (r.slot+1)%regionProcSlots)
 	for _, c := range []struct {
 		name      string
@@ -341,6 +338,14 @@ func TestSharedTicketMutexForgedDeaths(t *testing.T) {
 	}
 }
 
+// forgedTicket creates a region with the TicketMutex name, for a test
+// that forges records in its queue q (forgeRecord).
+func forgedTicket(t *testing.T, name string) (r *Region, m *TicketMutex, q *ticketQueue) {
+	r = mustCreate(t, tempRegionPath(t), 0)
+	m, _ = r.TicketMutex(name)
+	return r, m, &m.q
+}
+
 // forgeRecord takes the next ticket of q for a forged process: a record
 // with token and state (a holder, a waiter, ...) at that ticket. It returns
 // the ticket.
@@ -356,10 +361,7 @@ func forgeRecord(q *ticketQueue, token, state uint32) uint32 {
 // alive (the queue then stalls) and one that calls every owner dead (a
 // live holder is robbed).
 func TestSharedTicketOwnerDeathCheckerCatchesBrokenLiveness(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	m, _ := r.TicketMutex("m")
-	q := &m.q
+	r, m, q := forgedTicket(t, "m")
 	defer func() { processAliveFunc = processAlive }()
 
 	processAliveFunc = func(procIdentity) bool { return true }
@@ -393,10 +395,7 @@ func TestSharedTicketOwnerDeathCheckerCatchesBrokenLiveness(t *testing.T) {
 // processes, a newcomer waits for room; when they turn out dead, the queue
 // drains and it gets the lock without an owner-death report.
 func TestSharedTicketMutexQueueFull(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	m, _ := r.TicketMutex("m")
-	q := &m.q
+	r, m, q := forgedTicket(t, "m")
 	slot := (r.slot + 1) % regionProcSlots
 	tok := forgeSlot(r, slot, mustSelf(t), 11) // alive, for now
 	for range queueRecords {
@@ -620,10 +619,7 @@ func TestInspectFairKindsReadOnly(t *testing.T) {
 // mark the lock inconsistent, which would make the next holder's plain
 // Unlock turn it not recoverable (found by review).
 func TestSharedTicketDeadAfterReleaseNotInconsistent(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	m, _ := r.TicketMutex("t")
-	q := &m.q
+	_, m, q := forgedTicket(t, "t")
 	s := forgeRecord(q, q.token, recSkippingDead) // the resolver's CAS won
 	q.serving.Store(s + 1)                        // the dead holder's finish had moved serving on
 	if !q.retireTicket(context.Background(), s, recSkippingDead) {
