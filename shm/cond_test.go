@@ -285,16 +285,7 @@ func TestSharedCondStressCatchesLateRead(t *testing.T) {
 func TestSharedCondBasics(t *testing.T) {
 	path := tempRegionPath(t)
 	r := mustCreate(t, path, 0)
-	c, err := r.Cond("c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again, _ := r.Cond("c"); again != c {
-		t.Fatal("a second Cond call returned another handle")
-	}
-	if _, err := r.Mutex("c"); !errors.Is(err, ErrObjectKind) {
-		t.Fatalf("lockword.Mutex on a cond's name: %v", err)
-	}
+	c := firstHandle(t, "c", r.Cond, r.Mutex)
 	m, _ := r.Mutex("m")
 	oc, _ := openHandles(t, path, 1)[0].Cond("c")
 

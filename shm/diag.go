@@ -165,6 +165,18 @@ func (e *stuckEpisode) due(w *stuckWait, waited, threshold time.Duration, others
 	return e.ep.Due(waiters, e.longest, threshold, time.Now()), waiters, e.longest
 }
 
+// check is due for a wait that began at start, against the threshold that
+// stuckNs (the lock's SetStuckThreshold value) sets, which it returns for
+// the report; ok is false while stuck reports are off.
+func (e *stuckEpisode) check(stuckNs *atomic.Int64, w *stuckWait, start time.Time, others int) (ok bool, waiters int, longest, threshold time.Duration) {
+	threshold, on := stuckThreshold(stuckNs)
+	if !on {
+		return false, 0, 0, 0
+	}
+	ok, waiters, longest = e.due(w, time.Since(start), threshold, others)
+	return ok, waiters, longest, threshold
+}
+
 // leave ends the wait's part (deferred by every waiter): the last wait
 // past the threshold to leave ends the episode.
 func (e *stuckEpisode) leave(w *stuckWait) {

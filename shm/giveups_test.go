@@ -18,51 +18,34 @@ import (
 // made it, as the test measures around it. (A Mutex keeps the
 // longest give-up to the microsecond and no total: see Stats.)
 func TestSharedStatsCountGiveUps(t *testing.T) {
-	type lockKind struct {
-		name    string
-		open    func(r *Region) (giveUp func(ctx context.Context) error, stats func() lockword.Stats, hold func(), err error)
-		noTotal bool
+	type statsLock interface {
+		EnableStats()
+		Stats() lockword.Stats
+		Lock()
+		LockContext(context.Context) error
 	}
-	kinds := []lockKind{
-		{name: "SharedMutex", noTotal: true, open: func(r *Region) (func(context.Context) error, func() lockword.Stats, func(), error) {
-			m, err := r.Mutex("m")
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			m.EnableStats()
-			return m.LockContext, m.Stats, m.Lock, nil
-		}},
-		{name: "SharedTicketMutex", open: func(r *Region) (func(context.Context) error, func() lockword.Stats, func(), error) {
-			m, err := r.TicketMutex("m")
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			m.EnableStats()
-			return m.LockContext, m.Stats, m.Lock, nil
-		}},
-		{name: "SharedRWMutex writer", open: func(r *Region) (func(context.Context) error, func() lockword.Stats, func(), error) {
-			m, err := r.RWMutex("m")
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			m.EnableStats()
-			return m.LockContext, m.Stats, m.Lock, nil
-		}},
-		{name: "SharedRWMutex reader", open: func(r *Region) (func(context.Context) error, func() lockword.Stats, func(), error) {
-			m, err := r.RWMutex("m")
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			m.EnableStats()
-			return m.RLockContext, m.Stats, m.Lock, nil
-		}},
+	kinds := []struct {
+		name    string
+		open    func(r *Region) (statsLock, error)
+		reader  bool // give up in RLockContext (the lock is an RWMutex)
+		noTotal bool
+	}{
+		{name: "SharedMutex", noTotal: true, open: func(r *Region) (statsLock, error) { return r.Mutex("m") }},
+		{name: "SharedTicketMutex", open: func(r *Region) (statsLock, error) { return r.TicketMutex("m") }},
+		{name: "SharedRWMutex writer", open: func(r *Region) (statsLock, error) { return r.RWMutex("m") }},
+		{name: "SharedRWMutex reader", reader: true, open: func(r *Region) (statsLock, error) { return r.RWMutex("m") }},
 	}
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			r := mustCreate(t, tempRegionPath(t), 0)
-			giveUp, stats, hold, err := k.open(r)
+			l, err := k.open(r)
 			if err != nil {
 				t.Fatal(err)
+			}
+			l.EnableStats()
+			giveUp, stats, hold := l.LockContext, l.Stats, l.Lock
+			if k.reader {
+				giveUp = l.(*RWMutex).RLockContext
 			}
 			hold() // held by this goroutine: the calls below wait, then give up
 			var longest time.Duration

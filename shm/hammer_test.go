@@ -122,8 +122,23 @@ func childHammer(args []string) error {
 // The data is plain memory read and written non-atomically on purpose.
 func sharedHammer(l sync.Locker, data []byte, goroutines, iters, pid int) int64 {
 	var violations atomic.Int64
+	hammerGoroutines(goroutines, iters, pid, func(_ int, id uint64, rnd uint32) {
+		l.Lock()
+		if n := sharedCritical(data, id, rnd); n != 0 {
+			violations.Add(n)
+		}
+		l.Unlock()
+	})
+	return violations.Load()
+}
+
+// hammerGoroutines runs goroutines g = 0..n-1 and waits for them; each
+// calls round iters times with its id, unique across processes (pid<<8 |
+// g+1), and the next value of its xorshift32 sequence (seeded from the id),
+// for cheap per-round variety in the critical section.
+func hammerGoroutines(n, iters, pid int, round func(g int, id uint64, rnd uint32)) {
 	var wg sync.WaitGroup
-	for g := range goroutines {
+	for g := range n {
 		wg.Go(func() {
 			id := uint64(pid)<<8 | uint64(g+1)
 			rnd := uint32(id) * 2654435761
@@ -131,16 +146,11 @@ func sharedHammer(l sync.Locker, data []byte, goroutines, iters, pid int) int64 
 				rnd ^= rnd << 13
 				rnd ^= rnd >> 17
 				rnd ^= rnd << 5
-				l.Lock()
-				if n := sharedCritical(data, id, rnd); n != 0 {
-					violations.Add(n)
-				}
-				l.Unlock()
+				round(g, id, rnd)
 			}
 		})
 	}
 	wg.Wait()
-	return violations.Load()
 }
 
 // sharedCritical is the shared hammers' exclusive critical section: the

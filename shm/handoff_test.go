@@ -46,7 +46,6 @@ func init() {
 func twoMutexes(t *testing.T) (path string, a, b *Mutex) {
 	path = tempRegionPath(t)
 	r := mustCreate(t, path, 0)
-	t.Cleanup(func() { r.Close() })
 	rb := openHandles(t, path, 1)[0]
 	a, _ = r.Mutex("m")
 	b, _ = rb.Mutex("m")

@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,5 +59,41 @@ func TestGateIdleReadsState(t *testing.T) {
 		}
 		tm.Lock()
 		tm.Unlock()
+	}
+}
+
+// firstHandle opens the object name through open and checks what every
+// kind's getter promises: a second call returns the same handle, and
+// asking for name as another kind (wrong) fails with ErrObjectKind.
+func firstHandle[T comparable, U any](t *testing.T, name string, open func(string) (T, error), wrong func(string) (U, error)) T {
+	t.Helper()
+	h, err := open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := open(name); again != h {
+		t.Fatalf("a second %T call for %q returned another handle", h, name)
+	}
+	if _, err := wrong(name); !errors.Is(err, ErrObjectKind) {
+		t.Fatalf("%T getter on %T %q: %v, want ErrObjectKind", *new(U), h, name, err)
+	}
+	return h
+}
+
+// An abiField is one row of a layout test: a constant's value in the code
+// and the value docs/abi.md gives it, which C code and other processes
+// rely on.
+type abiField[T int | int64 | uint64] struct {
+	name      string
+	got, want T
+}
+
+// checkABI reports every row whose value differs from docs/abi.md's.
+func checkABI[T int | int64 | uint64](t *testing.T, fields []abiField[T]) {
+	t.Helper()
+	for _, f := range fields {
+		if f.got != f.want {
+			t.Errorf("%s: %d (%#x), docs/abi.md says %d (%#x)", f.name, f.got, f.got, f.want, f.want)
+		}
 	}
 }

@@ -124,12 +124,7 @@ func ringInfoEqual(a, b RingInfo) bool {
 // its completed Stores, and a Store in progress, torn when its writer is
 // dead.
 func TestInspectSeqLock(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	s, err := NewSeqLock[tornPayload](r, "quote")
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, r, s := tornSeqLock(t, "quote")
 	s.Store(tornPayload{1, 1001, 1002})
 	s.Store(tornPayload{2, 1002, 1004})
 	seq := func() (SeqLockInfo, ObjectInfo) {

@@ -358,10 +358,15 @@ func fuzzLiveWrites(r *Region, objs []liveObject, writes []byte, gap time.Durati
 	}
 }
 
-// liveSetup creates every kind's object through r, the fuzzer's handle,
-// which takes no role in any of them (the ring's producer role is claimed
-// and given back), so that r knows where each lies.
-func liveSetup(t *testing.T, r *Region) {
+// liveSetup creates the counters and every kind's object through r, the
+// fuzzer's handle, which takes no role in any of them (the ring's producer
+// role is claimed and given back), so that r knows where each lies. It
+// returns the objects for fuzzLiveWrites.
+func liveSetup(t *testing.T, r *Region) []liveObject {
+	objs, err := liveObjects(r)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, k := range liveKinds {
 		if _, err := k.open(r, 99); err != nil {
 			t.Fatal(err)
@@ -372,6 +377,7 @@ func liveSetup(t *testing.T, r *Region) {
 		t.Fatal(err)
 	}
 	p.e.release()
+	return objs
 }
 
 // liveRegion makes a region with every kind's object and n handles.
@@ -443,11 +449,7 @@ func liveInspect(path string) (*RegionInfo, error) {
 func liveRun(t *testing.T, writes []byte) {
 	defer watchdog("live-word fuzz input", 60*time.Second)()
 	path, rs := liveRegion(t, 4) // the fuzzer's handle, and three users
-	objs, err := liveObjects(rs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	liveSetup(t, rs[0])
+	objs := liveSetup(t, rs[0])
 	stop := make(chan struct{})
 	errs := make(chan error, len(rs))
 	for i, r := range rs[1:] {
@@ -520,11 +522,7 @@ func FuzzLiveWords(f *testing.F) {
 // process writes random values into every word of every object.
 func TestLiveWordsProcesses(t *testing.T) {
 	path, rs := liveRegion(t, 1)
-	objs, err := liveObjects(rs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	liveSetup(t, rs[0])
+	objs := liveSetup(t, rs[0])
 	var children []*child
 	for role := range 2 {
 		children = append(children, startChild(t, "live-users", path, fmt.Sprint(role), "1.5s"))
@@ -576,11 +574,7 @@ func childLiveUsers(args []string) error {
 // FuzzLiveWords corrupts it under its users like every other kind.
 func TestLiveWordsReachSemaphore(t *testing.T) {
 	_, rs := liveRegion(t, 1)
-	objs, err := liveObjects(rs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	liveSetup(t, rs[0])
+	objs := liveSetup(t, rs[0])
 	write := []byte{6, semObjInUse / 4, 0, 3, 0, 0, 0} // kind 6, offset 68: in use = 3
 	fuzzLiveWrites(rs[0], objs, write, 0)
 	o, ok := rs[0].objects["semaphore"]

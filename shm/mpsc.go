@@ -56,21 +56,12 @@ type mpscQueue struct {
 // attachMPSC fills q with the named queue, creating it with capacity bytes
 // of record space if the region has no object of that name.
 func (r *Region) attachMPSC(q *mpscQueue, name string, capacity int) error {
-	if capacity < MinMPSCCapacity || capacity > MaxMPSCCapacity || capacity&(capacity-1) != 0 {
-		return fmt.Errorf("%w: MPSC queue %q capacity %d: must be a power of two from %d to %d bytes",
-			ErrObjectBounds, name, capacity, MinMPSCCapacity, MaxMPSCCapacity)
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	o, err := r.object(name, kindMPSC, uint32(mpscData+capacity))
+	obj, err := r.recordObject("MPSC queue", name, kindMPSC, mpscData, capacity, MinMPSCCapacity, MaxMPSCCapacity)
 	if err != nil {
 		return err
 	}
-	if o.size != uint32(mpscData+capacity) {
-		return fmt.Errorf("%w: MPSC queue %q exists with %d bytes of records, not %d",
-			ErrObjectBounds, name, int64(o.size)-mpscData, capacity)
-	}
-	obj := r.data[o.offset : o.offset+uint64(o.size) : o.offset+uint64(o.size)]
 	*q = mpscQueue{
 		r: r, name: name,
 		data:     obj[mpscData:],

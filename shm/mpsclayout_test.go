@@ -9,10 +9,7 @@ import (
 // TestMPSCLayout pins the queue's layout to docs/abi.md's tables, which a
 // C twin reads.
 func TestMPSCLayout(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		got, want uint64
-	}{
+	checkABI(t, []abiField[uint64]{
 		{"kind", uint64(kindMPSC), 11}, {"consumer role", mpscConsumerRole, 0}, {"producers", mpscProducers, 4},
 		{"tail", mpscTail, 128}, {"notEmpty", mpscNotEmpty, 136},
 		{"producer sleeps", mpscProdSleeps, 144}, {"producer wakes", mpscProdWakes, 152},
@@ -29,11 +26,7 @@ func TestMPSCLayout(t *testing.T) {
 		{"min capacity", MinMPSCCapacity, 128}, {"max capacity", MaxMPSCCapacity, 1 << 30},
 		{"state word of token 5, published, 300 bytes", mpscStateWord(5, mpscRecPublished, 300), 300<<32 | 2<<28 | 5},
 		{"claim word of 4096 by token 5", mpscClaimWord(4096, 5), 1<<63 | 512<<28 | 5},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: %#x, docs/abi.md says %#x", c.name, c.got, c.want)
-		}
-	}
+	})
 	// A claiming word's position comes back whole from any head within a
 	// capacity behind it, across the 2^38 wrap of its stored bits.
 	for _, pos := range []uint64{0, 4096, 1<<38 - 8, 1 << 38, 5<<38 + 64} {

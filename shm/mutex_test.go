@@ -356,11 +356,7 @@ func TestSharedMutexStoppedHolder(t *testing.T) {
 }
 
 func TestSharedMutexLockContext(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	other := openHandles(t, path, 1)[0]
-	m, _ := r.Mutex("m")
-	om, _ := other.Mutex("m")
+	_, m, om := twoMutexes(t)
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := m.LockContext(done); err != nil {
@@ -406,16 +402,12 @@ func TestSharedMutexLockContext(t *testing.T) {
 }
 
 func TestSharedMutexStats(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	other := openHandles(t, path, 1)[0]
-	a, _ := r.Mutex("m")
-	b, _ := other.Mutex("m")
+	path, a, b := twoMutexes(t)
 	if a.Stats() != (lockword.Stats{}) {
 		t.Fatal("stats before EnableStats")
 	}
 	a.EnableStats()
-	data, _ := r.Bytes("data", 64)
+	data, _ := a.r.Bytes("data", 64)
 	var wg sync.WaitGroup
 	n := scaled(20_000)
 	for _, m := range []*Mutex{a, b} {

@@ -307,11 +307,7 @@ func (wt *sharedMutexWaiter) sleep(w, owner uint32) {
 // it, passes the threshold and the episode calls for a line. Only the
 // gate holder waits here: the process's other waiters queue at the gate.
 func (m *Mutex) reportIfStuck(sw *stuckWait, start time.Time, owner, pid uint32) {
-	threshold, on := stuckThreshold(&m.stuckNs)
-	if !on {
-		return
-	}
-	due, waiters, waited := m.stuck.due(sw, time.Since(start), threshold, 0)
+	due, waiters, waited, threshold := m.stuck.check(&m.stuckNs, sw, start, 0)
 	if !due {
 		return
 	}

@@ -116,11 +116,7 @@ func (q *ticketQueue) unlockMisuse() {
 // reportIfStuck logs the lock's stuck report if the wait, our part sw of
 // it, passes the threshold and the episode calls for a line.
 func (q *ticketQueue) reportIfStuck(sw *stuckWait, start time.Time, blocker uint32, alive bool) {
-	threshold, on := stuckThreshold(&q.stuckNs)
-	if !on {
-		return
-	}
-	due, waiters, waited := q.stuck.due(sw, time.Since(start), threshold, 0)
+	due, waiters, waited, threshold := q.stuck.check(&q.stuckNs, sw, start, 0)
 	if !due {
 		return
 	}

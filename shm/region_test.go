@@ -193,6 +193,12 @@ func TestRegionRefusesNonRegularFiles(t *testing.T) {
 // validRegionBytes returns the bytes of a freshly created region with a
 // mutex and a bytes object.
 func validRegionBytes(t testing.TB) []byte {
+	return seedRegionBytes(t, nil)
+}
+
+// seedRegionBytes returns the bytes of a freshly created region with a
+// mutex "m", a bytes object "data", and what more adds (when not nil).
+func seedRegionBytes(t testing.TB, more func(r *Region) error) []byte {
 	path := filepath.Join(t.TempDir(), "seed")
 	r, err := Create(path, regionMinSize+4096, nil)
 	if err != nil {
@@ -203,6 +209,11 @@ func validRegionBytes(t testing.TB) []byte {
 	}
 	if _, err := r.Bytes("data", 100); err != nil {
 		t.Fatal(err)
+	}
+	if more != nil {
+		if err := more(r); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r.Close()
 	b, err := os.ReadFile(path)
@@ -500,10 +511,7 @@ func TestRegionTooSmall(t *testing.T) {
 
 // TestRegionLayout pins the ABI of docs/abi.md.
 func TestRegionLayout(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		got, want int64
-	}{
+	checkABI(t, []abiField[int64]{
 		{"magic", hdrMagic, 0}, {"version", hdrVersion, 8}, {"header size", hdrHeaderSize, 12},
 		{"size", hdrSize, 16}, {"table capacity", hdrTableCap, 24}, {"process slots", hdrProcSlots, 28},
 		{"flags", hdrFlags, 32}, {"created", hdrCreatedNs, 40}, {"object count", hdrObjectCount, 48},
@@ -522,11 +530,7 @@ func TestRegionLayout(t *testing.T) {
 		{"stats bit", sharedStats, 1 << 28}, {"inconsistent bit", sharedInconsistent, 1 << 29},
 		{"waiters bit", sharedWaiters, 1 << 30}, {"timed bit", sharedTimed, 1 << 31},
 		{"not recoverable", ownerNotRecoverable, 0x0FFFFFFF},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: %d, docs/abi.md says %d", c.name, c.got, c.want)
-		}
-	}
+	})
 	if regionMagic != 0x64726f776b636f6c || string(func() []byte { b := make([]byte, 8); ne.PutUint64(b, regionMagic); return b }()) != "lockword" {
 		t.Error("magic is not the bytes \"lockword\"")
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"github.com/lockword/lockword"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -228,23 +227,10 @@ func TestRegionValueRecordCorrupt(t *testing.T) {
 // valueRegionBytes returns validRegionBytes's region with a uint64 value
 // "v" added as its third object.
 func valueRegionBytes(t testing.TB) []byte {
-	path := filepath.Join(t.TempDir(), "value")
-	if err := os.WriteFile(path, validRegionBytes(t), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r, err := Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Value[uint64](r, "v"); err != nil {
-		t.Fatal(err)
-	}
-	r.Close()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return seedRegionBytes(t, func(r *Region) error {
+		_, err := Value[uint64](r, "v")
+		return err
+	})
 }
 
 func init() { childModes["value-add"] = childValueAdd }

@@ -185,25 +185,38 @@ func (e *ringEnd) corrupt(format string, a ...any) error {
 	return e.err
 }
 
+// recordObject returns the bytes of the named object of kind, a header of
+// header bytes then capacity bytes of records, creating it if the region
+// has none of that name: the shape of a ring and of an MPSC queue, what
+// naming the kind in errors. capacity must be a power of two from minCap
+// to maxCap bytes, and equal to an existing object's (ErrObjectBounds).
+// The caller holds r.mu.
+func (r *Region) recordObject(what, name string, kind objectKind, header, capacity, minCap, maxCap int) ([]byte, error) {
+	if capacity < minCap || capacity > maxCap || capacity&(capacity-1) != 0 {
+		return nil, fmt.Errorf("%w: %s %q capacity %d: must be a power of two from %d to %d bytes",
+			ErrObjectBounds, what, name, capacity, minCap, maxCap)
+	}
+	o, err := r.object(name, kind, uint32(header+capacity))
+	if err != nil {
+		return nil, err
+	}
+	if o.size != uint32(header+capacity) {
+		return nil, fmt.Errorf("%w: %s %q exists with %d bytes of records, not %d",
+			ErrObjectBounds, what, name, int64(o.size)-int64(header), capacity)
+	}
+	return r.data[o.offset : o.offset+uint64(o.size) : o.offset+uint64(o.size)], nil
+}
+
 // attachRing fills e with the named ring, creating the ring with capacity
 // bytes if the region has none of that name, and claims the producer's or
 // the consumer's role.
 func (r *Region) attachRing(e *ringEnd, name string, capacity int, producer bool) error {
-	if capacity < MinSharedRingCapacity || capacity > MaxSharedRingCapacity || capacity&(capacity-1) != 0 {
-		return fmt.Errorf("%w: ring %q capacity %d: must be a power of two from %d to %d bytes",
-			ErrObjectBounds, name, capacity, MinSharedRingCapacity, MaxSharedRingCapacity)
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	o, err := r.object(name, kindRing, uint32(shringData+capacity))
+	obj, err := r.recordObject("ring", name, kindRing, shringData, capacity, MinSharedRingCapacity, MaxSharedRingCapacity)
 	if err != nil {
 		return err
 	}
-	if o.size != uint32(shringData+capacity) {
-		return fmt.Errorf("%w: ring %q exists with %d bytes of records, not %d",
-			ErrObjectBounds, name, int64(o.size)-shringData, capacity)
-	}
-	obj := r.data[o.offset : o.offset+uint64(o.size) : o.offset+uint64(o.size)]
 	*e = ringEnd{
 		r: r, name: name, side: "consumer", peer: "producer",
 		data:     obj[shringData:],

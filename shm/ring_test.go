@@ -171,10 +171,7 @@ func (p *RingProducer) brokenSend(msg []byte) {
 // TestSharedRingLayout pins the shared ring's layout as docs/abi.md gives
 // it, and its false-sharing distances.
 func TestSharedRingLayout(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		got, want int
-	}{
+	checkABI(t, []abiField[int]{
 		{"kind", int(kindRing), 6}, {"producer role", shringProducerRole, 0}, {"consumer role", shringConsumerRole, 4},
 		{"tail", shringTail, 128}, {"notEmpty", shringNotEmpty, 136},
 		{"producer sleeps", shringProducerSleeps, 144}, {"producer wakes", shringProducerWakes, 152},
@@ -186,11 +183,7 @@ func TestSharedRingLayout(t *testing.T) {
 		{"message type", recMessage, 0}, {"padding type", recPadding, 1},
 		{"sleeping bit", ringindex.Sleeping, 1}, {"closed bit", ringindex.Closed, 2},
 		{"min capacity", MinSharedRingCapacity, 64}, {"max capacity", MaxSharedRingCapacity, 1 << 30},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: %d, docs/abi.md says %d", c.name, c.got, c.want)
-		}
-	}
+	})
 	// What each side writes on every message lies on its own pair of
 	// cache lines, away from the other side's and from the records.
 	lines := []int{shringProducerRole, shringTail, shringHead, shringData}
@@ -215,6 +208,29 @@ func TestSharedRingLayout(t *testing.T) {
 	}
 }
 
+// sendMakingRoom sends msg with a done context, which sends only if there
+// is room; while there is none, it receives a message (into chk) to make
+// some. A receive that takes only padding is no message: the done ctx's
+// error then.
+func sendMakingRoom(t *testing.T, p *RingProducer, c *RingConsumer, chk *ringStreamCheck, msg []byte) {
+	t.Helper()
+	for {
+		err := p.Send(doneCtx, msg)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+		got, err := c.Receive(doneCtx, nil)
+		if err == nil {
+			chk.check(got)
+		} else if !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	}
+}
+
 // ---- One process ----
 
 func TestSharedRingSendReceive(t *testing.T) {
@@ -229,22 +245,7 @@ func TestSharedRingSendReceive(t *testing.T) {
 	chk.maxLen = 248
 	buf := make([]byte, 0, 256)
 	for seq := range uint64(2000) {
-		msg := ringTestMsg(buf, seq, 248)
-		for {
-			err := p.Send(doneCtx, msg)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, context.Canceled) {
-				t.Fatal(err)
-			}
-			got, err := c.Receive(doneCtx, nil)
-			if err == nil {
-				chk.check(got)
-			} else if !errors.Is(err, context.Canceled) {
-				t.Fatal(err)
-			}
-		}
+		sendMakingRoom(t, p, c, &chk, ringTestMsg(buf, seq, 248))
 		if seq%3 != 0 {
 			got, err := c.Receive(doneCtx, nil)
 			if err != nil {
@@ -339,22 +340,7 @@ func TestSharedRingWrap(t *testing.T) {
 	chk := ringStreamCheck{maxLen: 60}
 	buf := make([]byte, 128)
 	for seq := range uint64(500) {
-		for {
-			err := p.Send(doneCtx, ringTestMsg(buf, seq, 60))
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, context.Canceled) {
-				t.Fatal(err)
-			}
-			// Padding alone is no message: the done ctx's error then.
-			msg, err := c.Receive(doneCtx, nil)
-			if err == nil {
-				chk.check(msg)
-			} else if !errors.Is(err, context.Canceled) {
-				t.Fatal(err)
-			}
-		}
+		sendMakingRoom(t, p, c, &chk, ringTestMsg(buf, seq, 60))
 	}
 	p.Close()
 	if err := receiveAll(c, &chk); err != lockword.ErrRingClosed {

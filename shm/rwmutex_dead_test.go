@@ -59,16 +59,19 @@ func init() {
 	}
 }
 
-// killReader starts a child that takes n read locks of name, and kills
-// and reaps it; it returns the child's PID and slot.
-func killReader(t *testing.T, path, name string, n int) (pid int, slot uint32) {
+// rwWithDeadReader creates a region whose RWMutex "m" a child process
+// read-locks n times; it kills and reaps the child, and returns the region,
+// the lock, and the dead reader's PID and slot.
+func rwWithDeadReader(t *testing.T, n int) (r *Region, rw *RWMutex, pid int, slot uint32) {
 	t.Helper()
-	c := startChild(t, "rlock-many", path, name, strconv.Itoa(n))
+	r = mustCreate(t, tempRegionPath(t), 0)
+	rw, _ = r.RWMutex("m")
+	c := startChild(t, "rlock-many", r.path, "m", strconv.Itoa(n))
 	s, _ := strconv.Atoi(c.expect(t, "slot "))
 	c.expect(t, "locked")
 	c.cmd.Process.Kill()
 	c.exit()
-	return c.pid(), uint32(s)
+	return r, rw, c.pid(), uint32(s)
 }
 
 // deadReaderNoted checks that rw's object counts want dead reader slots
@@ -88,10 +91,7 @@ func deadReaderNoted(t *testing.T, rw *RWMutex, want uint32, pid int) {
 // the dead reader until its context ended (DeadlineExceeded).
 func TestSharedRWMutexDeadReaderReleased(t *testing.T) {
 	defer watchdog("shared rw dead reader", 2*time.Minute)()
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	rw, _ := r.RWMutex("m")
-	pid, slot := killReader(t, path, "m", 3)
+	r, rw, pid, slot := rwWithDeadReader(t, 3)
 	if c := word32(rw.q.obj, rwCountOff(0, slot)).Load(); c != 3 {
 		t.Fatalf("the dead reader's slot %d counts %d read holds, want 3", slot, c)
 	}
@@ -99,7 +99,7 @@ func TestSharedRWMutexDeadReaderReleased(t *testing.T) {
 		t.Fatal("readers blocked by a dead reader")
 	}
 	rw.RUnlock()
-	info, err := Inspect(path)
+	info, err := Inspect(r.path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestSharedRWMutexDeadReaderReleased(t *testing.T) {
 	}
 	t.Logf("the writer got the lock %v after the dead reader was reaped", took)
 	deadReaderNoted(t, rw, 1, pid)
-	info, err = Inspect(path)
+	info, err = Inspect(r.path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,10 +139,7 @@ func TestSharedRWMutexDeadReaderReleased(t *testing.T) {
 // check that takes every process for alive (processAliveFunc): the writer
 // must then wait until its context ends, so the test above can fail.
 func TestSharedRWMutexDeadReaderCheckerFails(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	rw, _ := r.RWMutex("m")
-	killReader(t, path, "m", 1)
+	_, rw, _, _ := rwWithDeadReader(t, 1)
 	old := processAliveFunc
 	processAliveFunc = func(procIdentity) bool { return true }
 	defer func() { processAliveFunc = old }()
@@ -159,10 +156,7 @@ func TestSharedRWMutexDeadReaderCheckerFails(t *testing.T) {
 // releases the arrival, within the bound.
 func TestSharedRWMutexDeadReaderBehindAbandonedWriter(t *testing.T) {
 	defer watchdog("shared rw dead reader behind an abandoned writer", 2*time.Minute)()
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	rw, _ := r.RWMutex("m")
-	pid, _ := killReader(t, path, "m", 2)
+	r, rw, pid, _ := rwWithDeadReader(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	err := rw.LockContext(ctx) // gives up before its first liveness check
 	cancel()
@@ -179,7 +173,7 @@ func TestSharedRWMutexDeadReaderBehindAbandonedWriter(t *testing.T) {
 	if s := rw.in.Load(); s&(srwWriter|srwAbandoned) != srwWriter|srwAbandoned {
 		t.Fatalf("state after the writer gave up behind a dead reader: %#x, want writer|abandoned", s)
 	}
-	reader, _ := openHandles(t, path, 1)[0].RWMutex("m")
+	reader, _ := openHandles(t, r.path, 1)[0].RWMutex("m")
 	rctx, rcancel := context.WithTimeout(context.Background(), deadReaderBound)
 	defer rcancel()
 	if err := reader.RLockContext(rctx); err != nil {
@@ -202,10 +196,7 @@ func TestSharedRWMutexDeadReaderBehindAbandonedWriter(t *testing.T) {
 func TestSharedRWMutexDeadReaderSlotReused(t *testing.T) {
 	for _, mode := range []string{"ok", "broken"} {
 		t.Run(mode, func(t *testing.T) {
-			path := tempRegionPath(t)
-			r := mustCreate(t, path, 0)
-			rw, _ := r.RWMutex("m")
-			_, slot := killReader(t, path, "m", 2)
+			r, rw, _, slot := rwWithDeadReader(t, 2)
 			// A dead process's slot is reused when attach finds no free
 			// one (it takes dead ones then); to have the next attach
 			// take this one, mark it not live, as attach itself does
@@ -213,7 +204,7 @@ func TestSharedRWMutexDeadReaderSlotReused(t *testing.T) {
 			state := word32(r.slotWord(slot), procState)
 			state.Store(state.Load() &^ procLive)
 			word32(r.data, hdrSlotHint).Store(slot)
-			c := startChild(t, "rw-idle", path, "m", mode)
+			c := startChild(t, "rw-idle", r.path, "m", mode)
 			if s, _ := strconv.Atoi(c.expect(t, "slot ")); uint32(s) != slot {
 				t.Fatalf("the new process took slot %d, not the dead reader's %d", s, slot)
 			}

@@ -134,45 +134,34 @@ func sharedRWHammer(l rwLocker, data []byte, readers, writers, iters, pid int) i
 	act := word32(data, 16)
 	reads := word64(data, 24)
 	var violations atomic.Int64
-	var wg sync.WaitGroup
-	for g := range readers + writers {
-		wg.Go(func() {
-			id := uint64(pid)<<8 | uint64(g+1)
-			rnd := uint32(id) * 2654435761
-			for range iters {
-				rnd ^= rnd << 13
-				rnd ^= rnd >> 17
-				rnd ^= rnd << 5
-				if g < readers {
-					l.RLock()
-					if a := act.Add(1); a >= 10000 {
-						violations.Add(1)
-					}
-					c := ne.Uint64(data)
-					if rnd%4 == 0 {
-						spinWork(int(rnd>>8) % 64)
-					}
-					if ne.Uint64(data) != c || ne.Uint64(data[8:]) != 0 {
-						violations.Add(1)
-					}
-					reads.Add(1)
-					act.Add(^uint32(0))
-					l.RUnlock()
-					continue
-				}
-				l.Lock()
-				if a := act.Add(10000); a != 10000 {
-					violations.Add(1)
-				}
-				if n := sharedCritical(data, id, rnd); n != 0 {
-					violations.Add(n)
-				}
-				act.Add(^uint32(10000 - 1))
-				l.Unlock()
+	hammerGoroutines(readers+writers, iters, pid, func(g int, id uint64, rnd uint32) {
+		if g < readers {
+			l.RLock()
+			if a := act.Add(1); a >= 10000 {
+				violations.Add(1)
 			}
-		})
-	}
-	wg.Wait()
+			c := ne.Uint64(data)
+			if rnd%4 == 0 {
+				spinWork(int(rnd>>8) % 64)
+			}
+			if ne.Uint64(data) != c || ne.Uint64(data[8:]) != 0 {
+				violations.Add(1)
+			}
+			reads.Add(1)
+			act.Add(^uint32(0))
+			l.RUnlock()
+			return
+		}
+		l.Lock()
+		if a := act.Add(10000); a != 10000 {
+			violations.Add(1)
+		}
+		if n := sharedCritical(data, id, rnd); n != 0 {
+			violations.Add(n)
+		}
+		act.Add(^uint32(10000 - 1))
+		l.Unlock()
+	})
 	return violations.Load()
 }
 
@@ -258,16 +247,7 @@ func TestSharedRWMutexHammerHandles(t *testing.T) {
 func TestSharedRWMutexBasics(t *testing.T) {
 	path := tempRegionPath(t)
 	r := mustCreate(t, path, 0)
-	a, err := r.RWMutex("rw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again, _ := r.RWMutex("rw"); again != a {
-		t.Fatal("a second RWMutex call returned another handle")
-	}
-	if _, err := r.TicketMutex("rw"); !errors.Is(err, ErrObjectKind) {
-		t.Fatalf("lockword.TicketMutex on an rwmutex's name: %v", err)
-	}
+	a := firstHandle(t, "rw", r.RWMutex, r.TicketMutex)
 	b, _ := openHandles(t, path, 1)[0].RWMutex("rw")
 
 	a.RLock()
@@ -583,10 +563,7 @@ func TestSharedRWMutexThousandGoroutines(t *testing.T) {
 
 // TestSharedRWMutexLayout pins the object layout of docs/abi.md.
 func TestSharedRWMutexLayout(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		got, want int64
-	}{
+	checkABI(t, []abiField[int64]{
 		{"kind", int64(kindRWMutex), 8}, {"kind v1", int64(kindRWMutexV1), 4}, {"size", rwObjSize, 12992},
 		{"in", rwObjIn, 640}, {"drain", rwObjDrain, 644},
 		{"dead readers", rwObjDeadReaders, 648}, {"dead reader pid", rwObjDeadReaderPID, 652}, {"lines", rwObjLines, 656},
@@ -598,11 +575,7 @@ func TestSharedRWMutexLayout(t *testing.T) {
 		{"count phase 0 slot 64", int64(rwCountOff(0, 64)), 704 + 4},
 		{"count phase 1 slot 1023", int64(rwCountOff(1, 1023)), 704 + 4096 + 63*64 + 15*4},
 		{"stamp slot 1023", int64(rwStampOff(1023)), 8896 + 4092},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: %d, docs/abi.md says %d", c.name, c.got, c.want)
-		}
-	}
+	})
 	// Every slot has its own word per phase; 64 consecutive slots use 64
 	// cache lines; rwSlotAt inverts the placement.
 	seen := map[uint64]bool{}

@@ -391,11 +391,7 @@ func (rw *RWMutex) retreat(w, p uint32, err error) error {
 // process's count of phase p, which holds every reader of ours waiting
 // for it (none is inside while a writer shuts the phase out).
 func (rw *RWMutex) reportReaderStuck(sw *stuckWait, start time.Time, p, blocker uint32, alive bool) {
-	threshold, on := stuckThreshold(&rw.q.stuckNs)
-	if !on {
-		return
-	}
-	due, waiters, waited := rw.q.stuck.due(sw, time.Since(start), threshold, int(rw.mine[p].Load()))
+	due, waiters, waited, threshold := rw.q.stuck.check(&rw.q.stuckNs, sw, start, int(rw.mine[p].Load()))
 	if !due {
 		return
 	}
@@ -415,11 +411,7 @@ func (rw *RWMutex) reportReaderStuck(sw *stuckWait, start time.Time, p, blocker 
 // lock's, that holds the writers' ticket and waits since start for the
 // readers of phase p to leave.
 func (rw *RWMutex) reportDrainStuck(sw *stuckWait, start time.Time, p uint32) {
-	threshold, on := stuckThreshold(&rw.q.stuckNs)
-	if !on {
-		return
-	}
-	due, waiters, waited := rw.q.stuck.due(sw, time.Since(start), threshold, 0)
+	due, waiters, waited, threshold := rw.q.stuck.check(&rw.q.stuckNs, sw, start, 0)
 	if !due {
 		return
 	}

@@ -18,18 +18,11 @@ import (
 // TestRegionSeqLockLayout pins the seqlock object's layout as docs/abi.md
 // gives it.
 func TestRegionSeqLockLayout(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		got, want int
-	}{
+	checkABI(t, []abiField[int]{
 		{"kind", int(kindSeqLock), 7}, {"writer lock", seqObjWriter, 0}, {"sequence", seqObjSeq, 64},
 		{"payload", seqObjPayload, 72}, {"alignment", int(objectKinds[kindSeqLock].align), 64},
 		{"writer lock size", mutexObjSize, 64},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: %d, docs/abi.md says %d", c.name, c.got, c.want)
-		}
-	}
+	})
 	r := mustCreate(t, tempRegionPath(t), 0)
 	if _, err := r.Bytes("spacer", 8); err != nil {
 		t.Fatal(err)
@@ -48,13 +41,20 @@ func TestRegionSeqLockLayout(t *testing.T) {
 	}
 }
 
-func TestRegionSeqLock(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	s, err := NewSeqLock[tornPayload](r, "s")
+// tornSeqLock creates a region with a SeqLock of tornPayload named name.
+func tornSeqLock(t *testing.T, name string) (path string, r *Region, s *SeqLock[tornPayload]) {
+	t.Helper()
+	path = tempRegionPath(t)
+	r = mustCreate(t, path, 0)
+	s, err := NewSeqLock[tornPayload](r, name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return path, r, s
+}
+
+func TestRegionSeqLock(t *testing.T) {
+	path, r, s := tornSeqLock(t, "s")
 	if v := s.Load(); v != (tornPayload{}) {
 		t.Fatalf("a new seqlock in a region holds %+v, want the zero value", v)
 	}
@@ -171,12 +171,7 @@ func seqlockDieChild(args []string) error {
 // time; then Stores from both processes at once, serialized by the robust
 // writers' lock.
 func TestRegionSeqLockAcrossProcesses(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	s, err := NewSeqLock[tornPayload](r, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, r, s := tornSeqLock(t, "s")
 	stop, err := r.Bytes("stop", 8)
 	if err != nil {
 		t.Fatal(err)
@@ -238,12 +233,7 @@ func TestRegionSeqLockAcrossProcesses(t *testing.T) {
 // slow, get ErrWriterDead soon after it dies mid-Store instead of spinning
 // for ever, and the next Store, from another process, repairs the value.
 func TestRegionSeqLockWriterDeath(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	s, err := NewSeqLock[tornPayload](r, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, _, s := tornSeqLock(t, "s")
 	child := startChild(t, "seqlock-die", path)
 	child.expect(t, "mid")
 	if q := s.c.Seq.Load(); q&1 == 0 {

@@ -64,16 +64,7 @@ func queueAtRest(q *ticketQueue) error {
 func TestSharedTicketMutexBasics(t *testing.T) {
 	path := tempRegionPath(t)
 	r := mustCreate(t, path, 0)
-	a, err := r.TicketMutex("t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again, _ := r.TicketMutex("t"); again != a {
-		t.Fatal("a second lockword.TicketMutex call returned another handle")
-	}
-	if _, err := r.Mutex("t"); !errors.Is(err, ErrObjectKind) {
-		t.Fatalf("lockword.Mutex on a ticket mutex's name: %v", err)
-	}
+	a := firstHandle(t, "t", r.TicketMutex, r.Mutex)
 	other := openHandles(t, path, 1)[0]
 	b, _ := other.TicketMutex("t")
 
@@ -292,10 +283,7 @@ func TestSharedTicketMutexDeadWaiterSkipped(t *testing.T) {
 // TestSharedTicketMutexForgedDeaths stages every record a dead process can
 // leave at the head of the queue, and what the next holder must be told.
 func TestSharedTicketMutexForgedDeaths(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	m, _ := r.TicketMutex("m")
-	q := &m.q
+	r, m, q := forgedTicket(t, "m")
 	dead := deadToken(t, r, (r.slot+1)%regionProcSlots)
 	for _, c := range []struct {
 		name      string
@@ -350,6 +338,14 @@ func TestSharedTicketMutexForgedDeaths(t *testing.T) {
 	}
 }
 
+// forgedTicket creates a region with the TicketMutex name, for a test
+// that forges records in its queue q (forgeRecord).
+func forgedTicket(t *testing.T, name string) (r *Region, m *TicketMutex, q *ticketQueue) {
+	r = mustCreate(t, tempRegionPath(t), 0)
+	m, _ = r.TicketMutex(name)
+	return r, m, &m.q
+}
+
 // forgeRecord takes the next ticket of q for a forged process: a record
 // with token and state (a holder, a waiter, ...) at that ticket. It returns
 // the ticket.
@@ -365,10 +361,7 @@ func forgeRecord(q *ticketQueue, token, state uint32) uint32 {
 // alive (the queue then stalls) and one that calls every owner dead (a
 // live holder is robbed).
 func TestSharedTicketOwnerDeathCheckerCatchesBrokenLiveness(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	m, _ := r.TicketMutex("m")
-	q := &m.q
+	r, m, q := forgedTicket(t, "m")
 	defer func() { processAliveFunc = processAlive }()
 
 	processAliveFunc = func(procIdentity) bool { return true }
@@ -402,10 +395,7 @@ func TestSharedTicketOwnerDeathCheckerCatchesBrokenLiveness(t *testing.T) {
 // processes, a newcomer waits for room; when they turn out dead, the queue
 // drains and it gets the lock without an owner-death report.
 func TestSharedTicketMutexQueueFull(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	m, _ := r.TicketMutex("m")
-	q := &m.q
+	r, m, q := forgedTicket(t, "m")
 	slot := (r.slot + 1) % regionProcSlots
 	tok := forgeSlot(r, slot, mustSelf(t), 11) // alive, for now
 	for range queueRecords {
@@ -513,10 +503,7 @@ func testThousandGoroutines(t *testing.T, kind string) {
 
 // TestSharedTicketMutexLayout pins the object layout of docs/abi.md.
 func TestSharedTicketMutexLayout(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		got, want int64
-	}{
+	checkABI(t, []abiField[int64]{
 		{"kind", int64(kindTicketMutex), 3}, {"size", ticketObjSize, 640},
 		{"next", ticketObjNext, 0}, {"serving", ticketObjServing, 4},
 		{"flags", ticketObjFlags, 56}, {"dead pid", ticketObjDeadPID, 60},
@@ -526,11 +513,7 @@ func TestSharedTicketMutexLayout(t *testing.T) {
 		{"abandoned", recAbandoned >> 28, 3}, {"skipping", recSkipping >> 28, 4},
 		{"skip-dead", recSkippingDead >> 28, 5}, {"sleeping", recSleeping, 1 << 31},
 		{"not recoverable flag", queueNotRecoverable, 1 << 30},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: %d, docs/abi.md says %d", c.name, c.got, c.want)
-		}
-	}
+	})
 	if ticketObjRecords+queueRecords*queueRecordLen != ticketObjSize {
 		t.Error("the records do not end the object")
 	}
@@ -636,10 +619,7 @@ func TestInspectFairKindsReadOnly(t *testing.T) {
 // mark the lock inconsistent, which would make the next holder's plain
 // Unlock turn it not recoverable (found by review).
 func TestSharedTicketDeadAfterReleaseNotInconsistent(t *testing.T) {
-	path := tempRegionPath(t)
-	r := mustCreate(t, path, 0)
-	m, _ := r.TicketMutex("t")
-	q := &m.q
+	_, m, q := forgedTicket(t, "t")
 	s := forgeRecord(q, q.token, recSkippingDead) // the resolver's CAS won
 	q.serving.Store(s + 1)                        // the dead holder's finish had moved serving on
 	if !q.retireTicket(context.Background(), s, recSkippingDead) {
