@@ -228,12 +228,13 @@ var holdSink atomic.Int64
 // (the 10-20 ms worst waits of BenchmarkWaitTail at 16 goroutines, seen
 // in execution traces). On two processors two goroutines take the lock in
 // turn, holding it 200 ns and working 200 ns between acquisitions (so a
-// waiter's spin, about 4 µs, succeeds); a third sleeps 10 µs, 20 times,
+// waiter's spin, about 4 µs, succeeds); a third sleeps 10 µs, 200 times,
 // and each time must run again before the two have found the lock held
-// serveBound times. With the yield rate raised to 1 in 64, a run of
-// serveBound contended Locks without a yield on the sleeper's processor
-// has probability about e^-20. The old code woke it only when a spin
-// failed or at the preemption.
+// serveBound (2,048) times. With the yield rate raised to 1 in 32, about
+// half of those on the sleeper's processor, a run without a yield there
+// has probability about e^-32 (the worst of 200 here: 170-550). The old
+// code woke it only when a spin failed or at the preemption (2,249-4,716
+// at load 16).
 // Assumption, for the old code to fail: both threads keep running while
 // the third sleeps (a fraction of a ms); on a loaded host a holder
 // descheduled while it holds makes a spin fail and park, the processor
