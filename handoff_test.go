@@ -2,7 +2,6 @@ package lockword
 
 import (
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -218,76 +217,3 @@ func TestContendedLockYieldsToRunnable(t *testing.T) {
 }
 
 var holdSink atomic.Int64
-
-// TestContendedLockServesGlobalQueue: goroutines that two winning spinners
-// keep from the processors must still run. The scheduler serves its
-// global run queue (where preemption and runtime.Gosched put a goroutine)
-// and its timers only when a processor schedules, and a spinner that keeps
-// acquiring never does: a goroutine preempted inside Lock then waited for
-// the next preemption, 10 ms, once per goroutine ahead of it in that queue
-// (the 10-20 ms worst waits of BenchmarkWaitTail at 16 goroutines, seen
-// in execution traces). On two processors two goroutines take the lock in
-// turn, holding it 200 ns and working 200 ns between acquisitions (so a
-// waiter's spin, about 4 µs, succeeds); a third sleeps 10 µs, 200 times,
-// and each time must run again before the two have found the lock held
-// serveBound (2,048) times. With the yield rate raised to 1 in 8, about
-// half of those on the sleeper's processor, a run without a yield there
-// has probability about e^-128 (the worst of 200 here: 87-128). The old
-// code woke it only when a spin failed or at the preemption (2,249-4,716
-// at load 16, 14,596-30,223 at load 1). Not under the race detector:
-// there the new code passed the bound in 2 of 6 runs (2,765 and 4,389,
-// load 1.4), for a reason not established.
-// Assumption, for the old code to fail: both threads keep running while
-// the third sleeps (a fraction of a ms); on a loaded host a holder
-// descheduled while it holds makes a spin fail and park, the processor
-// schedules, and the old code may pass. The new code's bound counts
-// contended Locks, not time; its failures under -race say that something
-// can still keep a processor from scheduling for thousands of them.
-func TestContendedLockServesGlobalQueue(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector's slowdown breaks the count's model (see the doc)")
-	}
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	defer func(m uint32) { mutexServeMask = m }(mutexServeMask)
-	mutexServeMask = 1<<3 - 1
-	defer watchdog("goroutine behind spinning lockers", time.Minute)()
-	const (
-		rounds     = 200
-		serveBound = 64 << 5 // contended Locks allowed while the sleeper waits to run
-	)
-	hold, free := workSteps(200*time.Nanosecond), workSteps(200*time.Nanosecond)
-	var m Mutex
-	var stop atomic.Bool
-	var contended atomic.Int64
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			x := 0
-			for !stop.Load() {
-				if !m.TryLock() {
-					contended.Add(1)
-					m.Lock()
-				}
-				x += spinWork(hold)
-				m.Unlock()
-				x += spinWork(free)
-			}
-			holdSink.Add(int64(x & 0))
-		})
-	}
-	for contended.Load() < 1000 {
-		time.Sleep(time.Millisecond)
-	}
-	worst := int64(0)
-	for range rounds {
-		before := contended.Load()
-		time.Sleep(10 * time.Microsecond)
-		worst = max(worst, contended.Load()-before)
-	}
-	stop.Store(true)
-	wg.Wait()
-	if worst > serveBound {
-		t.Fatalf("a sleeping goroutine woke after two lockers had found the lock held %d times (bound %d): contended Locks never let their processors schedule", worst, serveBound)
-	}
-	t.Logf("worst: %d contended Locks while the sleeper waited", worst)
-}

@@ -3,7 +3,6 @@ package lockword
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -50,20 +49,6 @@ const (
 	mutexSpinIterations = 8  // looks at the word before sleeping
 	mutexSpinPause      = 64 // cap on PAUSE/YIELD hints between looks
 )
-
-// mutexServeMask sets how often a contended Lock yields its processor
-// (runtime.Gosched) before spinning: when a random 32-bit number ANDed
-// with it is zero, one entry into the slow path in 1,024. Spinners that
-// keep winning never enter the scheduler, and the scheduler serves its
-// global run queue (goroutines that yielded or were preempted, possibly
-// inside Lock) and its timers only when a processor schedules: without
-// these yields a goroutine preempted inside Lock waited for a preemption
-// (10 ms) per goroutine ahead of it in that queue, per processor. One
-// yield per 1,024 contended Locks serves it every 0.2 ms per processor at
-// 5 M contended Locks per second, and costs a Gosched (under 1 µs when
-// nobody else is runnable) in fewer than 0.1% of acquisitions, below
-// p99.9. A variable so that a test can raise the rate.
-var mutexServeMask uint32 = 1<<10 - 1
 
 // ErrNilContext is returned, without acquiring or waiting, by every method
 // that takes a context.Context (LockContext, RLockContext, WaitContext,
@@ -115,10 +100,8 @@ var ErrNilContext = errors.New("lockword: nil context.Context (use context.Backg
 // back: if the wake-up finds no starving waiter asleep, one counted is
 // still on its way and claims it, and a starving waiter whose context
 // ends releases a hand-off that it leaves with nobody counted, so the
-// lock is never stranded. For the same reason (a processor that never
-// schedules leaves runnable goroutines waiting for the 10 ms preemption)
-// one contended Lock in 1,024 yields its processor before spinning. Use
-// TicketMutex where every acquisition must be served in FIFO order.
+// lock is never stranded. Use TicketMutex where every acquisition must be
+// served in FIFO order.
 //
 // Waiters sleep by parking their goroutine (see internal/wait), never by
 // blocking an OS thread, so any number of goroutines may wait.
@@ -366,9 +349,29 @@ func (m *Mutex) lockSlowContext(ctx context.Context) error {
 	}
 	t := m.track("Mutex", m)
 
-	if m.spin() {
-		t.acquired()
-		return nil
+	// Spin: the holder is likely running on another core and about to
+	// release; sleeping now would cost a wake-up of microseconds. Not
+	// while waiters starve: Unlock hands the lock to them, it is never
+	// left free for a spinner. Nor while another goroutine is runnable
+	// on our processor (runtimeCanSpin, sync.Mutex's rule): spins that
+	// keep succeeding never enter the scheduler, and that goroutine (a
+	// woken waiter that must run to keep the sleepers' queue moving)
+	// waited for our preemption, 10 ms.
+	backoff := uint32(1)
+	for i := 0; i < mutexSpinIterations; i++ {
+		s := m.state.Load()
+		if s&mutexStarverMask != 0 {
+			break
+		}
+		if s&mutexStateMask == mutexUnlocked && m.state.CompareAndSwap(s, s|mutexLocked) {
+			t.acquired()
+			return nil
+		}
+		if !runtimeCanSpin(0) {
+			break // sleep: the scheduler runs the other goroutine
+		}
+		procyield(backoff)
+		backoff = min(2*backoff, mutexSpinPause)
 	}
 
 	// Sleep, on the word as we last saw it, until it changes or we are
@@ -438,37 +441,4 @@ func (m *Mutex) lockSlowContext(ctx context.Context) error {
 			return err
 		}
 	}
-}
-
-// spin is a contended Lock's short spin on the word; it reports whether
-// it took the lock. The holder is likely running on another core and about
-// to release; sleeping now would cost a wake-up of microseconds. Not while
-// waiters starve: Unlock hands the lock to them, it is never left free
-// for a spinner. Nor while another goroutine is runnable on our processor
-// (runtimeCanSpin, sync.Mutex's rule): spins that keep succeeding never
-// enter the scheduler, and that goroutine (a woken waiter that must run
-// to keep the sleepers' queue moving) waited for our preemption, 10 ms.
-// For the same reason it first yields, once in a while (mutexServeMask):
-// spins that keep succeeding on every processor would leave the global
-// run queue and the timers unserved.
-func (m *Mutex) spin() bool {
-	if rand.Uint32()&mutexServeMask == 0 {
-		runtime.Gosched()
-	}
-	backoff := uint32(1)
-	for i := 0; i < mutexSpinIterations; i++ {
-		s := m.state.Load()
-		if s&mutexStarverMask != 0 {
-			break
-		}
-		if s&mutexStateMask == mutexUnlocked && m.state.CompareAndSwap(s, s|mutexLocked) {
-			return true
-		}
-		if !runtimeCanSpin(0) {
-			break // sleep: the scheduler runs the other goroutine
-		}
-		procyield(backoff)
-		backoff = min(2*backoff, mutexSpinPause)
-	}
-	return false
 }
