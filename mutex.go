@@ -179,7 +179,7 @@ func (m *Mutex) Unlock() {
 	// Fast path: decrement, as Drepper's mutex #3 does; 1→0 means nobody
 	// waits and we are done.
 	if new := m.state.Add(^uint32(0)); new != mutexUnlocked {
-		m.unlockSlow(new)
+		yieldIfWoke(m.unlockSlow(new))
 	}
 }
 
@@ -213,10 +213,12 @@ func (m *Mutex) SetStuckThreshold(threshold time.Duration) { m.diag.SetStuckThre
 // all zero if it was never called.
 func (m *Mutex) Stats() Stats { return m.diag.Stats() }
 
-// unlockSlow finishes an Unlock whose decrement left new in the word.
+// unlockSlow finishes an Unlock whose decrement left new in the word and
+// returns how many goroutines it woke; the caller decides whether to yield
+// to them (Unlock does, Cond's unlockToPark need not).
 //
 //go:noinline
-func (m *Mutex) unlockSlow(new uint32) {
+func (m *Mutex) unlockSlow(new uint32) (woken int) {
 	switch (new + 1) & mutexStateMask { // the state before the decrement
 	case mutexUnlocked:
 		m.state.Add(1) // undo, so the panic leaves the word as it was
@@ -234,8 +236,7 @@ func (m *Mutex) unlockSlow(new uint32) {
 				// Someone starves: keep the lock locked (state 2, as
 				// plain sleepers may remain) and hand it over.
 				if m.state.CompareAndSwap(old, old&^mutexStateMask|mutexContended|mutexHandoff) {
-					m.handoff()
-					return
+					return m.handoff()
 				}
 				continue
 			}
@@ -243,11 +244,11 @@ func (m *Mutex) unlockSlow(new uint32) {
 			// sleeper. A waiter that set 2 meanwhile is covered by this
 			// wake-up: the woken waiter sets 2 again (Drepper's argument).
 			if m.state.CompareAndSwap(old, old&^mutexStateMask) {
-				yieldIfWoke(wait.Wake(&m.state, 1))
-				return
+				return wait.Wake(&m.state, 1)
 			}
 		}
 	}
+	return 0
 }
 
 // yieldIfWoke gives up the processor (runtime.Gosched) after Unlock woke
@@ -280,10 +281,10 @@ func yieldIfWoke(woken int) {
 // waiter could have claimed it, unlocked and handed off to a second
 // starving waiter, and a take-back would then release that second
 // hand-off to whoever came first, overtaking a starving waiter.
-func (m *Mutex) handoff() {
-	if wait.WakeKey(&m.state, mutexStarveKey, 1) != 0 {
-		yieldIfWoke(1) // the lock is the starving waiter's: let it run
-	}
+// It returns how many it woke (0 or 1); Unlock then yields: the lock is
+// the starving waiter's, let it run.
+func (m *Mutex) handoff() (woken int) {
+	return wait.WakeKey(&m.state, mutexStarveKey, 1)
 }
 
 // leaveStarving uncounts a starving waiter whose context ended before any

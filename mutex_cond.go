@@ -1,10 +1,6 @@
 package lockword
 
-import (
-	"runtime"
-
-	"github.com/lockword/lockword/internal/wait"
-)
+import "runtime"
 
 // unlockToPark is Unlock for a Cond waiter that parks as soon as it has
 // released m (Cond.Wait): it does not yield its processor after waking a
@@ -22,27 +18,10 @@ func (m *Mutex) unlockToPark() (woke bool) {
 	if deadlockBuilt && lockTracking.Load() != 0 {
 		trackRelease(m) // before the release: see trackRelease
 	}
-	new := m.state.Add(^uint32(0)) // Unlock's decrement (Drepper's mutex #3)
-	if new == mutexUnlocked {
-		return false
+	if new := m.state.Add(^uint32(0)); new != mutexUnlocked { // Unlock's decrement
+		return m.unlockSlow(new) > 0
 	}
-	if (new+1)&mutexStateMask != mutexContended {
-		m.unlockSlow(new) // misuse, or a flag kept the word nonzero: nothing to wake
-		return false
-	}
-	// Now 1, as in unlockSlow: hand over to a starving waiter or release
-	// and wake one sleeper, the same CASes, without the yield.
-	for old := new; ; old = m.state.Load() {
-		if old&mutexStarverMask != 0 {
-			if m.state.CompareAndSwap(old, old&^mutexStateMask|mutexContended|mutexHandoff) {
-				return wait.WakeKey(&m.state, mutexStarveKey, 1) != 0
-			}
-			continue
-		}
-		if m.state.CompareAndSwap(old, old&^mutexStateMask) {
-			return wait.Wake(&m.state, 1) != 0
-		}
-	}
+	return false
 }
 
 // yieldUnlessParking yields the processor (as Unlock does after a
