@@ -58,11 +58,13 @@ func handedOff(k handoffKind, n int) (ctxLocker, *atomic.Uint32) {
 	return l, w
 }
 
-// queueLocker starts a goroutine that locks l, closes the returned channel
-// and unlocks, and returns once it sleeps on word.
+// queueLocker starts a goroutine that locks l, unlocks and closes the
+// returned channel, and returns once it sleeps on word. The channel closes
+// after the Unlock, so that the callers' checks of the word at rest do
+// not race with it (they saw "word 0x2 at rest" under -race).
 func queueLocker(l ctxLocker, word *atomic.Uint32) <-chan struct{} {
 	got := make(chan struct{})
-	go func() { l.Lock(); close(got); l.Unlock() }()
+	go func() { l.Lock(); l.Unlock(); close(got) }()
 	for wait.Parked(word) == 0 {
 		time.Sleep(100 * time.Microsecond) // lets it run and sleep
 	}
