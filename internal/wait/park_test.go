@@ -3,6 +3,7 @@ package wait
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,12 +35,25 @@ func TestWakeWithoutWaiters(t *testing.T) {
 func waitParked(t *testing.T, w *atomic.Uint32, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for Parked(w) != n {
+	for try := 0; Parked(w) != n; try++ {
 		if time.Now().After(deadline) {
 			t.Fatalf("parked = %d, want %d", Parked(w), n)
 		}
-		time.Sleep(time.Millisecond)
+		pollPause(try)
 	}
+}
+
+// pollPause is a poll loop's pause before its next look: a yield for the
+// first tries (the goroutines awaited are runnable and park within a few
+// of them), then 1 ms sleeps. The race tests poll thousands of times; a
+// sleep every time made them wait on the timer (1 ms at best, often far
+// more on a loaded host), not on the waiters.
+func pollPause(try int) {
+	if try < 100 {
+		runtime.Gosched()
+		return
+	}
+	time.Sleep(time.Millisecond)
 }
 
 func TestWakeOneAtATimeInFIFOOrder(t *testing.T) {
@@ -189,11 +203,11 @@ func TestWaitKeyValueMismatchReturnsAtOnce(t *testing.T) {
 func waitParkedKey(t *testing.T, w *atomic.Uint32, key uint32, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for ParkedKey(w, key) != n {
+	for try := 0; ParkedKey(w, key) != n; try++ {
 		if time.Now().After(deadline) {
 			t.Fatalf("parked on key %d = %d, want %d", key, ParkedKey(w, key), n)
 		}
-		time.Sleep(time.Millisecond)
+		pollPause(try)
 	}
 }
 

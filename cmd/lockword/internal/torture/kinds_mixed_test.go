@@ -61,6 +61,9 @@ func TestTortureMixedBrokenFails(t *testing.T) {
 // log shows that holders of both languages died and that waiters of both
 // languages recovered.
 func TestTortureMixedKill(t *testing.T) {
+	// Parallel: most of its time is waits for respawned processes, which
+	// overlap the etcd tests' waits; it runs its own binary and env.
+	t.Parallel()
 	needC(t)
 	bin := clitest.BuildLockword(t)
 	kills := killRuns()
@@ -135,6 +138,7 @@ func TestTortureMixedPython(t *testing.T) {
 // compiler on PATH the mixed kinds are a set-up error: exit 2 (1 would
 // say a lock failed), saying what is missing, and no process started.
 func TestTortureMixedInstalled(t *testing.T) {
+	t.Parallel() // its own binary, env and directories; mostly gcc and process waits
 	needC(t)
 	bin := filepath.Join(t.TempDir(), "lockword")
 	b, err := os.ReadFile(clitest.BuildLockword(t))

@@ -317,6 +317,7 @@ func TestTortureInterruptedText(t *testing.T) {
 // someone else fails the run with a report of what the others did and a
 // reason that says so, not with a bare error.
 func TestTortureProcsWorkerKilledFromOutside(t *testing.T) {
+	t.Parallel() // its own binary and children; mostly a 2 s wait
 	bin := clitest.BuildLockword(t)
 	cmd := exec.Command(bin, "torture", "-procs", "3", "-duration", "6s")
 	var out bytes.Buffer
