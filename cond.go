@@ -84,7 +84,8 @@ import (
 // record off the queue), so later notifications are not lost to it.
 //
 // The zero value is a Cond with no L, ready to use once L is set. A Cond
-// must not be copied after first use. It is 128 bytes, mu at offset 0 and
+// must not be copied after first use: a copy made after it panics on use
+// ("lockword: Cond is copied"), as a copied sync.Cond does. It is 128 bytes, mu at offset 0 and
 // nl at 16. A Wait costs what sync.Cond's does; a WaitContext with a
 // context that can end costs a record (pooled), two locks of mu and a
 // parked goroutine; a Signal or Broadcast with someone waiting costs
@@ -104,8 +105,23 @@ type Cond struct {
 	head, tail *condWaiter
 	dead       *[]uint32 // waiting tickets of Waits whose L.Unlock panicked
 	// L is held while observing or changing the condition.
-	L sync.Locker
-	_ [32]byte // to 128 bytes: see nl
+	L       sync.Locker
+	checker copyChecker
+	_       [24]byte // to 128 bytes: see nl
+}
+
+// copyChecker holds the address of the Cond it is part of, recorded at
+// the Cond's first Wait, Signal or Broadcast. A copy made after that
+// holds the original's address, and its notify list the original's
+// waiters: using it panics, as a copied sync.Cond does (go vet's
+// copylocks check catches most copies before they run).
+type copyChecker uintptr
+
+func (c *copyChecker) check() {
+	self := uintptr(unsafe.Pointer(c))
+	if p := (*uintptr)(c); atomic.LoadUintptr(p) != self && !atomic.CompareAndSwapUintptr(p, 0, self) && atomic.LoadUintptr(p) != self {
+		panic("lockword: Cond is copied")
+	}
 }
 
 // notifyList is the runtime's notifyList (runtime/sema.go), which
@@ -164,6 +180,7 @@ func NewCond(l sync.Locker) *Cond { return &Cond{L: l} }
 // return otherwise, but the condition may have changed again by the time
 // it holds c.L: call it in a loop that re-checks the condition.
 func (c *Cond) Wait() {
+	c.checker.check()
 	t := runtimeNotifyListAdd(&c.nl) // join: before L is released, so no notification after it is lost
 	c.unlockL(t)
 	runtimeNotifyListWait(&c.nl, t)
@@ -230,6 +247,7 @@ func (c *Cond) WaitContext(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
+	c.checker.check()
 	if ctx.Done() == nil {
 		c.Wait()
 		return nil
@@ -239,6 +257,7 @@ func (c *Cond) WaitContext(ctx context.Context) error {
 
 // Signal wakes the goroutine that has waited longest on c, if any.
 func (c *Cond) Signal() {
+	c.checker.check()
 	if !c.idle() {
 		c.signalSlow()
 	}
@@ -246,6 +265,7 @@ func (c *Cond) Signal() {
 
 // Broadcast wakes every goroutine waiting on c.
 func (c *Cond) Broadcast() {
+	c.checker.check()
 	if !c.idle() {
 		c.broadcastSlow()
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/lockword/lockword/internal/wait"
 )
@@ -559,4 +560,41 @@ func schedState(frame string) string {
 		return st
 	}
 	return ""
+}
+
+// TestCondCopyPanics: a Cond copied after first use panics on use, as a
+// copied sync.Cond does; before, the copy's Signal woke the original's
+// waiter (the copy carries the original's notify list). A Cond copied
+// before first use works, and the size stays the 128 bytes the Cond's doc
+// states. (The copies are of the bytes, as go vet flags a plain one.)
+func TestCondCopyPanics(t *testing.T) {
+	if n := unsafe.Sizeof(Cond{}); n != 128 {
+		t.Fatalf("Cond is %d bytes, want 128", n)
+	}
+	copyOf := func(c *Cond) *Cond {
+		cp := new(Cond)
+		*(*[128]byte)(unsafe.Pointer(cp)) = *(*[128]byte)(unsafe.Pointer(c))
+		return cp
+	}
+	fresh := NewCond(new(Mutex))
+	early := copyOf(fresh)
+	fresh.Signal()
+	early.Broadcast() // copied before first use: its own Cond
+
+	used := NewCond(new(Mutex))
+	used.Signal()
+	late := copyOf(used)
+	// The check comes first: Wait and WaitContext panic before touching L
+	// (on the old code they slept for ever on the original's list).
+	for name, use := range map[string]func(){"Signal": late.Signal, "Broadcast": late.Broadcast,
+		"Wait": late.Wait, "WaitContext": func() { late.WaitContext(context.Background()) }} {
+		func() {
+			defer func() {
+				if r := recover(); r != "lockword: Cond is copied" {
+					t.Errorf("%s of a Cond copied after use: recovered %v, want the panic \"lockword: Cond is copied\"", name, r)
+				}
+			}()
+			use()
+		}()
+	}
 }
