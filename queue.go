@@ -77,7 +77,8 @@ const queueClosed = 1 << 63
 // consumer claims increasing positions).
 //
 // A Queue must be created with NewQueue and must not be copied: it is a
-// ring of slots allocated up front, so its zero value could hold nothing.
+// ring of slots allocated up front, so its zero value could hold nothing;
+// pushing to or popping from one panics with a message saying so.
 type Queue[T any] struct {
 	_    noCopy
 	_    [falseSharingRange]byte
@@ -135,7 +136,11 @@ type QueueStats struct {
 // item's size plus 64 bytes (its sequence and a pad against false sharing:
 // see queueSlot). It also returns an error, instead of letting make panic
 // or the runtime die out of memory, when those slots would take more than
-// maxRingBytes (128 TiB).
+// maxRingBytes (128 TiB). Below that bound the slots are allocated at
+// once, as make allocates: a capacity the machine cannot hold (1<<40 slots
+// of 72 bytes or more, say) ends the process with the runtime's fatal
+// "out of memory", which no recover catches. Size the queue for the
+// memory you have.
 func NewQueue[T any](capacity int) (*Queue[T], error) {
 	if capacity < 2 || capacity > MaxRingCapacity || capacity&(capacity-1) != 0 {
 		return nil, fmt.Errorf("lockword: NewQueue capacity %d: must be a power of two from 2 to %d (try %d)",
@@ -150,6 +155,15 @@ func NewQueue[T any](capacity int) (*Queue[T], error) {
 	}
 	q.clear = holdsPointers(reflect.TypeFor[T]())
 	return q, nil
+}
+
+// queueNotMade panics for a Queue used without NewQueue: its zero value
+// has no slots (kept out of line, so the check costs the hot paths a
+// compare).
+//
+//go:noinline
+func queueNotMade() {
+	panic("lockword: Queue used without NewQueue (the zero Queue has no slots)")
 }
 
 // Cap returns the number of slots.
@@ -182,6 +196,9 @@ func (q *Queue[T]) Closed() bool { return q.tail.Load()&queueClosed != 0 }
 // TryPush appends v to the queue, unless it is full or closed, and reports
 // whether it did. It never parks.
 func (q *Queue[T]) TryPush(v T) bool {
+	if len(q.slots) == 0 {
+		queueNotMade()
+	}
 	t := q.tail.Load()
 	for t&queueClosed == 0 {
 		s := &q.slots[t&q.mask]
@@ -211,6 +228,9 @@ func (q *Queue[T]) TryPush(v T) bool {
 // item's producer has claimed its slot and not yet written it. Items pushed
 // before Close are still returned after it.
 func (q *Queue[T]) TryPop() (v T, ok bool) {
+	if len(q.slots) == 0 {
+		queueNotMade()
+	}
 	h := q.head.Load()
 	for {
 		s := &q.slots[h&q.mask]
@@ -240,6 +260,9 @@ func (q *Queue[T]) TryPop() (v T, ok bool) {
 // slots, claiming them with one CAS, and returns how many it appended: 0
 // if the queue is full or closed. It never parks.
 func (q *Queue[T]) TryPushSlice(src []T) int {
+	if len(q.slots) == 0 {
+		queueNotMade()
+	}
 	t := q.tail.Load()
 	for len(src) > 0 && t&queueClosed == 0 {
 		// Count the free slots from t on: each must be free for its own
@@ -271,6 +294,9 @@ func (q *Queue[T]) TryPushSlice(src []T) int {
 // them with one CAS, and returns how many it removed: those published in a
 // run from the oldest on. It never parks.
 func (q *Queue[T]) TryPopSlice(dst []T) int {
+	if len(q.slots) == 0 {
+		queueNotMade()
+	}
 	h := q.head.Load()
 	for len(dst) > 0 {
 		n := uint64(0)

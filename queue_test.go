@@ -454,3 +454,24 @@ func TestQueueSlotsOnOwnLines(t *testing.T) {
 	var b queueSlot[[3]uint64]
 	check("queueSlot[[3]uint64]", unsafe.Sizeof(b), unsafe.Offsetof(b.seq))
 }
+
+// TestZeroQueuePanicsClearly: a Queue not made by NewQueue has no slots;
+// using it panics with a message naming the mistake (before, an index out
+// of range in TryPush).
+func TestZeroQueuePanicsClearly(t *testing.T) {
+	var q Queue[int]
+	for name, use := range map[string]func(){
+		"TryPush": func() { q.TryPush(1) }, "TryPop": func() { q.TryPop() },
+		"TryPushSlice": func() { q.TryPushSlice([]int{1}) }, "TryPopSlice": func() { q.TryPopSlice(make([]int, 1)) },
+		"Push": func() { q.Push(context.Background(), 1) }, "Pop": func() { q.Pop(context.Background()) },
+	} {
+		func() {
+			defer func() {
+				if r, _ := recover().(string); !strings.Contains(r, "Queue used without NewQueue") {
+					t.Errorf("%s on a zero Queue: recovered %q, want a panic naming NewQueue", name, r)
+				}
+			}()
+			use()
+		}()
+	}
+}
