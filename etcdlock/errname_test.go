@@ -71,8 +71,15 @@ func TestErrorsNameTheValue(t *testing.T) {
 	check("RWMutex.RLockContext", p+"/rw", "orders-rw", rw.RLockContext(ctx), ErrLeaseLost)
 	check("RWMutex.LockContext", p+"/rw", "orders-rw", rw.LockContext(ctx), ErrLeaseLost)
 	check("Semaphore.Acquire", p+"/s", "orders-s", s.Acquire(ctx, 1), ErrLeaseLost)
-	if msg := s.Acquire(ctx, 1).Error(); !strings.Contains(msg, "semaphore") {
-		t.Errorf("Semaphore.Acquire on a lost lease: %q does not say it is a semaphore's", msg)
+	e.Close()
+	check("Election.Campaign", p+"/e", "orders-e", e.Campaign(ctx, "v"), ErrLeaseLost)
+	// Each lost lease's error names its own type (the RWMutex's and the
+	// Election's said "the Mutex's lease is lost ... make a new Mutex").
+	for typ, err := range map[string]error{"Mutex": m.LockContext(ctx), "RWMutex": rw.RLockContext(ctx),
+		"Semaphore": s.Acquire(ctx, 1), "Election": e.Campaign(ctx, "v")} {
+		if msg := err.Error(); !strings.Contains(msg, "the "+typ+"'s lease is lost") || !strings.Contains(msg, "make a new "+typ) {
+			t.Errorf("%s on a lost lease: %q, want it to name the %s", typ, msg, typ)
+		}
 	}
 }
 

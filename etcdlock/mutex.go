@@ -302,6 +302,13 @@ var (
 // Session), or a bad name (see Mutex), ErrLeaseLost if the Session's
 // lease is lost, and the client's error if the lease cannot be granted.
 func NewMutex(ctx context.Context, cli *clientv3.Client, prefix string, opts *Options) (*Mutex, error) {
+	return newMutexOf(ctx, cli, prefix, opts, "Mutex", "lock")
+}
+
+// newMutexOf is NewMutex for the type typeName built on the Mutex
+// (RWMutex, Election): its errors name that type, and its logs and
+// errors call the lock an etcd kind ("lock", "election").
+func newMutexOf(ctx context.Context, cli *clientv3.Client, prefix string, opts *Options, typeName, kind string) (*Mutex, error) {
 	if err := checkClient(ctx, cli); err != nil {
 		return nil, err
 	}
@@ -324,7 +331,7 @@ func NewMutex(ctx context.Context, cli *clientv3.Client, prefix string, opts *Op
 	m.meJSON = string(b)
 	b, _ = json.Marshal(m.queueKey)
 	m.keyJSON = string(b)
-	m.handle.init(sess, own, o.Logger, "Mutex", "lock", prefix)
+	m.handle.init(sess, own, o.Logger, typeName, kind, prefix)
 	return m, nil
 }
 

@@ -151,7 +151,7 @@ type readHold struct {
 // Mutex's), with its own lease of opts.TTL kept alive until Close. Errors
 // are NewMutex's.
 func NewRWMutex(ctx context.Context, cli *clientv3.Client, prefix string, opts *Options) (*RWMutex, error) {
-	m, err := NewMutex(ctx, cli, prefix, opts)
+	m, err := newMutexOf(ctx, cli, prefix, opts, "RWMutex", "lock")
 	if err != nil {
 		return nil, err
 	}
