@@ -130,7 +130,7 @@ type leaderRecord struct {
 // kept alive until Close: how long after a leader dies (or is cut off) its
 // term ends. Errors are NewMutex's.
 func NewElection(ctx context.Context, cli *clientv3.Client, prefix string, opts *Options) (*Election, error) {
-	m, err := NewMutex(ctx, cli, prefix, opts)
+	m, err := newMutexOf(ctx, cli, prefix, opts, "Election", "election")
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +182,9 @@ func (e *Election) Campaign(ctx context.Context, value string) error {
 	if err != nil {
 		e.abdicate()
 		return e.m.nameErr(err)
+	}
+	if od := (*OwnerDeadError)(nil); errors.As(dead, &od) {
+		od.elected = true // its text says Campaign marked it consistent
 	}
 	return dead
 }

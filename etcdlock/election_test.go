@@ -93,6 +93,11 @@ func TestElectionDeposedLeader(t *testing.T) {
 	if !errors.Is(err, lockword.ErrOwnerDead) || !errors.As(err, &od) || od.Dead != a.Identity() {
 		t.Fatalf("Campaign after a death in office: %v, want ErrOwnerDead naming %v", err, a.Identity())
 	}
+	// Campaign marked the lock consistent itself: its text must not ask
+	// the caller to (it did, and Election has no MarkConsistent).
+	if msg := err.Error(); strings.Contains(msg, "MarkConsistent") || !strings.Contains(msg, "leads") {
+		t.Errorf("Campaign after a death in office: %q asks for MarkConsistent or does not say it leads", msg)
+	}
 	if b.Token() <= a.Token() {
 		t.Fatalf("token %d after %d", b.Token(), a.Token())
 	}

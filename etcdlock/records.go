@@ -200,10 +200,17 @@ type OwnerDeadError struct {
 	// began (its clock); both zero if unknown.
 	Dead      Holder
 	HeldSince time.Time
+	// elected: an Election's Campaign returns it, having marked the lock
+	// consistent itself; its text must not ask for MarkConsistent.
+	elected bool
 }
 
 // Error names the lock and the dead holder.
 func (e *OwnerDeadError) Error() string {
+	if e.elected {
+		return fmt.Sprintf("etcdlock: the previous leader's term ended with its lease, not by Resign (etcd election %q; previous leader %v): this Campaign won and leads; check what that leader left half done",
+			e.Lock, e.Dead)
+	}
 	return fmt.Sprintf("%v (etcd lock %q; previous holder %v)", lockword.ErrOwnerDead, e.Lock, e.Dead)
 }
 
