@@ -30,7 +30,7 @@ const char *lw_strerror(int code) {
 	case LW_EOBJKIND:
 		return "lockword: bad region object kind";
 	case LW_EOBJBOUNDS:
-		return "lockword: region object out of bounds";
+		return "lockword: region object out of bounds (or it exists with another size or capacity than asked)";
 	case LW_EOBJALIGN:
 		return "lockword: region object misaligned";
 	case LW_EFOREIGNPIDNS:
