@@ -87,7 +87,8 @@ and the messages and record bytes sent and received since it was created.
 An MPSC queue (kind mpsc queue: MPSCProducer/MPSCConsumer) shows open
 or closed and its fill in the table, and an "MPSC queues:" table: capacity,
 fill (record bytes claimed and not yet received), closed, the consumer's
-PID and whether it lives, the producer handles attached, the process
+PID and whether it lives, the producer handles attached (those of dead
+processes stay counted: each Close subtracts its own), the process
 holding the claim word if one does, messages sent and received, records
 lost (their producer died between claim and publish) and claims taken
 back from dead producers.
