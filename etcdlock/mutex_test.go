@@ -497,8 +497,14 @@ func TestMutexUnreachable(t *testing.T) {
 	cli := newClient(t, []string{"127.0.0.1:1"}) // nothing listens on port 1
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	if _, err := NewMutex(ctx, cli, "/x", nil); err == nil {
+	_, err := NewMutex(ctx, cli, "/x", nil)
+	if err == nil {
 		t.Fatal("NewMutex with etcd unreachable succeeded")
+	}
+	// The error says where it asked: the client's own says only that the
+	// context ended.
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("NewMutex with etcd unreachable: %q, want the context's error naming the endpoint", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -90,6 +91,13 @@ func grantSession(ctx context.Context, cli *clientv3.Client, ttl time.Duration) 
 		return nil, err
 	}
 	g, err := cli.Grant(ctx, secs)
+	if err != nil && ctx.Err() != nil {
+		// The client retries an unreachable endpoint until the context
+		// ends, and the error it returns then says only that: name where
+		// it asked (the cause is in the client's own log).
+		return nil, fmt.Errorf("etcdlock: granting a lease: %w (no answer from etcd at %s: is it up, and reachable from here?)",
+			err, strings.Join(cli.Endpoints(), ", "))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("etcdlock: granting a lease: %w", err)
 	}
