@@ -179,7 +179,7 @@ func (m *Mutex) Unlock() {
 	// Fast path: decrement, as Drepper's mutex #3 does; 1→0 means nobody
 	// waits and we are done.
 	if new := m.state.Add(^uint32(0)); new != mutexUnlocked {
-		yieldIfWoke(m.unlockSlow(new))
+		m.unlockSlow(new)
 	}
 }
 
@@ -213,12 +213,16 @@ func (m *Mutex) SetStuckThreshold(threshold time.Duration) { m.diag.SetStuckThre
 // all zero if it was never called.
 func (m *Mutex) Stats() Stats { return m.diag.Stats() }
 
-// unlockSlow finishes an Unlock whose decrement left new in the word and
-// returns how many goroutines it woke; the caller decides whether to yield
-// to them (Unlock does, Cond's unlockToPark need not).
+// unlockSlow finishes an Unlock whose decrement left new in the word, and
+// yields to a goroutine it woke. Out of line, so that Unlock inlines.
 //
 //go:noinline
-func (m *Mutex) unlockSlow(new uint32) (woken int) {
+func (m *Mutex) unlockSlow(new uint32) { yieldIfWoke(m.release(new)) }
+
+// release is unlockSlow without the yield: it returns how many goroutines
+// it woke, and the caller decides whether to yield to them (Unlock does,
+// Cond's unlockToPark need not).
+func (m *Mutex) release(new uint32) (woken int) {
 	switch (new + 1) & mutexStateMask { // the state before the decrement
 	case mutexUnlocked:
 		m.state.Add(1) // undo, so the panic leaves the word as it was

@@ -19,7 +19,7 @@ func (m *Mutex) unlockToPark() (woke bool) {
 		trackRelease(m) // before the release: see trackRelease
 	}
 	if new := m.state.Add(^uint32(0)); new != mutexUnlocked { // Unlock's decrement
-		return m.unlockSlow(new) > 0
+		return m.release(new) > 0
 	}
 	return false
 }
