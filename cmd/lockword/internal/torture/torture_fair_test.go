@@ -157,8 +157,12 @@ func (l *starvingLock) Lock() {
 
 func (l *starvingLock) Unlock() { l.mu.Unlock() }
 
-// stallingLock, a FIFO lock, holds everyone up for 15 ms once, at its
-// tenth acquisition, as a loaded host that does not run the process does.
+// stallingLock, a FIFO lock, holds everyone up for 60 ms once, at its
+// tenth acquisition, as a host that does not run the process does. The
+// check subtracts the time both threads spent runnable without a CPU, up
+// to about 15 ms at load 20 (a 15 ms stall then passed the first attempt:
+// "passed true, earlier attempts [], last longest wait 24.306392ms"); a
+// sleep is not runnable time, so 60 ms stays over the 10 ms limit.
 type stallingLock struct {
 	mu lockword.TicketMutex
 	n  int
@@ -167,7 +171,7 @@ type stallingLock struct {
 func (l *stallingLock) Lock() {
 	l.mu.Lock()
 	if l.n++; l.n == 10 {
-		time.Sleep(15 * time.Millisecond)
+		time.Sleep(60 * time.Millisecond)
 	}
 }
 
