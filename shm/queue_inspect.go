@@ -129,17 +129,44 @@ func (q *ticketQueue) reportIfStuck(sw *stuckWait, start time.Time, blocker uint
 // heldFor is how long the ticket served has been held, for a stuck report.
 func (q *ticketQueue) heldFor() any { return heldFor(q.obj, q.stamp.Load() == q.serving.Load()) }
 
+// queueSnapshotTries bounds the inspector's retries for a snapshot in
+// which serving and next stood still.
+const queueSnapshotTries = 100
+
 // queue describes a robust ticket queue: its state, holder, queue length,
 // how long the hold has lasted, and statistics. Like the Mutex
 // inspector, it stamps a hold it sees for the first time whose start was
 // not recorded (a fast-path acquisition).
 func (insp *inspector) queue(obj []byte, info *ObjectInfo, next, serving, flags, stamp, deadPID *atomic.Uint32, records []byte) {
-	f := flags.Load()
-	s, n := serving.Load(), next.Load()
-	if r := word64(records, uint64(s%queueRecords)*queueRecordLen).Load(); serving.Load() == s {
-		if why := queueSnapshotCorrupt(s, n, r); why != "" {
-			info.State, info.Reason = "corrupt", why
-			return
+	// One snapshot: serving, next, the served record, then the flags, kept
+	// only if serving and next have not moved meanwhile. A retirer marks
+	// the lock inconsistent before it moves serving past a dead holder's
+	// ticket, and the next holder clears the mark only after it took its
+	// ticket, so flags read after the counters carry the mark whenever the
+	// counters show the dead holder's ticket retired. Read in another
+	// order, the words of one retire showed the lock free or handed off
+	// with no holder at all (a torture run's supervisor judged a killed
+	// holder no holder that way). A lock that moves on at every one of
+	// the tries (a handover takes microseconds, a snapshot tens of
+	// nanoseconds) is described from the last.
+	var f, s, n uint32
+	var r uint64
+	for try := 0; ; try++ {
+		s, n = serving.Load(), next.Load()
+		r = word64(records, uint64(s%queueRecords)*queueRecordLen).Load()
+		f = flags.Load()
+		if serving.Load() == s && next.Load() == n {
+			if why := queueSnapshotCorrupt(s, n, r); why != "" {
+				info.State, info.Reason = "corrupt", why
+				return
+			}
+			break
+		}
+		if try == queueSnapshotTries {
+			break
+		}
+		if try >= 10 {
+			time.Sleep(time.Microsecond) // let a burst of handovers pass
 		}
 	}
 	info.Inconsistent = f&queueInconsistent != 0
@@ -161,7 +188,6 @@ func (insp *inspector) queue(obj []byte, info *ObjectInfo, next, serving, flags,
 	}
 	info.Queued = int(n - s - 1)
 	info.Waiters = info.Queued > 0
-	r := word64(records, uint64(s%queueRecords)*queueRecordLen).Load()
 	switch {
 	case recTicket(r) == s && recState(r) == recSkippingDead:
 		// Being retired on behalf of a holder that died.
