@@ -423,7 +423,7 @@ instead (its peer) on this machine, in one interleaved run: every round
 takes one sample of every subject at every goroutine count, the subjects
 of one count back to back in an order rotated each round, so that a
 change in the machine's load falls on a kind and its peer alike. The
-defaults take about 30 s on 2 cores; Ctrl-C stops after the sample in
+defaults take about 55 s on 2 cores; Ctrl-C stops after the sample in
 hand and prints what was measured so far.
 
 Kinds (each measured with the peers of its group):
@@ -498,7 +498,7 @@ Exit status:
        what was measured
 
 Examples:
-  lockword bench                             # every in-process kind, about 30 s
+  lockword bench                             # every in-process kind, about 55 s
   lockword bench -chart bench.svg            # and a chart
   lockword bench -kinds mutex,rw -section 100ns/1us -read 90
   lockword bench -procs -kinds shared        # across processes

@@ -208,7 +208,7 @@ Examples:
   lockword torture -lock none       # an unprotected counter: must FAIL, exit 1
   lockword torture -procs 4 -kill   # 4 processes, SIGKILLed at random: exact accounting
   lockword inspect /dev/shm/orders  # who holds which lock in a shared region
-  lockword bench -chart bench.svg   # every lock against its peer, about 30 s
+  lockword bench -chart bench.svg   # every lock against its peer, about 55 s
   lockword ls                       # regions under /dev/shm, in use or stale
   lockword rm orders                # remove /dev/shm/orders once nobody uses it
   lockword etcd                     # an etcd on a free port, until Ctrl-C
