@@ -177,6 +177,11 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
+		if !strings.Contains(path, "/") {
+			// "lockword ls ." joins to a bare name, which Inspect (and rm
+			// after it) would look up under /dev/shm: keep it in DIR.
+			path = "./" + path
+		}
 		info, err := shm.Inspect(path)
 		if err != nil {
 			le := lsEntry{Path: path, Error: errText(err)}
