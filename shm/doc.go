@@ -12,8 +12,13 @@
 //	TicketMutex   FIFO lock, robust, waiters served in arrival order
 //	RWMutex       phase-fair reader-writer lock, robust for writers and readers
 //	Cond          condition variable for the locks above
+//	Semaphore     weighted semaphore, FIFO across processes; a dead
+//	              process's permits are taken back (lockword.ErrOwnerDead)
 //	RingProducer, RingConsumer  byte-message SPSC ring between two
 //	              processes; peer death reported
+//	MPSCProducer, MPSCConsumer  byte-message queue from any number of
+//	              producer processes to one consumer; a producer dead
+//	              mid-message loses only that message
 //	SeqLock       lockword.SeqLock in a Region; a writer dead mid-Store reported
 //
 // The C library (directory c/) implements the same region ABI

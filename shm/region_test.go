@@ -326,6 +326,23 @@ func TestRegionOpenChecksInOrder(t *testing.T) {
 	}
 }
 
+// TestRegionCutInsideSignature: a region file cut short after its magic
+// number, inside the version and layout fields, is ErrBadVersion (as in C,
+// and Remove refuses it even when forced), and the error names the file's
+// size instead of a version 0 or a zero layout that the file never held.
+func TestRegionCutInsideSignature(t *testing.T) {
+	valid := validRegionBytes(t)
+	for _, n := range []int{8, 12, 16, 24, hdrFlags - 1} {
+		err := openBytes(t, valid[:n])
+		if !errors.Is(err, ErrBadVersion) {
+			t.Fatalf("%d bytes: Open = %v, want %v", n, err, ErrBadVersion)
+		}
+		if want := fmt.Sprintf("only %d bytes", n); !strings.Contains(err.Error(), want) {
+			t.Errorf("%d bytes: Open = %q, want it to say %q", n, err, want)
+		}
+	}
+}
+
 // TestRegionCreateRace: processes and goroutines race through
 // OpenOrCreate on one path. Exactly one initializes (everyone sees
 // the same creation stamp and the same object offsets), nobody fails.

@@ -188,6 +188,12 @@ func parseRegionHeader(hdr []byte, fileSize int64) (*regionHeader, error) {
 	if magic != regionMagic {
 		return nil, fmt.Errorf("%w: found %#016x, want %#016x", ErrBadMagic, magic, regionMagic)
 	}
+	if fileSize < hdrFlags {
+		// The version and layout fields are cut off and read as zero: say
+		// so, rather than name a version 0 or a layout the file never had.
+		return nil, fmt.Errorf("%w: the file has only %d bytes, too few for the version and layout fields of a region header (%d bytes): truncated, or not a region",
+			ErrBadVersion, fileSize, hdrFlags)
+	}
 	if v := ne.Uint32(hdr[hdrVersion:]); v != regionVersion {
 		return nil, fmt.Errorf("%w: file has version %d, this package reads %d", ErrBadVersion, v, regionVersion)
 	}

@@ -217,6 +217,12 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	if *etcdEndpoints != "" {
 		return inspectEtcd(*etcdEndpoints, paths[0], *asJSON, stdout, stderr)
 	}
+	if paths[0] == "" {
+		// Else the open's "invalid argument", which names no path.
+		fmt.Fprintln(stderr, "lockword inspect: the region PATH is empty")
+		fmt.Fprintln(stderr, "Run 'lockword inspect -help' for usage.")
+		return exitUsage
+	}
 	info, err := shm.Inspect(paths[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "lockword inspect: %s\n", errText(err))

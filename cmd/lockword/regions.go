@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -165,6 +166,11 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() == 1 {
 		dir = fs.Arg(0)
 	}
+	if dir == "" {
+		fmt.Fprintln(stderr, "lockword ls: the DIR is empty (no DIR means /dev/shm)")
+		fmt.Fprintln(stderr, "Run 'lockword ls -help' for usage.")
+		return exitUsage
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "lockword ls: %v\n", err)
@@ -177,6 +183,11 @@ func runLs(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
+		if !strings.Contains(path, "/") {
+			// "lockword ls ." joins to a bare name, which Inspect (and rm
+			// after it) would look up under /dev/shm: keep it in DIR.
+			path = "./" + path
+		}
 		info, err := shm.Inspect(path)
 		if err != nil {
 			le := lsEntry{Path: path, Error: errText(err)}
@@ -249,6 +260,12 @@ func runRm(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "lockword rm: expected at least one region PATH")
+		fmt.Fprintln(stderr, "Run 'lockword rm -help' for usage.")
+		return exitUsage
+	}
+	if slices.Contains(fs.Args(), "") {
+		// Else "remove region : no such file or directory".
+		fmt.Fprintln(stderr, "lockword rm: a region PATH is empty")
 		fmt.Fprintln(stderr, "Run 'lockword rm -help' for usage.")
 		return exitUsage
 	}

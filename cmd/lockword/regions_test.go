@@ -249,3 +249,25 @@ func TestLsEmpty(t *testing.T) {
 		t.Errorf("ls -json: status %d, stdout %q; want nothing", status, stdout)
 	}
 }
+
+// TestLsCurrentDir: "lockword ls ." lists the regions of the current
+// directory as ./NAME, a path that inspect and rm take to mean that file:
+// a bare NAME would be looked up under /dev/shm, which holds another file
+// of that name or none (every region was then "unreadable").
+func TestLsCurrentDir(t *testing.T) {
+	dir := t.TempDir()
+	r, err := shm.Create(filepath.Join(dir, "lockword-ls-dot-test"), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	t.Chdir(dir)
+	stdout, stderr, status := runCLI(t, "ls", "-json", ".")
+	var e lsEntry
+	if status != exitOK || json.Unmarshal([]byte(stdout), &e) != nil || e.Path != "./lockword-ls-dot-test" || e.Error != "" || e.State != "in use" {
+		t.Fatalf("ls .: status %d, stdout %q, stderr %q; want ./lockword-ls-dot-test in use", status, stdout, stderr)
+	}
+	if _, stderr, status := runCLI(t, "rm", "-force", e.Path); status != exitOK {
+		t.Fatalf("rm -force %s: status %d, stderr %q", e.Path, status, stderr)
+	}
+}

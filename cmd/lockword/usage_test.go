@@ -71,11 +71,14 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"inspect", "a", "b"}, "expected exactly one region PATH, got 2", inspect},
 		{[]string{"inspect", "a", "-bogus"}, "flag provided but not defined: -bogus", inspect},
 		{[]string{"inspect", "-json=maybe", "a"}, `invalid boolean value "maybe" for -json`, inspect},
+		{[]string{"inspect", ""}, "the region PATH is empty", inspect},
 		// ls and rm.
 		{[]string{"ls", "-bogus"}, "flag provided but not defined: -bogus", "Run 'lockword ls -help' for usage.\n"},
 		{[]string{"ls", "a", "b"}, "expected at most one DIR", "Run 'lockword ls -help' for usage.\n"},
 		{[]string{"rm"}, "expected at least one region PATH", "Run 'lockword rm -help' for usage.\n"},
 		{[]string{"rm", "x", "-force=maybe"}, `invalid boolean value "maybe" for -force`, "Run 'lockword rm -help' for usage.\n"},
+		{[]string{"rm", "-force", "x", ""}, "a region PATH is empty", "Run 'lockword rm -help' for usage.\n"},
+		{[]string{"ls", ""}, "the DIR is empty", "Run 'lockword ls -help' for usage.\n"},
 		// etcd.
 		{[]string{"etcd", "now"}, `unexpected argument "now"`, "Run 'lockword etcd -help' for usage.\n"},
 		{[]string{"etcd", "-members", "0"}, "-members must be between 1 and 7", "Run 'lockword etcd -help' for usage.\n"},

@@ -254,7 +254,7 @@ func defineTortureFlags(fs *flag.FlagSet) tortureFlagValues {
 				"-tags lockword_deadlock): a lock-order inversion or deadlock it\n"+
 				"reports fails the run. Detection sees the goroutines of one process;\n"+
 				"a deadlock cycle across processes on shared locks is found by\n"+
-				"`lockword inspect REGION`, not here."),
+				"'lockword inspect REGION', not here."),
 		etcd: defineEtcdFlags(fs),
 	}
 }
