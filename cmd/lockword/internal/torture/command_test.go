@@ -382,3 +382,23 @@ func TestRegisterRejects(t *testing.T) {
 		t.Errorf("registry grew from %d to %d kinds", before, len(kinds))
 	}
 }
+
+// TestTortureNoWorkFails: a run in which no worker completed an addition
+// (a -duration shorter than one acquisition) checked nothing, and must not
+// say PASS. On the old code a "-duration 1ns" run printed "Result: PASS"
+// with 0 additions and exited 0. (Whether a 1 ns run completes an
+// addition depends on the machine, so the report is built here.)
+func TestTortureNoWorkFails(t *testing.T) {
+	r := &counterReport{lock: "mutex", workers: 2, perWorker: []int64{0, 0}, value: 5}
+	if r.passed() || r.result() != "FAIL" || !strings.Contains(strings.Join(r.failures(), "; "), "checked nothing") {
+		t.Fatalf("a run of 0 additions: result %s, failures %q; want FAIL naming the empty run", r.result(), r.failures())
+	}
+	r.interrupted = "SIGINT" // stopped before any addition: a partial report, not a failure
+	if r.result() != "INTERRUPTED" {
+		t.Fatalf("an interrupted run of 0 additions: result %s, want INTERRUPTED", r.result())
+	}
+	r.interrupted, r.perWorker, r.expected, r.actual = "", []int64{1, 0}, 5, 5
+	if !r.passed() {
+		t.Fatalf("a run of 1 addition, exact: failures %q", r.failures())
+	}
+}

@@ -116,6 +116,11 @@ func (r *counterReport) throughput() float64 {
 // failures lists why the run failed; none means it passed.
 func (r *counterReport) failures() []string {
 	var why []string
+	if r.total() == 0 && r.interrupted == "" {
+		// Nothing locked, nothing checked: a PASS would claim what the
+		// run never tested (a -duration shorter than one acquisition).
+		why = append(why, "no worker completed an addition: the run checked nothing (a longer -duration or more -iters)")
+	}
 	if d := r.expected - r.actual; d != 0 {
 		if d > 0 && d%r.value == 0 {
 			why = append(why, fmt.Sprintf("lost updates: counter %d short, %d of %d additions lost", d, d/r.value, r.total()))
