@@ -215,7 +215,8 @@ Progress:
 
 Exit status:
   0    every kind passed
-  1    at least one kind failed (lost additions or owner-slot violations)
+  1    at least one kind failed (lost additions, owner-slot violations, a
+       failed check of its own), or did no work (no addition completed)
   2    usage error: unknown flag or lock kind, bad flag value, stray argument;
        or a set-up error, before anything runs: a kind this machine cannot
        run (the C kinds without a C compiler), or -etcd endpoints that do
