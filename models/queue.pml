@@ -100,6 +100,7 @@ byte accepted;     /* ghost: pushes that claimed a slot */
 byte popped;       /* ghost */
 byte pdone, cdone;
 bool closedDone;
+bool closedFlag; /* Queue.closed: set after the bit of tail */
 
 /* leave: withdraw an announcement, taking one woken off if any */
 inline leave(side) {
@@ -165,13 +166,13 @@ inline wake_all(side) {
 	sq = 0
 
 /*
- * hasItems: the slot at head holds its item, or closed and drained. A slot
+ * hasItems: the slot at head holds its item, or closed and drained (tail
+ * read only once the closed flag is set, after tail's bit). A slot
  * already freed for the next lap (seq > h+1) means another consumer
  * claimed head since the load: look again at the new head.
  */
 #define DRAINED(h, t) (h >= (t & ~CLOSED))
 #define HASITEMS \
-	t = tail; \
 	h = head; \
 	do \
 	:: true -> \
@@ -180,7 +181,12 @@ inline wake_all(side) {
 		:: sq == h + 1 -> rdy = true; break \
 		:: sq < h + 1 -> \
 			if \
-			:: (t & CLOSED) && DRAINED(h, t) -> rdy = true; clo = true \
+			:: closedFlag -> \
+				t = tail; \
+				if \
+				:: DRAINED(h, t) -> rdy = true; clo = true \
+				:: else -> skip \
+				fi \
 			:: else -> skip \
 			fi; \
 			break \
@@ -362,7 +368,9 @@ proctype Closer() {
 	/* Close: set the bit in tail; the first Close wakes both sides */
 	atomic { old = tail; tail = tail | CLOSED };
 	if
-	:: !(old & CLOSED) -> wake_all(PUSHERS); wake_all(POPPERS)
+	:: !(old & CLOSED) ->
+		closedFlag = true; /* Queue.closed, read by hasItems */
+		wake_all(PUSHERS); wake_all(POPPERS)
 	:: else -> skip
 	fi;
 	closedDone = true
