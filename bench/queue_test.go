@@ -87,9 +87,11 @@ var mpmcKinds = []mpmcKind{
 			}
 		}, pop: func() (mpmcItem, bool) {
 			for {
-				closed := q.Closed() // closed after the last push returned
-				if v, ok := q.TryPop(); ok || closed {
-					return v, ok
+				if v, ok := q.TryPop(); ok {
+					return v, true
+				}
+				if q.Closed() { // closed after the last push returned
+					return q.TryPop()
 				}
 				runtime.Gosched()
 			}
