@@ -34,21 +34,14 @@ type guarded struct {
 	owner   int // 0 when free, else the holder's worker id
 }
 
-// critical is the critical section. It varies its length: usually a
-// little work, sometimes none, and every so often it yields the processor
-// while holding the lock, as a preempted holder would.
+// critical is the critical section, held for dwell(rnd).
 func (g *guarded) critical(id int, rnd uint32) (violations int) {
 	if g.owner != 0 {
 		violations++
 	}
 	g.owner = id
 	v := g.counter
-	switch {
-	case rnd%64 == 0:
-		runtime.Gosched()
-	case rnd%4 == 0:
-		spinWork(int(rnd>>8) % 32)
-	}
+	dwell(rnd)
 	g.counter = v + 1
 	if g.owner != id {
 		violations++
@@ -59,7 +52,9 @@ func (g *guarded) critical(id int, rnd uint32) (violations int) {
 
 // criticalUnchecked is critical for brokenLock, hidden from the race
 // detector, which would otherwise (rightly) stop the test at the first
-// unprotected access instead of letting our own checks report it.
+// unprotected access instead of letting our own checks report it. It
+// cannot call critical: //go:norace covers only the accesses in its own
+// body, and critical's must stay checked for the real locks.
 //
 //go:norace
 func (g *guarded) criticalUnchecked(id int, rnd uint32) (violations int) {
@@ -68,18 +63,26 @@ func (g *guarded) criticalUnchecked(id int, rnd uint32) (violations int) {
 	}
 	g.owner = id
 	v := g.counter
-	switch {
-	case rnd%64 == 0:
-		runtime.Gosched()
-	case rnd%4 == 0:
-		spinWork(int(rnd>>8) % 32)
-	}
+	dwell(rnd)
 	g.counter = v + 1
 	if g.owner != id {
 		violations++
 	}
 	g.owner = 0
 	return violations
+}
+
+// dwell is how long a critical section holds the lock, from rnd: usually
+// a little work, sometimes none, and every so often it yields the
+// processor while holding, as a preempted holder would. It touches no
+// guarded data, so criticalUnchecked can share it with critical.
+func dwell(rnd uint32) {
+	switch {
+	case rnd%64 == 0:
+		runtime.Gosched()
+	case rnd%4 == 0:
+		spinWork(int(rnd>>8) % 32)
+	}
 }
 
 // brokenLock does not lock: the deliberately broken lock of the kernel's

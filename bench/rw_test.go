@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/lockword/lockword"
 	"github.com/lockword/lockword/internal/locktest"
@@ -52,34 +51,18 @@ var rwSink int
 
 func benchmarkRWPeer(b *testing.B, p rwPeer, goroutines, writeEvery int) {
 	read, write := p.new()
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	per, extra := b.N/goroutines, b.N%goroutines
-	for g := range goroutines {
-		n := per
-		if g < extra {
-			n++
-		}
-		wg.Go(func() {
-			local := 0
-			work := func() { local += rwWork(10) }
-			<-start
-			for i := range n {
-				if (i+g)%writeEvery == 0 {
-					write()
-				} else {
-					read(work)
-				}
+	locktest.RunShared(b, goroutines, "Macq/s", func(g, n int) {
+		local := 0
+		work := func() { local += rwWork(10) }
+		for i := range n {
+			if (i+g)%writeEvery == 0 {
+				write()
+			} else {
+				read(work)
 			}
-			rwSink += local & 0
-		})
-	}
-	b.ResetTimer()
-	t0 := time.Now()
-	close(start)
-	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds()/1e6, "Macq/s")
+		}
+		rwSink += local & 0
+	})
 }
 
 func BenchmarkRWPeers(b *testing.B) {

@@ -135,20 +135,12 @@ var OnNotedPark func()
 // that looks every few milliseconds, not for fast paths.
 func Noted(f func(addr *atomic.Uint32, note any, since int64, marked bool) bool) int {
 	n := 0
-	for i := range table {
-		b := &table[i]
-		if b.parked.Load() == 0 {
-			continue
+	eachParked(func(w *waiter) {
+		if w.note != nil {
+			n++
+			w.marked = f(w.addr, w.note, w.since, w.marked)
 		}
-		b.mu.Lock()
-		for w := b.head; w != nil; w = w.next {
-			if w.note != nil {
-				n++
-				w.marked = f(w.addr, w.note, w.since, w.marked)
-			}
-		}
-		b.mu.Unlock()
-	}
+	})
 	return n + slotsNoted(f)
 }
 
@@ -273,6 +265,18 @@ func wake(b *bucket, addr *atomic.Uint32, keyed bool, key uint32, n int) int {
 // and every slot (WaitOne).
 func Parked(addr *atomic.Uint32) int {
 	n := 0
+	eachParked(func(w *waiter) {
+		if w.addr == addr {
+			n++
+		}
+	})
+	return n + slotsParked(addr, false, 0)
+}
+
+// eachParked calls f for every waiter queued in a bucket, under that
+// bucket's lock; it skips a bucket with nothing parked for the price of
+// one load. For the diagnostic scans (Noted, Parked), not for fast paths.
+func eachParked(f func(w *waiter)) {
 	for i := range table {
 		b := &table[i]
 		if b.parked.Load() == 0 {
@@ -280,13 +284,10 @@ func Parked(addr *atomic.Uint32) int {
 		}
 		b.mu.Lock()
 		for w := b.head; w != nil; w = w.next {
-			if w.addr == addr {
-				n++
-			}
+			f(w)
 		}
 		b.mu.Unlock()
 	}
-	return n + slotsParked(addr, false, 0)
 }
 
 // ParkedKey reports how many goroutines are parked on addr by WaitKey (or

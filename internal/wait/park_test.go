@@ -103,21 +103,31 @@ func TestWakeAllAndOnlyThisWord(t *testing.T) {
 
 func TestWaitContextCancel(t *testing.T) {
 	var w atomic.Uint32
+	checkDeadlineLeavesNoWaiter(t, "Wait",
+		func(ctx context.Context) error { return Wait(ctx, &w, 0) },
+		func() int { return Parked(&w) },
+		func() int { return Wake(&w, 1) })
+}
+
+// checkDeadlineLeavesNoWaiter runs wait under a 20 ms deadline: it must
+// return DeadlineExceeded, not before the deadline, and leave nothing
+// queued: parked reports 0 and wake finds nobody.
+func checkDeadlineLeavesNoWaiter(t *testing.T, name string, wait func(ctx context.Context) error, parked, wake func() int) {
+	t.Helper()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	err := Wait(ctx, &w, 0)
-	if err != context.DeadlineExceeded {
-		t.Fatalf("Wait = %v, want DeadlineExceeded", err)
+	if err := wait(ctx); err != context.DeadlineExceeded {
+		t.Fatalf("%s = %v, want DeadlineExceeded", name, err)
 	}
 	if d := time.Since(start); d < 20*time.Millisecond {
-		t.Fatalf("returned after %v, before the deadline", d)
+		t.Fatalf("%s returned after %v, before the deadline", name, d)
 	}
-	if n := Parked(&w); n != 0 {
-		t.Fatalf("cancelled waiter still queued: Parked = %d", n)
+	if n := parked(); n != 0 {
+		t.Fatalf("cancelled %s waiter still queued: %d", name, n)
 	}
-	if n := Wake(&w, 1); n != 0 {
-		t.Fatalf("Wake found %d waiters after cancellation", n)
+	if n := wake(); n != 0 {
+		t.Fatalf("waking found %d %s waiters after cancellation", n, name)
 	}
 }
 
@@ -284,17 +294,10 @@ func TestWakeKeyFIFOWithinKeyAndLeavesPlainWaiters(t *testing.T) {
 
 func TestWaitKeyContextCancel(t *testing.T) {
 	var w atomic.Uint32
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	if err := WaitKey(ctx, &w, 0, 5); err != context.DeadlineExceeded {
-		t.Fatalf("WaitKey = %v, want DeadlineExceeded", err)
-	}
-	if n := ParkedKey(&w, 5); n != 0 {
-		t.Fatalf("cancelled keyed waiter still queued: %d", n)
-	}
-	if n := WakeKey(&w, 5, 1); n != 0 {
-		t.Fatalf("WakeKey found %d waiters after cancellation", n)
-	}
+	checkDeadlineLeavesNoWaiter(t, "WaitKey",
+		func(ctx context.Context) error { return WaitKey(ctx, &w, 0, 5) },
+		func() int { return ParkedKey(&w, 5) },
+		func() int { return WakeKey(&w, 5, 1) })
 }
 
 // TestCancelNeverSwallowsWakeKey: as TestCancelNeverSwallowsWake, for
