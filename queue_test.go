@@ -3,6 +3,7 @@ package lockword
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/lockword/lockword/internal/wait"
 	"math/bits"
 	"runtime"
@@ -45,6 +46,13 @@ func TestNewQueueHugeCapacity(t *testing.T) {
 		if _, err := NewQueue[int](c); err == nil || !strings.Contains(err.Error(), "would take more than") {
 			t.Errorf("NewQueue[int](%d) error = %v, want a too-much-memory error", c, err)
 		}
+	}
+	// The message names the slot's size, not the item's: an int is 8 bytes,
+	// its queue slot 72, and "72-byte items" misled a reader.
+	_, err := NewQueue[int](MaxRingCapacity)
+	want := fmt.Sprintf("%d-byte slots", unsafe.Sizeof(queueSlot[int]{}))
+	if err == nil || strings.Contains(err.Error(), "-byte items") || !strings.Contains(err.Error(), want) {
+		t.Errorf("NewQueue[int](MaxRingCapacity) error = %v, want it to say %q, not items", err, want)
 	}
 }
 

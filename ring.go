@@ -130,7 +130,7 @@ func paddedSlice[T any](n int) []T {
 func checkSlotBytes[T any](fn string, capacity int) error {
 	var zero T
 	if hi, lo := bits.Mul64(uint64(capacity+2*slotPad[T]()), uint64(unsafe.Sizeof(zero))); hi != 0 || lo > maxRingBytes {
-		return fmt.Errorf("lockword: %s capacity %d of %d-byte items: the slots would take more than %d bytes",
+		return fmt.Errorf("lockword: %s capacity %d of %d-byte slots: they would take more than %d bytes",
 			fn, capacity, unsafe.Sizeof(zero), uint64(maxRingBytes))
 	}
 	return nil
