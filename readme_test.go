@@ -53,3 +53,49 @@ func TestReadmeDependOnUnpublished(t *testing.T) {
 	run("mod", "tidy")
 	run("build", "-o", os.DevNull, ".")
 }
+
+// TestReadmeListsConstructedTypes: every exported type of the package that
+// has a constructor (func NewT) has a row in README's "What is in the box"
+// table, so that a reader looking for it there finds it. Queue[T], the MPMC
+// queue, once had none: a reader after a multi-producer queue saw only the
+// single-producer Ring.
+func TestReadmeListsConstructedTypes(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, box, ok := strings.Cut(string(readme), "## What is in the box")
+	if !ok {
+		t.Fatal(`README has no "## What is in the box" section`)
+	}
+	box, _, _ = strings.Cut(box, "\n## ")
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctor := regexp.MustCompile(`(?m)^func New([A-Z]\w*)(\[[^\]]*\])?\(`)
+	n := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ctor.FindAllStringSubmatch(string(src), -1) {
+			n++
+			name, generic := m[1], m[2] != ""
+			row := "| `" + name + "` |"
+			if generic {
+				row = "| `" + name + "[T]` |"
+			}
+			if !strings.Contains(box, row) {
+				t.Errorf("README's \"What is in the box\" has no row %s for New%s (%s)", row, name, f)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("found no constructors: the pattern is stale")
+	}
+}
