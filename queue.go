@@ -150,9 +150,10 @@ type QueueStats struct {
 // or the runtime die out of memory, when those slots would take more than
 // maxRingBytes (128 TiB). Below that bound the slots are allocated at
 // once, as make allocates: a capacity the machine cannot hold (1<<40 slots
-// of 72 bytes or more, say) ends the process with the runtime's fatal
-// "out of memory", which no recover catches. Size the queue for the
-// memory you have.
+// of 72 bytes or more, say) ends the process with a fatal runtime error,
+// "out of memory" ("too many address space collisions for -race mode"
+// under the race detector), which no recover catches. Size the queue for
+// the memory you have.
 func NewQueue[T any](capacity int) (*Queue[T], error) {
 	if capacity < 2 || capacity > MaxRingCapacity || capacity&(capacity-1) != 0 {
 		return nil, fmt.Errorf("lockword: NewQueue capacity %d: must be a power of two from 2 to %d (try %d)",
