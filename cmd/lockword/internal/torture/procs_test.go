@@ -68,12 +68,16 @@ func killRuns() int {
 // critical section first (catchHolder), so about half the kills, and not
 // fewer than a third on any machine state, must hit it (measured: 102-131
 // of 200 idle, 112-117 with two CPU hogs), and most of those mid-update.
+// (Not quite any state: shared-rw, which aims only half its kills at the
+// writer, got 23-26 of 100 beside two CPU hogs and two other test runs,
+// so TestTortureProcsKillFairKinds adds up to three of its runs' holder
+// kills.)
 // Before the aim used the owner slot and a stop, the fair kinds saw 0-19
 // of 200 on a fresh clone.
 func checkHolderKills(t *testing.T, k *killReport, kills int) {
 	t.Helper()
 	if k.HolderKills < kills/3 || k.RolledBack < int64(k.HolderKills/2) {
-		t.Errorf("only %d of %d kills hit the holder (%d rollbacks): the supervisor's aim at the holder failed, and recovery was barely exercised", k.HolderKills, kills, k.RolledBack)
+		t.Errorf("only %d of %d kills hit the holder (%d rollbacks; %d holder kills needed): the supervisor's aim at the holder failed, and recovery was barely exercised", k.HolderKills, k.Kills, k.RolledBack, kills/3)
 	}
 }
 
@@ -469,20 +473,58 @@ func TestTortureProcsKillFairKinds(t *testing.T) {
 	kills := killRuns()
 	for _, kind := range []string{"shared-ticket", "shared-rw"} {
 		t.Run(kind, func(t *testing.T) {
-			out, err := exec.Command(bin, "torture", "-procs", "4", "-lock", kind, "-kill", "-kills", fmt.Sprint(kills), "-json").Output()
-			if err != nil {
-				t.Fatalf("%v\n%s", err, out)
+			// Every run must be exact on its own. How many kills
+			// land on a holder is the supervisor's aim, which a
+			// loaded host spoils for shared-rw, whose aim is split
+			// between the writer and the readers (23-26 of 100 on
+			// the writer beside two CPU hogs), so up to three of its
+			// runs count together towards the recoveries
+			// checkHolderKills requires. shared-ticket gets one run:
+			// it is what catches a broken aim (catchHolder always
+			// giving up: 16 of 300 for shared-rw's three runs, and
+			// for shared-ticket's one run too few, where three runs'
+			// random kills reached 44).
+			runs := 1
+			if kind == "shared-rw" {
+				runs = maxAimRuns
 			}
-			var r reportJSON
-			if err := json.Unmarshal(out, &r); err != nil {
-				t.Fatalf("%v: %s", err, out)
+			var sum killReport
+			for run := 1; run <= runs; run++ {
+				k := runFairKill(t, bin, kind, kills)
+				sum.HolderKills += k.HolderKills
+				sum.RolledBack += k.RolledBack
+				sum.Kills += k.Kills
+				sum.MaxRecoveryMs = max(sum.MaxRecoveryMs, k.MaxRecoveryMs)
+				if sum.HolderKills >= kills/3 && sum.RolledBack >= int64(sum.HolderKills/2) {
+					break
+				}
 			}
-			k := r.Kill
-			if k == nil || k.Kills != kills || k.Hangs != 0 || k.Recoveries != int64(k.HolderKills) || r.Expected != r.Actual || r.Result != "PASS" {
-				t.Fatalf("bad kill report: %s", out)
-			}
-			checkHolderKills(t, k, kills)
-			t.Logf("%s: %d kills, %d of the holder, max recovery %.1f ms", kind, k.Kills, k.HolderKills, k.MaxRecoveryMs)
+			checkHolderKills(t, &sum, kills)
+			t.Logf("%s: %d kills, %d of the holder, max recovery %.1f ms", kind, sum.Kills, sum.HolderKills, sum.MaxRecoveryMs)
 		})
 	}
+}
+
+// maxAimRuns is how many shared-rw kill runs TestTortureProcsKillFairKinds
+// may add up to reach the holder kills checkHolderKills requires.
+const maxAimRuns = 3
+
+// runFairKill runs one kill torture of kind and fails the test unless it
+// is exact: every kill made, no hang, every holder kill recovered once,
+// the counter equal to the committed additions.
+func runFairKill(t *testing.T, bin, kind string, kills int) *killReport {
+	t.Helper()
+	out, err := exec.Command(bin, "torture", "-procs", "4", "-lock", kind, "-kill", "-kills", fmt.Sprint(kills), "-json").Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var r reportJSON
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	k := r.Kill
+	if k == nil || k.Kills != kills || k.Hangs != 0 || k.Recoveries != int64(k.HolderKills) || r.Expected != r.Actual || r.Result != "PASS" {
+		t.Fatalf("bad kill report: %s", out)
+	}
+	return k
 }
