@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"reflect"
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/lockword/lockword/internal/ringindex"
 	"github.com/lockword/lockword/internal/wait"
@@ -44,8 +46,8 @@ const queueClosed = 1 << 63
 //
 // So producers contend only on tail, consumers only on head, and a producer
 // and a consumer meet only at a slot, never at a shared lock; each slot has
-// a cache line of its own (queueSlot), so they do not meet at the next
-// slot's line either. Vyukov's
+// 128 bytes of its own (queueSlotAlign), so they do not meet at the next
+// slot's cache lines either. Vyukov's
 // design was chosen over a linked queue (Michael & Scott) because it is
 // bounded and allocates nothing per item, and over a ring of two indices
 // with a lock because a claim is one CAS; its one cost is that a producer
@@ -101,9 +103,10 @@ type Queue[T any] struct {
 	_       [falseSharingRange]byte
 
 	// Read-only after NewQueue.
-	slots []queueSlot[T]
-	mask  uint64 // len(slots)-1
-	clear bool   // T holds pointers: zero popped slots so the GC can free what they held
+	slots  unsafe.Pointer // slot 0 (see newQueueSlots); nil in a zero Queue
+	stride uintptr        // bytes from one slot to the next, a multiple of queueSlotAlign
+	mask   uint64         // capacity-1
+	clear  bool           // T holds pointers: zero popped slots so the GC can free what they held
 
 	// closed is set by Close after tail's closed bit, for waiting
 	// consumers (hasItems): it shares the read-only fields' line, written
@@ -111,22 +114,64 @@ type Queue[T any] struct {
 	closed atomic.Bool
 }
 
-// queueSlot is one slot: its sequence (see Queue) and the item, padded so
-// that no two slots' sequences share a cache line. When the queue is full
-// (empty), the producer refilling slot i (the consumer waiting on it) and
-// the consumer taking slot i+1 (the producer filling it) work one slot
-// apart at the same time; unpadded, three 24-byte slots of a 16-byte item
-// share a line, which then moves between the cores for every item. Generic
-// code cannot size the pad to T, so it is one line less the sequence: a
-// slot takes queueSlotPad more bytes than its item and sequence.
+// queueSlot is one slot: its sequence (see Queue) and the item. Slots lie
+// stride bytes apart, each alone in an aligned block of queueSlotAlign
+// bytes or more (newQueueSlots).
 type queueSlot[T any] struct {
 	seq atomic.Uint64
 	v   T
-	_   [queueSlotPad]byte // keep the next slot's sequence off this one's line
 }
 
-// queueSlotPad is a cache line less the sequence word.
-const queueSlotPad = 64 - 8
+// queueSlotAlign is the alignment and the least distance of slots: two
+// cache lines. When the queue is full (empty), the producer refilling slot
+// i (the consumer waiting on it) and the consumer taking slot i+1 (the
+// producer filling it) work one slot apart at the same time; slots that
+// share a line, or straddle two, make that line move between the cores for
+// every item, and CPUs that fetch lines in aligned pairs (Intel's adjacent
+// line prefetch; the EPYC this was measured on behaves alike) make a
+// neighbour in the other line of the pair cost nearly as much. Slots of 80
+// bytes (a 16-byte item with a 56-byte pad, one line apart) gave 22-35 M
+// items/s at 4-64 producers on 2 cores; 128-byte aligned slots 33-55 M
+// (BENCHMARKS.md).
+const queueSlotAlign = falseSharingRange
+
+// queueSlotStride is the distance between slots of T: a queueSlot[T]
+// rounded up to a multiple of queueSlotAlign.
+func queueSlotStride[T any]() uintptr {
+	return (unsafe.Sizeof(queueSlot[T]{}) + queueSlotAlign - 1) &^ (queueSlotAlign - 1)
+}
+
+// queueGuardSlots is how many strides newQueueSlots allocates beyond the
+// capacity: one before the first slot and one after the last, so that no
+// other object shares their blocks.
+const queueGuardSlots = 2
+
+// newQueueSlots allocates capacity slots of T, stride bytes apart, and
+// returns a pointer to the first (which keeps the allocation alive).
+// Generic code cannot size a pad by T, so reflect builds the element: a
+// queueSlot[T] and the pad up to the stride, which gives the garbage
+// collector the items' pointers. The slots must lie where the element's
+// queueSlot lies, so the first cannot be moved to an aligned address; it
+// is aligned because Go allocates an object whose size is a multiple of
+// 128 bytes (and at least 640, as here: 5 strides or more) at a multiple
+// of 128 (its size classes from 640 bytes on are multiples of 128, spans
+// start on pages, larger objects on pages). TestQueueSlotsOnOwnLines
+// checks it; were it not so, the queue would be slower, not wrong.
+func newQueueSlots[T any](capacity int) (unsafe.Pointer, uintptr) {
+	stride := queueSlotStride[T]()
+	fields := []reflect.StructField{{Name: "Slot", Type: reflect.TypeFor[queueSlot[T]]()}}
+	if pad := stride - unsafe.Sizeof(queueSlot[T]{}); pad > 0 {
+		fields = append(fields, reflect.StructField{Name: "Pad", Type: reflect.ArrayOf(int(pad), reflect.TypeFor[byte]())})
+	}
+	n := capacity + queueGuardSlots
+	mem := reflect.MakeSlice(reflect.SliceOf(reflect.StructOf(fields)), n, n).UnsafePointer()
+	return unsafe.Add(mem, stride), stride
+}
+
+// slot returns the slot of position p.
+func (q *Queue[T]) slot(p uint64) *queueSlot[T] {
+	return (*queueSlot[T])(unsafe.Add(q.slots, uintptr(p&q.mask)*q.stride))
+}
 
 // QueueStats counts how often the blocking calls of a Queue parked and were
 // woken. A busy queue, where nobody waits for long, parks rarely and makes
@@ -145,12 +190,13 @@ type QueueStats struct {
 // must be a power of two from 2 to MaxRingCapacity (Vyukov's sequences need
 // two slots to tell "full" from "free for the next lap"); otherwise NewQueue
 // returns an error. The queue allocates capacity slots up front, each the
-// item's size plus 64 bytes (its sequence and a pad against false sharing:
-// see queueSlot). It also returns an error, instead of letting make panic
-// or the runtime die out of memory, when those slots would take more than
-// maxRingBytes (128 TiB). Below that bound the slots are allocated at
-// once, as make allocates: a capacity the machine cannot hold (1<<40 slots
-// of 72 bytes or more, say) ends the process with a fatal runtime error,
+// item and its 8-byte sequence rounded up to a multiple of 128 bytes (128
+// for items up to 120 bytes: a pad against false sharing, see
+// queueSlotAlign). It also returns an error, instead of letting the
+// allocation panic or the runtime die out of memory, when those slots would
+// take more than maxRingBytes (128 TiB). Below that bound the slots are
+// allocated at once: a capacity the machine cannot hold (1<<40 slots of
+// 128 bytes, say) ends the process with a fatal runtime error,
 // "out of memory" ("too many address space collisions for -race mode"
 // under the race detector), which no recover catches. Size the queue for
 // the memory you have.
@@ -159,12 +205,15 @@ func NewQueue[T any](capacity int) (*Queue[T], error) {
 		return nil, fmt.Errorf("lockword: NewQueue capacity %d: must be a power of two from 2 to %d (try %d)",
 			capacity, MaxRingCapacity, max(2, ringRoundUp(capacity)))
 	}
-	if err := checkSlotBytes[queueSlot[T]]("NewQueue", capacity); err != nil {
-		return nil, err
+	stride := queueSlotStride[T]()
+	if hi, lo := bits.Mul64(uint64(capacity+queueGuardSlots), uint64(stride)); hi != 0 || lo > maxRingBytes {
+		return nil, fmt.Errorf("lockword: NewQueue capacity %d of %d-byte slots: they would take more than %d bytes",
+			capacity, stride, uint64(maxRingBytes))
 	}
-	q := &Queue[T]{slots: paddedSlice[queueSlot[T]](capacity), mask: uint64(capacity - 1)}
-	for i := range q.slots {
-		q.slots[i].seq.Store(uint64(i)) // free for the push of position i
+	q := &Queue[T]{mask: uint64(capacity - 1)}
+	q.slots, q.stride = newQueueSlots[T](capacity)
+	for i := range uint64(capacity) {
+		q.slot(i).seq.Store(i) // free for the push of position i
 	}
 	q.clear = holdsPointers(reflect.TypeFor[T]())
 	return q, nil
@@ -180,7 +229,12 @@ func queueNotMade() {
 }
 
 // Cap returns the number of slots.
-func (q *Queue[T]) Cap() int { return len(q.slots) }
+func (q *Queue[T]) Cap() int {
+	if q.slots == nil {
+		return 0
+	}
+	return int(q.mask + 1)
+}
 
 // Len returns the number of items pushed and not yet popped (claims in
 // progress included): a snapshot that may be out of date when it returns.
@@ -234,14 +288,14 @@ const (
 // waits for exactly that; retrying at once only fights for the tail's
 // cache line with the winner.
 func (q *Queue[T]) pushOnce(v T) int {
-	if len(q.slots) == 0 {
+	if q.slots == nil {
 		queueNotMade()
 	}
 	t := q.tail.Load()
 	if t&queueClosed != 0 {
 		return queueRefused
 	}
-	s := &q.slots[t&q.mask]
+	s := q.slot(t)
 	switch d := int64(s.seq.Load() - t); {
 	case d == 0: // free for position t: claim it
 		if !q.tail.CompareAndSwap(t, t+1) {
@@ -279,11 +333,11 @@ func (q *Queue[T]) TryPop() (v T, ok bool) {
 
 // popOnce makes one attempt to pop an item, as pushOnce does to push one.
 func (q *Queue[T]) popOnce() (v T, r int) {
-	if len(q.slots) == 0 {
+	if q.slots == nil {
 		queueNotMade()
 	}
 	h := q.head.Load()
-	s := &q.slots[h&q.mask]
+	s := q.slot(h)
 	switch d := int64(s.seq.Load() - (h + 1)); {
 	case d == 0: // holds the item of position h: claim it
 		if !q.head.CompareAndSwap(h, h+1) {
@@ -296,7 +350,7 @@ func (q *Queue[T]) popOnce() (v T, r int) {
 		}
 		// Free the slot for the next lap's producer; our read above
 		// happens before its write.
-		s.seq.Swap(h + uint64(len(q.slots)))
+		s.seq.Swap(h + q.mask + 1)
 		q.pushers.wake(1)
 		return v, queueDone
 	case d < 0: // not yet published: empty (or a push in progress)
@@ -309,7 +363,7 @@ func (q *Queue[T]) popOnce() (v T, r int) {
 // slots, claiming them with one CAS, and returns how many it appended: 0
 // if the queue is full or closed. It never parks.
 func (q *Queue[T]) TryPushSlice(src []T) int {
-	if len(q.slots) == 0 {
+	if q.slots == nil {
 		queueNotMade()
 	}
 	t := q.tail.Load()
@@ -317,17 +371,17 @@ func (q *Queue[T]) TryPushSlice(src []T) int {
 		// Count the free slots from t on: each must be free for its own
 		// position, since consumers free slots out of order.
 		n := uint64(0)
-		for n < uint64(len(src)) && q.slots[(t+n)&q.mask].seq.Load() == t+n {
+		for n < uint64(len(src)) && q.slot(t+n).seq.Load() == t+n {
 			n++
 		}
-		if n == 0 && int64(q.slots[t&q.mask].seq.Load()-t) < 0 {
+		if n == 0 && int64(q.slot(t).seq.Load()-t) < 0 {
 			return 0 // full
 		}
 		if n > 0 && q.tail.CompareAndSwap(t, t+n) {
 			// The slots stay free until we publish them: only the
 			// producer of their position may move them.
 			for i := range n {
-				s := &q.slots[(t+i)&q.mask]
+				s := q.slot(t + i)
 				s.v = src[i]
 				s.seq.Swap(t + i + 1)
 			}
@@ -343,22 +397,22 @@ func (q *Queue[T]) TryPushSlice(src []T) int {
 // them with one CAS, and returns how many it removed: those published in a
 // run from the oldest on. It never parks.
 func (q *Queue[T]) TryPopSlice(dst []T) int {
-	if len(q.slots) == 0 {
+	if q.slots == nil {
 		queueNotMade()
 	}
 	h := q.head.Load()
 	for len(dst) > 0 {
 		n := uint64(0)
-		for n < uint64(len(dst)) && q.slots[(h+n)&q.mask].seq.Load() == h+n+1 {
+		for n < uint64(len(dst)) && q.slot(h+n).seq.Load() == h+n+1 {
 			n++
 		}
-		if n == 0 && int64(q.slots[h&q.mask].seq.Load()-(h+1)) < 0 {
+		if n == 0 && int64(q.slot(h).seq.Load()-(h+1)) < 0 {
 			return 0 // empty, or the oldest push is in progress
 		}
 		if n > 0 && q.head.CompareAndSwap(h, h+n) {
-			lap := uint64(len(q.slots))
+			lap := q.mask + 1
 			for i := range n {
-				s := &q.slots[(h+i)&q.mask]
+				s := q.slot(h + i)
 				dst[i] = s.v
 				if q.clear {
 					var zero T
@@ -521,7 +575,7 @@ func (q *Queue[T]) hasRoom() (ready bool, err error) {
 		if queueLookHook != nil {
 			queueLookHook()
 		}
-		d := int64(q.slots[t&q.mask].seq.Load() - t)
+		d := int64(q.slot(t).seq.Load() - t)
 		if d <= 0 {
 			return d == 0, nil
 		}
@@ -540,7 +594,7 @@ func (q *Queue[T]) hasItems() (ready bool, err error) {
 		if queueLookHook != nil {
 			queueLookHook()
 		}
-		d := int64(q.slots[h&q.mask].seq.Load() - (h + 1))
+		d := int64(q.slot(h).seq.Load() - (h + 1))
 		if d == 0 {
 			return true, nil
 		}

@@ -48,9 +48,10 @@ func TestNewQueueHugeCapacity(t *testing.T) {
 		}
 	}
 	// The message names the slot's size, not the item's: an int is 8 bytes,
-	// its queue slot 72, and "72-byte items" misled a reader.
+	// its queue slot 128, and "72-byte items" (the slot of the time)
+	// misled a reader.
 	_, err := NewQueue[int](MaxRingCapacity)
-	want := fmt.Sprintf("%d-byte slots", unsafe.Sizeof(queueSlot[int]{}))
+	want := fmt.Sprintf("%d-byte slots", queueSlotStride[int]())
 	if err == nil || strings.Contains(err.Error(), "-byte items") || !strings.Contains(err.Error(), want) {
 		t.Errorf("NewQueue[int](MaxRingCapacity) error = %v, want it to say %q, not items", err, want)
 	}
@@ -106,8 +107,8 @@ func TestQueueClearsPointerSlots(t *testing.T) {
 	q.TryPop()
 	q.TryPushSlice([]*int{new(int), new(int)})
 	q.TryPopSlice(make([]*int, 2))
-	for i := range q.slots {
-		if q.slots[i].v != nil {
+	for i := range uint64(q.Cap()) {
+		if q.slot(i).v != nil {
 			t.Fatalf("slot %d still holds a popped pointer", i)
 		}
 	}
@@ -194,7 +195,7 @@ func TestQueueCloseDrainWakesAll(t *testing.T) {
 	waitParked(t, &q.poppers, consumers)
 	q.Close()
 	waitParked(t, &q.poppers, consumers) // woken by Close, parked again: the slot is not written
-	s := &q.slots[0]
+	s := q.slot(0)
 	s.v = 7
 	s.seq.Swap(1)
 	q.wakePoppers(1)
@@ -381,7 +382,7 @@ func TestQueueLookAfterStalePosition(t *testing.T) {
 			if side == "pop" {
 				q.Close() // woken: the slot is still unwritten, parked again
 				waitParked(t, w, 1)
-				s := &q.slots[0]
+				s := q.slot(0)
 				s.v = 7
 				s.seq.Swap(1) // publish; the wake-up makes it look
 				q.wakePoppers(1)
@@ -448,19 +449,82 @@ func TestQueueWokenBeforeItSleeps(t *testing.T) {
 	}
 }
 
-// TestQueueSlotsOnOwnLines: consecutive slots' sequences lie at least a
-// cache line apart, so a producer and a consumer one slot apart do not
-// share a line (queueSlot).
+// TestQueueSlotsOnOwnLines: every slot starts on a 128-byte boundary
+// (queueSlotAlign) and lies alone in its block, for items smaller and
+// larger than a block, so that a producer and a consumer one slot apart do
+// not share a line or a prefetched pair of lines; the guard before the
+// first slot and after the last lie inside the allocation.
 func TestQueueSlotsOnOwnLines(t *testing.T) {
-	check := func(name string, size, seqOff uintptr) {
-		if size < 64 || seqOff != 0 {
-			t.Errorf("%s: slot of %d bytes, sequence at %d: want at least 64 bytes, sequence first", name, size, seqOff)
+	check := func(name string, capacity int, stride, size uintptr, slots func() (unsafe.Pointer, int)) {
+		t.Helper()
+		if stride%queueSlotAlign != 0 || stride < size {
+			t.Errorf("%s: stride %d for a %d-byte slot: want a multiple of %d that holds it", name, stride, size, queueSlotAlign)
+		}
+		base, n := slots()
+		if uintptr(base)%queueSlotAlign != 0 {
+			t.Errorf("%s: first slot at %#x, not %d-byte aligned", name, uintptr(base), queueSlotAlign)
+		}
+		if n != capacity {
+			t.Errorf("%s: Cap = %d, want %d", name, n, capacity)
 		}
 	}
-	var a queueSlot[byte]
-	check("queueSlot[byte]", unsafe.Sizeof(a), unsafe.Offsetof(a.seq))
-	var b queueSlot[[3]uint64]
-	check("queueSlot[[3]uint64]", unsafe.Sizeof(b), unsafe.Offsetof(b.seq))
+	qb := mustQueue[byte](t, 4)
+	check("Queue[byte]", 4, qb.stride, unsafe.Sizeof(queueSlot[byte]{}), func() (unsafe.Pointer, int) { return qb.slots, qb.Cap() })
+	q3 := mustQueue[[3]uint64](t, 8)
+	check("Queue[[3]uint64]", 8, q3.stride, unsafe.Sizeof(queueSlot[[3]uint64]{}), func() (unsafe.Pointer, int) { return q3.slots, q3.Cap() })
+	q200 := mustQueue[[200]byte](t, 2)
+	check("Queue[[200]byte]", 2, q200.stride, unsafe.Sizeof(queueSlot[[200]byte]{}), func() (unsafe.Pointer, int) { return q200.slots, q200.Cap() })
+	if q200.stride != 256 {
+		t.Errorf("Queue[[200]byte]: stride %d, want 256 (a 208-byte slot rounded up)", q200.stride)
+	}
+	for c := 2; c <= 1<<12; c <<= 1 { // small objects of several size classes, then large
+		qc := mustQueue[int](t, c)
+		check(fmt.Sprintf("Queue[int] of %d", c), c, qc.stride, unsafe.Sizeof(queueSlot[int]{}), func() (unsafe.Pointer, int) { return qc.slots, qc.Cap() })
+		qw := mustQueue[[20]uint64](t, c)
+		check(fmt.Sprintf("Queue[[20]uint64] of %d", c), c, qw.stride, unsafe.Sizeof(queueSlot[[20]uint64]{}), func() (unsafe.Pointer, int) { return qw.slots, qw.Cap() })
+	}
+	qe := mustQueue[struct{}](t, 2)
+	check("Queue[struct{}]", 2, qe.stride, unsafe.Sizeof(queueSlot[struct{}]{}), func() (unsafe.Pointer, int) { return qe.slots, qe.Cap() })
+	// Every slot is written and read back without touching its
+	// neighbours' bytes.
+	for i := range uint64(8) {
+		q3.slot(i).v = [3]uint64{i, i, i}
+	}
+	for i := range uint64(8) {
+		if v := q3.slot(i).v; v != [3]uint64{i, i, i} {
+			t.Errorf("slot %d holds %v after every slot was written", i, v)
+		}
+	}
+}
+
+// TestQueueItemsSurviveGC: the slots are allocated through reflect with a
+// pad (newQueueSlots); the garbage collector must still see the items'
+// pointers, or a pushed pointer's object would be freed and reused while
+// queued.
+func TestQueueItemsSurviveGC(t *testing.T) {
+	q := mustQueue[*[64]int](t, 64)
+	for i := range 64 {
+		p := new([64]int)
+		for j := range p {
+			p[j] = i
+		}
+		q.TryPush(p)
+	}
+	for range 3 {
+		runtime.GC()
+		junk := make([]*[64]int, 1000) // reuse freed memory, if any was freed
+		for i := range junk {
+			junk[i] = new([64]int)
+			junk[i][0] = -1
+		}
+		runtime.KeepAlive(junk)
+	}
+	for i := range 64 {
+		p, ok := q.TryPop()
+		if !ok || p[0] != i || p[63] != i {
+			t.Fatalf("item %d after GC: ok %v, holds %d..%d", i, ok, p[0], p[63])
+		}
+	}
 }
 
 // TestZeroQueuePanicsClearly: a Queue not made by NewQueue has no slots;

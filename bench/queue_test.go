@@ -196,7 +196,7 @@ func claimsFloor(capacity int) mpmcOps {
 // claimSlotsFloor is the floor of a queue that moves items through slots
 // with per-slot sequences (Vyukov's, as lockword's Queue and xsync's
 // MPMCQueue): the claims of claimsFloor, plus writing each item and its
-// slot's sequence and reading them back, one slot per cache line. It has
+// slot's sequence and reading them back, one slot per 128 bytes. It has
 // no waiting protocol at all: a side that fails yields, as the xsync peer
 // does, and never parks or looks for sleepers. The Queue's distance from
 // it is what its blocking calls cost.
@@ -204,7 +204,7 @@ func claimSlotsFloor(capacity int) mpmcOps {
 	type slot struct {
 		seq atomic.Uint64
 		v   mpmcItem
-		_   [64 - 8 - 16]byte // one slot per cache line, as the Queue's
+		_   [128 - 8 - 16]byte // 128 bytes per slot, as the Queue's
 	}
 	var w claimWords
 	slots := make([]slot, capacity)
