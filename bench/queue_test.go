@@ -12,10 +12,11 @@ package bench
 // time per popped item, Mitems/s its inverse in millions per second.
 // Every 16th item carries its push time, and the consumers report the
 // wait per item (push to pop): p99-µs and max-µs. fair is the most items
-// any producer pushed over the fewest (1 is perfectly fair). Kind claims
-// is the floor: the two claimed positions alone (claimsFloor); kind
-// claimslots adds moving the items through sequenced slots, with no
-// waiting protocol (claimSlotsFloor). Kind queue-try is the Queue's
+// any producer pushed over the fewest (1 is perfectly fair). Kinds claims
+// and claimslots are bare designs: the two claimed positions alone
+// (claimsFloor), and those plus moving the items through sequenced slots,
+// with no waiting protocol (claimSlotsFloor); both retry a lost claim at
+// once, which the Queue does not. Kind queue-try is the Queue's
 // TryPush and TryPop yielding when they fail, as the xsync peer does: the
 // Queue without parking. Kind queue-pop64 is the Queue with consumers
 // taking up to 64 items per PopSlice while producers push one at a time;
@@ -197,9 +198,9 @@ func claimsFloor(capacity int) mpmcOps {
 // with per-slot sequences (Vyukov's, as lockword's Queue and xsync's
 // MPMCQueue): the claims of claimsFloor, plus writing each item and its
 // slot's sequence and reading them back, one slot per 128 bytes. It has
-// no waiting protocol at all: a side that fails yields, as the xsync peer
-// does, and never parks or looks for sleepers. The Queue's distance from
-// it is what its blocking calls cost.
+// no waiting protocol at all: a side that finds the queue full (empty)
+// yields, as the xsync peer does, and never parks or looks for sleepers;
+// a lost claim is retried at once, where the Queue's Push and Pop yield.
 func claimSlotsFloor(capacity int) mpmcOps {
 	type slot struct {
 		seq atomic.Uint64
