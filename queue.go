@@ -46,8 +46,8 @@ const queueClosed = 1 << 63
 //
 // So producers contend only on tail, consumers only on head, and a producer
 // and a consumer meet only at a slot, never at a shared lock; each slot has
-// 128 bytes of its own (queueSlotAlign), so they do not meet at the next
-// slot's cache lines either. Vyukov's
+// 128 bytes of its own (two cache lines, aligned), so they do not meet at
+// the next slot's lines either. Vyukov's
 // design was chosen over a linked queue (Michael & Scott) because it is
 // bounded and allocates nothing per item, and over a ring of two indices
 // with a lock because a claim is one CAS; its one cost is that a producer
@@ -75,8 +75,8 @@ const queueClosed = 1 << 63
 // park on a wake word (internal/wait), using no CPU while idle. A side that
 // frees a slot (publishes an item) wakes one parked producer (consumer) per
 // slot, but only if one is announced and not already woken, so a busy queue
-// makes no wake calls and a sleep costs one wake call; see QueueStats and
-// queueWaiters. The announcement, a count of parked goroutines, and the
+// makes no wake calls and a sleep costs one wake call (QueueStats counts
+// both). The announcement, a count of parked goroutines, and the
 // slot's sequence form a Dekker pair, as in Ring, so no wake-up is lost.
 //
 // In the terminology of the Go memory model, a push of an item synchronizes
@@ -179,10 +179,12 @@ func (q *Queue[T]) slot(p uint64) *queueSlot[T] {
 type QueueStats struct {
 	// PushSleeps and PopSleeps count the times Push or PushSlice found
 	// the queue full (Pop or PopSlice found it empty) for longer than the
-	// spin and parked.
+	// spin and went to park (a call whose context had already ended
+	// counts too: it got that far before the wait returned).
 	PushSleeps, PopSleeps uint64
-	// Wakes counts wake-up calls, made by a side (or Close) that found
-	// goroutines of the other side announced as parked.
+	// Wakes counts wake-up calls: those made by a side that found
+	// goroutines of the other side announced as parked, and the two
+	// that Close makes (one per side, whether or not anybody waits).
 	Wakes uint64
 }
 
@@ -191,10 +193,11 @@ type QueueStats struct {
 // two slots to tell "full" from "free for the next lap"); otherwise NewQueue
 // returns an error. The queue allocates capacity slots up front, each the
 // item and its 8-byte sequence rounded up to a multiple of 128 bytes (128
-// for items up to 120 bytes: a pad against false sharing, see
-// queueSlotAlign). It also returns an error, instead of letting the
+// for items up to 120 bytes: a pad against false sharing, see Queue), and
+// two more as guards; the allocator rounds the block up (136 KiB for 1024
+// slots of 128 bytes). It also returns an error, instead of letting the
 // allocation panic or the runtime die out of memory, when those slots would
-// take more than maxRingBytes (128 TiB). Below that bound the slots are
+// take more than 128 TiB. Below that bound the slots are
 // allocated at once: a capacity the machine cannot hold (1<<40 slots of
 // 128 bytes, say) ends the process with a fatal runtime error,
 // "out of memory" ("too many address space collisions for -race mode"
@@ -519,7 +522,7 @@ func (q *Queue[T]) PushSlice(ctx context.Context, src []T) (int, error) {
 // (as io.Reader does: n ≥ 1 with a nil error). It returns 0 and
 // ErrQueueClosed once the queue is closed and drained, 0 and ErrNilContext
 // for a nil ctx, or 0 and ctx.Err() if ctx ends first. A dst of length 0
-// returns 0, nil.
+// returns 0, nil (after the ctx check).
 func (q *Queue[T]) PopSlice(ctx context.Context, dst []T) (int, error) {
 	if ctx == nil {
 		return 0, ErrNilContext
