@@ -116,7 +116,7 @@ type Queue[T any] struct {
 
 // queueSlot is one slot: its sequence (see Queue) and the item. Slots lie
 // stride bytes apart, each alone in an aligned block of queueSlotAlign
-// bytes or more (newQueueSlots).
+// bytes or more (newQueueSlots aligns them).
 type queueSlot[T any] struct {
 	seq atomic.Uint64
 	v   T
@@ -146,27 +146,52 @@ func queueSlotStride[T any]() uintptr {
 // other object shares their blocks.
 const queueGuardSlots = 2
 
-// newQueueSlots allocates capacity slots of T, stride bytes apart, and
-// returns a pointer to the first (which keeps the allocation alive).
-// Generic code cannot size a pad by T, so reflect builds the element: a
-// queueSlot[T] and the pad up to the stride, which gives the garbage
-// collector the items' pointers. The slots must lie where the element's
-// queueSlot lies, so the first cannot be moved to an aligned address; it
-// is aligned because Go allocates an object whose size is a multiple of
-// 128 bytes (and at least 640, as here: 5 strides or more) at a multiple
-// of 128 (its size classes from 640 bytes on are multiples of 128, spans
-// start on pages, larger objects on pages). TestQueueSlotsOnOwnLines
-// checks it; were it not so, the queue would be slower, not wrong.
+// newQueueSlots allocates capacity slots of T, stride bytes apart, the
+// first aligned to queueSlotAlign, and returns a pointer to the first
+// (which keeps the allocation alive). Generic code cannot size a pad by
+// T, so reflect builds the element: a queueSlot[T] and the pad up to the
+// stride, which gives the garbage collector the items' pointers.
+//
+// The slots must lie where the elements' queueSlots lie, so the first
+// cannot be moved inside the allocation; the allocation itself must start
+// where the first slot comes out aligned. Go aligns an object to its size
+// class only, and puts an 8-byte header before small objects that hold
+// pointers (over 512 bytes on 64-bit), so the offset of the first slot
+// from an aligned address is known only after allocating. Hence: allocate
+// with no lead, and if the first slot is off by m, allocate again with a
+// leading pad that moves it by the rest of the block, up to
+// queueAlignTries times (the size class, and with it the offset, can
+// change with the pad). If none comes out aligned, the queue is slower,
+// not wrong.
 func newQueueSlots[T any](capacity int) (unsafe.Pointer, uintptr) {
 	stride := queueSlotStride[T]()
 	fields := []reflect.StructField{{Name: "Slot", Type: reflect.TypeFor[queueSlot[T]]()}}
 	if pad := stride - unsafe.Sizeof(queueSlot[T]{}); pad > 0 {
 		fields = append(fields, reflect.StructField{Name: "Pad", Type: reflect.ArrayOf(int(pad), reflect.TypeFor[byte]())})
 	}
-	n := capacity + queueGuardSlots
-	mem := reflect.MakeSlice(reflect.SliceOf(reflect.StructOf(fields)), n, n).UnsafePointer()
-	return unsafe.Add(mem, stride), stride
+	slots := reflect.ArrayOf(capacity+queueGuardSlots, reflect.StructOf(fields))
+	var first unsafe.Pointer
+	lead := uintptr(0)
+	for range queueAlignTries {
+		typ := slots
+		if lead > 0 {
+			typ = reflect.StructOf([]reflect.StructField{
+				{Name: "Lead", Type: reflect.ArrayOf(int(lead), reflect.TypeFor[byte]())},
+				{Name: "Slots", Type: slots},
+			})
+		}
+		first = unsafe.Add(reflect.New(typ).UnsafePointer(), lead+stride) // past the leading guard
+		miss := uintptr(first) & (queueSlotAlign - 1)
+		if miss == 0 {
+			break
+		}
+		lead = (lead + queueSlotAlign - miss) & (queueSlotAlign - 1)
+	}
+	return first, stride
 }
+
+// queueAlignTries bounds newQueueSlots' allocations.
+const queueAlignTries = 4
 
 // slot returns the slot of position p.
 func (q *Queue[T]) slot(p uint64) *queueSlot[T] {
@@ -197,9 +222,10 @@ type QueueStats struct {
 // two more as guards; the allocator rounds the block up (136 KiB for 1024
 // slots of 128 bytes). It also returns an error, instead of letting the
 // allocation panic or the runtime die out of memory, when those slots would
-// take more than 128 TiB. Below that bound the slots are
-// allocated at once: a capacity the machine cannot hold (1<<40 slots of
-// 128 bytes, say) ends the process with a fatal runtime error,
+// take more than 128 TiB (2 GiB on 32-bit platforms). Below that bound
+// the slots are allocated at once: a capacity the machine cannot hold
+// (1<<39 slots of 128 bytes, 64 TiB, say) ends the process with a fatal
+// runtime error,
 // "out of memory" ("too many address space collisions for -race mode"
 // under the race detector), which no recover catches. Size the queue for
 // the memory you have.
