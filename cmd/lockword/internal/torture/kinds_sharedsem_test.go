@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 
 	"github.com/lockword/lockword/cmd/lockword/internal/clitest"
@@ -38,15 +39,18 @@ func TestTortureSharedSemaphore(t *testing.T) {
 	}
 	t.Logf("10 kills: %d permits held by the killed, %d recovered, %d reported", r.HeldByKilled, r.Recovered, r.Told)
 	// Go and C worker processes on one semaphore, C holders killed too.
-	for run := 1; ; run++ {
-		r, out = runShSem(t, bin, "-lock", "shared-semaphore-broken", "-iters", "2000")
+	// An over-grant needs holders of more than four permits inside at
+	// once; a loaded host may serialise a short run (three runs of 2,000
+	// iterations each passed beside two CPU hogs and two other test runs,
+	// load 13), so each further run is four times longer: 2,000 to
+	// 128,000 iterations a worker, about 0.1 s to 7 s on a quiet host.
+	for run, iters := 1, 2000; ; run, iters = run+1, iters*4 {
+		r, out = runShSem(t, bin, "-lock", "shared-semaphore-broken", "-iters", strconv.Itoa(iters))
 		if r.Result == "FAIL" && r.OverGrants > 0 {
 			break
 		}
-		// An over-grant needs holders of more than four permits inside
-		// at once; a loaded host may serialise a short run.
-		if run == 3 {
-			t.Fatalf("shared-semaphore-broken passed %d runs: %s", run, out)
+		if run == 4 {
+			t.Fatalf("shared-semaphore-broken passed %d runs, the last of %d iterations: %s", run, iters, out)
 		}
 	}
 	r, out = runShSem(t, bin, "-lock", "shared-semaphore-c", "-iters", "100")
