@@ -18,7 +18,7 @@ var (
 	// internal/wait.
 	inProcessFiles = []string{"mutex.go", "spin.go", "ticket.go", "rwmutex.go", "cond.go", "mutex_cond.go", "semaphore.go", "semaphorequeue.go", "diag.go", "stuck.go", "contention.go", "deadlock.go", "deadlockwalk.go", "deadlock_tag.go", "deadlock_notag.go"}
 	// Lock-free structures.
-	lockFreeFiles = []string{"ring.go", "ringindex.go", "queue.go", "seqlock.go", "update.go"}
+	lockFreeFiles = []string{"ring.go", "ringindex.go", "queue.go", "queue_slots.go", "queue_wait.go", "seqlock.go", "update.go"}
 	// What every layer, and package shm or etcdlock, uses: package doc,
 	// errors, ContextLocker, the CPU pause.
 	commonFiles = []string{"doc.go", "corrupt.go", "ownerdead.go", "contextlocker.go", "nocopy.go", "pause.go"}
